@@ -1,0 +1,15 @@
+//===- MoEToLinalg.h - moe to linalg patterns ---------------------*- C++ -*-===//
+
+#ifndef MESHFOLD_CONVERSION_MOETOLINALG_MOETOLINALG_H
+#define MESHFOLD_CONVERSION_MOETOLINALG_MOETOLINALG_H
+
+namespace mlir {
+class RewritePatternSet;
+} // namespace mlir
+
+namespace meshfold {
+/// Patterns lowering the moe compute ops to linalg/tensor/arith/math.
+void populateMoEToLinalgConversionPatterns(mlir::RewritePatternSet &patterns);
+} // namespace meshfold
+
+#endif // MESHFOLD_CONVERSION_MOETOLINALG_MOETOLINALG_H

@@ -1,0 +1,80 @@
+//===- Passes.td - meshfold conversion passes --------------*- tablegen -*-===//
+
+#ifndef MESHFOLD_CONVERSION_PASSES_TD
+#define MESHFOLD_CONVERSION_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def ConvertMoEToLinalgPass : Pass<"convert-moe-to-linalg"> {
+  let summary = "lower moe compute ops to linalg, tensor and arith";
+  let description = [{
+    Rewrites every compute op of the `moe` dialect (embed, positions,
+    rms_norm, linear, rope, attention, router, experts, lm_head) into
+    `linalg.generic` ops on tensors, at whatever (local) shapes they carry.
+    `moe.param` and `moe.kv_cache` are left for `convert-moe-to-runtime`.
+
+    ```mlir
+    %y = moe.linear %x, %w : tensor<?x64xf32>, tensor<128x64xf32> -> tensor<?x128xf32>
+    // becomes
+    %e = tensor.empty(%t) : tensor<?x128xf32>
+    %z = linalg.fill ins(%c0 : f32) outs(%e : tensor<?x128xf32>) -> tensor<?x128xf32>
+    %y = linalg.generic {... iterator_types = ["parallel", "parallel", "reduction"]}
+           ins(%x, %w : ...) outs(%z : ...) { mulf, addf }
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect",
+    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect"
+  ];
+}
+
+def ConvertMoEToRuntimePass : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp"> {
+  let summary = "bind weights, outputs and the entry point to the mfrt runtime";
+  let description = [{
+    - `moe.param` becomes `mf.weight` (the runtime's buffer of that weight,
+      loaded from the safetensors file and checked against its name, dtype and
+      shape) and a `bufferization.to_tensor ... restrict`;
+    - `moe.kv_cache` becomes a call to `mfrt_kv_cache_f32(layer, k, v, pos)`;
+    - the entry function `@prefill` gets the C interface the runtime calls;
+    - the module gets the manifest `__mf_manifest`: the model's dimensions and
+      the weight table (id, name, shape) that the runtime checks the weights
+      file against.
+
+    ```mlir
+    %w = moe.param "model.norm.weight" : tensor<64xf32>
+    // becomes
+    %m = mf.weight 3, "model.norm.weight" : memref<64xf32>
+    %w = bufferization.to_tensor %m restrict : memref<64xf32> to tensor<64xf32>
+    ```
+  }];
+  let options = [
+    Option<"entryName", "entry", "std::string", "\"prefill\"",
+           "Name of the entry function">
+  ];
+  let dependentDialects = [
+    "::mlir::func::FuncDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::arith::ArithDialect", "::mlir::LLVM::LLVMDialect",
+    "::meshfold::mf::MFDialect"
+  ];
+}
+
+def ConvertMFToLLVMPass : Pass<"convert-mf-to-llvm", "::mlir::ModuleOp"> {
+  let summary = "lower mf runtime-binding ops to LLVM calls into mfrt";
+  let description = [{
+    `mf.weight` becomes a call to `mfrt_weight(id)` returning the data pointer,
+    wrapped in a memref descriptor of the op's static shape (as
+    `memref.get_global` is lowered). Runs before `finalize-memref-to-llvm`.
+
+    ```mlir
+    %w = mf.weight 3, "model.norm.weight" : memref<64xf32>
+    // becomes
+    %id = llvm.mlir.constant(3 : i64) : i64
+    %p = llvm.call @mfrt_weight(%id) : (i64) -> !llvm.ptr
+    // + llvm.insertvalue ... building !llvm.struct<(ptr, ptr, i64, ...)>
+    ```
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
+}
+
+#endif // MESHFOLD_CONVERSION_PASSES_TD

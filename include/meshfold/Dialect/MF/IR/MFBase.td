@@ -1,0 +1,43 @@
+//===- MFBase.td - mf dialect definition -------------------*- tablegen -*-===//
+//
+// The `mf` dialect: meshes, the partitioning plan and communication.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MESHFOLD_DIALECT_MF_IR_MFBASE_TD
+#define MESHFOLD_DIALECT_MF_IR_MFBASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+
+def MF_Dialect : Dialect {
+  let name = "mf";
+  let cppNamespace = "::meshfold::mf";
+  let summary = "meshes, partitioning plans and communication for meshfold";
+  let description = [{
+    The plan (`#mf.plan`) says how a model is spread over a cluster: the
+    device count, the node topology and its link classes, an attention mesh
+    (an ordered list of named axes, first axis varying fastest in the rank
+    number) and an expert mesh folded onto the same devices, whose axes are
+    composites of attention axes. A module carries its plan in the
+    `mf.plan` attribute.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let hasOperationAttrVerify = 1;
+  let extraClassDeclaration = [{
+    /// Name of the module attribute that holds the plan.
+    static constexpr ::llvm::StringLiteral getPlanAttrName() {
+      return ::llvm::StringLiteral("mf.plan");
+    }
+  }];
+}
+
+class MF_Op<string mnemonic, list<Trait> traits = []>
+    : Op<MF_Dialect, mnemonic, traits>;
+
+class MF_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<MF_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+#endif // MESHFOLD_DIALECT_MF_IR_MFBASE_TD

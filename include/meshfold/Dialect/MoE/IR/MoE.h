@@ -1,0 +1,38 @@
+//===- MoE.h - MoE dialect ----------------------------------------*- C++ -*-===//
+
+#ifndef MESHFOLD_DIALECT_MOE_IR_MOE_H
+#define MESHFOLD_DIALECT_MOE_IR_MOE_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "meshfold/Dialect/MoE/IR/MoEOpsDialect.h.inc"
+
+#define GET_OP_CLASSES
+#include "meshfold/Dialect/MoE/IR/MoEOps.h.inc"
+
+namespace mlir {
+class ModuleOp;
+} // namespace mlir
+
+namespace meshfold::moe {
+/// The model's dimensions, derived from its ops (the ops are the one source
+/// of truth; there is no separate config).
+struct ModelInfo {
+  int64_t hidden = 0, numHeads = 0, numKVHeads = 0, headDim = 0;
+  int64_t numExperts = 0, topK = 0, ffn = 0, numLayers = 0, vocab = 0;
+};
+
+/// Reads the model's dimensions off `module`'s ops. Emits an error naming the
+/// op and fails when ops disagree (e.g. two layers with different head counts).
+/// A module without attention ops gives numLayers == 0.
+mlir::FailureOr<ModelInfo> getModelInfo(mlir::ModuleOp module);
+} // namespace meshfold::moe
+
+#endif // MESHFOLD_DIALECT_MOE_IR_MOE_H

@@ -1,0 +1,213 @@
+//===- MoEOps.td - MoE dialect ops -------------------------*- tablegen -*-===//
+
+#ifndef MESHFOLD_DIALECT_MOE_IR_MOEOPS_TD
+#define MESHFOLD_DIALECT_MOE_IR_MOEOPS_TD
+
+include "meshfold/Dialect/MoE/IR/MoEBase.td"
+include "mlir/IR/CommonTypeConstraints.td"
+include "mlir/IR/CommonAttrConstraints.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def MoE_FloatTensor : RankedTensorOf<[F32, BF16, F16]>;
+def MoE_IndexTensor : RankedTensorOf<[I64]>;
+
+//===----------------------------------------------------------------------===//
+// Weights and inputs
+//===----------------------------------------------------------------------===//
+
+def MoE_ParamOp : MoE_Op<"param", [Pure]> {
+  let summary = "a weight tensor by its Hugging Face name";
+  let description = [{
+    A model weight, named as in the checkpoint. The shape is static and is the
+    weight's full (global) shape; linear weights are `[out, in]`. A name with
+    the placeholder `{e}` stands for the stacked per-expert tensors
+    `...experts.0...`, `...experts.1...`: its leading dimension counts experts.
+
+    ```mlir
+    %w = moe.param "model.norm.weight" : tensor<64xf32>
+    %w1 = moe.param "model.layers.0.block_sparse_moe.experts.{e}.w1.weight"
+        : tensor<32x128x64xf32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs MoE_FloatTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// True when the name stands for stacked per-expert tensors.
+    bool isStackedExperts() { return getName().contains("{e}"); }
+  }];
+}
+
+def MoE_PositionsOp : MoE_Op<"positions", [Pure]> {
+  let summary = "global positions of the prompt tokens";
+  let description = [{
+    The global position of each token of `tokens`: `0 .. T-1` for a whole
+    prompt. RoPE and the causal mask take these, never local indices, so that
+    a partitioned program can hand each rank the positions of its own chunks.
+  }];
+  let arguments = (ins MoE_IndexTensor:$tokens);
+  let results = (outs MoE_IndexTensor:$result);
+  let assemblyFormat = "$tokens attr-dict `:` type($tokens) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Layers
+//===----------------------------------------------------------------------===//
+
+def MoE_EmbedOp : MoE_Op<"embed", [Pure]> {
+  let summary = "token embedding lookup";
+  let description = [{
+    `result[t, :] = table[tokens[t], :]`. Table `[V, d]`, tokens `[T]`,
+    result `[T, d]`.
+  }];
+  let arguments = (ins MoE_FloatTensor:$table, MoE_IndexTensor:$tokens);
+  let results = (outs MoE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $table `,` $tokens attr-dict `:` type($table) `,` type($tokens) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_RMSNormOp : MoE_Op<"rms_norm", [Pure]> {
+  let summary = "RMSNorm over the last dimension, per token";
+  let description = [{
+    `result[t, :] = x[t, :] / sqrt(mean(x[t, :]^2) + epsilon) * weight`.
+  }];
+  let arguments = (ins MoE_FloatTensor:$input, MoE_FloatTensor:$weight,
+                       F32Attr:$epsilon);
+  let results = (outs MoE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_LinearOp : MoE_Op<"linear", [Pure]> {
+  let summary = "a linear layer without bias: x W^T";
+  let description = [{
+    `result[t, o] = sum_i x[t, i] * weight[o, i]` with the weight `[out, in]`
+    as stored by Hugging Face.
+  }];
+  let arguments = (ins MoE_FloatTensor:$input, MoE_FloatTensor:$weight);
+  let results = (outs MoE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_RoPEOp : MoE_Op<"rope", [Pure]> {
+  let summary = "rotary position embedding (rotate-half) at global positions";
+  let description = [{
+    Input `[T, heads, d_h]`, positions `[T]`. With `half = d_h / 2`,
+    `inv_freq[j] = theta^(-2j / d_h)` and `a = positions[t] * inv_freq[j]`:
+    `out[j] = x[j] cos a - x[j + half] sin a`,
+    `out[j + half] = x[j + half] cos a + x[j] sin a`.
+  }];
+  let arguments = (ins MoE_FloatTensor:$input, MoE_IndexTensor:$positions,
+                       F32Attr:$theta);
+  let results = (outs MoE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $positions attr-dict `:` type($input) `,` type($positions) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_AttentionOp : MoE_Op<"attention", [Pure]> {
+  let summary = "causal grouped-query attention by global positions";
+  let description = [{
+    Query `[Tq, n_h, d_h]`, key and value `[Tk, n_kv, d_h]`, and the global
+    positions of queries `[Tq]` and keys `[Tk]`. Query head `h` reads KV head
+    `h / (n_h / n_kv)`. Query `i` attends to key `j` iff
+    `kv_positions[j] <= q_positions[i]`; scores are scaled by `scale`
+    (usually `1/sqrt(d_h)`) and normalised by a numerically safe softmax.
+  }];
+  let arguments = (ins MoE_FloatTensor:$query, MoE_FloatTensor:$key,
+                       MoE_FloatTensor:$value, MoE_IndexTensor:$q_positions,
+                       MoE_IndexTensor:$kv_positions, F32Attr:$scale);
+  let results = (outs MoE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $q_positions `,` $kv_positions attr-dict `:`
+    type($query) `,` type($key) `,` type($value) `,` type($q_positions) `,`
+    type($kv_positions) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_RouterOp : MoE_Op<"router", [Pure]> {
+  let summary = "MoE router: gate logits, top-k, routing weights";
+  let description = [{
+    `logits = x gate^T` (gate `[n_experts, d]`), then the `top_k` experts per
+    token (ties go to the lower expert index), returned in descending logit
+    order as `indices [T, k]`. With `renormalize` (Mixtral), `weights [T, k]`
+    are the softmax over the chosen k logits; without it (Qwen2-MoE / OLMoE
+    `norm_topk_prob = false`), the softmax over all experts at the chosen ones.
+  }];
+  let arguments = (ins MoE_FloatTensor:$input, MoE_FloatTensor:$gate,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$top_k,
+                       UnitAttr:$renormalize);
+  let results = (outs MoE_FloatTensor:$weights, MoE_IndexTensor:$indices);
+  let assemblyFormat = [{
+    $input `,` $gate attr-dict `:` type($input) `,` type($gate) `->`
+    type($weights) `,` type($indices)
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_ExpertsOp : MoE_Op<"experts", [Pure]> {
+  let summary = "SwiGLU experts and the weighted sum of the chosen ones";
+  let description = [{
+    `result[t] = sum_k weights[t, k] * E_{indices[t, k]}(x[t])` with
+    `E_e(x) = w2[e] (silu(w1[e] x) * w3[e] x)`; `w1`, `w3`: `[E, ffn, d]`,
+    `w2`: `[E, d, ffn]` (the stacked `experts.{e}.w*` weights).
+  }];
+  let arguments = (ins MoE_FloatTensor:$input, MoE_FloatTensor:$weights,
+                       MoE_IndexTensor:$indices, MoE_FloatTensor:$w1,
+                       MoE_FloatTensor:$w2, MoE_FloatTensor:$w3);
+  let results = (outs MoE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weights `,` $indices `,` $w1 `,` $w2 `,` $w3 attr-dict `:`
+    type($input) `,` type($weights) `,` type($indices) `,` type($w1) `,`
+    type($w2) `,` type($w3) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_LMHeadOp : MoE_Op<"lm_head", [Pure]> {
+  let summary = "LM head on the last prompt position";
+  let description = [{
+    Prefill's logits: `result[v] = sum_i x[T-1, i] * weight[v, i]` for the
+    last row of `x [T, d]`; weight `[V, d]`, result `[V]`.
+  }];
+  let arguments = (ins MoE_FloatTensor:$input, MoE_FloatTensor:$weight);
+  let results = (outs MoE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Outputs
+//===----------------------------------------------------------------------===//
+
+def MoE_KVCacheOp : MoE_Op<"kv_cache", [MemoryEffects<[MemWrite]>]> {
+  let summary = "a layer's K/V cache entries, an output of prefill";
+  let description = [{
+    Records K (after RoPE) and V `[T, n_kv, d_h]` of layer `layer` (0-based)
+    for the tokens at the global `positions [T]`. The program's outputs are
+    these and the logits.
+  }];
+  let arguments = (ins MoE_FloatTensor:$key, MoE_FloatTensor:$value,
+                       MoE_IndexTensor:$positions,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$layer);
+  let assemblyFormat = [{
+    $key `,` $value `,` $positions attr-dict `:` type($key) `,` type($value)
+    `,` type($positions)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // MESHFOLD_DIALECT_MOE_IR_MOEOPS_TD

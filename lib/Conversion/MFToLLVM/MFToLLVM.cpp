@@ -1,0 +1,74 @@
+//===- MFToLLVM.cpp - mf runtime-binding ops to LLVM ----------------------===//
+
+#include "meshfold/Conversion/MFToLLVM/MFToLLVM.h"
+#include "meshfold/Conversion/Passes.h"
+#include "meshfold/Dialect/MF/IR/MF.h"
+
+#include "mlir/Conversion/LLVMCommon/ConversionTarget.h"
+#include "mlir/Conversion/LLVMCommon/MemRefBuilder.h"
+#include "mlir/Conversion/LLVMCommon/Pattern.h"
+#include "mlir/Conversion/LLVMCommon/TypeConverter.h"
+#include "mlir/Dialect/LLVMIR/FunctionCallUtils.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+#define DEBUG_TYPE "convert-mf-to-llvm"
+
+namespace meshfold {
+#define GEN_PASS_DEF_CONVERTMFTOLLVMPASS
+#include "meshfold/Conversion/Passes.h.inc"
+} // namespace meshfold
+
+using namespace mlir;
+using namespace meshfold;
+
+namespace {
+/// The runtime's entry that returns the data pointer of weight `id`.
+constexpr StringLiteral kWeightFn = "mfrt_weight";
+
+struct WeightOpLowering : public ConvertOpToLLVMPattern<mf::WeightOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+
+  LogicalResult
+  matchAndRewrite(mf::WeightOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto module = op->getParentOfType<ModuleOp>();
+    auto ptrType = LLVM::LLVMPointerType::get(rewriter.getContext());
+    Type i64 = rewriter.getI64Type();
+    FailureOr<LLVM::LLVMFuncOp> fn =
+        LLVM::lookupOrCreateFn(rewriter, module, kWeightFn, {i64}, ptrType);
+    if (failed(fn))
+      return rewriter.notifyMatchFailure(op, "mfrt_weight has a bad signature");
+    Value id = LLVM::ConstantOp::create(rewriter, loc, i64,
+                                        rewriter.getI64IntegerAttr(op.getId()));
+    Value ptr =
+        LLVM::CallOp::create(rewriter, loc, *fn, ValueRange{id}).getResult();
+    Value desc = MemRefDescriptor::fromStaticShape(
+        rewriter, loc, *getTypeConverter(), op.getType(), ptr);
+    rewriter.replaceOp(op, desc);
+    return success();
+  }
+};
+
+struct ConvertMFToLLVMPass
+    : public meshfold::impl::ConvertMFToLLVMPassBase<ConvertMFToLLVMPass> {
+  void runOnOperation() override {
+    MLIRContext *ctx = &getContext();
+    LLVMTypeConverter converter(ctx);
+    RewritePatternSet patterns(ctx);
+    populateMFToLLVMConversionPatterns(converter, patterns);
+    ConversionTarget target(*ctx);
+    target.addIllegalOp<mf::WeightOp>();
+    target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
+    if (failed(applyPartialConversion(getOperation(), target,
+                                      std::move(patterns))))
+      signalPassFailure();
+  }
+};
+} // namespace
+
+void meshfold::populateMFToLLVMConversionPatterns(
+    LLVMTypeConverter &converter, RewritePatternSet &patterns) {
+  patterns.add<WeightOpLowering>(converter);
+}

@@ -1,0 +1,632 @@
+//===- MoEToLinalg.cpp - lower moe compute ops to linalg ------------------===//
+//
+// Each moe op becomes a short chain of linalg.generic ops on tensors. The
+// lowering works on whatever shapes the op carries, so it serves the global
+// model and the per-rank local shapes that partitioning produces alike.
+//
+//===----------------------------------------------------------------------===//
+
+#include "meshfold/Conversion/MoEToLinalg/MoEToLinalg.h"
+#include "meshfold/Conversion/Passes.h"
+#include "meshfold/Dialect/MoE/IR/MoE.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/AffineMap.h"
+#include "mlir/Transforms/DialectConversion.h"
+
+#include <limits>
+
+#define DEBUG_TYPE "convert-moe-to-linalg"
+
+namespace meshfold {
+#define GEN_PASS_DEF_CONVERTMOETOLINALGPASS
+#include "meshfold/Conversion/Passes.h.inc"
+} // namespace meshfold
+
+using namespace mlir;
+using namespace meshfold;
+using namespace meshfold::moe;
+
+namespace {
+using IT = utils::IteratorType;
+constexpr IT kPar = IT::parallel;
+constexpr IT kRed = IT::reduction;
+using BodyFn = function_ref<void(OpBuilder &, Location, ValueRange)>;
+
+/// An affine map of `numDims` loops that picks the listed loop dims.
+AffineMap pick(MLIRContext *ctx, unsigned numDims, ArrayRef<unsigned> dims) {
+  SmallVector<AffineExpr> exprs;
+  for (unsigned d : dims)
+    exprs.push_back(getAffineDimExpr(d, ctx));
+  return AffineMap::get(numDims, 0, exprs, ctx);
+}
+
+/// tensor.empty of `type`, dynamic dims taken from `sources` (one per dynamic
+/// dim of `type`, in order): (value, dim index) pairs.
+Value makeEmpty(OpBuilder &b, Location loc, RankedTensorType type,
+                ArrayRef<std::pair<Value, int64_t>> sources) {
+  SmallVector<Value> dyn;
+  unsigned next = 0;
+  for (int64_t i = 0; i < type.getRank(); ++i) {
+    if (!type.isDynamicDim(i))
+      continue;
+    assert(next < sources.size() && "missing dynamic size source");
+    auto [v, d] = sources[next++];
+    dyn.push_back(tensor::DimOp::create(b, loc, v, d));
+  }
+  return tensor::EmptyOp::create(b, loc, type.getShape(),
+                                 type.getElementType(), dyn);
+}
+
+/// A tensor of `type` filled with `value`.
+Value makeFilled(OpBuilder &b, Location loc, RankedTensorType type,
+                 ArrayRef<std::pair<Value, int64_t>> sources,
+                 TypedAttr value) {
+  Value empty = makeEmpty(b, loc, type, sources);
+  Value cst = arith::ConstantOp::create(b, loc, value);
+  return linalg::FillOp::create(b, loc, cst, empty).getResult(0);
+}
+
+Value zeros(OpBuilder &b, Location loc, RankedTensorType type,
+            ArrayRef<std::pair<Value, int64_t>> sources) {
+  return makeFilled(b, loc, type, sources,
+                    b.getZeroAttr(type.getElementType()));
+}
+
+RankedTensorType tensorOf(ArrayRef<int64_t> shape, Type elt) {
+  return RankedTensorType::get(shape, elt);
+}
+
+ResultRange generic(OpBuilder &b, Location loc, ValueRange ins,
+                    ValueRange outs, ArrayRef<AffineMap> maps,
+                    ArrayRef<IT> iters, BodyFn body) {
+  return linalg::GenericOp::create(b, loc, TypeRange(outs), ins, outs, maps,
+                                   iters, body)
+      .getResults();
+}
+
+Value idx(OpBuilder &b, Location loc, int64_t dim) {
+  return linalg::IndexOp::create(b, loc, dim);
+}
+
+Value cstF(OpBuilder &b, Location loc, Type t, double v) {
+  return arith::ConstantOp::create(b, loc, t, b.getFloatAttr(t, v));
+}
+
+Value negInf(OpBuilder &b, Location loc, Type t) {
+  return cstF(b, loc, t, -std::numeric_limits<double>::infinity());
+}
+
+int64_t dimOf(Value v, unsigned i) {
+  return cast<RankedTensorType>(v.getType()).getDimSize(i);
+}
+
+/// x [T, in] times w [out, in]^T -> [T, out].
+Value buildLinear(OpBuilder &b, Location loc, Value x, Value w,
+                  RankedTensorType resultType) {
+  MLIRContext *ctx = b.getContext();
+  Value init = zeros(b, loc, resultType, {{x, 0}});
+  return generic(b, loc, {x, w}, {init},
+                 {pick(ctx, 3, {0, 2}), pick(ctx, 3, {1, 2}),
+                  pick(ctx, 3, {0, 1})},
+                 {kPar, kPar, kRed},
+                 [](OpBuilder &nb, Location l, ValueRange a) {
+                   Value m = arith::MulFOp::create(nb, l, a[0], a[1]);
+                   linalg::YieldOp::create(
+                       nb, l, Value(arith::AddFOp::create(nb, l, a[2], m)));
+                 })[0];
+}
+
+//===----------------------------------------------------------------------===//
+// Patterns
+//===----------------------------------------------------------------------===//
+
+struct PositionsLowering : OpConversionPattern<PositionsOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(PositionsOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = getContext();
+    auto type = op.getType();
+    Value init = makeEmpty(rewriter, loc, type, {{adaptor.getTokens(), 0}});
+    Value res = generic(rewriter, loc, {}, {init}, {pick(ctx, 1, {0})}, {kPar},
+                        [&](OpBuilder &nb, Location l, ValueRange) {
+                          Value i = idx(nb, l, 0);
+                          Value c = arith::IndexCastOp::create(
+                              nb, l, type.getElementType(), i);
+                          linalg::YieldOp::create(nb, l, c);
+                        })[0];
+    rewriter.replaceOp(op, res);
+    return success();
+  }
+};
+
+struct EmbedLowering : OpConversionPattern<EmbedOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(EmbedOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = getContext();
+    Value table = adaptor.getTable(), tokens = adaptor.getTokens();
+    Value init = makeEmpty(rewriter, loc, op.getType(), {{tokens, 0}});
+    Value res =
+        generic(rewriter, loc, {tokens}, {init},
+                {pick(ctx, 2, {0}), pick(ctx, 2, {0, 1})}, {kPar, kPar},
+                [&](OpBuilder &nb, Location l, ValueRange a) {
+                  Value row = arith::IndexCastOp::create(
+                      nb, l, nb.getIndexType(), a[0]);
+                  Value v = tensor::ExtractOp::create(
+                      nb, l, table, ValueRange{row, idx(nb, l, 1)});
+                  linalg::YieldOp::create(nb, l, v);
+                })[0];
+    rewriter.replaceOp(op, res);
+    return success();
+  }
+};
+
+struct RMSNormLowering : OpConversionPattern<RMSNormOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(RMSNormOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = getContext();
+    Value x = adaptor.getInput(), w = adaptor.getWeight();
+    auto type = op.getType();
+    Type elt = type.getElementType();
+    int64_t d = type.getDimSize(1);
+    Value sumsq = generic(
+        rewriter, loc, {x},
+        {zeros(rewriter, loc, tensorOf({type.getDimSize(0)}, elt), {{x, 0}})},
+        {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0})}, {kPar, kRed},
+        [](OpBuilder &nb, Location l, ValueRange a) {
+          Value sq = arith::MulFOp::create(nb, l, a[0], a[0]);
+          linalg::YieldOp::create(nb, l,
+                                  Value(arith::AddFOp::create(nb, l, a[1], sq)));
+        })[0];
+    double eps = op.getEpsilon().convertToDouble();
+    Value res = generic(
+        rewriter, loc, {x, sumsq, w}, {makeEmpty(rewriter, loc, type, {{x, 0}})},
+        {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0}), pick(ctx, 2, {1}),
+         pick(ctx, 2, {0, 1})},
+        {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value mean = arith::DivFOp::create(nb, l, a[1],
+                                             cstF(nb, l, elt, double(d)));
+          Value var = arith::AddFOp::create(nb, l, mean, cstF(nb, l, elt, eps));
+          Value inv = math::RsqrtOp::create(nb, l, var);
+          Value y = arith::MulFOp::create(nb, l, a[0], inv);
+          linalg::YieldOp::create(nb, l,
+                                  Value(arith::MulFOp::create(nb, l, y, a[2])));
+        })[0];
+    rewriter.replaceOp(op, res);
+    return success();
+  }
+};
+
+struct LinearLowering : OpConversionPattern<LinearOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(LinearOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOp(op, buildLinear(rewriter, op.getLoc(),
+                                       adaptor.getInput(), adaptor.getWeight(),
+                                       op.getType()));
+    return success();
+  }
+};
+
+struct RoPELowering : OpConversionPattern<RoPEOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(RoPEOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = getContext();
+    Value x = adaptor.getInput(), pos = adaptor.getPositions();
+    auto type = op.getType();
+    Type elt = type.getElementType();
+    int64_t dh = type.getDimSize(2), half = dh / 2;
+    double theta = op.getTheta().convertToDouble();
+    Value res = generic(
+        rewriter, loc, {x, pos}, {makeEmpty(rewriter, loc, type, {{x, 0}})},
+        {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {0}), pick(ctx, 3, {0, 1, 2})},
+        {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value j = idx(nb, l, 2);
+          Value cHalf = arith::ConstantIndexOp::create(nb, l, half);
+          Value lower = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult,
+                                              j, cHalf);
+          Value jj = arith::RemUIOp::create(nb, l, j, cHalf);
+          Value partnerIdx = arith::SelectOp::create(
+              nb, l, lower, arith::AddIOp::create(nb, l, j, cHalf),
+              arith::SubIOp::create(nb, l, j, cHalf));
+          Value partner = tensor::ExtractOp::create(
+              nb, l, x, ValueRange{idx(nb, l, 0), idx(nb, l, 1), partnerIdx});
+          // inv_freq = 1 / theta^(2*jj / dh), as Hugging Face computes it.
+          Value jjI = arith::IndexCastOp::create(nb, l, nb.getI64Type(), jj);
+          Value jjF = arith::SIToFPOp::create(nb, l, elt, jjI);
+          Value expo = arith::DivFOp::create(
+              nb, l, arith::MulFOp::create(nb, l, jjF, cstF(nb, l, elt, 2.0)),
+              cstF(nb, l, elt, double(dh)));
+          Value p = math::PowFOp::create(nb, l, cstF(nb, l, elt, theta), expo);
+          Value invFreq =
+              arith::DivFOp::create(nb, l, cstF(nb, l, elt, 1.0), p);
+          Value posF = arith::SIToFPOp::create(nb, l, elt, a[1]);
+          Value angle = arith::MulFOp::create(nb, l, posF, invFreq);
+          Value c = math::CosOp::create(nb, l, angle);
+          Value s = math::SinOp::create(nb, l, angle);
+          Value sign = arith::SelectOp::create(nb, l, lower,
+                                               cstF(nb, l, elt, -1.0),
+                                               cstF(nb, l, elt, 1.0));
+          Value xc = arith::MulFOp::create(nb, l, a[0], c);
+          Value ps = arith::MulFOp::create(
+              nb, l, arith::MulFOp::create(nb, l, partner, s), sign);
+          linalg::YieldOp::create(nb, l,
+                                  Value(arith::AddFOp::create(nb, l, xc, ps)));
+        })[0];
+    rewriter.replaceOp(op, res);
+    return success();
+  }
+};
+
+struct AttentionLowering : OpConversionPattern<AttentionOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(AttentionOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = getContext();
+    auto &b = rewriter;
+    Value q = adaptor.getQuery(), k = adaptor.getKey(), v = adaptor.getValue();
+    Value qpos = adaptor.getQPositions(), kpos = adaptor.getKvPositions();
+    auto qType = op.getType();
+    Type elt = qType.getElementType();
+    int64_t tq = dimOf(q, 0), tk = dimOf(k, 0), nh = dimOf(q, 1),
+            nkv = dimOf(k, 1), group = nh / nkv;
+    double scale = op.getScale().convertToDouble();
+
+    // Loop dims (h, i, j, d); KV head = h floordiv group.
+    AffineExpr h = getAffineDimExpr(0, ctx), i = getAffineDimExpr(1, ctx),
+               j = getAffineDimExpr(2, ctx), d = getAffineDimExpr(3, ctx);
+    auto scoresType = tensorOf({nh, tq, tk}, elt);
+    SmallVector<std::pair<Value, int64_t>> hij = {{q, 0}, {k, 0}};
+    Value scores = generic(
+        b, loc, {q, k}, {zeros(b, loc, scoresType, hij)},
+        {AffineMap::get(4, 0, {i, h, d}, ctx),
+         AffineMap::get(4, 0, {j, h.floorDiv(group), d}, ctx),
+         AffineMap::get(4, 0, {h, i, j}, ctx)},
+        {kPar, kPar, kPar, kRed}, [](OpBuilder &nb, Location l, ValueRange a) {
+          Value m = arith::MulFOp::create(nb, l, a[0], a[1]);
+          linalg::YieldOp::create(nb, l,
+                                  Value(arith::AddFOp::create(nb, l, a[2], m)));
+        })[0];
+    // Scale and apply the causal mask by global positions.
+    Value masked = generic(
+        b, loc, {scores, qpos, kpos}, {makeEmpty(b, loc, scoresType, hij)},
+        {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {1}), pick(ctx, 3, {2}),
+         pick(ctx, 3, {0, 1, 2})},
+        {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value ok = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sle,
+                                           a[2], a[1]);
+          Value s = arith::MulFOp::create(nb, l, a[0], cstF(nb, l, elt, scale));
+          linalg::YieldOp::create(
+              nb, l,
+              Value(arith::SelectOp::create(nb, l, ok, s, negInf(nb, l, elt))));
+        })[0];
+    // Row max and the sum of exponentials (a fully masked row gives 0).
+    auto rowType = tensorOf({nh, tq}, elt);
+    Value rowMax =
+        generic(b, loc, {masked},
+                {makeFilled(b, loc, rowType, {{q, 0}},
+                            b.getFloatAttr(
+                                elt, -std::numeric_limits<double>::infinity()))},
+                {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {0, 1})},
+                {kPar, kPar, kRed}, [](OpBuilder &nb, Location l, ValueRange a) {
+                  linalg::YieldOp::create(
+                      nb, l, Value(arith::MaximumFOp::create(nb, l, a[0], a[1])));
+                })[0];
+    auto expBody = [&](OpBuilder &nb, Location l, Value s, Value m) -> Value {
+      Value isInf = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ, m,
+                                          negInf(nb, l, elt));
+      Value e = math::ExpOp::create(nb, l, arith::SubFOp::create(nb, l, s, m));
+      return arith::SelectOp::create(nb, l, isInf, cstF(nb, l, elt, 0.0), e);
+    };
+    Value probs = generic(
+        b, loc, {masked, rowMax}, {makeEmpty(b, loc, scoresType, hij)},
+        {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {0, 1}),
+         pick(ctx, 3, {0, 1, 2})},
+        {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          linalg::YieldOp::create(nb, l, expBody(nb, l, a[0], a[1]));
+        })[0];
+    Value rowSum = generic(b, loc, {probs}, {zeros(b, loc, rowType, {{q, 0}})},
+                           {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {0, 1})},
+                           {kPar, kPar, kRed},
+                           [](OpBuilder &nb, Location l, ValueRange a) {
+                             linalg::YieldOp::create(
+                                 nb, l,
+                                 Value(arith::AddFOp::create(nb, l, a[0], a[1])));
+                           })[0];
+    // out[i, h, d] = sum_j p[h, i, j] * v[j, h / group, d] / sum[h, i].
+    // Loop dims (i, h, d, j).
+    AffineExpr oi = getAffineDimExpr(0, ctx), oh = getAffineDimExpr(1, ctx),
+               od = getAffineDimExpr(2, ctx), oj = getAffineDimExpr(3, ctx);
+    Value acc = generic(
+        b, loc, {probs, v}, {zeros(b, loc, qType, {{q, 0}})},
+        {AffineMap::get(4, 0, {oh, oi, oj}, ctx),
+         AffineMap::get(4, 0, {oj, oh.floorDiv(group), od}, ctx),
+         AffineMap::get(4, 0, {oi, oh, od}, ctx)},
+        {kPar, kPar, kPar, kRed}, [](OpBuilder &nb, Location l, ValueRange a) {
+          Value m = arith::MulFOp::create(nb, l, a[0], a[1]);
+          linalg::YieldOp::create(nb, l,
+                                  Value(arith::AddFOp::create(nb, l, a[2], m)));
+        })[0];
+    Value res = generic(
+        b, loc, {acc, rowSum}, {makeEmpty(b, loc, qType, {{q, 0}})},
+        {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {1, 0}),
+         pick(ctx, 3, {0, 1, 2})},
+        {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value zero = cstF(nb, l, elt, 0.0);
+          Value empty = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ,
+                                              a[1], zero);
+          Value div = arith::DivFOp::create(nb, l, a[0], a[1]);
+          linalg::YieldOp::create(
+              nb, l, Value(arith::SelectOp::create(nb, l, empty, zero, div)));
+        })[0];
+    rewriter.replaceOp(op, res);
+    return success();
+  }
+};
+
+struct RouterLowering : OpConversionPattern<RouterOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(RouterOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = getContext();
+    auto &b = rewriter;
+    Value x = adaptor.getInput(), gate = adaptor.getGate();
+    auto wType = op.getWeights().getType();
+    auto iType = op.getIndices().getType();
+    Type elt = wType.getElementType();
+    Type idxElt = iType.getElementType();
+    int64_t t = dimOf(x, 0), numExperts = dimOf(gate, 0), k = op.getTopK();
+    Value logits =
+        buildLinear(b, loc, x, gate, tensorOf({t, numExperts}, elt));
+
+    // k rounds of arg-max, each excluding the experts already chosen; ties go
+    // to the lower expert index.
+    SmallVector<Value> vals, ids;
+    auto colF = tensorOf({t}, elt);
+    auto colI = tensorOf({t}, idxElt);
+    for (int64_t r = 0; r < k; ++r) {
+      SmallVector<Value> ins = {logits};
+      llvm::append_range(ins, ids);
+      SmallVector<AffineMap> maps = {pick(ctx, 2, {0, 1})};
+      for (size_t p = 0; p < ids.size(); ++p)
+        maps.push_back(pick(ctx, 2, {0}));
+      maps.push_back(pick(ctx, 2, {0}));
+      maps.push_back(pick(ctx, 2, {0}));
+      Value initV = makeFilled(
+          b, loc, colF, {{x, 0}},
+          b.getFloatAttr(elt, -std::numeric_limits<double>::infinity()));
+      Value initI = makeFilled(b, loc, colI, {{x, 0}},
+                               b.getIntegerAttr(idxElt, -1));
+      size_t numPrev = ids.size();
+      ResultRange res = generic(
+          b, loc, ins, {initV, initI}, maps, {kPar, kRed},
+          [&](OpBuilder &nb, Location l, ValueRange a) {
+            Value v = a[0];
+            Value e = arith::IndexCastOp::create(nb, l, idxElt, idx(nb, l, 1));
+            Value curV = a[1 + numPrev], curI = a[2 + numPrev];
+            Value excluded = arith::ConstantOp::create(nb, l, nb.getBoolAttr(false));
+            for (size_t p = 0; p < numPrev; ++p)
+              excluded = arith::OrIOp::create(
+                  nb, l, excluded,
+                  arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, e,
+                                        a[1 + p]));
+            Value none = arith::CmpIOp::create(
+                nb, l, arith::CmpIPredicate::slt, curI,
+                arith::ConstantOp::create(nb, l, nb.getIntegerAttr(idxElt, 0)));
+            Value greater = arith::CmpFOp::create(
+                nb, l, arith::CmpFPredicate::OGT, v, curV);
+            Value better = arith::AndIOp::create(
+                nb, l, arith::OrIOp::create(nb, l, none, greater),
+                arith::XOrIOp::create(
+                    nb, l, excluded,
+                    arith::ConstantOp::create(nb, l, nb.getBoolAttr(true))));
+            linalg::YieldOp::create(
+                nb, l,
+                ValueRange{arith::SelectOp::create(nb, l, better, v, curV),
+                           arith::SelectOp::create(nb, l, better, e, curI)});
+          });
+      vals.push_back(res[0]);
+      ids.push_back(res[1]);
+    }
+
+    // Softmax denominator: over the chosen k (renormalize) or over all experts.
+    Value top = vals.front();
+    Value denom;
+    if (op.getRenormalize()) {
+      SmallVector<AffineMap> maps(k + 2, pick(ctx, 1, {0}));
+      SmallVector<Value> ins(vals);
+      ins.push_back(top);
+      denom = generic(b, loc, ins, {makeEmpty(b, loc, colF, {{x, 0}})}, maps,
+                      {kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+                        Value s = cstF(nb, l, elt, 0.0);
+                        for (int64_t r = 0; r < k; ++r)
+                          s = arith::AddFOp::create(
+                              nb, l, s,
+                              math::ExpOp::create(
+                                  nb, l, arith::SubFOp::create(nb, l, a[r], a[k])));
+                        linalg::YieldOp::create(nb, l, s);
+                      })[0];
+    } else {
+      denom = generic(
+          b, loc, {logits, top}, {zeros(b, loc, colF, {{x, 0}})},
+          {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0}), pick(ctx, 2, {0})},
+          {kPar, kRed}, [&](OpBuilder &nb, Location l, ValueRange a) {
+            Value e = math::ExpOp::create(
+                nb, l, arith::SubFOp::create(nb, l, a[0], a[1]));
+            linalg::YieldOp::create(nb, l,
+                                    Value(arith::AddFOp::create(nb, l, a[2], e)));
+          })[0];
+    }
+
+    // Assemble [T, k] weights and indices.
+    SmallVector<Value> ins(vals);
+    llvm::append_range(ins, ids);
+    ins.push_back(denom);
+    ins.push_back(top);
+    SmallVector<AffineMap> maps(ins.size(), pick(ctx, 2, {0}));
+    maps.push_back(pick(ctx, 2, {0, 1}));
+    maps.push_back(pick(ctx, 2, {0, 1}));
+    ResultRange out = generic(
+        b, loc, ins,
+        {makeEmpty(b, loc, wType, {{x, 0}}), makeEmpty(b, loc, iType, {{x, 0}})},
+        maps, {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value col = idx(nb, l, 1);
+          Value v = a[0], e = a[k];
+          for (int64_t r = 1; r < k; ++r) {
+            Value is = arith::CmpIOp::create(
+                nb, l, arith::CmpIPredicate::eq, col,
+                arith::ConstantIndexOp::create(nb, l, r));
+            v = arith::SelectOp::create(nb, l, is, a[r], v);
+            e = arith::SelectOp::create(nb, l, is, a[k + r], e);
+          }
+          Value w = arith::DivFOp::create(
+              nb, l,
+              math::ExpOp::create(nb, l,
+                                  arith::SubFOp::create(nb, l, v, a[2 * k + 1])),
+              a[2 * k]);
+          linalg::YieldOp::create(nb, l, ValueRange{w, e});
+        });
+    rewriter.replaceOp(op, out);
+    return success();
+  }
+};
+
+struct ExpertsLowering : OpConversionPattern<ExpertsOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(ExpertsOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = getContext();
+    auto &b = rewriter;
+    Value x = adaptor.getInput(), wts = adaptor.getWeights(),
+          ids = adaptor.getIndices(), w1 = adaptor.getW1(),
+          w2 = adaptor.getW2(), w3 = adaptor.getW3();
+    auto type = op.getType();
+    Type elt = type.getElementType();
+    int64_t t = dimOf(x, 0), k = dimOf(wts, 1), ffn = dimOf(w1, 1);
+    auto hType = tensorOf({t, k, ffn}, elt);
+    // h1[t,k,f] = sum_d x[t,d] w1[e,f,d], h3 likewise; e = indices[t,k].
+    // Loop dims (t, k, f, d).
+    ResultRange h = generic(
+        b, loc, {x, ids},
+        {zeros(b, loc, hType, {{x, 0}}), zeros(b, loc, hType, {{x, 0}})},
+        {pick(ctx, 4, {0, 3}), pick(ctx, 4, {0, 1}), pick(ctx, 4, {0, 1, 2}),
+         pick(ctx, 4, {0, 1, 2})},
+        {kPar, kPar, kPar, kRed}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value e = arith::IndexCastOp::create(nb, l, nb.getIndexType(), a[1]);
+          ValueRange at{e, idx(nb, l, 2), idx(nb, l, 3)};
+          Value a1 = tensor::ExtractOp::create(nb, l, w1, at);
+          Value a3 = tensor::ExtractOp::create(nb, l, w3, at);
+          linalg::YieldOp::create(
+              nb, l,
+              ValueRange{arith::AddFOp::create(
+                             nb, l, a[2], arith::MulFOp::create(nb, l, a[0], a1)),
+                         arith::AddFOp::create(
+                             nb, l, a[3],
+                             arith::MulFOp::create(nb, l, a[0], a3))});
+        });
+    // act = silu(h1) * h3.
+    Value act = generic(
+        b, loc, {h[0], h[1]}, {makeEmpty(b, loc, hType, {{x, 0}})},
+        {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {0, 1, 2}),
+         pick(ctx, 3, {0, 1, 2})},
+        {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value one = cstF(nb, l, elt, 1.0);
+          Value neg = arith::NegFOp::create(nb, l, a[0]);
+          Value den =
+              arith::AddFOp::create(nb, l, one, math::ExpOp::create(nb, l, neg));
+          Value silu = arith::DivFOp::create(nb, l, a[0], den);
+          linalg::YieldOp::create(
+              nb, l, Value(arith::MulFOp::create(nb, l, silu, a[1])));
+        })[0];
+    // y[t,o] = sum_{k,f} w[t,k] * act[t,k,f] * w2[e,o,f]. Loop dims (t,o,k,f).
+    Value y = generic(
+        b, loc, {wts, act, ids}, {zeros(b, loc, type, {{x, 0}})},
+        {pick(ctx, 4, {0, 2}), pick(ctx, 4, {0, 2, 3}), pick(ctx, 4, {0, 2}),
+         pick(ctx, 4, {0, 1})},
+        {kPar, kPar, kRed, kRed}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value e = arith::IndexCastOp::create(nb, l, nb.getIndexType(), a[2]);
+          Value w = tensor::ExtractOp::create(
+              nb, l, w2, ValueRange{e, idx(nb, l, 1), idx(nb, l, 3)});
+          Value p = arith::MulFOp::create(
+              nb, l, a[0], arith::MulFOp::create(nb, l, a[1], w));
+          linalg::YieldOp::create(nb, l,
+                                  Value(arith::AddFOp::create(nb, l, a[3], p)));
+        })[0];
+    rewriter.replaceOp(op, y);
+    return success();
+  }
+};
+
+struct LMHeadLowering : OpConversionPattern<LMHeadOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(LMHeadOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = getContext();
+    Value x = adaptor.getInput(), w = adaptor.getWeight();
+    Value t = tensor::DimOp::create(rewriter, loc, x, 0);
+    Value last = arith::SubIOp::create(
+        rewriter, loc, t, arith::ConstantIndexOp::create(rewriter, loc, 1));
+    Value res = generic(
+        rewriter, loc, {w}, {zeros(rewriter, loc, op.getType(), {})},
+        {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0})}, {kPar, kRed},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value xv = tensor::ExtractOp::create(nb, l, x,
+                                               ValueRange{last, idx(nb, l, 1)});
+          Value m = arith::MulFOp::create(nb, l, xv, a[0]);
+          linalg::YieldOp::create(nb, l,
+                                  Value(arith::AddFOp::create(nb, l, a[1], m)));
+        })[0];
+    rewriter.replaceOp(op, res);
+    return success();
+  }
+};
+
+struct ConvertMoEToLinalgPass
+    : public meshfold::impl::ConvertMoEToLinalgPassBase<
+          ConvertMoEToLinalgPass> {
+  void runOnOperation() override {
+    MLIRContext *ctx = &getContext();
+    ConversionTarget target(*ctx);
+    target.addLegalDialect<linalg::LinalgDialect, tensor::TensorDialect,
+                           arith::ArithDialect, math::MathDialect>();
+    target.addIllegalOp<PositionsOp, EmbedOp, RMSNormOp, LinearOp, RoPEOp,
+                        AttentionOp, RouterOp, ExpertsOp, LMHeadOp>();
+    target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
+    RewritePatternSet patterns(ctx);
+    populateMoEToLinalgConversionPatterns(patterns);
+    if (failed(applyPartialConversion(getOperation(), target,
+                                      std::move(patterns))))
+      signalPassFailure();
+  }
+};
+} // namespace
+
+void meshfold::populateMoEToLinalgConversionPatterns(
+    RewritePatternSet &patterns) {
+  patterns.add<PositionsLowering, EmbedLowering, RMSNormLowering,
+               LinearLowering, RoPELowering, AttentionLowering, RouterLowering,
+               ExpertsLowering, LMHeadLowering>(patterns.getContext());
+}

@@ -1,0 +1,182 @@
+//===- MoEToRuntime.cpp - bind weights, outputs and entry to mfrt ---------===//
+//
+// Weights become calls into the runtime (which maps the safetensors file and
+// checks it against the manifest emitted here), K/V outputs become calls that
+// hand the runtime the cache entries, and the entry function gets the C
+// interface the runtime's driver calls.
+//
+//===----------------------------------------------------------------------===//
+
+#include "meshfold/Conversion/MoEToRuntime/MoEToRuntime.h"
+#include "meshfold/Conversion/Passes.h"
+#include "meshfold/Dialect/MF/IR/MF.h"
+#include "meshfold/Dialect/MoE/IR/MoE.h"
+
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
+
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/raw_ostream.h"
+
+#define DEBUG_TYPE "convert-moe-to-runtime"
+
+namespace meshfold {
+#define GEN_PASS_DEF_CONVERTMOETORUNTIMEPASS
+#include "meshfold/Conversion/Passes.h.inc"
+} // namespace meshfold
+
+using namespace mlir;
+using namespace meshfold;
+using namespace meshfold::moe;
+
+namespace {
+constexpr StringLiteral kKVCacheFn = "mfrt_kv_cache_f32";
+
+/// A memref type with the given shape and a fully dynamic strided layout, so
+/// that any buffer bufferization picks can be passed without a copy.
+MemRefType dynamicStrided(ArrayRef<int64_t> shape, Type elt) {
+  SmallVector<int64_t> strides(shape.size(), ShapedType::kDynamic);
+  return MemRefType::get(shape, elt,
+                         StridedLayoutAttr::get(elt.getContext(),
+                                                ShapedType::kDynamic, strides));
+}
+
+/// Declares `name` as an external function with the C interface, once.
+func::FuncOp declare(ModuleOp module, StringRef name, FunctionType type) {
+  if (auto fn = module.lookupSymbol<func::FuncOp>(name))
+    return fn;
+  OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+  auto fn = func::FuncOp::create(b, module.getLoc(), name, type);
+  fn.setPrivate();
+  fn->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(), b.getUnitAttr());
+  return fn;
+}
+
+struct ConvertMoEToRuntimePass
+    : public meshfold::impl::ConvertMoEToRuntimePassBase<
+          ConvertMoEToRuntimePass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = &getContext();
+    auto entry = module.lookupSymbol<func::FuncOp>(entryName);
+    if (!entry) {
+      module.emitError() << "convert-moe-to-runtime: no entry function @"
+                         << entryName;
+      return signalPassFailure();
+    }
+    FailureOr<ModelInfo> info = getModelInfo(module);
+    if (failed(info))
+      return signalPassFailure();
+
+    // Weights: one id per distinct name, in order of first use.
+    Type f32 = Float32Type::get(ctx), i64 = IntegerType::get(ctx, 64);
+    std::string manifest;
+    llvm::raw_string_ostream os(manifest);
+    llvm::StringMap<std::pair<int64_t, RankedTensorType>> ids;
+    SmallVector<ParamOp> params;
+    module.walk([&](ParamOp op) { params.push_back(op); });
+    SmallVector<std::string> paramLines;
+    for (ParamOp op : params) {
+      RankedTensorType type = op.getType();
+      if (type.getElementType() != f32) {
+        op.emitError() << "the CPU target computes in f32; weight '"
+                       << op.getName() << "' is " << type.getElementType();
+        return signalPassFailure();
+      }
+      auto [it, inserted] =
+          ids.try_emplace(op.getName(), int64_t(ids.size()), type);
+      if (!inserted && it->second.second != type) {
+        op.emitError() << "weight '" << op.getName() << "' used as " << type
+                       << " and as " << it->second.second;
+        return signalPassFailure();
+      }
+      if (inserted) {
+        std::string line;
+        llvm::raw_string_ostream ls(line);
+        ls << "param " << it->second.first << " " << op.getName() << " f32 "
+           << type.getRank();
+        for (int64_t d : type.getShape())
+          ls << " " << d;
+        paramLines.push_back(line);
+      }
+    }
+
+    for (ParamOp op : params) {
+      OpBuilder b(op);
+      RankedTensorType type = op.getType();
+      Value buffer = mf::WeightOp::create(
+          b, op.getLoc(), MemRefType::get(type.getShape(), f32),
+          ids.lookup(op.getName()).first, op.getName());
+      Value tensor = bufferization::ToTensorOp::create(
+          b, op.getLoc(), type, buffer, b.getUnitAttr(), /*writable=*/nullptr);
+      op.replaceAllUsesWith(tensor);
+      op.erase();
+    }
+
+    // K/V outputs.
+    auto kvType = dynamicStrided(
+        {ShapedType::kDynamic, ShapedType::kDynamic, ShapedType::kDynamic}, f32);
+    auto posType = dynamicStrided({ShapedType::kDynamic}, i64);
+    func::FuncOp kvFn = declare(
+        module, kKVCacheFn,
+        FunctionType::get(ctx, {i64, kvType, kvType, posType}, {}));
+    SmallVector<KVCacheOp> caches;
+    module.walk([&](KVCacheOp op) { caches.push_back(op); });
+    for (KVCacheOp op : caches) {
+      OpBuilder b(op);
+      Location loc = op.getLoc();
+      if (op.getKey().getType().getElementType() != f32) {
+        op.emitError() << "the CPU target computes in f32";
+        return signalPassFailure();
+      }
+      auto toBuffer = [&](Value t, MemRefType erased) -> Value {
+        auto tt = cast<RankedTensorType>(t.getType());
+        Value m = bufferization::ToBufferOp::create(
+            b, loc, dynamicStrided(tt.getShape(), tt.getElementType()), t,
+            /*read_only=*/true);
+        return memref::CastOp::create(b, loc, erased, m);
+      };
+      Value layer = arith::ConstantOp::create(
+          b, loc, b.getI64IntegerAttr(op.getLayer()));
+      func::CallOp::create(b, loc, kvFn,
+                           ValueRange{layer, toBuffer(op.getKey(), kvType),
+                                      toBuffer(op.getValue(), kvType),
+                                      toBuffer(op.getPositions(), posType)});
+      op.erase();
+    }
+
+    entry->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
+                   UnitAttr::get(ctx));
+
+    // The manifest the runtime checks weights and outputs against.
+    os << "meshfold-manifest 1\n"
+       << "entry " << entryName << "\n"
+       << "hidden " << info->hidden << "\n"
+       << "vocab " << info->vocab << "\n"
+       << "layers " << info->numLayers << "\n"
+       << "heads " << info->numHeads << "\n"
+       << "kv_heads " << info->numKVHeads << "\n"
+       << "head_dim " << info->headDim << "\n"
+       << "experts " << info->numExperts << "\n"
+       << "top_k " << info->topK << "\n"
+       << "ffn " << info->ffn << "\n";
+    for (const std::string &line : paramLines)
+      os << line << "\n";
+    os << "end\n";
+    manifest.push_back('\0');
+    OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+    auto arrayType = LLVM::LLVMArrayType::get(IntegerType::get(ctx, 8),
+                                              manifest.size());
+    LLVM::GlobalOp::create(b, module.getLoc(), arrayType, /*isConstant=*/true,
+                           LLVM::Linkage::External, kManifestSymbol,
+                           b.getStringAttr(manifest));
+  }
+};
+} // namespace

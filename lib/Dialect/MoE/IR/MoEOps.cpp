@@ -1,0 +1,270 @@
+//===- MoEOps.cpp - MoE dialect ops and their verifiers -------------------===//
+
+#include "meshfold/Dialect/MoE/IR/MoE.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace meshfold::moe;
+
+namespace {
+/// Two dimensions agree when equal or when either is dynamic.
+bool dimsAgree(int64_t a, int64_t b) {
+  return ShapedType::isDynamic(a) || ShapedType::isDynamic(b) || a == b;
+}
+
+std::string dimStr(int64_t d) {
+  return ShapedType::isDynamic(d) ? std::string("?") : std::to_string(d);
+}
+
+/// Checks `v`'s rank; names the operand in the diagnostic.
+LogicalResult checkRank(Operation *op, StringRef what, Type t, int64_t rank) {
+  auto rt = cast<RankedTensorType>(t);
+  if (rt.getRank() != rank)
+    return op->emitOpError() << what << " must have rank " << rank
+                             << ", got " << rt;
+  return success();
+}
+
+/// Checks that dimension `da` of `a` agrees with dimension `db` of `b`.
+LogicalResult checkDim(Operation *op, StringRef what, Type a, int64_t da,
+                       StringRef whatB, Type b, int64_t db) {
+  int64_t x = cast<RankedTensorType>(a).getDimSize(da);
+  int64_t y = cast<RankedTensorType>(b).getDimSize(db);
+  if (!dimsAgree(x, y))
+    return op->emitOpError() << what << " dim " << da << " (" << dimStr(x)
+                             << ") must equal " << whatB << " dim " << db
+                             << " (" << dimStr(y) << ")";
+  return success();
+}
+
+LogicalResult checkSameElementType(Operation *op, ArrayRef<Type> types) {
+  Type first = cast<RankedTensorType>(types.front()).getElementType();
+  for (Type t : types.drop_front())
+    if (cast<RankedTensorType>(t).getElementType() != first)
+      return op->emitOpError()
+             << "float operands and results must share one element type, got "
+             << first << " and " << cast<RankedTensorType>(t).getElementType();
+  return success();
+}
+
+LogicalResult checkStatic(Operation *op, StringRef what, Type t,
+                          int64_t fromDim = 0) {
+  auto rt = cast<RankedTensorType>(t);
+  for (int64_t i = fromDim; i < rt.getRank(); ++i)
+    if (rt.isDynamicDim(i))
+      return op->emitOpError() << what << " dim " << i
+                               << " must be static, got " << rt;
+  return success();
+}
+} // namespace
+
+LogicalResult ParamOp::verify() {
+  auto type = getResult().getType();
+  if (getName().empty())
+    return emitOpError("name must not be empty");
+  if (!type.hasStaticShape())
+    return emitOpError() << "weight '" << getName()
+                         << "' must have a static shape, got " << type;
+  if (isStackedExperts()) {
+    if (type.getRank() < 2)
+      return emitOpError() << "stacked expert weight '" << getName()
+                           << "' needs a leading expert dimension and a "
+                              "weight shape, got "
+                           << type;
+    if (getName().find("{e}") != getName().rfind("{e}"))
+      return emitOpError() << "weight name '" << getName()
+                           << "' has more than one {e} placeholder";
+  }
+  return success();
+}
+
+LogicalResult PositionsOp::verify() {
+  if (failed(checkRank(*this, "tokens", getTokens().getType(), 1)) ||
+      failed(checkRank(*this, "result", getType(), 1)) ||
+      failed(checkDim(*this, "result", getType(), 0, "tokens",
+                      getTokens().getType(), 0)))
+    return failure();
+  return success();
+}
+
+LogicalResult EmbedOp::verify() {
+  Type table = getTable().getType(), tokens = getTokens().getType(),
+       res = getType();
+  if (failed(checkRank(*this, "table", table, 2)) ||
+      failed(checkStatic(*this, "table", table)) ||
+      failed(checkRank(*this, "tokens", tokens, 1)) ||
+      failed(checkRank(*this, "result", res, 2)) ||
+      failed(checkDim(*this, "result", res, 0, "tokens", tokens, 0)) ||
+      failed(checkDim(*this, "result", res, 1, "table", table, 1)) ||
+      failed(checkSameElementType(*this, {table, res})))
+    return failure();
+  return success();
+}
+
+LogicalResult RMSNormOp::verify() {
+  Type in = getInput().getType(), w = getWeight().getType(), res = getType();
+  if (getEpsilon().convertToDouble() <= 0.0)
+    return emitOpError() << "epsilon must be positive, got "
+                         << getEpsilon().convertToDouble();
+  if (failed(checkRank(*this, "input", in, 2)) ||
+      failed(checkRank(*this, "weight", w, 1)) ||
+      failed(checkDim(*this, "weight", w, 0, "input", in, 1)) ||
+      failed(checkSameElementType(*this, {in, w, res})))
+    return failure();
+  if (in != res)
+    return emitOpError() << "result type " << res
+                         << " must equal the input type " << in;
+  return success();
+}
+
+LogicalResult LinearOp::verify() {
+  Type in = getInput().getType(), w = getWeight().getType(), res = getType();
+  if (failed(checkRank(*this, "input", in, 2)) ||
+      failed(checkRank(*this, "weight", w, 2)) ||
+      failed(checkStatic(*this, "weight", w)) ||
+      failed(checkRank(*this, "result", res, 2)) ||
+      failed(checkDim(*this, "weight", w, 1, "input", in, 1)) ||
+      failed(checkDim(*this, "result", res, 0, "input", in, 0)) ||
+      failed(checkDim(*this, "result", res, 1, "weight", w, 0)) ||
+      failed(checkSameElementType(*this, {in, w, res})))
+    return failure();
+  return success();
+}
+
+LogicalResult RoPEOp::verify() {
+  Type in = getInput().getType(), pos = getPositions().getType(),
+       res = getType();
+  if (getTheta().convertToDouble() <= 0.0)
+    return emitOpError() << "theta must be positive, got "
+                         << getTheta().convertToDouble();
+  if (failed(checkRank(*this, "input", in, 3)) ||
+      failed(checkStatic(*this, "input", in, 1)) ||
+      failed(checkRank(*this, "positions", pos, 1)) ||
+      failed(checkDim(*this, "positions", pos, 0, "input", in, 0)))
+    return failure();
+  if (cast<RankedTensorType>(in).getDimSize(2) % 2 != 0)
+    return emitOpError() << "head dim must be even for rotate-half, got "
+                         << cast<RankedTensorType>(in).getDimSize(2);
+  if (in != res)
+    return emitOpError() << "result type " << res
+                         << " must equal the input type " << in;
+  return success();
+}
+
+LogicalResult AttentionOp::verify() {
+  Type q = getQuery().getType(), k = getKey().getType(),
+       v = getValue().getType(), qp = getQPositions().getType(),
+       kp = getKvPositions().getType(), res = getType();
+  if (failed(checkRank(*this, "query", q, 3)) ||
+      failed(checkRank(*this, "key", k, 3)) ||
+      failed(checkRank(*this, "value", v, 3)) ||
+      failed(checkStatic(*this, "query", q, 1)) ||
+      failed(checkStatic(*this, "key", k, 1)) ||
+      failed(checkRank(*this, "q_positions", qp, 1)) ||
+      failed(checkRank(*this, "kv_positions", kp, 1)) ||
+      failed(checkDim(*this, "q_positions", qp, 0, "query", q, 0)) ||
+      failed(checkDim(*this, "kv_positions", kp, 0, "key", k, 0)) ||
+      failed(checkSameElementType(*this, {q, k, v, res})))
+    return failure();
+  if (k != v)
+    return emitOpError() << "key type " << k << " and value type " << v
+                         << " must be equal";
+  if (failed(checkDim(*this, "key", k, 2, "query", q, 2)))
+    return failure();
+  int64_t nh = cast<RankedTensorType>(q).getDimSize(1);
+  int64_t nkv = cast<RankedTensorType>(k).getDimSize(1);
+  if (nkv <= 0 || nh % nkv != 0)
+    return emitOpError() << "GQA: query heads (" << nh
+                         << ") must be a multiple of KV heads (" << nkv << ")";
+  if (q != res)
+    return emitOpError() << "result type " << res
+                         << " must equal the query type " << q;
+  return success();
+}
+
+LogicalResult RouterOp::verify() {
+  Type in = getInput().getType(), gate = getGate().getType(),
+       w = getWeights().getType(), idx = getIndices().getType();
+  if (failed(checkRank(*this, "input", in, 2)) ||
+      failed(checkRank(*this, "gate", gate, 2)) ||
+      failed(checkStatic(*this, "gate", gate)) ||
+      failed(checkRank(*this, "weights", w, 2)) ||
+      failed(checkRank(*this, "indices", idx, 2)) ||
+      failed(checkDim(*this, "gate", gate, 1, "input", in, 1)) ||
+      failed(checkDim(*this, "weights", w, 0, "input", in, 0)) ||
+      failed(checkDim(*this, "indices", idx, 0, "input", in, 0)) ||
+      failed(checkSameElementType(*this, {in, gate, w})))
+    return failure();
+  int64_t experts = cast<RankedTensorType>(gate).getDimSize(0);
+  int64_t k = getTopK();
+  if (k > experts)
+    return emitOpError() << "top_k (" << k << ") must not exceed the number "
+                         << "of experts (" << experts << ")";
+  for (Type t : {w, idx})
+    if (cast<RankedTensorType>(t).getDimSize(1) != k)
+      return emitOpError() << "weights and indices must be [T, top_k = " << k
+                           << "], got " << t;
+  return success();
+}
+
+LogicalResult ExpertsOp::verify() {
+  Type in = getInput().getType(), w = getWeights().getType(),
+       idx = getIndices().getType(), w1 = getW1().getType(),
+       w2 = getW2().getType(), w3 = getW3().getType(), res = getType();
+  if (failed(checkRank(*this, "input", in, 2)) ||
+      failed(checkRank(*this, "weights", w, 2)) ||
+      failed(checkRank(*this, "indices", idx, 2)) ||
+      failed(checkRank(*this, "w1", w1, 3)) ||
+      failed(checkRank(*this, "w2", w2, 3)) ||
+      failed(checkRank(*this, "w3", w3, 3)) ||
+      failed(checkStatic(*this, "w1", w1)) ||
+      failed(checkStatic(*this, "w2", w2)) ||
+      failed(checkSameElementType(*this, {in, w, w1, w2, w3, res})))
+    return failure();
+  if (w1 != w3)
+    return emitOpError() << "w1 " << w1 << " and w3 " << w3
+                         << " must have the same type";
+  if (failed(checkDim(*this, "weights", w, 0, "input", in, 0)) ||
+      failed(checkDim(*this, "indices", idx, 0, "input", in, 0)) ||
+      failed(checkDim(*this, "indices", idx, 1, "weights", w, 1)) ||
+      failed(checkDim(*this, "w1", w1, 2, "input", in, 1)) ||
+      failed(checkDim(*this, "w2", w2, 0, "w1", w1, 0)) ||
+      failed(checkDim(*this, "w2", w2, 1, "input", in, 1)) ||
+      failed(checkDim(*this, "w2", w2, 2, "w1", w1, 1)))
+    return failure();
+  if (in != res)
+    return emitOpError() << "result type " << res
+                         << " must equal the input type " << in;
+  return success();
+}
+
+LogicalResult LMHeadOp::verify() {
+  Type in = getInput().getType(), w = getWeight().getType(), res = getType();
+  if (failed(checkRank(*this, "input", in, 2)) ||
+      failed(checkRank(*this, "weight", w, 2)) ||
+      failed(checkStatic(*this, "weight", w)) ||
+      failed(checkRank(*this, "result", res, 1)) ||
+      failed(checkDim(*this, "weight", w, 1, "input", in, 1)) ||
+      failed(checkDim(*this, "result", res, 0, "weight", w, 0)) ||
+      failed(checkSameElementType(*this, {in, w, res})))
+    return failure();
+  return success();
+}
+
+LogicalResult KVCacheOp::verify() {
+  Type k = getKey().getType(), v = getValue().getType(),
+       pos = getPositions().getType();
+  if (failed(checkRank(*this, "key", k, 3)) ||
+      failed(checkStatic(*this, "key", k, 1)) ||
+      failed(checkRank(*this, "positions", pos, 1)) ||
+      failed(checkDim(*this, "positions", pos, 0, "key", k, 0)))
+    return failure();
+  if (k != v)
+    return emitOpError() << "key type " << k << " and value type " << v
+                         << " must be equal";
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "meshfold/Dialect/MoE/IR/MoEOps.cpp.inc"

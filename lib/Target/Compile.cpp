@@ -1,0 +1,179 @@
+//===- Compile.cpp - from LLVM dialect to an executable -------------------===//
+
+#include "meshfold/Target/Compile.h"
+
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Export.h"
+
+#include "llvm/IR/LLVMContext.h"
+#include "llvm/IR/LegacyPassManager.h"
+#include "llvm/IR/Module.h"
+#include "llvm/MC/TargetRegistry.h"
+#include "llvm/Passes/PassBuilder.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Program.h"
+#include "llvm/Support/TargetSelect.h"
+#include "llvm/Target/TargetMachine.h"
+#include "llvm/Target/TargetOptions.h"
+#include "llvm/TargetParser/Host.h"
+
+using namespace mlir;
+using namespace meshfold;
+
+namespace {
+std::unique_ptr<llvm::TargetMachine>
+makeTargetMachine(const CodegenOptions &options, std::string &error) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return nullptr;
+  std::string cpu = options.cpu == "native"
+                        ? std::string(llvm::sys::getHostCPUName())
+                        : options.cpu;
+  llvm::CodeGenOptLevel level = options.optLevel >= 3 ? llvm::CodeGenOptLevel::Aggressive
+                                : options.optLevel == 0 ? llvm::CodeGenOptLevel::None
+                                                        : llvm::CodeGenOptLevel::Default;
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      triple, cpu, "", llvm::TargetOptions(), llvm::Reloc::PIC_, std::nullopt,
+      level));
+  if (!tm)
+    error = "cannot create a target machine for " + triple.str() + " / " + cpu;
+  return tm;
+}
+
+/// Translates and optimises; the module is owned by `llvmCtx`.
+std::unique_ptr<llvm::Module> translate(ModuleOp module,
+                                        llvm::LLVMContext &llvmCtx,
+                                        llvm::TargetMachine &tm,
+                                        const CodegenOptions &options,
+                                        std::string &error) {
+  DialectRegistry registry;
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  module->getContext()->appendDialectRegistry(registry);
+  std::unique_ptr<llvm::Module> llvmModule =
+      translateModuleToLLVMIR(module, llvmCtx);
+  if (!llvmModule) {
+    error = "translation to LLVM IR failed";
+    return nullptr;
+  }
+  llvmModule->setTargetTriple(tm.getTargetTriple());
+  llvmModule->setDataLayout(tm.createDataLayout());
+
+  if (options.optLevel > 0) {
+    llvm::LoopAnalysisManager lam;
+    llvm::FunctionAnalysisManager fam;
+    llvm::CGSCCAnalysisManager cgam;
+    llvm::ModuleAnalysisManager mam;
+    llvm::PassBuilder pb(&tm);
+    pb.registerModuleAnalyses(mam);
+    pb.registerCGSCCAnalyses(cgam);
+    pb.registerFunctionAnalyses(fam);
+    pb.registerLoopAnalyses(lam);
+    pb.crossRegisterProxies(lam, fam, cgam, mam);
+    llvm::OptimizationLevel level = options.optLevel >= 3
+                                        ? llvm::OptimizationLevel::O3
+                                    : options.optLevel == 2
+                                        ? llvm::OptimizationLevel::O2
+                                        : llvm::OptimizationLevel::O1;
+    llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(level);
+    mpm.run(*llvmModule, mam);
+  }
+  return llvmModule;
+}
+} // namespace
+
+LogicalResult meshfold::emitLLVMIR(ModuleOp module, llvm::raw_ostream &os,
+                                   const CodegenOptions &options,
+                                   std::string &error) {
+  std::unique_ptr<llvm::TargetMachine> tm = makeTargetMachine(options, error);
+  if (!tm)
+    return failure();
+  llvm::LLVMContext llvmCtx;
+  std::unique_ptr<llvm::Module> llvmModule =
+      translate(module, llvmCtx, *tm, options, error);
+  if (!llvmModule)
+    return failure();
+  llvmModule->print(os, nullptr);
+  return success();
+}
+
+LogicalResult meshfold::emitObjectFile(ModuleOp module, llvm::StringRef path,
+                                       const CodegenOptions &options,
+                                       std::string &error) {
+  std::unique_ptr<llvm::TargetMachine> tm = makeTargetMachine(options, error);
+  if (!tm)
+    return failure();
+  llvm::LLVMContext llvmCtx;
+  std::unique_ptr<llvm::Module> llvmModule =
+      translate(module, llvmCtx, *tm, options, error);
+  if (!llvmModule)
+    return failure();
+  std::error_code ec;
+  llvm::raw_fd_ostream out(path, ec, llvm::sys::fs::OF_None);
+  if (ec) {
+    error = "cannot write '" + path.str() + "': " + ec.message();
+    return failure();
+  }
+  llvm::legacy::PassManager codegen;
+  if (tm->addPassesToEmitFile(codegen, out, nullptr,
+                              llvm::CodeGenFileType::ObjectFile)) {
+    error = "the target cannot emit object files";
+    return failure();
+  }
+  codegen.run(*llvmModule);
+  out.flush();
+  if (out.has_error()) {
+    error = "error writing '" + path.str() + "'";
+    out.clear_error();
+    return failure();
+  }
+  return success();
+}
+
+LogicalResult meshfold::linkExecutable(llvm::StringRef object,
+                                       llvm::StringRef output,
+                                       llvm::StringRef runtimeDir,
+                                       std::string &error) {
+  llvm::SmallString<256> runtime(runtimeDir);
+  llvm::sys::path::append(runtime, "libmfrt.a");
+  if (!llvm::sys::fs::exists(runtime)) {
+    error = "runtime library not found: '" + std::string(runtime) +
+            "' (use --runtime-dir)";
+    return failure();
+  }
+  std::string cxx = "c++";
+  if (const char *env = std::getenv("CXX"))
+    cxx = env;
+  llvm::ErrorOr<std::string> linker = llvm::sys::findProgramByName(cxx);
+  if (!linker) {
+    error = "no C++ linker driver '" + cxx + "' on PATH (set CXX)";
+    return failure();
+  }
+  // Link to a temporary name beside the output, then rename: no partial file.
+  llvm::SmallString<256> tmp(output);
+  tmp += ".link-tmp";
+  std::string tmpStr(tmp);
+  llvm::SmallVector<llvm::StringRef> args = {*linker, "-o", tmpStr, object,
+                                             runtime, "-lm", "-pthread"};
+  std::string errMsg;
+  int rc = llvm::sys::ExecuteAndWait(*linker, args, std::nullopt, {}, 0, 0,
+                                     &errMsg);
+  if (rc != 0) {
+    llvm::sys::fs::remove(tmp);
+    error = "linking failed (" + *linker + " exited with " +
+            std::to_string(rc) + (errMsg.empty() ? "" : ": " + errMsg) + ")";
+    return failure();
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(tmp, output)) {
+    llvm::sys::fs::remove(tmp);
+    error = "cannot write '" + output.str() + "': " + ec.message();
+    return failure();
+  }
+  return success();
+}

@@ -1,0 +1,83 @@
+//===- Manifest.cpp - the compiled model's manifest -----------------------===//
+
+#include "Manifest.h"
+
+#include <sstream>
+
+using namespace mfrt;
+
+bool mfrt::parseManifest(const char *text, Manifest &out, std::string &error) {
+  std::istringstream in(text ? text : "");
+  std::string line;
+  int lineNo = 0;
+  bool sawHeader = false, sawEnd = false;
+  while (std::getline(in, line)) {
+    ++lineNo;
+    std::istringstream ls(line);
+    std::string key;
+    ls >> key;
+    if (key.empty())
+      continue;
+    auto bad = [&](const std::string &why) {
+      error = "manifest line " + std::to_string(lineNo) + ": " + why;
+      return false;
+    };
+    if (!sawHeader) {
+      int version = 0;
+      if (key != "meshfold-manifest" || !(ls >> version) || version != 1)
+        return bad("not a meshfold manifest (version 1)");
+      sawHeader = true;
+      continue;
+    }
+    if (key == "end") {
+      sawEnd = true;
+      break;
+    }
+    if (key == "entry") {
+      ls >> out.entry;
+      continue;
+    }
+    if (key == "param") {
+      ManifestParam p;
+      std::string dtype;
+      int64_t rank = 0;
+      if (!(ls >> p.id >> p.name >> dtype >> rank) || rank < 0)
+        return bad("malformed param entry");
+      p.shape.resize(rank);
+      for (int64_t &d : p.shape)
+        if (!(ls >> d) || d < 0)
+          return bad("malformed shape of param '" + p.name + "'");
+      if (p.id != int64_t(out.params.size()))
+        return bad("param ids must be dense and in order");
+      out.params.push_back(std::move(p));
+      continue;
+    }
+    int64_t value = 0;
+    if (!(ls >> value))
+      return bad("malformed entry '" + key + "'");
+    if (key == "hidden")
+      out.hidden = value;
+    else if (key == "vocab")
+      out.vocab = value;
+    else if (key == "layers")
+      out.layers = value;
+    else if (key == "heads")
+      out.heads = value;
+    else if (key == "kv_heads")
+      out.kvHeads = value;
+    else if (key == "head_dim")
+      out.headDim = value;
+    else if (key == "experts")
+      out.experts = value;
+    else if (key == "top_k")
+      out.topK = value;
+    else if (key == "ffn")
+      out.ffn = value;
+    // Unknown keys are ignored so newer compilers stay readable.
+  }
+  if (!sawHeader || !sawEnd) {
+    error = "manifest is truncated";
+    return false;
+  }
+  return true;
+}

@@ -1,0 +1,39 @@
+//===- Manifest.h - the compiled model's manifest -----------------*- C++ -*-===//
+//
+// The compiler embeds a manifest in every executable (symbol __mf_manifest):
+// the model's dimensions and the weight table (id, Hugging Face name, dtype,
+// shape). The runtime checks the weights file and the outputs against it.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MESHFOLD_RUNTIME_MANIFEST_H
+#define MESHFOLD_RUNTIME_MANIFEST_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mfrt {
+
+struct ManifestParam {
+  int64_t id = 0;
+  /// Hugging Face name; "{e}" stands for the expert index of a stacked weight.
+  std::string name;
+  /// Full shape; for a stacked weight the leading dimension counts experts.
+  std::vector<int64_t> shape;
+  bool isStacked() const { return name.find("{e}") != std::string::npos; }
+};
+
+struct Manifest {
+  std::string entry;
+  int64_t hidden = 0, vocab = 0, layers = 0, heads = 0, kvHeads = 0,
+          headDim = 0, experts = 0, topK = 0, ffn = 0;
+  std::vector<ManifestParam> params;
+};
+
+/// Parses the manifest text; returns false and sets `error` on bad input.
+bool parseManifest(const char *text, Manifest &out, std::string &error);
+
+} // namespace mfrt
+
+#endif // MESHFOLD_RUNTIME_MANIFEST_H

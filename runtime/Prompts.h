@@ -1,0 +1,41 @@
+//===- Prompts.h - Prompt file parsing --------------------------*- C++ -*-===//
+//
+// Part of the meshfold project.
+//
+//===----------------------------------------------------------------------===//
+///
+/// \file
+/// Parses a prompts file: one request per line, each line a list of token ids
+/// separated by spaces or tabs. A single newline at the end of the file is
+/// allowed; any empty or whitespace-only line is an error.
+///
+/// This file has no LLVM dependency: it is linked into emitted executables.
+///
+//===----------------------------------------------------------------------===//
+
+#ifndef MESHFOLD_RUNTIME_PROMPTS_H
+#define MESHFOLD_RUNTIME_PROMPTS_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mfrt {
+
+/// Reads the prompts file \p path into \p out (one vector of token ids per
+/// request, in file order). Every id must lie in [0, vocab). On failure
+/// returns false, leaves \p out empty and sets \p error (if non-null) to one
+/// line naming the file and, where it applies, the line number and the token,
+/// e.g. `prompts.txt: line 3: token '-4' is negative`.
+bool parsePrompts(const std::string &path, int64_t vocab,
+                  std::vector<std::vector<int64_t>> &out, std::string *error);
+
+/// As parsePrompts, but parses \p text directly; \p name is used in messages
+/// in place of the file name.
+bool parsePromptsText(const std::string &text, const std::string &name,
+                      int64_t vocab, std::vector<std::vector<int64_t>> &out,
+                      std::string *error);
+
+} // namespace mfrt
+
+#endif // MESHFOLD_RUNTIME_PROMPTS_H

@@ -1,0 +1,217 @@
+//===- meshfold-compile.cpp - compile a moe model to an executable --------===//
+//
+// meshfold-compile model.mlir [plan flags] --target cpu -o prefill
+//
+// A thin driver: parse, attach the plan, run the pipeline from the Pipelines
+// library, emit an object and link it with the runtime.
+//
+//===----------------------------------------------------------------------===//
+
+#include "meshfold/InitAll.h"
+#include "meshfold/Target/Compile.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+
+using namespace mlir;
+using namespace meshfold;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory cat("meshfold-compile options");
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir>"),
+                                      cl::Required, cl::cat(cat));
+static cl::opt<std::string> outputFile("o", cl::desc("Output file"),
+                                       cl::value_desc("file"), cl::Required,
+                                       cl::cat(cat));
+static cl::opt<std::string> target("target",
+                                   cl::desc("Target: cpu (default) or cuda"),
+                                   cl::init("cpu"), cl::cat(cat));
+enum class Emit { Exe, Obj, LLVM, MLIR };
+static cl::opt<Emit> emit(
+    "emit", cl::desc("What to write"), cl::init(Emit::Exe),
+    cl::values(clEnumValN(Emit::Exe, "exe", "a linked executable (default)"),
+               clEnumValN(Emit::Obj, "obj", "an object file"),
+               clEnumValN(Emit::LLVM, "llvm", "optimised LLVM IR"),
+               clEnumValN(Emit::MLIR, "mlir", "the lowered LLVM-dialect MLIR")),
+    cl::cat(cat));
+static cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimisation level"),
+                                  cl::init(2), cl::Prefix, cl::cat(cat));
+static cl::opt<std::string> mcpu("mcpu",
+                                 cl::desc("Host CPU to tune for (or native)"),
+                                 cl::init("x86-64"), cl::cat(cat));
+static cl::opt<std::string> runtimeDir(
+    "runtime-dir",
+    cl::desc("Directory holding libmfrt.a (default: ../lib beside this tool)"),
+    cl::cat(cat));
+static cl::opt<bool> verbose("v", cl::desc("Print the stages and their times"),
+                             cl::cat(cat));
+// The plan, as for the mf-partition pipeline.
+static cl::opt<int64_t> tp("tp", cl::desc("Tensor parallel size"), cl::init(1),
+                           cl::cat(cat));
+static cl::opt<int64_t> cp("cp", cl::desc("Context parallel size"),
+                           cl::init(1), cl::cat(cat));
+static cl::opt<int64_t> dp("dp", cl::desc("Data parallel size"), cl::init(1),
+                           cl::cat(cat));
+static cl::opt<int64_t> pp("pp", cl::desc("Pipeline parallel size"),
+                           cl::init(1), cl::cat(cat));
+static cl::opt<int64_t> ep("ep",
+                           cl::desc("Expert parallel size (default tp*cp*dp)"),
+                           cl::init(0), cl::cat(cat));
+static cl::opt<std::string>
+    order("order", cl::desc("Attention mesh axis order, fastest first"),
+          cl::init("tp,cp,dp,pp"), cl::cat(cat));
+static cl::opt<int64_t> gpusPerNode("gpus-per-node",
+                                    cl::desc("GPUs per node"), cl::init(8),
+                                    cl::cat(cat));
+
+static int fail(const llvm::Twine &msg) {
+  llvm::WithColor::error(llvm::errs(), "meshfold-compile") << msg << "\n";
+  return 1;
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  registerPassManagerCLOptions();
+  registerMLIRContextCLOptions();
+  registerAsmPrinterCLOptions();
+  cl::HideUnrelatedOptions(cat);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "meshfold-compile: compile a moe model to an SPMD executable\n\n"
+      "  meshfold-compile model.mlir --target cpu -o prefill\n"
+      "  ./prefill --weights w.safetensors --prompts prompts.txt --out out.safetensors\n");
+
+  if (target != "cpu" && target != "cuda")
+    return fail("--target must be cpu or cuda, got '" + target + "'");
+  if (target == "cuda")
+    return fail("--target cuda is not available yet in this build "
+                "(the CPU target is)");
+
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  registerAllExtensions(registry);
+  registerMeshfoldDialects(registry);
+  MLIRContext context(registry);
+
+  auto t0 = std::chrono::steady_clock::now();
+  auto stage = [&](const char *what) {
+    if (!verbose)
+      return;
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                             t0)
+                   .count();
+    llvm::errs() << llvm::format("[%7.3fs] ", s) << what << "\n";
+  };
+
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> input =
+      openInputFile(inputFile, &error);
+  if (!input)
+    return fail(error);
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
+  SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
+  if (!module)
+    return fail("cannot parse '" + inputFile + "'");
+  stage("parsed");
+
+  // The plan: from the flags when any is given, else from the module.
+  bool planFlags = tp > 1 || cp > 1 || dp > 1 || pp > 1 || ep > 1;
+  if (planFlags) {
+    PlanSpec spec;
+    int64_t epSize = ep > 0 ? int64_t(ep) : tp * cp * dp;
+    if (!PlanSpec::fromFlags(tp, cp, dp, pp, epSize, order, gpusPerNode, spec,
+                             &error))
+      return fail(error);
+    (*module)->setAttr(mf::MFDialect::getPlanAttrName(),
+                       mf::PlanAttr::fromPlanSpec(&context, spec));
+  }
+  if (auto plan = (*module)->getAttrOfType<mf::PlanAttr>(
+          mf::MFDialect::getPlanAttrName());
+      plan && plan.getDevices() > 1) {
+    // Verify first so that a bad plan is reported by its rule.
+    PassManager verify(&context);
+    verify.addPass(mf::createMFVerifyPlanPass());
+    if (failed(verify.run(*module)))
+      return 1;
+    return fail("plans over more than one device need the partitioning "
+                "passes, which this build does not have yet; compile without "
+                "plan flags for a one-rank program");
+  }
+
+  PassManager pm(&context);
+  if (failed(applyPassManagerCLOptions(pm)))
+    return fail("bad pass manager options");
+  CPUPipelineOptions options;
+  buildLowerToCPUPipeline(pm, options);
+  if (failed(pm.run(*module)))
+    return fail("lowering '" + inputFile + "' failed");
+  stage("lowered to the LLVM dialect");
+
+  CodegenOptions cg;
+  cg.optLevel = optLevel;
+  cg.cpu = mcpu;
+  if (emit == Emit::MLIR || emit == Emit::LLVM) {
+    std::unique_ptr<llvm::ToolOutputFile> out =
+        openOutputFile(outputFile, &error);
+    if (!out)
+      return fail(error);
+    if (emit == Emit::MLIR)
+      module->print(out->os());
+    else if (failed(emitLLVMIR(*module, out->os(), cg, error)))
+      return fail(error);
+    out->keep();
+    stage("written");
+    return 0;
+  }
+
+  if (emit == Emit::Obj) {
+    llvm::SmallString<256> tmp(outputFile);
+    tmp += ".tmp";
+    if (failed(emitObjectFile(*module, tmp, cg, error))) {
+      llvm::sys::fs::remove(tmp);
+      return fail(error);
+    }
+    if (std::error_code ec = llvm::sys::fs::rename(tmp, outputFile))
+      return fail("cannot write '" + outputFile + "': " + ec.message());
+    stage("object written");
+    return 0;
+  }
+
+  llvm::SmallString<128> object;
+  if (std::error_code ec =
+          llvm::sys::fs::createTemporaryFile("meshfold", "o", object))
+    return fail("cannot create a temporary file: " + ec.message());
+  llvm::FileRemover removeObject(object);
+  if (failed(emitObjectFile(*module, object, cg, error)))
+    return fail(error);
+  stage("object emitted");
+
+  std::string rtDir = runtimeDir;
+  if (rtDir.empty()) {
+    std::string self =
+        llvm::sys::fs::getMainExecutable(argv[0], (void *)&fail);
+    llvm::SmallString<256> dir(llvm::sys::path::parent_path(self));
+    llvm::sys::path::append(dir, "..", "lib");
+    rtDir = std::string(dir);
+  }
+  if (failed(linkExecutable(object, outputFile, rtDir, error)))
+    return fail(error);
+  stage("linked");
+  return 0;
+}

@@ -1,0 +1,155 @@
+//===- meshfold-gen-weights.cpp - deterministic weights for a moe model ---===//
+//
+// meshfold-gen-weights model.mlir --seed S -o w.safetensors [--dtype f32|bf16]
+//
+// Writes one tensor per weight the model names (stacked expert weights are
+// written per expert, as in a Hugging Face checkpoint). Values depend only on
+// the seed and the tensor's name, so the same weight gets the same values in
+// any model that names it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "meshfold/Dialect/MoE/IR/MoE.h"
+
+#include "Safetensors.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Support/FileUtilities.h"
+
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/WithColor.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace meshfold;
+namespace cl = llvm::cl;
+
+static cl::OptionCategory cat("meshfold-gen-weights options");
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir>"),
+                                      cl::Required, cl::cat(cat));
+static cl::opt<std::string> outputFile("o", cl::desc("Output safetensors"),
+                                       cl::value_desc("file"), cl::Required,
+                                       cl::cat(cat));
+static cl::opt<uint64_t> seed("seed", cl::desc("Random seed"), cl::init(0),
+                              cl::cat(cat));
+static cl::opt<std::string> dtype("dtype", cl::desc("f32 (default) or bf16"),
+                                  cl::init("f32"), cl::cat(cat));
+
+namespace {
+[[noreturn]] void die(const llvm::Twine &msg) {
+  llvm::WithColor::error(llvm::errs(), "meshfold-gen-weights") << msg << "\n";
+  std::exit(1);
+}
+
+/// splitmix64: small, fast, and the same on every platform.
+struct SplitMix64 {
+  uint64_t state;
+  uint64_t next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  /// Uniform in [-1, 1).
+  double uniform() { return double(next() >> 11) * 0x1.0p-52 - 1.0; }
+};
+
+uint64_t fnv1a(StringRef s) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (char c : s)
+    h = (h ^ uint8_t(c)) * 0x100000001b3ULL;
+  return h;
+}
+
+/// Values for one tensor: norms near 1, everything else uniform with a scale
+/// of 1/sqrt(fan_in) (the embedding: 1) so activations stay O(1).
+std::vector<float> generate(StringRef name, ArrayRef<int64_t> shape) {
+  int64_t count = 1;
+  for (int64_t d : shape)
+    count *= d;
+  SplitMix64 rng{fnv1a(name) ^ (seed * 0xd1342543de82ef95ULL)};
+  bool norm = name.ends_with("norm.weight");
+  double scale = name == "model.embed_tokens.weight"
+                     ? 1.0
+                     : 1.0 / std::sqrt(double(shape.back()));
+  std::vector<float> values(count);
+  for (float &v : values)
+    v = norm ? float(1.0 + 0.1 * rng.uniform()) : float(scale * rng.uniform());
+  return values;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(cat);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "meshfold-gen-weights: deterministic weights with Hugging Face names\n\n"
+      "  meshfold-gen-weights model.mlir --seed 1 -o w.safetensors "
+      "[--dtype bf16]\n");
+  if (dtype != "f32" && dtype != "bf16")
+    die("--dtype must be f32 or bf16, got '" + dtype + "'");
+
+  DialectRegistry registry;
+  registry.insert<moe::MoEDialect, func::FuncDialect, arith::ArithDialect,
+                  tensor::TensorDialect>();
+  MLIRContext ctx(registry);
+  ctx.allowUnregisteredDialects(false);
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> buf = openInputFile(inputFile, &error);
+  if (!buf)
+    die(error);
+  llvm::SourceMgr sm;
+  sm.AddNewSourceBuffer(std::move(buf), llvm::SMLoc());
+  SourceMgrDiagnosticHandler handler(sm, &ctx);
+  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sm, &ctx);
+  if (!module)
+    die("cannot parse '" + inputFile + "'");
+
+  mfrt::SafetensorsWriter writer;
+  writer.setMetadata("format", "pt");
+  writer.setMetadata("generator", "meshfold-gen-weights seed=" +
+                                      std::to_string(seed));
+  llvm::StringSet<> seen;
+  auto add = [&](const std::string &name, ArrayRef<int64_t> shape) {
+    std::vector<float> values = generate(name, shape);
+    std::vector<int64_t> dims(shape.begin(), shape.end());
+    if (dtype == "f32") {
+      writer.addF32(name, dims, values);
+      return;
+    }
+    std::vector<uint16_t> half(values.size());
+    for (size_t i = 0; i < values.size(); ++i)
+      half[i] = mfrt::f32ToBF16(values[i]);
+    writer.add(name, mfrt::DType::BF16, dims, half.data());
+  };
+  size_t params = 0;
+  module->walk([&](moe::ParamOp op) {
+    if (!seen.insert(op.getName()).second)
+      return;
+    ++params;
+    ArrayRef<int64_t> shape = op.getType().getShape();
+    if (!op.isStackedExperts()) {
+      add(op.getName().str(), shape);
+      return;
+    }
+    std::string name = op.getName().str();
+    size_t at = name.find("{e}");
+    for (int64_t e = 0; e < shape[0]; ++e)
+      add(name.substr(0, at) + std::to_string(e) + name.substr(at + 3),
+          shape.drop_front());
+  });
+  if (params == 0)
+    die("'" + inputFile + "' names no weights (no moe.param ops)");
+  if (!writer.write(outputFile, &error))
+    die(error);
+  return 0;
+}

@@ -1,0 +1,340 @@
+//===- meshfold-import-hf.cpp - HF config.json to a moe model -------------===//
+//
+// meshfold-import-hf CONFIG.json -o model.mlir [--num-layers N]
+//
+// Reads a Mixtral-style Hugging Face config (Qwen2-MoE and OLMoE field names
+// are mapped where they mean the same thing) and writes the model as `moe`
+// ops on global shapes, weights named as in the HF checkpoint.
+//
+//===----------------------------------------------------------------------===//
+
+#include "meshfold/Dialect/MoE/IR/MoE.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Support/FileUtilities.h"
+
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/ToolOutputFile.h"
+#include "llvm/Support/WithColor.h"
+
+#include <cmath>
+
+using namespace mlir;
+using namespace meshfold;
+namespace cl = llvm::cl;
+namespace json = llvm::json;
+
+static cl::OptionCategory cat("meshfold-import-hf options");
+static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<config.json>"),
+                                      cl::Required, cl::cat(cat));
+static cl::opt<std::string> outputFile("o", cl::desc("Output model (.mlir)"),
+                                       cl::value_desc("file"), cl::init("-"),
+                                       cl::cat(cat));
+static cl::opt<int64_t>
+    numLayersOpt("num-layers",
+                 cl::desc("Keep only the first N layers (default: all)"),
+                 cl::init(0), cl::cat(cat));
+
+namespace {
+[[noreturn]] void die(const llvm::Twine &msg) {
+  llvm::WithColor::error(llvm::errs(), "meshfold-import-hf") << msg << "\n";
+  std::exit(1);
+}
+
+struct Config {
+  std::string arch;
+  int64_t hidden, ffn, layers, heads, kvHeads, headDim, experts, topK, vocab;
+  double eps, theta;
+  bool renormalize, tieEmbeddings;
+};
+
+/// The config's fields, with errors that name the field.
+class Fields {
+public:
+  Fields(const json::Object &obj, StringRef file) : obj(obj), file(file) {}
+
+  bool has(StringRef key) const {
+    const json::Value *v = obj.get(key);
+    return v && v->kind() != json::Value::Null;
+  }
+
+  int64_t positiveInt(StringRef key, std::optional<int64_t> def = {}) const {
+    const json::Value *v = obj.get(key);
+    if (!v || v->kind() == json::Value::Null) {
+      if (def)
+        return *def;
+      die(file + ": missing field '" + key + "'");
+    }
+    std::optional<int64_t> i = v->getAsInteger();
+    if (!i || *i <= 0)
+      die(file + ": field '" + key + "' must be a positive integer");
+    return *i;
+  }
+
+  double positiveNumber(StringRef key, double def) const {
+    const json::Value *v = obj.get(key);
+    if (!v || v->kind() == json::Value::Null)
+      return def;
+    std::optional<double> d = v->getAsNumber();
+    if (!d || !(*d > 0) || !std::isfinite(*d))
+      die(file + ": field '" + key + "' must be a positive number");
+    return *d;
+  }
+
+  bool boolean(StringRef key, bool def) const {
+    const json::Value *v = obj.get(key);
+    if (!v || v->kind() == json::Value::Null)
+      return def;
+    std::optional<bool> b = v->getAsBoolean();
+    if (!b)
+      die(file + ": field '" + key + "' must be true or false");
+    return *b;
+  }
+
+  /// Rejects a field that, when set, asks for something not supported.
+  void rejectIfSet(StringRef key, StringRef why) const {
+    const json::Value *v = obj.get(key);
+    if (!v || v->kind() == json::Value::Null)
+      return;
+    if (std::optional<int64_t> i = v->getAsInteger(); i && *i == 0)
+      return;
+    if (std::optional<bool> b = v->getAsBoolean(); b && !*b)
+      return;
+    if (const json::Array *a = v->getAsArray(); a && a->empty())
+      return;
+    die(file + ": field '" + key + "': " + why + " not supported");
+  }
+
+private:
+  const json::Object &obj;
+  StringRef file;
+};
+
+Config readConfig(StringRef path) {
+  std::string error;
+  std::unique_ptr<llvm::MemoryBuffer> buf = openInputFile(path, &error);
+  if (!buf)
+    die(error);
+  llvm::Expected<json::Value> parsed = json::parse(buf->getBuffer());
+  if (!parsed)
+    die(path + ": invalid JSON: " + llvm::toString(parsed.takeError()));
+  const json::Object *obj = parsed->getAsObject();
+  if (!obj)
+    die(path + ": the config must be a JSON object");
+  Fields f(*obj, path);
+
+  Config c;
+  if (const json::Array *archs = obj->getArray("architectures");
+      archs && !archs->empty() && (*archs)[0].getAsString())
+    c.arch = (*archs)[0].getAsString()->str();
+  else if (std::optional<StringRef> type = obj->getString("model_type"))
+    c.arch = *type == "mixtral"     ? "MixtralForCausalLM"
+             : *type == "qwen2_moe" ? "Qwen2MoeForCausalLM"
+             : *type == "olmoe"     ? "OlmoeForCausalLM"
+                                    : type->str();
+  else
+    die(path + ": missing field 'architectures' (or 'model_type')");
+
+  // Unsupported features first, so that the message names the real reason.
+  f.rejectIfSet("kv_lora_rank", "MLA (latent) attention is");
+  f.rejectIfSet("q_lora_rank", "MLA (latent) attention is");
+  f.rejectIfSet("shared_expert_intermediate_size", "shared experts are");
+  f.rejectIfSet("n_shared_experts", "shared experts are");
+  f.rejectIfSet("attention_bias", "attention biases are");
+  f.rejectIfSet("rope_scaling", "RoPE scaling is");
+  f.rejectIfSet("sliding_window", "sliding-window attention is");
+  f.rejectIfSet("mlp_only_layers", "dense (non-MoE) layers are");
+  if (f.has("decoder_sparse_step") && f.positiveInt("decoder_sparse_step") != 1)
+    die(path + ": field 'decoder_sparse_step': dense (non-MoE) layers are not "
+               "supported");
+  bool mixtral = c.arch == "MixtralForCausalLM";
+  if (c.arch == "OlmoeForCausalLM")
+    die(path + ": architecture 'OlmoeForCausalLM': OLMoE's QK-norm "
+               "(q_norm/k_norm) is not supported");
+  if (c.arch.rfind("Deepseek", 0) == 0)
+    die(path + ": architecture '" + c.arch +
+        "': MLA attention and shared experts are not supported");
+  if (!mixtral && c.arch != "Qwen2MoeForCausalLM")
+    die(path + ": unsupported architecture '" + c.arch +
+        "' (supported: MixtralForCausalLM; Qwen2MoeForCausalLM without "
+        "shared experts)");
+
+  c.hidden = f.positiveInt("hidden_size");
+  c.layers = f.positiveInt("num_hidden_layers");
+  c.heads = f.positiveInt("num_attention_heads");
+  c.kvHeads = f.positiveInt("num_key_value_heads", c.heads);
+  if (c.hidden % c.heads != 0 && !f.has("head_dim"))
+    die(path + ": field 'head_dim' is needed: hidden_size (" +
+        llvm::Twine(c.hidden) + ") is not a multiple of num_attention_heads (" +
+        llvm::Twine(c.heads) + ")");
+  c.headDim = f.positiveInt("head_dim", c.hidden / c.heads);
+  if (c.headDim % 2 != 0)
+    die(path + ": field 'head_dim' must be even for RoPE, got " +
+        llvm::Twine(c.headDim));
+  if (c.heads % c.kvHeads != 0)
+    die(path + ": field 'num_key_value_heads' (" + llvm::Twine(c.kvHeads) +
+        ") must divide num_attention_heads (" + llvm::Twine(c.heads) + ")");
+  if (f.has("num_local_experts"))
+    c.experts = f.positiveInt("num_local_experts");
+  else if (f.has("num_experts"))
+    c.experts = f.positiveInt("num_experts");
+  else
+    die(path + ": missing field 'num_local_experts' (or 'num_experts')");
+  c.topK = f.positiveInt("num_experts_per_tok");
+  if (c.topK > c.experts)
+    die(path + ": field 'num_experts_per_tok' (" + llvm::Twine(c.topK) +
+        ") exceeds the number of experts (" + llvm::Twine(c.experts) + ")");
+  c.ffn = f.has("moe_intermediate_size")
+              ? f.positiveInt("moe_intermediate_size")
+              : f.positiveInt("intermediate_size");
+  c.vocab = f.positiveInt("vocab_size");
+  c.eps = f.positiveNumber("rms_norm_eps", 1e-5);
+  c.theta = f.positiveNumber("rope_theta", mixtral ? 1e6 : 10000.0);
+  c.renormalize = f.boolean("norm_topk_prob", mixtral);
+  c.tieEmbeddings = f.boolean("tie_word_embeddings", false);
+  return c;
+}
+
+ModuleOp buildModel(MLIRContext &ctx, const Config &c, StringRef path) {
+  OpBuilder b(&ctx);
+  Location fileLoc = FileLineColLoc::get(&ctx, path, 1, 1);
+  ModuleOp module = ModuleOp::create(fileLoc);
+  b.setInsertionPointToEnd(module.getBody());
+
+  Type f32 = b.getF32Type(), i64 = b.getI64Type();
+  int64_t dyn = ShapedType::kDynamic;
+  auto tensor = [&](ArrayRef<int64_t> shape, Type elt) {
+    return RankedTensorType::get(shape, elt);
+  };
+  auto fnType = b.getFunctionType({tensor({dyn}, i64)},
+                                  {tensor({c.vocab}, f32)});
+  auto fn = func::FuncOp::create(b, fileLoc, "prefill", fnType);
+  Block *entry = fn.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  Value tokens = entry->getArgument(0);
+
+  auto param = [&](const std::string &name, ArrayRef<int64_t> shape) -> Value {
+    return moe::ParamOp::create(b, b.getUnknownLoc(), tensor(shape, f32),
+                                b.getStringAttr(name));
+  };
+  FloatAttr eps = b.getF32FloatAttr(float(c.eps));
+  Value t = tensor::DimOp::create(b, fileLoc, tokens, 0);
+  Value pos = moe::PositionsOp::create(b, fileLoc, tensor({dyn}, i64), tokens);
+  Value embedW = param("model.embed_tokens.weight", {c.vocab, c.hidden});
+  auto hType = tensor({dyn, c.hidden}, f32);
+  Value h = moe::EmbedOp::create(b, fileLoc, hType, embedW, tokens);
+
+  for (int64_t i = 0; i < c.layers; ++i) {
+    std::string pre = "model.layers." + std::to_string(i) + ".";
+    Location loc = NameLoc::get(b.getStringAttr("layer " + std::to_string(i)));
+    auto heads = [&](Value x2d, int64_t n) -> Value {
+      SmallVector<ReassociationIndices> re = {{0}, {1, 2}};
+      SmallVector<OpFoldResult> shape = {t, b.getIndexAttr(n),
+                                         b.getIndexAttr(c.headDim)};
+      return tensor::ExpandShapeOp::create(
+          b, loc, tensor({dyn, n, c.headDim}, f32), x2d, re, shape);
+    };
+    auto linear = [&](Value x, const std::string &name, int64_t out,
+                      int64_t in) -> Value {
+      return moe::LinearOp::create(b, loc, tensor({dyn, out}, f32), x,
+                                   param(pre + name, {out, in}));
+    };
+    Value x = moe::RMSNormOp::create(
+        b, loc, hType, h, param(pre + "input_layernorm.weight", {c.hidden}),
+        eps);
+    Value q = heads(linear(x, "self_attn.q_proj.weight", c.heads * c.headDim,
+                           c.hidden),
+                    c.heads);
+    Value k = heads(linear(x, "self_attn.k_proj.weight",
+                           c.kvHeads * c.headDim, c.hidden),
+                    c.kvHeads);
+    Value v = heads(linear(x, "self_attn.v_proj.weight",
+                           c.kvHeads * c.headDim, c.hidden),
+                    c.kvHeads);
+    FloatAttr theta = b.getF32FloatAttr(float(c.theta));
+    q = moe::RoPEOp::create(b, loc, q.getType(), q, pos, theta);
+    k = moe::RoPEOp::create(b, loc, k.getType(), k, pos, theta);
+    moe::KVCacheOp::create(b, loc, k, v, pos, b.getI64IntegerAttr(i));
+    Value attn = moe::AttentionOp::create(
+        b, loc, q.getType(), q, k, v, pos, pos,
+        b.getF32FloatAttr(float(1.0 / std::sqrt(double(c.headDim)))));
+    SmallVector<ReassociationIndices> re = {{0}, {1, 2}};
+    Value flat = tensor::CollapseShapeOp::create(
+        b, loc, tensor({dyn, c.heads * c.headDim}, f32), attn, re);
+    Value o = linear(flat, "self_attn.o_proj.weight", c.hidden,
+                     c.heads * c.headDim);
+    h = arith::AddFOp::create(b, loc, h, o);
+    Value x2 = moe::RMSNormOp::create(
+        b, loc, hType, h,
+        param(pre + "post_attention_layernorm.weight", {c.hidden}), eps);
+    std::string moePre = pre + "block_sparse_moe.";
+    auto router = moe::RouterOp::create(
+        b, loc, tensor({dyn, c.topK}, f32), tensor({dyn, c.topK}, i64), x2,
+        param(moePre + "gate.weight", {c.experts, c.hidden}),
+        b.getI64IntegerAttr(c.topK),
+        c.renormalize ? b.getUnitAttr() : UnitAttr());
+    std::string ex = moePre + "experts.{e}.";
+    Value y = moe::ExpertsOp::create(
+        b, loc, hType, x2, router.getWeights(), router.getIndices(),
+        param(ex + "w1.weight", {c.experts, c.ffn, c.hidden}),
+        param(ex + "w2.weight", {c.experts, c.hidden, c.ffn}),
+        param(ex + "w3.weight", {c.experts, c.ffn, c.hidden}));
+    h = arith::AddFOp::create(b, loc, h, y);
+  }
+  Value hn = moe::RMSNormOp::create(b, fileLoc, hType, h,
+                                    param("model.norm.weight", {c.hidden}),
+                                    eps);
+  Value headW = param(c.tieEmbeddings ? "model.embed_tokens.weight"
+                                      : "lm_head.weight",
+                      {c.vocab, c.hidden});
+  Value logits = moe::LMHeadOp::create(b, fileLoc, tensor({c.vocab}, f32), hn,
+                                       headW);
+  func::ReturnOp::create(b, fileLoc, logits);
+  return module;
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(cat);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "meshfold-import-hf: a Hugging Face MoE config.json to a moe model\n\n"
+      "  meshfold-import-hf config.json -o model.mlir [--num-layers N]\n");
+  Config c = readConfig(inputFile);
+  if (numLayersOpt < 0 || numLayersOpt > c.layers)
+    die("--num-layers must be between 1 and num_hidden_layers (" +
+        llvm::Twine(c.layers) + "), got " + llvm::Twine(numLayersOpt));
+  if (numLayersOpt > 0)
+    c.layers = numLayersOpt;
+
+  DialectRegistry registry;
+  registry.insert<moe::MoEDialect, func::FuncDialect, arith::ArithDialect,
+                  tensor::TensorDialect>();
+  MLIRContext ctx(registry);
+  ctx.loadAllAvailableDialects();
+  OwningOpRef<ModuleOp> module = buildModel(ctx, c, inputFile);
+  if (failed(verify(*module)))
+    die("internal: the imported model does not verify");
+
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> out =
+      openOutputFile(outputFile, &error);
+  if (!out)
+    die(error);
+  out->os() << "// " << c.arch << ": " << c.layers << " layers, d " << c.hidden
+            << ", " << c.heads << " heads (" << c.kvHeads << " KV, d_h "
+            << c.headDim << "), " << c.experts << " experts top-" << c.topK
+            << ", ffn " << c.ffn << ", vocab " << c.vocab << "\n";
+  module->print(out->os());
+  out->keep();
+  return 0;
+}

@@ -1,0 +1,21 @@
+//===- meshfold-opt.cpp - mlir-opt with meshfold's dialects and passes ----===//
+
+#include "meshfold/InitAll.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+
+int main(int argc, char **argv) {
+  mlir::registerAllPasses();
+  meshfold::registerMeshfoldPasses();
+
+  mlir::DialectRegistry registry;
+  mlir::registerAllDialects(registry);
+  mlir::registerAllExtensions(registry);
+  meshfold::registerMeshfoldDialects(registry);
+  return mlir::asMainReturnCode(mlir::MlirOptMain(
+      argc, argv, "meshfold optimizer driver\n", registry));
+}

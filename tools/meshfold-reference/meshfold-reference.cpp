@@ -1,0 +1,780 @@
+//===- meshfold-reference.cpp - Plain reference Mixtral prefill -----------===//
+//
+// Part of the meshfold project.
+//
+//===----------------------------------------------------------------------===//
+//
+// A plain, independent reference implementation of the Mixtral prefill
+// forward pass (HF MixtralForCausalLM), used as the test oracle for the
+// compiler. It shares no code with the compiler: loops over std::vector<float>
+// with double accumulation, one request at a time, no partitioning.
+//
+// Outputs (F32 safetensors), for each request r in prompt order:
+//   req{r}.logits            [V]              logits of the last position
+//   req{r}.layers.{i}.k      [T, n_kv, d_h]   keys after RoPE
+//   req{r}.layers.{i}.v      [T, n_kv, d_h]   values
+//
+//===----------------------------------------------------------------------===//
+
+#include "Prompts.h"
+#include "Safetensors.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+using namespace llvm;
+
+static cl::OptionCategory category("meshfold-reference options");
+
+static cl::opt<std::string> configPath("config", cl::Required,
+                                       cl::desc("HF config.json of the model"),
+                                       cl::value_desc("path"),
+                                       cl::cat(category));
+static cl::opt<std::string> weightsPath(
+    "weights", cl::Required,
+    cl::desc("Weights (safetensors, HF Mixtral names, F32 or BF16)"),
+    cl::value_desc("path"), cl::cat(category));
+static cl::opt<std::string>
+    promptsPath("prompts", cl::Required,
+                cl::desc("Prompts: token ids, one request per line"),
+                cl::value_desc("path"), cl::cat(category));
+static cl::opt<std::string>
+    outPath("out", cl::Required,
+            cl::desc("Output safetensors: req{r}.logits [V], "
+                     "req{r}.layers.{i}.k / .v [T, n_kv, d_h] (F32)"),
+            cl::value_desc("path"), cl::cat(category));
+static cl::opt<int>
+    numLayersOpt("num-layers",
+                 cl::desc("Run only the first N layers (default: all)"),
+                 cl::value_desc("N"), cl::init(-1), cl::cat(category));
+
+/// rope_theta when config.json does not give one.
+/// rope_theta when config.json does not give one (HF MixtralConfig).
+static constexpr double defaultRopeTheta = 1e6; // MixtralConfig default
+static constexpr double defaultRmsNormEps = 1e-5;
+
+namespace {
+
+/// Model hyper-parameters read from config.json.
+struct Config {
+  int64_t hidden = 0;     ///< d
+  int64_t expertFfn = 0;  ///< expert intermediate size
+  int64_t numLayers = 0;  ///< layers to run (after --num-layers)
+  int64_t numHeads = 0;   ///< n_h
+  int64_t numKVHeads = 0; ///< n_kv
+  int64_t headDim = 0;    ///< d_h
+  int64_t numExperts = 0; ///< experts per layer
+  int64_t topK = 0;       ///< experts per token
+  int64_t vocab = 0;      ///< V
+  double rmsNormEps = defaultRmsNormEps;
+  double ropeTheta = defaultRopeTheta;
+  bool normTopKProb = true;
+  bool tieWordEmbeddings = false;
+  std::optional<int64_t> slidingWindow;
+};
+
+/// The error sink: every failure is one line.
+struct Failure {
+  std::string message;
+};
+
+bool fail(Failure &f, const std::string &message) {
+  f.message = message;
+  return false;
+}
+
+//===----------------------------------------------------------------------===//
+// config.json
+//===----------------------------------------------------------------------===//
+
+class ConfigReader {
+public:
+  ConfigReader(const std::string &path, const json::Object &object,
+               Failure &failure)
+      : path(path), object(object), failure(failure) {}
+
+  /// Reads an integer field; a missing or null field leaves \p out unset.
+  bool optionalInt(StringRef key, std::optional<int64_t> &out) {
+    const json::Value *value = object.get(key);
+    if (!value || value->getAsNull())
+      return true;
+    std::optional<int64_t> i = value->getAsInteger();
+    if (!i)
+      return fail(failure,
+                  path + ": field '" + key.str() + "' is not an integer");
+    out = *i;
+    return true;
+  }
+
+  /// Reads a required positive integer field.
+  bool requiredPositive(StringRef key, int64_t &out) {
+    std::optional<int64_t> value;
+    if (!optionalInt(key, value))
+      return false;
+    if (!value)
+      return fail(failure, path + ": missing field '" + key.str() + "'");
+    return positive(key, *value, out);
+  }
+
+  bool positive(StringRef key, int64_t value, int64_t &out) {
+    if (value <= 0)
+      return fail(failure, path + ": field '" + key.str() + "' is " +
+                               std::to_string(value) + ", must be positive");
+    out = value;
+    return true;
+  }
+
+  bool optionalNumber(StringRef key, double &out) {
+    const json::Value *value = object.get(key);
+    if (!value || value->getAsNull())
+      return true;
+    std::optional<double> d = value->getAsNumber();
+    if (!d)
+      return fail(failure,
+                  path + ": field '" + key.str() + "' is not a number");
+    out = *d;
+    return true;
+  }
+
+  bool optionalBool(StringRef key, bool &out) {
+    const json::Value *value = object.get(key);
+    if (!value || value->getAsNull())
+      return true;
+    std::optional<bool> b = value->getAsBoolean();
+    if (!b)
+      return fail(failure,
+                  path + ": field '" + key.str() + "' is not a boolean");
+    out = *b;
+    return true;
+  }
+
+  bool isPresent(StringRef key) {
+    const json::Value *value = object.get(key);
+    return value && !value->getAsNull();
+  }
+
+private:
+  const std::string &path;
+  const json::Object &object;
+  Failure &failure;
+};
+
+bool readConfig(const std::string &path, int numLayersLimit, Config &config,
+                Failure &failure) {
+  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
+      MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buffer)
+    return fail(failure,
+                path + ": cannot read: " + buffer.getError().message());
+  Expected<json::Value> parsed = json::parse((*buffer)->getBuffer());
+  if (!parsed)
+    return fail(failure,
+                path + ": invalid JSON: " + toString(parsed.takeError()));
+  const json::Object *object = parsed->getAsObject();
+  if (!object)
+    return fail(failure, path + ": not a JSON object");
+
+  ConfigReader reader(path, *object, failure);
+  int64_t numHiddenLayers = 0, intermediate = 0;
+  if (!reader.requiredPositive("hidden_size", config.hidden) ||
+      !reader.requiredPositive("num_hidden_layers", numHiddenLayers) ||
+      !reader.requiredPositive("num_attention_heads", config.numHeads) ||
+      !reader.requiredPositive("num_experts_per_tok", config.topK) ||
+      !reader.requiredPositive("vocab_size", config.vocab))
+    return false;
+
+  // Expert FFN width: moe_intermediate_size overrides intermediate_size.
+  std::optional<int64_t> moeIntermediate;
+  if (!reader.optionalInt("moe_intermediate_size", moeIntermediate))
+    return false;
+  if (moeIntermediate) {
+    if (!reader.positive("moe_intermediate_size", *moeIntermediate,
+                         config.expertFfn))
+      return false;
+  } else if (!reader.requiredPositive("intermediate_size", intermediate)) {
+    return false;
+  } else {
+    config.expertFfn = intermediate;
+  }
+
+  std::optional<int64_t> value;
+  if (!reader.optionalInt("num_local_experts", value))
+    return false;
+  if (value) {
+    if (!reader.positive("num_local_experts", *value, config.numExperts))
+      return false;
+  } else {
+    if (!reader.optionalInt("num_experts", value))
+      return false;
+    if (!value)
+      return fail(failure, path + ": missing field 'num_local_experts' (or "
+                                  "'num_experts')");
+    if (!reader.positive("num_experts", *value, config.numExperts))
+      return false;
+  }
+
+  value.reset();
+  if (!reader.optionalInt("num_key_value_heads", value))
+    return false;
+  config.numKVHeads = config.numHeads;
+  if (value &&
+      !reader.positive("num_key_value_heads", *value, config.numKVHeads))
+    return false;
+
+  value.reset();
+  if (!reader.optionalInt("head_dim", value))
+    return false;
+  if (value) {
+    if (!reader.positive("head_dim", *value, config.headDim))
+      return false;
+  } else {
+    if (config.hidden % config.numHeads != 0)
+      return fail(failure, path + ": hidden_size " +
+                               std::to_string(config.hidden) +
+                               " is not a multiple of num_attention_heads " +
+                               std::to_string(config.numHeads) +
+                               " and head_dim is not given");
+    config.headDim = config.hidden / config.numHeads;
+  }
+
+  if (!reader.optionalNumber("rms_norm_eps", config.rmsNormEps) ||
+      !reader.optionalNumber("rope_theta", config.ropeTheta) ||
+      !reader.optionalBool("norm_topk_prob", config.normTopKProb) ||
+      !reader.optionalBool("tie_word_embeddings", config.tieWordEmbeddings))
+    return false;
+
+  value.reset();
+  if (!reader.optionalInt("sliding_window", value))
+    return false;
+  config.slidingWindow = value;
+
+  if (reader.isPresent("rope_scaling"))
+    return fail(failure, path + ": field 'rope_scaling' is not supported");
+  if (const json::Value *act = object->get("hidden_act")) {
+    std::optional<StringRef> name = act->getAsString();
+    if (!name || *name != "silu")
+      return fail(failure, path + ": field 'hidden_act' must be \"silu\"");
+  }
+
+  if (config.rmsNormEps < 0 || !std::isfinite(config.rmsNormEps))
+    return fail(failure, path + ": field 'rms_norm_eps' must be a finite "
+                                "non-negative number");
+  if (!(config.ropeTheta > 0) || !std::isfinite(config.ropeTheta))
+    return fail(failure,
+                path + ": field 'rope_theta' must be a finite positive number");
+  if (config.headDim % 2 != 0)
+    return fail(failure, path + ": head_dim " + std::to_string(config.headDim) +
+                             " must be even for rotate-half RoPE");
+  if (config.numHeads % config.numKVHeads != 0)
+    return fail(failure, path + ": num_attention_heads " +
+                             std::to_string(config.numHeads) +
+                             " is not a multiple of num_key_value_heads " +
+                             std::to_string(config.numKVHeads));
+  if (config.topK > config.numExperts)
+    return fail(failure, path + ": num_experts_per_tok " +
+                             std::to_string(config.topK) +
+                             " exceeds the number of experts " +
+                             std::to_string(config.numExperts));
+
+  config.numLayers = numHiddenLayers;
+  if (numLayersLimit >= 0) {
+    if (numLayersLimit > numHiddenLayers)
+      return fail(failure, "--num-layers " + std::to_string(numLayersLimit) +
+                               " exceeds num_hidden_layers " +
+                               std::to_string(numHiddenLayers) + " in " + path);
+    config.numLayers = numLayersLimit;
+  } else if (numLayersLimit != -1) {
+    return fail(failure, "--num-layers must not be negative");
+  }
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Weights
+//===----------------------------------------------------------------------===//
+
+/// Checks and loads weights by name, converting to f32.
+class Weights {
+public:
+  Weights(const mfrt::SafetensorsFile &file, Failure &failure)
+      : file(file), failure(failure) {}
+
+  /// Checks that \p name exists, is a float tensor and has \p shape.
+  bool check(const std::string &name, const std::vector<int64_t> &shape) {
+    const mfrt::TensorInfo *tensor = file.find(name);
+    if (!tensor)
+      return fail(failure, file.path() + ": tensor '" + name + "' is missing");
+    if (tensor->dtype != mfrt::DType::F32 &&
+        tensor->dtype != mfrt::DType::BF16 && tensor->dtype != mfrt::DType::F16)
+      return fail(failure, file.path() + ": tensor '" + name + "' has dtype " +
+                               mfrt::dtypeName(tensor->dtype) +
+                               ", expected F32 or BF16");
+    if (tensor->shape != shape)
+      return fail(failure, file.path() + ": tensor '" + name + "' has shape " +
+                               mfrt::formatShape(tensor->shape) +
+                               ", expected " + mfrt::formatShape(shape) +
+                               " from the config");
+    return true;
+  }
+
+  /// Loads the whole tensor (already checked) as f32.
+  bool load(const std::string &name, std::vector<float> &out) {
+    const mfrt::TensorInfo *tensor = file.find(name);
+    if (!tensor)
+      return fail(failure, file.path() + ": tensor '" + name + "' is missing");
+    out.assign(static_cast<size_t>(tensor->numElements()), 0.0f);
+    std::string error;
+    if (!mfrt::readAsF32(*tensor, out.data(), out.size(), &error))
+      return fail(failure, file.path() + ": " + error);
+    return true;
+  }
+
+  /// Loads row \p row of the 2-D tensor \p name (already checked) as f32.
+  bool loadRow(const std::string &name, int64_t row, float *out) {
+    const mfrt::TensorInfo *tensor = file.find(name);
+    if (!tensor || tensor->shape.size() != 2)
+      return fail(failure, file.path() + ": tensor '" + name +
+                               "' is missing or not 2-D");
+    int64_t cols = tensor->shape[1];
+    mfrt::TensorInfo rowInfo = *tensor;
+    rowInfo.shape = {cols};
+    rowInfo.data = tensor->data + static_cast<size_t>(row) *
+                                      static_cast<size_t>(cols) *
+                                      mfrt::dtypeSize(tensor->dtype);
+    rowInfo.byteSize =
+        static_cast<size_t>(cols) * mfrt::dtypeSize(tensor->dtype);
+    std::string error;
+    if (!mfrt::readAsF32(rowInfo, out, static_cast<size_t>(cols), &error))
+      return fail(failure, file.path() + ": " + error);
+    return true;
+  }
+
+private:
+  const mfrt::SafetensorsFile &file;
+  Failure &failure;
+};
+
+std::string layerName(int64_t layer, const std::string &suffix) {
+  return "model.layers." + std::to_string(layer) + "." + suffix;
+}
+
+std::string expertName(int64_t layer, int64_t expert, const char *which) {
+  return layerName(layer, "block_sparse_moe.experts." + std::to_string(expert) +
+                              "." + which + ".weight");
+}
+
+const char *embedName = "model.embed_tokens.weight";
+const char *normName = "model.norm.weight";
+const char *lmHeadName = "lm_head.weight";
+
+/// Checks presence, dtype and shape of every weight the forward pass reads.
+bool checkWeights(const Config &c, Weights &weights) {
+  int64_t d = c.hidden, qDim = c.numHeads * c.headDim,
+          kvDim = c.numKVHeads * c.headDim, ffn = c.expertFfn;
+  if (!weights.check(embedName, {c.vocab, d}))
+    return false;
+  for (int64_t i = 0; i < c.numLayers; ++i) {
+    if (!weights.check(layerName(i, "input_layernorm.weight"), {d}) ||
+        !weights.check(layerName(i, "self_attn.q_proj.weight"), {qDim, d}) ||
+        !weights.check(layerName(i, "self_attn.k_proj.weight"), {kvDim, d}) ||
+        !weights.check(layerName(i, "self_attn.v_proj.weight"), {kvDim, d}) ||
+        !weights.check(layerName(i, "self_attn.o_proj.weight"), {d, qDim}) ||
+        !weights.check(layerName(i, "post_attention_layernorm.weight"), {d}) ||
+        !weights.check(layerName(i, "block_sparse_moe.gate.weight"),
+                       {c.numExperts, d}))
+      return false;
+    for (int64_t e = 0; e < c.numExperts; ++e)
+      if (!weights.check(expertName(i, e, "w1"), {ffn, d}) ||
+          !weights.check(expertName(i, e, "w2"), {d, ffn}) ||
+          !weights.check(expertName(i, e, "w3"), {ffn, d}))
+        return false;
+  }
+  return weights.check(normName, {d});
+}
+
+//===----------------------------------------------------------------------===//
+// Math
+//===----------------------------------------------------------------------===//
+
+/// y[t, o] = sum_i x[t, i] * w[o, i] for t < rows (w is [out, in], the HF
+/// linear layout), accumulated in double.
+void linear(const float *x, int64_t rows, int64_t in, const float *w,
+            int64_t out, float *y) {
+  for (int64_t t = 0; t < rows; ++t) {
+    const float *xRow = x + t * in;
+    for (int64_t o = 0; o < out; ++o) {
+      const float *wRow = w + o * in;
+      double sum = 0.0;
+      for (int64_t i = 0; i < in; ++i)
+        sum += static_cast<double>(xRow[i]) * static_cast<double>(wRow[i]);
+      y[t * out + o] = static_cast<float>(sum);
+    }
+  }
+}
+
+/// RMSNorm of each of \p rows rows of width \p d:
+/// x / sqrt(mean(x^2) + eps) * weight.
+void rmsNorm(const float *x, int64_t rows, int64_t d,
+             const std::vector<float> &weight, double eps, float *y) {
+  for (int64_t t = 0; t < rows; ++t) {
+    const float *row = x + t * d;
+    double sumSquares = 0.0;
+    for (int64_t j = 0; j < d; ++j)
+      sumSquares += static_cast<double>(row[j]) * row[j];
+    double scale = 1.0 / std::sqrt(sumSquares / static_cast<double>(d) + eps);
+    for (int64_t j = 0; j < d; ++j)
+      y[t * d + j] = static_cast<float>(row[j] * scale * weight[j]);
+  }
+}
+
+/// Rotate-half RoPE, in place, on x laid out [T, heads, headDim]; token t has
+/// position t. As HF computes it, inv_freq and the angle position * inv_freq
+/// are rounded to f32 (this matters at large positions); cos and sin are then
+/// taken in double.
+void applyRope(std::vector<float> &x, int64_t tokens, int64_t heads,
+               int64_t headDim, double theta) {
+  int64_t half = headDim / 2;
+  std::vector<float> invFreq(static_cast<size_t>(half));
+  for (int64_t j = 0; j < half; ++j) {
+    float exponent = static_cast<float>(2 * j) / static_cast<float>(headDim);
+    float base =
+        static_cast<float>(std::pow(theta, static_cast<double>(exponent)));
+    invFreq[j] = 1.0f / base;
+  }
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t j = 0; j < half; ++j) {
+      float angle = static_cast<float>(t) * invFreq[j];
+      double c = std::cos(static_cast<double>(angle));
+      double s = std::sin(static_cast<double>(angle));
+      for (int64_t h = 0; h < heads; ++h) {
+        float *v = &x[(t * heads + h) * headDim];
+        double a = v[j], b = v[j + half];
+        v[j] = static_cast<float>(a * c - b * s);
+        v[j + half] = static_cast<float>(b * c + a * s);
+      }
+    }
+  }
+}
+
+/// Causal GQA attention. q: [T, n_h, d_h]; k, v: [T, n_kv, d_h];
+/// out: [T, n_h, d_h]. Query head h reads KV head h / (n_h / n_kv).
+void attention(const std::vector<float> &q, const std::vector<float> &k,
+               const std::vector<float> &v, int64_t tokens, int64_t numHeads,
+               int64_t numKVHeads, int64_t headDim, std::vector<float> &out) {
+  int64_t group = numHeads / numKVHeads;
+  double scale = 1.0 / std::sqrt(static_cast<double>(headDim));
+  out.assign(static_cast<size_t>(tokens * numHeads * headDim), 0.0f);
+  std::vector<double> scores(static_cast<size_t>(tokens));
+  std::vector<double> acc(static_cast<size_t>(headDim));
+  for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t h = 0; h < numHeads; ++h) {
+      int64_t kvh = h / group;
+      const float *qRow = &q[(t * numHeads + h) * headDim];
+      double maxScore = -INFINITY;
+      for (int64_t s = 0; s <= t; ++s) {
+        const float *kRow = &k[(s * numKVHeads + kvh) * headDim];
+        double dot = 0.0;
+        for (int64_t j = 0; j < headDim; ++j)
+          dot += static_cast<double>(qRow[j]) * kRow[j];
+        scores[s] = dot * scale;
+        maxScore = std::max(maxScore, scores[s]);
+      }
+      double denominator = 0.0;
+      for (int64_t s = 0; s <= t; ++s) {
+        scores[s] = std::exp(scores[s] - maxScore);
+        denominator += scores[s];
+      }
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t s = 0; s <= t; ++s) {
+        const float *vRow = &v[(s * numKVHeads + kvh) * headDim];
+        double p = scores[s] / denominator;
+        for (int64_t j = 0; j < headDim; ++j)
+          acc[j] += p * vRow[j];
+      }
+      float *outRow = &out[(t * numHeads + h) * headDim];
+      for (int64_t j = 0; j < headDim; ++j)
+        outRow[j] = static_cast<float>(acc[j]);
+    }
+  }
+}
+
+/// Router: picks the top-k experts by logit (ties: lower index first) and
+/// their weights. With norm_topk_prob the weights are the softmax over the
+/// chosen k logits; without, the softmax over all experts at the chosen k.
+void route(const float *logits, int64_t numExperts, int64_t topK,
+           bool normTopKProb, std::vector<int64_t> &experts,
+           std::vector<double> &weights) {
+  std::vector<int64_t> order(static_cast<size_t>(numExperts));
+  for (int64_t e = 0; e < numExperts; ++e)
+    order[e] = e;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
+  experts.assign(order.begin(), order.begin() + topK);
+  double maxLogit = logits[experts[0]];
+  double denominator = 0.0;
+  if (normTopKProb) {
+    for (int64_t e : experts)
+      denominator += std::exp(logits[e] - maxLogit);
+  } else {
+    for (int64_t e = 0; e < numExperts; ++e)
+      denominator += std::exp(logits[e] - maxLogit);
+  }
+  weights.clear();
+  for (int64_t e : experts)
+    weights.push_back(std::exp(logits[e] - maxLogit) / denominator);
+}
+
+double silu(double x) { return x / (1.0 + std::exp(-x)); }
+
+//===----------------------------------------------------------------------===//
+// Forward
+//===----------------------------------------------------------------------===//
+
+/// Per-request state and outputs.
+struct Request {
+  std::vector<int64_t> tokens;
+  std::vector<float> hidden;                    ///< [T, d]
+  std::vector<std::vector<float>> keys, values; ///< per layer, [T, n_kv, d_h]
+  std::vector<float> logits;                    ///< [V]
+};
+
+bool runAttention(const Config &c, int64_t layer, Weights &weights,
+                  std::vector<Request> &requests) {
+  int64_t d = c.hidden, qDim = c.numHeads * c.headDim,
+          kvDim = c.numKVHeads * c.headDim;
+  std::vector<float> norm, wq, wk, wv, wo;
+  if (!weights.load(layerName(layer, "input_layernorm.weight"), norm) ||
+      !weights.load(layerName(layer, "self_attn.q_proj.weight"), wq) ||
+      !weights.load(layerName(layer, "self_attn.k_proj.weight"), wk) ||
+      !weights.load(layerName(layer, "self_attn.v_proj.weight"), wv) ||
+      !weights.load(layerName(layer, "self_attn.o_proj.weight"), wo))
+    return false;
+  for (Request &r : requests) {
+    int64_t T = static_cast<int64_t>(r.tokens.size());
+    std::vector<float> x(static_cast<size_t>(T * d));
+    rmsNorm(r.hidden.data(), T, d, norm, c.rmsNormEps, x.data());
+    std::vector<float> q(static_cast<size_t>(T * qDim));
+    std::vector<float> k(static_cast<size_t>(T * kvDim));
+    std::vector<float> v(static_cast<size_t>(T * kvDim));
+    linear(x.data(), T, d, wq.data(), qDim, q.data());
+    linear(x.data(), T, d, wk.data(), kvDim, k.data());
+    linear(x.data(), T, d, wv.data(), kvDim, v.data());
+    applyRope(q, T, c.numHeads, c.headDim, c.ropeTheta);
+    applyRope(k, T, c.numKVHeads, c.headDim, c.ropeTheta);
+    std::vector<float> attn;
+    attention(q, k, v, T, c.numHeads, c.numKVHeads, c.headDim, attn);
+    std::vector<float> o(static_cast<size_t>(T * d));
+    linear(attn.data(), T, qDim, wo.data(), d, o.data());
+    for (size_t i = 0; i < o.size(); ++i)
+      r.hidden[i] += o[i];
+    r.keys.push_back(std::move(k));
+    r.values.push_back(std::move(v));
+  }
+  return true;
+}
+
+bool runMoE(const Config &c, int64_t layer, Weights &weights,
+            std::vector<Request> &requests, Failure &failure) {
+  int64_t d = c.hidden, ffn = c.expertFfn;
+  std::vector<float> norm, gate;
+  if (!weights.load(layerName(layer, "post_attention_layernorm.weight"),
+                    norm) ||
+      !weights.load(layerName(layer, "block_sparse_moe.gate.weight"), gate))
+    return false;
+
+  // Normalised inputs of every token of every request, and the routing.
+  struct Assignment {
+    size_t request;
+    int64_t token;
+    double weight;
+  };
+  std::vector<std::vector<float>> inputs(requests.size());
+  std::vector<std::vector<double>> outputs(requests.size());
+  std::vector<std::vector<Assignment>> perExpert(
+      static_cast<size_t>(c.numExperts));
+  std::vector<float> logits(static_cast<size_t>(c.numExperts));
+  std::vector<int64_t> chosen;
+  std::vector<double> routeWeights;
+  for (size_t r = 0; r < requests.size(); ++r) {
+    int64_t T = static_cast<int64_t>(requests[r].tokens.size());
+    inputs[r].resize(static_cast<size_t>(T * d));
+    outputs[r].assign(static_cast<size_t>(T * d), 0.0);
+    rmsNorm(requests[r].hidden.data(), T, d, norm, c.rmsNormEps,
+            inputs[r].data());
+    for (int64_t t = 0; t < T; ++t) {
+      linear(&inputs[r][t * d], 1, d, gate.data(), c.numExperts, logits.data());
+      for (float l : logits)
+        if (!std::isfinite(l))
+          return fail(failure, "non-finite router logit in layer " +
+                                   std::to_string(layer) + ", request " +
+                                   std::to_string(r) + ", position " +
+                                   std::to_string(t));
+      route(logits.data(), c.numExperts, c.topK, c.normTopKProb, chosen,
+            routeWeights);
+      for (size_t k = 0; k < chosen.size(); ++k)
+        perExpert[chosen[k]].push_back({r, t, routeWeights[k]});
+    }
+  }
+
+  // Each expert in turn: y += w * W2 (silu(W1 x) * W3 x).
+  std::vector<float> w1, w2, w3;
+  std::vector<float> up(static_cast<size_t>(ffn)), gateProj(ffn), act(ffn);
+  std::vector<float> down(static_cast<size_t>(d));
+  for (int64_t e = 0; e < c.numExperts; ++e) {
+    if (perExpert[e].empty())
+      continue;
+    if (!weights.load(expertName(layer, e, "w1"), w1) ||
+        !weights.load(expertName(layer, e, "w2"), w2) ||
+        !weights.load(expertName(layer, e, "w3"), w3))
+      return false;
+    for (const Assignment &a : perExpert[e]) {
+      const float *x = &inputs[a.request][a.token * d];
+      linear(x, 1, d, w1.data(), ffn, gateProj.data());
+      linear(x, 1, d, w3.data(), ffn, up.data());
+      for (int64_t j = 0; j < ffn; ++j)
+        act[j] = static_cast<float>(silu(gateProj[j]) * up[j]);
+      linear(act.data(), 1, ffn, w2.data(), d, down.data());
+      double *y = &outputs[a.request][a.token * d];
+      for (int64_t j = 0; j < d; ++j)
+        y[j] += a.weight * down[j];
+    }
+  }
+  for (size_t r = 0; r < requests.size(); ++r)
+    for (size_t i = 0; i < outputs[r].size(); ++i)
+      requests[r].hidden[i] += static_cast<float>(outputs[r][i]);
+  return true;
+}
+
+bool runModel(const Config &c, const mfrt::SafetensorsFile &file,
+              std::vector<Request> &requests, Failure &failure) {
+  Weights weights(file, failure);
+  if (!checkWeights(c, weights))
+    return false;
+  std::string headName = lmHeadName;
+  if (!file.find(lmHeadName) && c.tieWordEmbeddings)
+    headName = embedName; // Tied: the LM head is the embedding table.
+  if (!weights.check(headName, {c.vocab, c.hidden}))
+    return false;
+
+  int64_t d = c.hidden;
+  for (Request &r : requests) {
+    int64_t T = static_cast<int64_t>(r.tokens.size());
+    if (c.slidingWindow && T > *c.slidingWindow)
+      return fail(failure, "a prompt of " + std::to_string(T) +
+                               " tokens exceeds sliding_window " +
+                               std::to_string(*c.slidingWindow) +
+                               ", which is not supported");
+    r.hidden.resize(static_cast<size_t>(T * d));
+    for (int64_t t = 0; t < T; ++t)
+      if (!weights.loadRow(embedName, r.tokens[t], &r.hidden[t * d]))
+        return false;
+  }
+
+  for (int64_t layer = 0; layer < c.numLayers; ++layer)
+    if (!runAttention(c, layer, weights, requests) ||
+        !runMoE(c, layer, weights, requests, failure))
+      return false;
+
+  std::vector<float> norm;
+  if (!weights.load(normName, norm))
+    return false;
+  std::vector<std::vector<float>> last(requests.size());
+  for (size_t r = 0; r < requests.size(); ++r) {
+    int64_t T = static_cast<int64_t>(requests[r].tokens.size());
+    last[r].resize(static_cast<size_t>(d));
+    rmsNorm(&requests[r].hidden[(T - 1) * d], 1, d, norm, c.rmsNormEps,
+            last[r].data());
+    requests[r].logits.resize(static_cast<size_t>(c.vocab));
+  }
+  // The LM head one row at a time, so that it is never held whole in f32.
+  std::vector<float> row(static_cast<size_t>(d));
+  for (int64_t v = 0; v < c.vocab; ++v) {
+    if (!weights.loadRow(headName, v, row.data()))
+      return false;
+    for (size_t r = 0; r < requests.size(); ++r) {
+      float logit;
+      linear(last[r].data(), 1, d, row.data(), 1, &logit);
+      requests[r].logits[v] = logit;
+    }
+  }
+  return true;
+}
+
+bool run(Failure &failure) {
+  Config config;
+  if (!readConfig(configPath, numLayersOpt, config, failure))
+    return false;
+
+  std::string error;
+  std::unique_ptr<mfrt::SafetensorsFile> file =
+      mfrt::SafetensorsFile::open(weightsPath, &error);
+  if (!file)
+    return fail(failure, error);
+
+  std::vector<std::vector<int64_t>> prompts;
+  if (!mfrt::parsePrompts(promptsPath, config.vocab, prompts, &error))
+    return fail(failure, error);
+
+  std::vector<Request> requests(prompts.size());
+  for (size_t r = 0; r < prompts.size(); ++r)
+    requests[r].tokens = std::move(prompts[r]);
+  if (!runModel(config, *file, requests, failure))
+    return false;
+
+  mfrt::SafetensorsWriter writer;
+  writer.setMetadata("producer", "meshfold-reference");
+  writer.setMetadata("num_layers", std::to_string(config.numLayers));
+  for (size_t r = 0; r < requests.size(); ++r) {
+    std::string prefix = "req" + std::to_string(r) + ".";
+    Request &req = requests[r];
+    for (float l : req.logits)
+      if (!std::isfinite(l))
+        return fail(failure,
+                    "request " + std::to_string(r) + " has non-finite logits");
+    writer.addF32(prefix + "logits", {config.vocab}, req.logits);
+    std::vector<int64_t> kvShape = {static_cast<int64_t>(req.tokens.size()),
+                                    config.numKVHeads, config.headDim};
+    for (int64_t i = 0; i < config.numLayers; ++i) {
+      std::string layer = prefix + "layers." + std::to_string(i) + ".";
+      writer.addF32(layer + "k", kvShape, req.keys[i]);
+      writer.addF32(layer + "v", kvShape, req.values[i]);
+    }
+  }
+  if (!writer.write(outPath, &error))
+    return fail(failure, error);
+  return true;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  InitLLVM initLLVM(argc, argv);
+  cl::HideUnrelatedOptions(category);
+  cl::ParseCommandLineOptions(
+      argc, argv,
+      "meshfold reference Mixtral prefill\n\n"
+      "  A plain CPU implementation of HF MixtralForCausalLM prefill (f32\n"
+      "  weights or BF16 converted to f32, double accumulation), used as the\n"
+      "  oracle for compiled programs. Writes, for each request r:\n"
+      "  req{r}.logits [V] (last position) and req{r}.layers.{i}.k / .v\n"
+      "  [T, n_kv, d_h] (K after RoPE), all F32.\n");
+  Failure failure;
+  if (!run(failure)) {
+    errs() << "meshfold-reference: error: " << failure.message << "\n";
+    return 1;
+  }
+  return 0;
+}
