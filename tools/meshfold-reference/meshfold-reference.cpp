@@ -61,9 +61,9 @@ static cl::opt<int>
                  cl::desc("Run only the first N layers (default: all)"),
                  cl::value_desc("N"), cl::init(-1), cl::cat(category));
 
-/// rope_theta when config.json does not give one.
 /// rope_theta when config.json does not give one (HF MixtralConfig).
 static constexpr double defaultRopeTheta = 1e6; // MixtralConfig default
+/// rms_norm_eps when config.json does not give one (HF MixtralConfig).
 static constexpr double defaultRmsNormEps = 1e-5;
 
 namespace {
