@@ -1,0 +1,901 @@
+// RUN: meshfold-opt %s -split-input-file -verify-diagnostics
+
+// One case per verifier rule of the moe ops (lib/Dialect/MoE/IR/MoEOps.cpp)
+// and per attribute / type constraint of MoEOps.td.
+
+//===----------------------------------------------------------------------===//
+// moe.param
+//===----------------------------------------------------------------------===//
+
+// A weight needs a name.
+func.func @param_empty_name() {
+  // expected-error @+1 {{'moe.param' op name must not be empty}}
+  %0 = moe.param "" : tensor<64xf32>
+  return
+}
+
+// -----
+
+// A weight's shape is its full static shape.
+func.func @param_dynamic() {
+  // expected-error @+1 {{weight 'model.norm.weight' must have a static shape, got 'tensor<?xf32>'}}
+  %0 = moe.param "model.norm.weight" : tensor<?xf32>
+  return
+}
+
+// -----
+
+// A stacked {e} weight needs a leading expert dimension and a weight shape.
+func.func @param_stacked_rank() {
+  // expected-error @+1 {{stacked expert weight 'model.layers.0.block_sparse_moe.experts.{e}.w1.weight' needs a leading expert dimension}}
+  %0 = moe.param "model.layers.0.block_sparse_moe.experts.{e}.w1.weight" : tensor<32xf32>
+  return
+}
+
+// -----
+
+// Only one {e} placeholder per name.
+func.func @param_double_placeholder() {
+  // expected-error @+1 {{has more than one {e} placeholder}}
+  %0 = moe.param "model.experts.{e}.w1.{e}.weight" : tensor<32x128x64xf32>
+  return
+}
+
+// -----
+
+// Weights are float tensors (type constraint).
+func.func @param_int() {
+  // expected-error @+1 {{result #0 must be ranked tensor of 32-bit float or bfloat16 type or 16-bit float values}}
+  %0 = "moe.param"() <{name = "model.norm.weight"}> : () -> tensor<64xi32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// moe.positions
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Tokens are a vector.
+func.func @positions_tokens_rank(%t: tensor<?x?xi64>) {
+  // expected-error @+1 {{tokens must have rank 1, got 'tensor<?x?xi64>'}}
+  %0 = moe.positions %t : tensor<?x?xi64> -> tensor<?xi64>
+  return
+}
+
+// -----
+
+// Positions are a vector.
+func.func @positions_result_rank(%t: tensor<?xi64>) {
+  // expected-error @+1 {{result must have rank 1, got 'tensor<?x1xi64>'}}
+  %0 = moe.positions %t : tensor<?xi64> -> tensor<?x1xi64>
+  return
+}
+
+// -----
+
+// One position per token.
+func.func @positions_count(%t: tensor<7xi64>) {
+  // expected-error @+1 {{result dim 0 (6) must equal tokens dim 0 (7)}}
+  %0 = moe.positions %t : tensor<7xi64> -> tensor<6xi64>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// moe.embed
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// The table is [V, d].
+func.func @embed_table_rank(%w: tensor<512xf32>, %t: tensor<?xi64>) {
+  // expected-error @+1 {{table must have rank 2, got 'tensor<512xf32>'}}
+  %0 = moe.embed %w, %t : tensor<512xf32>, tensor<?xi64> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// The table is static.
+func.func @embed_table_static(%w: tensor<?x64xf32>, %t: tensor<?xi64>) {
+  // expected-error @+1 {{table dim 0 must be static, got 'tensor<?x64xf32>'}}
+  %0 = moe.embed %w, %t : tensor<?x64xf32>, tensor<?xi64> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tokens are a vector.
+func.func @embed_tokens_rank(%w: tensor<512x64xf32>, %t: tensor<?x2xi64>) {
+  // expected-error @+1 {{tokens must have rank 1, got 'tensor<?x2xi64>'}}
+  %0 = moe.embed %w, %t : tensor<512x64xf32>, tensor<?x2xi64> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// The result is [T, d].
+func.func @embed_result_rank(%w: tensor<512x64xf32>, %t: tensor<?xi64>) {
+  // expected-error @+1 {{result must have rank 2, got 'tensor<?x64x1xf32>'}}
+  %0 = moe.embed %w, %t : tensor<512x64xf32>, tensor<?xi64> -> tensor<?x64x1xf32>
+  return
+}
+
+// -----
+
+// One row per token.
+func.func @embed_result_tokens(%w: tensor<512x64xf32>, %t: tensor<7xi64>) {
+  // expected-error @+1 {{result dim 0 (8) must equal tokens dim 0 (7)}}
+  %0 = moe.embed %w, %t : tensor<512x64xf32>, tensor<7xi64> -> tensor<8x64xf32>
+  return
+}
+
+// -----
+
+// Rows are as wide as the table.
+func.func @embed_result_hidden(%w: tensor<512x64xf32>, %t: tensor<?xi64>) {
+  // expected-error @+1 {{result dim 1 (32) must equal table dim 1 (64)}}
+  %0 = moe.embed %w, %t : tensor<512x64xf32>, tensor<?xi64> -> tensor<?x32xf32>
+  return
+}
+
+// -----
+
+// The result has the table's element type.
+func.func @embed_element_type(%w: tensor<512x64xbf16>, %t: tensor<?xi64>) {
+  // expected-error @+1 {{float operands and results must share one element type, got 'bf16' and 'f32'}}
+  %0 = moe.embed %w, %t : tensor<512x64xbf16>, tensor<?xi64> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Tokens are i64 (type constraint).
+func.func @embed_tokens_i32(%w: tensor<512x64xf32>, %t: tensor<?xi32>) {
+  // expected-error @+1 {{operand #1 must be ranked tensor of 64-bit signless integer values}}
+  %0 = "moe.embed"(%w, %t) : (tensor<512x64xf32>, tensor<?xi32>) -> tensor<?x64xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// moe.rms_norm
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Epsilon must be positive.
+func.func @rms_norm_epsilon(%x: tensor<?x64xf32>, %w: tensor<64xf32>) {
+  // expected-error @+1 {{epsilon must be positive, got 0}}
+  %0 = moe.rms_norm %x, %w {epsilon = 0.0 : f32} : tensor<?x64xf32>, tensor<64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// The input is [T, d].
+func.func @rms_norm_input_rank(%x: tensor<?x8x8xf32>, %w: tensor<64xf32>) {
+  // expected-error @+1 {{input must have rank 2, got 'tensor<?x8x8xf32>'}}
+  %0 = moe.rms_norm %x, %w {epsilon = 1.0e-5 : f32} : tensor<?x8x8xf32>, tensor<64xf32> -> tensor<?x8x8xf32>
+  return
+}
+
+// -----
+
+// The weight is [d].
+func.func @rms_norm_weight_rank(%x: tensor<?x64xf32>, %w: tensor<1x64xf32>) {
+  // expected-error @+1 {{weight must have rank 1, got 'tensor<1x64xf32>'}}
+  %0 = moe.rms_norm %x, %w {epsilon = 1.0e-5 : f32} : tensor<?x64xf32>, tensor<1x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// The weight is as wide as the input.
+func.func @rms_norm_weight_dim(%x: tensor<?x64xf32>, %w: tensor<32xf32>) {
+  // expected-error @+1 {{weight dim 0 (32) must equal input dim 1 (64)}}
+  %0 = moe.rms_norm %x, %w {epsilon = 1.0e-5 : f32} : tensor<?x64xf32>, tensor<32xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Input and weight share one element type.
+func.func @rms_norm_element_type(%x: tensor<?x64xf32>, %w: tensor<64xbf16>) {
+  // expected-error @+1 {{must share one element type, got 'f32' and 'bf16'}}
+  %0 = moe.rms_norm %x, %w {epsilon = 1.0e-5 : f32} : tensor<?x64xf32>, tensor<64xbf16> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// The result has exactly the input's type.
+func.func @rms_norm_result(%x: tensor<?x64xf32>, %w: tensor<64xf32>) {
+  // expected-error @+1 {{result type 'tensor<7x64xf32>' must equal the input type 'tensor<?x64xf32>'}}
+  %0 = moe.rms_norm %x, %w {epsilon = 1.0e-5 : f32} : tensor<?x64xf32>, tensor<64xf32> -> tensor<7x64xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// moe.linear
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// The input is [T, in].
+func.func @linear_input_rank(%x: tensor<64xf32>, %w: tensor<32x64xf32>) {
+  // expected-error @+1 {{input must have rank 2, got 'tensor<64xf32>'}}
+  %0 = moe.linear %x, %w : tensor<64xf32>, tensor<32x64xf32> -> tensor<?x32xf32>
+  return
+}
+
+// -----
+
+// The weight is [out, in].
+func.func @linear_weight_rank(%x: tensor<?x64xf32>, %w: tensor<64xf32>) {
+  // expected-error @+1 {{weight must have rank 2, got 'tensor<64xf32>'}}
+  %0 = moe.linear %x, %w : tensor<?x64xf32>, tensor<64xf32> -> tensor<?x32xf32>
+  return
+}
+
+// -----
+
+// The weight is static.
+func.func @linear_weight_static(%x: tensor<?x64xf32>, %w: tensor<32x?xf32>) {
+  // expected-error @+1 {{weight dim 1 must be static, got 'tensor<32x?xf32>'}}
+  %0 = moe.linear %x, %w : tensor<?x64xf32>, tensor<32x?xf32> -> tensor<?x32xf32>
+  return
+}
+
+// -----
+
+// The result is [T, out].
+func.func @linear_result_rank(%x: tensor<?x64xf32>, %w: tensor<32x64xf32>) {
+  // expected-error @+1 {{result must have rank 2, got 'tensor<?x4x8xf32>'}}
+  %0 = moe.linear %x, %w : tensor<?x64xf32>, tensor<32x64xf32> -> tensor<?x4x8xf32>
+  return
+}
+
+// -----
+
+// The weight's in dimension matches the input.
+func.func @linear_in_dim(%x: tensor<?x64xf32>, %w: tensor<32x48xf32>) {
+  // expected-error @+1 {{weight dim 1 (48) must equal input dim 1 (64)}}
+  %0 = moe.linear %x, %w : tensor<?x64xf32>, tensor<32x48xf32> -> tensor<?x32xf32>
+  return
+}
+
+// -----
+
+// One result row per input row.
+func.func @linear_tokens(%x: tensor<5x64xf32>, %w: tensor<32x64xf32>) {
+  // expected-error @+1 {{result dim 0 (6) must equal input dim 0 (5)}}
+  %0 = moe.linear %x, %w : tensor<5x64xf32>, tensor<32x64xf32> -> tensor<6x32xf32>
+  return
+}
+
+// -----
+
+// The result's out dimension is the weight's.
+func.func @linear_out_dim(%x: tensor<?x64xf32>, %w: tensor<32x64xf32>) {
+  // expected-error @+1 {{result dim 1 (16) must equal weight dim 0 (32)}}
+  %0 = moe.linear %x, %w : tensor<?x64xf32>, tensor<32x64xf32> -> tensor<?x16xf32>
+  return
+}
+
+// -----
+
+// Input, weight and result share one element type.
+func.func @linear_element_type(%x: tensor<?x64xbf16>, %w: tensor<32x64xbf16>) {
+  // expected-error @+1 {{must share one element type, got 'bf16' and 'f32'}}
+  %0 = moe.linear %x, %w : tensor<?x64xbf16>, tensor<32x64xbf16> -> tensor<?x32xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// moe.rope
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// Theta must be positive.
+func.func @rope_theta(%x: tensor<?x8x8xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{theta must be positive, got -1}}
+  %0 = moe.rope %x, %p {theta = -1.0 : f32} : tensor<?x8x8xf32>, tensor<?xi64> -> tensor<?x8x8xf32>
+  return
+}
+
+// -----
+
+// The input is [T, heads, d_h].
+func.func @rope_input_rank(%x: tensor<?x64xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{input must have rank 3, got 'tensor<?x64xf32>'}}
+  %0 = moe.rope %x, %p {theta = 1.0e4 : f32} : tensor<?x64xf32>, tensor<?xi64> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Heads and head dim are static.
+func.func @rope_input_static(%x: tensor<?x?x8xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{input dim 1 must be static, got 'tensor<?x?x8xf32>'}}
+  %0 = moe.rope %x, %p {theta = 1.0e4 : f32} : tensor<?x?x8xf32>, tensor<?xi64> -> tensor<?x?x8xf32>
+  return
+}
+
+// -----
+
+// Positions are a vector.
+func.func @rope_positions_rank(%x: tensor<?x8x8xf32>, %p: tensor<?x1xi64>) {
+  // expected-error @+1 {{positions must have rank 1, got 'tensor<?x1xi64>'}}
+  %0 = moe.rope %x, %p {theta = 1.0e4 : f32} : tensor<?x8x8xf32>, tensor<?x1xi64> -> tensor<?x8x8xf32>
+  return
+}
+
+// -----
+
+// One position per token.
+func.func @rope_positions_count(%x: tensor<5x8x8xf32>, %p: tensor<4xi64>) {
+  // expected-error @+1 {{positions dim 0 (4) must equal input dim 0 (5)}}
+  %0 = moe.rope %x, %p {theta = 1.0e4 : f32} : tensor<5x8x8xf32>, tensor<4xi64> -> tensor<5x8x8xf32>
+  return
+}
+
+// -----
+
+// Rotate-half needs an even head dim.
+func.func @rope_odd_head_dim(%x: tensor<?x8x7xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{head dim must be even for rotate-half, got 7}}
+  %0 = moe.rope %x, %p {theta = 1.0e4 : f32} : tensor<?x8x7xf32>, tensor<?xi64> -> tensor<?x8x7xf32>
+  return
+}
+
+// -----
+
+// The result has exactly the input's type.
+func.func @rope_result(%x: tensor<?x8x8xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{result type 'tensor<?x8x8xbf16>' must equal the input type 'tensor<?x8x8xf32>'}}
+  %0 = moe.rope %x, %p {theta = 1.0e4 : f32} : tensor<?x8x8xf32>, tensor<?xi64> -> tensor<?x8x8xbf16>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// moe.attention
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// The query is [Tq, n_h, d_h].
+func.func @attention_query_rank(%q: tensor<?x64xf32>, %k: tensor<?x4x8xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{query must have rank 3, got 'tensor<?x64xf32>'}}
+  %0 = moe.attention %q, %k, %k, %p, %p {scale = 0.35 : f32} : tensor<?x64xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// The key is [Tk, n_kv, d_h].
+func.func @attention_key_rank(%q: tensor<?x8x8xf32>, %k: tensor<?x32xf32>, %v: tensor<?x4x8xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{key must have rank 3, got 'tensor<?x32xf32>'}}
+  %0 = moe.attention %q, %k, %v, %p, %p {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x32xf32>, tensor<?x4x8xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x8xf32>
+  return
+}
+
+// -----
+
+// The value is [Tk, n_kv, d_h].
+func.func @attention_value_rank(%q: tensor<?x8x8xf32>, %k: tensor<?x4x8xf32>, %v: tensor<?x32xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{value must have rank 3, got 'tensor<?x32xf32>'}}
+  %0 = moe.attention %q, %k, %v, %p, %p {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x4x8xf32>, tensor<?x32xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x8xf32>
+  return
+}
+
+// -----
+
+// Query heads and head dim are static.
+func.func @attention_query_static(%q: tensor<?x8x?xf32>, %k: tensor<?x4x8xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{query dim 2 must be static, got 'tensor<?x8x?xf32>'}}
+  %0 = moe.attention %q, %k, %k, %p, %p {scale = 0.35 : f32} : tensor<?x8x?xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x?xf32>
+  return
+}
+
+// -----
+
+// KV heads and head dim are static.
+func.func @attention_key_static(%q: tensor<?x8x8xf32>, %k: tensor<?x?x8xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{key dim 1 must be static, got 'tensor<?x?x8xf32>'}}
+  %0 = moe.attention %q, %k, %k, %p, %p {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x?x8xf32>, tensor<?x?x8xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x8xf32>
+  return
+}
+
+// -----
+
+// Query positions are a vector.
+func.func @attention_q_positions_rank(%q: tensor<?x8x8xf32>, %k: tensor<?x4x8xf32>, %qp: tensor<?x1xi64>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{q_positions must have rank 1, got 'tensor<?x1xi64>'}}
+  %0 = moe.attention %q, %k, %k, %qp, %p {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?x1xi64>, tensor<?xi64> -> tensor<?x8x8xf32>
+  return
+}
+
+// -----
+
+// Key positions are a vector.
+func.func @attention_kv_positions_rank(%q: tensor<?x8x8xf32>, %k: tensor<?x4x8xf32>, %p: tensor<?xi64>, %kp: tensor<?x1xi64>) {
+  // expected-error @+1 {{kv_positions must have rank 1, got 'tensor<?x1xi64>'}}
+  %0 = moe.attention %q, %k, %k, %p, %kp {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>, tensor<?x1xi64> -> tensor<?x8x8xf32>
+  return
+}
+
+// -----
+
+// One query position per query.
+func.func @attention_q_positions_count(%q: tensor<3x8x8xf32>, %k: tensor<6x4x8xf32>, %kp: tensor<6xi64>) {
+  // expected-error @+1 {{q_positions dim 0 (6) must equal query dim 0 (3)}}
+  %0 = moe.attention %q, %k, %k, %kp, %kp {scale = 0.35 : f32} : tensor<3x8x8xf32>, tensor<6x4x8xf32>, tensor<6x4x8xf32>, tensor<6xi64>, tensor<6xi64> -> tensor<3x8x8xf32>
+  return
+}
+
+// -----
+
+// One key position per key.
+func.func @attention_kv_positions_count(%q: tensor<3x8x8xf32>, %k: tensor<6x4x8xf32>, %qp: tensor<3xi64>) {
+  // expected-error @+1 {{kv_positions dim 0 (3) must equal key dim 0 (6)}}
+  %0 = moe.attention %q, %k, %k, %qp, %qp {scale = 0.35 : f32} : tensor<3x8x8xf32>, tensor<6x4x8xf32>, tensor<6x4x8xf32>, tensor<3xi64>, tensor<3xi64> -> tensor<3x8x8xf32>
+  return
+}
+
+// -----
+
+// Query, key, value and result share one element type.
+func.func @attention_element_type(%q: tensor<?x8x8xf32>, %k: tensor<?x4x8xbf16>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{must share one element type, got 'f32' and 'bf16'}}
+  %0 = moe.attention %q, %k, %k, %p, %p {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x4x8xbf16>, tensor<?x4x8xbf16>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x8xf32>
+  return
+}
+
+// -----
+
+// Key and value have the same type.
+func.func @attention_kv_type(%q: tensor<?x8x8xf32>, %k: tensor<?x4x8xf32>, %v: tensor<?x2x8xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{key type 'tensor<?x4x8xf32>' and value type 'tensor<?x2x8xf32>' must be equal}}
+  %0 = moe.attention %q, %k, %v, %p, %p {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x4x8xf32>, tensor<?x2x8xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x8xf32>
+  return
+}
+
+// -----
+
+// Keys have the query's head dim.
+func.func @attention_head_dim(%q: tensor<?x8x8xf32>, %k: tensor<?x4x16xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{key dim 2 (16) must equal query dim 2 (8)}}
+  %0 = moe.attention %q, %k, %k, %p, %p {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x4x16xf32>, tensor<?x4x16xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x8xf32>
+  return
+}
+
+// -----
+
+// GQA: query heads are a multiple of KV heads.
+func.func @attention_gqa(%q: tensor<?x8x8xf32>, %k: tensor<?x3x8xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{GQA: query heads (8) must be a multiple of KV heads (3)}}
+  %0 = moe.attention %q, %k, %k, %p, %p {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x3x8xf32>, tensor<?x3x8xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x8xf32>
+  return
+}
+
+// -----
+
+// The result has exactly the query's type.
+func.func @attention_result(%q: tensor<?x8x8xf32>, %k: tensor<?x4x8xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{result type 'tensor<5x8x8xf32>' must equal the query type 'tensor<?x8x8xf32>'}}
+  %0 = moe.attention %q, %k, %k, %p, %p {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<5x8x8xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// moe.router
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// The input is [T, d].
+func.func @router_input_rank(%x: tensor<64xf32>, %g: tensor<32x64xf32>) {
+  // expected-error @+1 {{input must have rank 2, got 'tensor<64xf32>'}}
+  %w, %i = moe.router %x, %g {top_k = 2 : i64} : tensor<64xf32>, tensor<32x64xf32> -> tensor<?x2xf32>, tensor<?x2xi64>
+  return
+}
+
+// -----
+
+// The gate is [n_experts, d].
+func.func @router_gate_rank(%x: tensor<?x64xf32>, %g: tensor<32x64x1xf32>) {
+  // expected-error @+1 {{gate must have rank 2, got 'tensor<32x64x1xf32>'}}
+  %w, %i = moe.router %x, %g {top_k = 2 : i64} : tensor<?x64xf32>, tensor<32x64x1xf32> -> tensor<?x2xf32>, tensor<?x2xi64>
+  return
+}
+
+// -----
+
+// The gate is static.
+func.func @router_gate_static(%x: tensor<?x64xf32>, %g: tensor<?x64xf32>) {
+  // expected-error @+1 {{gate dim 0 must be static, got 'tensor<?x64xf32>'}}
+  %w, %i = moe.router %x, %g {top_k = 2 : i64} : tensor<?x64xf32>, tensor<?x64xf32> -> tensor<?x2xf32>, tensor<?x2xi64>
+  return
+}
+
+// -----
+
+// Routing weights are [T, k].
+func.func @router_weights_rank(%x: tensor<?x64xf32>, %g: tensor<32x64xf32>) {
+  // expected-error @+1 {{weights must have rank 2, got 'tensor<?xf32>'}}
+  %w, %i = moe.router %x, %g {top_k = 2 : i64} : tensor<?x64xf32>, tensor<32x64xf32> -> tensor<?xf32>, tensor<?x2xi64>
+  return
+}
+
+// -----
+
+// Expert indices are [T, k].
+func.func @router_indices_rank(%x: tensor<?x64xf32>, %g: tensor<32x64xf32>) {
+  // expected-error @+1 {{indices must have rank 2, got 'tensor<?xi64>'}}
+  %w, %i = moe.router %x, %g {top_k = 2 : i64} : tensor<?x64xf32>, tensor<32x64xf32> -> tensor<?x2xf32>, tensor<?xi64>
+  return
+}
+
+// -----
+
+// The gate is as wide as the input.
+func.func @router_gate_dim(%x: tensor<?x64xf32>, %g: tensor<32x48xf32>) {
+  // expected-error @+1 {{gate dim 1 (48) must equal input dim 1 (64)}}
+  %w, %i = moe.router %x, %g {top_k = 2 : i64} : tensor<?x64xf32>, tensor<32x48xf32> -> tensor<?x2xf32>, tensor<?x2xi64>
+  return
+}
+
+// -----
+
+// One row of weights per token.
+func.func @router_weights_tokens(%x: tensor<5x64xf32>, %g: tensor<32x64xf32>) {
+  // expected-error @+1 {{weights dim 0 (4) must equal input dim 0 (5)}}
+  %w, %i = moe.router %x, %g {top_k = 2 : i64} : tensor<5x64xf32>, tensor<32x64xf32> -> tensor<4x2xf32>, tensor<5x2xi64>
+  return
+}
+
+// -----
+
+// One row of indices per token.
+func.func @router_indices_tokens(%x: tensor<5x64xf32>, %g: tensor<32x64xf32>) {
+  // expected-error @+1 {{indices dim 0 (6) must equal input dim 0 (5)}}
+  %w, %i = moe.router %x, %g {top_k = 2 : i64} : tensor<5x64xf32>, tensor<32x64xf32> -> tensor<5x2xf32>, tensor<6x2xi64>
+  return
+}
+
+// -----
+
+// Input, gate and weights share one element type.
+func.func @router_element_type(%x: tensor<?x64xf32>, %g: tensor<32x64xf32>) {
+  // expected-error @+1 {{must share one element type, got 'f32' and 'bf16'}}
+  %w, %i = moe.router %x, %g {top_k = 2 : i64} : tensor<?x64xf32>, tensor<32x64xf32> -> tensor<?x2xbf16>, tensor<?x2xi64>
+  return
+}
+
+// -----
+
+// top_k cannot exceed the number of experts.
+func.func @router_top_k_too_large(%x: tensor<?x64xf32>, %g: tensor<4x64xf32>) {
+  // expected-error @+1 {{top_k (5) must not exceed the number of experts (4)}}
+  %w, %i = moe.router %x, %g {top_k = 5 : i64} : tensor<?x64xf32>, tensor<4x64xf32> -> tensor<?x5xf32>, tensor<?x5xi64>
+  return
+}
+
+// -----
+
+// top_k is positive (attribute constraint).
+func.func @router_top_k_zero(%x: tensor<?x64xf32>, %g: tensor<32x64xf32>) {
+  // expected-error @+1 {{attribute 'top_k' failed to satisfy constraint: 64-bit signless integer attribute whose value is positive}}
+  %w, %i = moe.router %x, %g {top_k = 0 : i64} : tensor<?x64xf32>, tensor<32x64xf32> -> tensor<?x0xf32>, tensor<?x0xi64>
+  return
+}
+
+// -----
+
+// Weights have top_k columns.
+func.func @router_weights_k(%x: tensor<?x64xf32>, %g: tensor<32x64xf32>) {
+  // expected-error @+1 {{weights and indices must be [T, top_k = 2], got 'tensor<?x3xf32>'}}
+  %w, %i = moe.router %x, %g {top_k = 2 : i64} : tensor<?x64xf32>, tensor<32x64xf32> -> tensor<?x3xf32>, tensor<?x2xi64>
+  return
+}
+
+// -----
+
+// Indices have top_k columns (a dynamic column count is not enough).
+func.func @router_indices_k(%x: tensor<?x64xf32>, %g: tensor<32x64xf32>) {
+  // expected-error @+1 {{weights and indices must be [T, top_k = 2], got 'tensor<?x?xi64>'}}
+  %w, %i = moe.router %x, %g {top_k = 2 : i64} : tensor<?x64xf32>, tensor<32x64xf32> -> tensor<?x2xf32>, tensor<?x?xi64>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// moe.experts
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// The input is [T, d].
+func.func @experts_input_rank(%x: tensor<64xf32>, %w: tensor<?x2xf32>, %i: tensor<?x2xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<8x64x16xf32>) {
+  // expected-error @+1 {{input must have rank 2, got 'tensor<64xf32>'}}
+  %0 = moe.experts %x, %w, %i, %w1, %w2, %w1 : tensor<64xf32>, tensor<?x2xf32>, tensor<?x2xi64>, tensor<8x16x64xf32>, tensor<8x64x16xf32>, tensor<8x16x64xf32> -> tensor<64xf32>
+  return
+}
+
+// -----
+
+// Routing weights are [T, k].
+func.func @experts_weights_rank(%x: tensor<?x64xf32>, %w: tensor<?xf32>, %i: tensor<?x2xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<8x64x16xf32>) {
+  // expected-error @+1 {{weights must have rank 2, got 'tensor<?xf32>'}}
+  %0 = moe.experts %x, %w, %i, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?xf32>, tensor<?x2xi64>, tensor<8x16x64xf32>, tensor<8x64x16xf32>, tensor<8x16x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Expert indices are [T, k].
+func.func @experts_indices_rank(%x: tensor<?x64xf32>, %w: tensor<?x2xf32>, %i: tensor<?xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<8x64x16xf32>) {
+  // expected-error @+1 {{indices must have rank 2, got 'tensor<?xi64>'}}
+  %0 = moe.experts %x, %w, %i, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?x2xf32>, tensor<?xi64>, tensor<8x16x64xf32>, tensor<8x64x16xf32>, tensor<8x16x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// w1 is [E, ffn, d].
+func.func @experts_w1_rank(%x: tensor<?x64xf32>, %w: tensor<?x2xf32>, %i: tensor<?x2xi64>, %w1: tensor<16x64xf32>, %w2: tensor<8x64x16xf32>) {
+  // expected-error @+1 {{w1 must have rank 3, got 'tensor<16x64xf32>'}}
+  %0 = moe.experts %x, %w, %i, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?x2xf32>, tensor<?x2xi64>, tensor<16x64xf32>, tensor<8x64x16xf32>, tensor<16x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// w2 is [E, d, ffn].
+func.func @experts_w2_rank(%x: tensor<?x64xf32>, %w: tensor<?x2xf32>, %i: tensor<?x2xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<64x16xf32>) {
+  // expected-error @+1 {{w2 must have rank 3, got 'tensor<64x16xf32>'}}
+  %0 = moe.experts %x, %w, %i, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?x2xf32>, tensor<?x2xi64>, tensor<8x16x64xf32>, tensor<64x16xf32>, tensor<8x16x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// w3 is [E, ffn, d].
+func.func @experts_w3_rank(%x: tensor<?x64xf32>, %w: tensor<?x2xf32>, %i: tensor<?x2xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<8x64x16xf32>, %w3: tensor<16x64xf32>) {
+  // expected-error @+1 {{w3 must have rank 3, got 'tensor<16x64xf32>'}}
+  %0 = moe.experts %x, %w, %i, %w1, %w2, %w3 : tensor<?x64xf32>, tensor<?x2xf32>, tensor<?x2xi64>, tensor<8x16x64xf32>, tensor<8x64x16xf32>, tensor<16x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// w1 is static.
+func.func @experts_w1_static(%x: tensor<?x64xf32>, %w: tensor<?x2xf32>, %i: tensor<?x2xi64>, %w1: tensor<?x16x64xf32>, %w2: tensor<8x64x16xf32>) {
+  // expected-error @+1 {{w1 dim 0 must be static, got 'tensor<?x16x64xf32>'}}
+  %0 = moe.experts %x, %w, %i, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?x2xf32>, tensor<?x2xi64>, tensor<?x16x64xf32>, tensor<8x64x16xf32>, tensor<?x16x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// w2 is static.
+func.func @experts_w2_static(%x: tensor<?x64xf32>, %w: tensor<?x2xf32>, %i: tensor<?x2xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<8x64x?xf32>) {
+  // expected-error @+1 {{w2 dim 2 must be static, got 'tensor<8x64x?xf32>'}}
+  %0 = moe.experts %x, %w, %i, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?x2xf32>, tensor<?x2xi64>, tensor<8x16x64xf32>, tensor<8x64x?xf32>, tensor<8x16x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// All float operands and the result share one element type.
+func.func @experts_element_type(%x: tensor<?x64xf32>, %w: tensor<?x2xf32>, %i: tensor<?x2xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<8x64x16xbf16>) {
+  // expected-error @+1 {{must share one element type, got 'f32' and 'bf16'}}
+  %0 = moe.experts %x, %w, %i, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?x2xf32>, tensor<?x2xi64>, tensor<8x16x64xf32>, tensor<8x64x16xbf16>, tensor<8x16x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// w1 and w3 have the same type.
+func.func @experts_w1_w3(%x: tensor<?x64xf32>, %w: tensor<?x2xf32>, %i: tensor<?x2xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<8x64x16xf32>, %w3: tensor<8x32x64xf32>) {
+  // expected-error @+1 {{w1 'tensor<8x16x64xf32>' and w3 'tensor<8x32x64xf32>' must have the same type}}
+  %0 = moe.experts %x, %w, %i, %w1, %w2, %w3 : tensor<?x64xf32>, tensor<?x2xf32>, tensor<?x2xi64>, tensor<8x16x64xf32>, tensor<8x64x16xf32>, tensor<8x32x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// One row of routing weights per token.
+func.func @experts_weights_tokens(%x: tensor<5x64xf32>, %w: tensor<4x2xf32>, %i: tensor<5x2xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<8x64x16xf32>) {
+  // expected-error @+1 {{weights dim 0 (4) must equal input dim 0 (5)}}
+  %0 = moe.experts %x, %w, %i, %w1, %w2, %w1 : tensor<5x64xf32>, tensor<4x2xf32>, tensor<5x2xi64>, tensor<8x16x64xf32>, tensor<8x64x16xf32>, tensor<8x16x64xf32> -> tensor<5x64xf32>
+  return
+}
+
+// -----
+
+// One row of indices per token.
+func.func @experts_indices_tokens(%x: tensor<5x64xf32>, %w: tensor<5x2xf32>, %i: tensor<6x2xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<8x64x16xf32>) {
+  // expected-error @+1 {{indices dim 0 (6) must equal input dim 0 (5)}}
+  %0 = moe.experts %x, %w, %i, %w1, %w2, %w1 : tensor<5x64xf32>, tensor<5x2xf32>, tensor<6x2xi64>, tensor<8x16x64xf32>, tensor<8x64x16xf32>, tensor<8x16x64xf32> -> tensor<5x64xf32>
+  return
+}
+
+// -----
+
+// Indices and weights have the same k.
+func.func @experts_k(%x: tensor<?x64xf32>, %w: tensor<?x2xf32>, %i: tensor<?x3xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<8x64x16xf32>) {
+  // expected-error @+1 {{indices dim 1 (3) must equal weights dim 1 (2)}}
+  %0 = moe.experts %x, %w, %i, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?x2xf32>, tensor<?x3xi64>, tensor<8x16x64xf32>, tensor<8x64x16xf32>, tensor<8x16x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// w1 reads the input's hidden size.
+func.func @experts_w1_hidden(%x: tensor<?x64xf32>, %w: tensor<?x2xf32>, %i: tensor<?x2xi64>, %w1: tensor<8x16x32xf32>, %w2: tensor<8x64x16xf32>) {
+  // expected-error @+1 {{w1 dim 2 (32) must equal input dim 1 (64)}}
+  %0 = moe.experts %x, %w, %i, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?x2xf32>, tensor<?x2xi64>, tensor<8x16x32xf32>, tensor<8x64x16xf32>, tensor<8x16x32xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// w2 has as many experts as w1.
+func.func @experts_w2_experts(%x: tensor<?x64xf32>, %w: tensor<?x2xf32>, %i: tensor<?x2xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<4x64x16xf32>) {
+  // expected-error @+1 {{w2 dim 0 (4) must equal w1 dim 0 (8)}}
+  %0 = moe.experts %x, %w, %i, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?x2xf32>, tensor<?x2xi64>, tensor<8x16x64xf32>, tensor<4x64x16xf32>, tensor<8x16x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// w2 writes the input's hidden size.
+func.func @experts_w2_hidden(%x: tensor<?x64xf32>, %w: tensor<?x2xf32>, %i: tensor<?x2xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<8x32x16xf32>) {
+  // expected-error @+1 {{w2 dim 1 (32) must equal input dim 1 (64)}}
+  %0 = moe.experts %x, %w, %i, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?x2xf32>, tensor<?x2xi64>, tensor<8x16x64xf32>, tensor<8x32x16xf32>, tensor<8x16x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// w2 reads w1's ffn size.
+func.func @experts_w2_ffn(%x: tensor<?x64xf32>, %w: tensor<?x2xf32>, %i: tensor<?x2xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<8x64x24xf32>) {
+  // expected-error @+1 {{w2 dim 2 (24) must equal w1 dim 1 (16)}}
+  %0 = moe.experts %x, %w, %i, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?x2xf32>, tensor<?x2xi64>, tensor<8x16x64xf32>, tensor<8x64x24xf32>, tensor<8x16x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// The result has exactly the input's type.
+func.func @experts_result(%x: tensor<?x64xf32>, %w: tensor<?x2xf32>, %i: tensor<?x2xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<8x64x16xf32>) {
+  // expected-error @+1 {{result type 'tensor<3x64xf32>' must equal the input type 'tensor<?x64xf32>'}}
+  %0 = moe.experts %x, %w, %i, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?x2xf32>, tensor<?x2xi64>, tensor<8x16x64xf32>, tensor<8x64x16xf32>, tensor<8x16x64xf32> -> tensor<3x64xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// moe.lm_head
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// The input is [T, d].
+func.func @lm_head_input_rank(%x: tensor<64xf32>, %w: tensor<512x64xf32>) {
+  // expected-error @+1 {{input must have rank 2, got 'tensor<64xf32>'}}
+  %0 = moe.lm_head %x, %w : tensor<64xf32>, tensor<512x64xf32> -> tensor<512xf32>
+  return
+}
+
+// -----
+
+// The weight is [V, d].
+func.func @lm_head_weight_rank(%x: tensor<?x64xf32>, %w: tensor<512xf32>) {
+  // expected-error @+1 {{weight must have rank 2, got 'tensor<512xf32>'}}
+  %0 = moe.lm_head %x, %w : tensor<?x64xf32>, tensor<512xf32> -> tensor<512xf32>
+  return
+}
+
+// -----
+
+// The weight is static.
+func.func @lm_head_weight_static(%x: tensor<?x64xf32>, %w: tensor<?x64xf32>) {
+  // expected-error @+1 {{weight dim 0 must be static, got 'tensor<?x64xf32>'}}
+  %0 = moe.lm_head %x, %w : tensor<?x64xf32>, tensor<?x64xf32> -> tensor<512xf32>
+  return
+}
+
+// -----
+
+// The logits are [V], for the last position only.
+func.func @lm_head_result_rank(%x: tensor<?x64xf32>, %w: tensor<512x64xf32>) {
+  // expected-error @+1 {{result must have rank 1, got 'tensor<?x512xf32>'}}
+  %0 = moe.lm_head %x, %w : tensor<?x64xf32>, tensor<512x64xf32> -> tensor<?x512xf32>
+  return
+}
+
+// -----
+
+// The weight is as wide as the input.
+func.func @lm_head_hidden(%x: tensor<?x64xf32>, %w: tensor<512x32xf32>) {
+  // expected-error @+1 {{weight dim 1 (32) must equal input dim 1 (64)}}
+  %0 = moe.lm_head %x, %w : tensor<?x64xf32>, tensor<512x32xf32> -> tensor<512xf32>
+  return
+}
+
+// -----
+
+// One logit per vocabulary entry.
+func.func @lm_head_vocab(%x: tensor<?x64xf32>, %w: tensor<512x64xf32>) {
+  // expected-error @+1 {{result dim 0 (256) must equal weight dim 0 (512)}}
+  %0 = moe.lm_head %x, %w : tensor<?x64xf32>, tensor<512x64xf32> -> tensor<256xf32>
+  return
+}
+
+// -----
+
+// Input, weight and logits share one element type.
+func.func @lm_head_element_type(%x: tensor<?x64xbf16>, %w: tensor<512x64xbf16>) {
+  // expected-error @+1 {{must share one element type, got 'bf16' and 'f32'}}
+  %0 = moe.lm_head %x, %w : tensor<?x64xbf16>, tensor<512x64xbf16> -> tensor<512xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// moe.kv_cache
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// K is [T, n_kv, d_h].
+func.func @kv_cache_key_rank(%k: tensor<?x32xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{key must have rank 3, got 'tensor<?x32xf32>'}}
+  moe.kv_cache %k, %k, %p {layer = 0 : i64} : tensor<?x32xf32>, tensor<?x32xf32>, tensor<?xi64>
+  return
+}
+
+// -----
+
+// KV heads and head dim are static.
+func.func @kv_cache_key_static(%k: tensor<?x4x?xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{key dim 2 must be static, got 'tensor<?x4x?xf32>'}}
+  moe.kv_cache %k, %k, %p {layer = 0 : i64} : tensor<?x4x?xf32>, tensor<?x4x?xf32>, tensor<?xi64>
+  return
+}
+
+// -----
+
+// Positions are a vector.
+func.func @kv_cache_positions_rank(%k: tensor<?x4x8xf32>, %p: tensor<?x1xi64>) {
+  // expected-error @+1 {{positions must have rank 1, got 'tensor<?x1xi64>'}}
+  moe.kv_cache %k, %k, %p {layer = 0 : i64} : tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?x1xi64>
+  return
+}
+
+// -----
+
+// One position per cached token.
+func.func @kv_cache_positions_count(%k: tensor<5x4x8xf32>, %p: tensor<6xi64>) {
+  // expected-error @+1 {{positions dim 0 (6) must equal key dim 0 (5)}}
+  moe.kv_cache %k, %k, %p {layer = 0 : i64} : tensor<5x4x8xf32>, tensor<5x4x8xf32>, tensor<6xi64>
+  return
+}
+
+// -----
+
+// K and V have the same type.
+func.func @kv_cache_kv_type(%k: tensor<?x4x8xf32>, %v: tensor<?x4x8xbf16>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{key type 'tensor<?x4x8xf32>' and value type 'tensor<?x4x8xbf16>' must be equal}}
+  moe.kv_cache %k, %v, %p {layer = 0 : i64} : tensor<?x4x8xf32>, tensor<?x4x8xbf16>, tensor<?xi64>
+  return
+}
+
+// -----
+
+// Layers are numbered from 0 (attribute constraint).
+func.func @kv_cache_layer_negative(%k: tensor<?x4x8xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{attribute 'layer' failed to satisfy constraint: 64-bit signless integer attribute whose value is non-negative}}
+  moe.kv_cache %k, %k, %p {layer = -1 : i64} : tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>
+  return
+}
