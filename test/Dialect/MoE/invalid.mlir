@@ -899,3 +899,21 @@ func.func @kv_cache_layer_negative(%k: tensor<?x4x8xf32>, %p: tensor<?xi64>) {
   moe.kv_cache %k, %k, %p {layer = -1 : i64} : tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>
   return
 }
+
+// -----
+
+// A NaN epsilon is not positive.
+func.func @rms_norm_nan_eps(%x: tensor<?x64xf32>, %w: tensor<64xf32>) -> tensor<?x64xf32> {
+  // expected-error @+1 {{epsilon must be positive}}
+  %y = moe.rms_norm %x, %w {epsilon = 0x7FC00000 : f32} : tensor<?x64xf32>, tensor<64xf32> -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}
+
+// -----
+
+// The attention scale must be positive.
+func.func @attention_bad_scale(%q: tensor<?x8x16xf32>, %k: tensor<?x4x16xf32>, %p: tensor<?xi64>) -> tensor<?x8x16xf32> {
+  // expected-error @+1 {{scale must be positive, got 0}}
+  %o = moe.attention %q, %k, %k, %p, %p {scale = 0.0 : f32} : tensor<?x8x16xf32>, tensor<?x4x16xf32>, tensor<?x4x16xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x16xf32>
+  return %o : tensor<?x8x16xf32>
+}

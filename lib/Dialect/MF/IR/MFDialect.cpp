@@ -3,7 +3,9 @@
 #include "meshfold/Dialect/MF/IR/MF.h"
 
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -12,8 +14,13 @@ using namespace meshfold::mf;
 
 #include "meshfold/Dialect/MF/IR/MFOpsDialect.cpp.inc"
 
+#include "meshfold/Dialect/MF/IR/MFEnums.cpp.inc"
+
 #define GET_ATTRDEF_CLASSES
 #include "meshfold/Dialect/MF/IR/MFAttrs.cpp.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "meshfold/Dialect/MF/IR/MFOpsTypes.cpp.inc"
 
 #define GET_OP_CLASSES
 #include "meshfold/Dialect/MF/IR/MFOps.cpp.inc"
@@ -22,6 +29,10 @@ void MFDialect::initialize() {
   addAttributes<
 #define GET_ATTRDEF_LIST
 #include "meshfold/Dialect/MF/IR/MFAttrs.cpp.inc"
+      >();
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "meshfold/Dialect/MF/IR/MFOpsTypes.cpp.inc"
       >();
   addOperations<
 #define GET_OP_LIST
@@ -32,13 +43,18 @@ void MFDialect::initialize() {
 LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attr) {
   if (attr.getName() == getPlanAttrName()) {
+    if (!isa<ModuleOp>(op))
+      return op->emitError() << "'" << getPlanAttrName()
+                             << "' belongs on the module, not on '"
+                             << op->getName() << "'";
     if (!isa<PlanAttr>(attr.getValue()))
       return op->emitError() << "'" << getPlanAttrName()
                              << "' must be an #mf.plan, got "
                              << attr.getValue();
     return success();
   }
-  return op->emitError() << "unknown mf attribute '" << attr.getName() << "'";
+  return op->emitError() << "unknown mf attribute '"
+                         << attr.getName().getValue() << "'";
 }
 
 //===----------------------------------------------------------------------===//
@@ -67,6 +83,10 @@ static ParseResult parseAxisList(AsmParser &parser,
                     return success();
                   }))
             return failure();
+          if (parts.empty())
+            return parser.emitError(parser.getCurrentLocation())
+                   << "expert axis '" << name
+                   << "' must list the attention axes it is made of";
         }
         axes.push_back(AxisAttr::get(ctx, StringAttr::get(ctx, name), size,
                                      parts));
@@ -74,11 +94,22 @@ static ParseResult parseAxisList(AsmParser &parser,
       });
 }
 
+/// Parses a number that may be written as an integer.
+static ParseResult parseNumber(AsmParser &parser, double &value) {
+  int64_t i;
+  OptionalParseResult asInt = parser.parseOptionalInteger(i);
+  if (asInt.has_value()) {
+    value = double(i);
+    return *asInt;
+  }
+  return parser.parseFloat(value);
+}
+
 Attribute PlanAttr::parse(AsmParser &parser, Type) {
-  int64_t devices = -1, gpusPerNode = -1;
+  std::optional<int64_t> devices, gpusPerNode;
   double nvlink = 450.0, ib = 50.0;
   SmallVector<AxisAttr> attention, experts;
-  bool seenAttention = false, seenExperts = false;
+  llvm::StringSet<> seen;
   if (parser.parseLess())
     return {};
   auto parseField = [&]() -> ParseResult {
@@ -86,36 +117,45 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
     llvm::SMLoc loc = parser.getCurrentLocation();
     if (parser.parseKeyword(&key) || parser.parseEqual())
       return failure();
-    if (key == "devices")
-      return parser.parseInteger(devices);
-    if (key == "gpus_per_node")
-      return parser.parseInteger(gpusPerNode);
+    if (!seen.insert(key).second)
+      return parser.emitError(loc) << "#mf.plan field '" << key
+                                   << "' given twice";
+    int64_t value;
+    if (key == "devices") {
+      if (parser.parseInteger(value))
+        return failure();
+      devices = value;
+      return success();
+    }
+    if (key == "gpus_per_node") {
+      if (parser.parseInteger(value))
+        return failure();
+      gpusPerNode = value;
+      return success();
+    }
     if (key == "nvlink_gbps")
-      return parser.parseFloat(nvlink);
+      return parseNumber(parser, nvlink);
     if (key == "ib_gbps")
-      return parser.parseFloat(ib);
-    if (key == "attention") {
-      seenAttention = true;
+      return parseNumber(parser, ib);
+    if (key == "attention")
       return parseAxisList(parser, attention);
-    }
-    if (key == "experts") {
-      seenExperts = true;
+    if (key == "experts")
       return parseAxisList(parser, experts);
-    }
     return parser.emitError(loc) << "unknown #mf.plan field '" << key
                                  << "' (expected devices, gpus_per_node, "
                                     "nvlink_gbps, ib_gbps, attention, experts)";
   };
   if (parser.parseCommaSeparatedList(parseField) || parser.parseGreater())
     return {};
-  if (devices < 0 || gpusPerNode < 0 || !seenAttention || !seenExperts) {
-    parser.emitError(parser.getNameLoc())
-        << "#mf.plan needs devices, gpus_per_node, attention and experts";
-    return {};
-  }
-  return PlanAttr::get(parser.getContext(), devices, gpusPerNode,
-                       llvm::APFloat(nvlink), llvm::APFloat(ib),
-                       attention, experts);
+  for (StringRef field : {"devices", "gpus_per_node", "attention", "experts"})
+    if (!seen.contains(field)) {
+      parser.emitError(parser.getNameLoc())
+          << "#mf.plan needs the field '" << field << "'";
+      return {};
+    }
+  return PlanAttr::get(parser.getContext(), *devices, *gpusPerNode,
+                       llvm::APFloat(nvlink), llvm::APFloat(ib), attention,
+                       experts);
 }
 
 static void printAxisList(AsmPrinter &printer, ArrayRef<AxisAttr> axes) {

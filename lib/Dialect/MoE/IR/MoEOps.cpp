@@ -104,7 +104,7 @@ LogicalResult EmbedOp::verify() {
 
 LogicalResult RMSNormOp::verify() {
   Type in = getInput().getType(), w = getWeight().getType(), res = getType();
-  if (getEpsilon().convertToDouble() <= 0.0)
+  if (!(getEpsilon().convertToDouble() > 0.0))
     return emitOpError() << "epsilon must be positive, got "
                          << getEpsilon().convertToDouble();
   if (failed(checkRank(*this, "input", in, 2)) ||
@@ -135,7 +135,7 @@ LogicalResult LinearOp::verify() {
 LogicalResult RoPEOp::verify() {
   Type in = getInput().getType(), pos = getPositions().getType(),
        res = getType();
-  if (getTheta().convertToDouble() <= 0.0)
+  if (!(getTheta().convertToDouble() > 0.0))
     return emitOpError() << "theta must be positive, got "
                          << getTheta().convertToDouble();
   if (failed(checkRank(*this, "input", in, 3)) ||
@@ -167,6 +167,9 @@ LogicalResult AttentionOp::verify() {
       failed(checkDim(*this, "kv_positions", kp, 0, "key", k, 0)) ||
       failed(checkSameElementType(*this, {q, k, v, res})))
     return failure();
+  if (!(getScale().convertToDouble() > 0.0))
+    return emitOpError() << "scale must be positive, got "
+                         << getScale().convertToDouble();
   if (k != v)
     return emitOpError() << "key type " << k << " and value type " << v
                          << " must be equal";

@@ -12,7 +12,14 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+
 #include "meshfold/Dialect/MF/IR/MFOpsDialect.h.inc"
+
+#include "meshfold/Dialect/MF/IR/MFEnums.h.inc"
+
+#define GET_TYPEDEF_CLASSES
+#include "meshfold/Dialect/MF/IR/MFOpsTypes.h.inc"
 
 #define GET_ATTRDEF_CLASSES
 #include "meshfold/Dialect/MF/IR/MFAttrs.h.inc"

@@ -23,6 +23,7 @@ def MF_Dialect : Dialect {
     `mf.plan` attribute.
   }];
   let useDefaultAttributePrinterParser = 1;
+  let useDefaultTypePrinterParser = 1;
   let hasOperationAttrVerify = 1;
   let extraClassDeclaration = [{
     /// Name of the module attribute that holds the plan.

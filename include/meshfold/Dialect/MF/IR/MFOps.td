@@ -8,6 +8,8 @@ include "meshfold/Dialect/MF/IR/MFAttrs.td"
 include "mlir/IR/CommonTypeConstraints.td"
 include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/IR/EnumAttr.td"
 
 //===----------------------------------------------------------------------===//
 // Runtime binding
@@ -32,6 +34,209 @@ def MF_WeightOp : MF_Op<"weight", [Pure]> {
   let assemblyFormat = "$id `,` $name attr-dict `:` type($result)";
 }
 
-// Communication ops come with the partitioning passes.
+//===----------------------------------------------------------------------===//
+// Mesh queries and communication on local tensors
+//===----------------------------------------------------------------------===//
+
+def MF_DispatchType : TypeDef<MF_Dialect, "Dispatch"> {
+  let mnemonic = "dispatch";
+  let summary = "the routing of a dispatch, consumed by its combine";
+}
+
+def MF_AnyTensor : RankedTensorOf<[F32, BF16, F16, I64, I32]>;
+def MF_FloatTensor : RankedTensorOf<[F32, BF16, F16]>;
+def MF_IndexTensor : RankedTensorOf<[I64]>;
+
+def MF_CoordOp : MF_Op<"coord", [Pure]> {
+  let summary = "this rank's coordinate along a mesh axis";
+  let description = [{
+    The calling rank's coordinate along `axis` of `mesh` (an attention axis,
+    or a composite expert axis, linearized first-fastest), from MeshLayout.
+
+    ```mlir
+    %cp = mf.coord "attention" "cp" : index
+    ```
+  }];
+  let arguments = (ins StrAttr:$mesh, StrAttr:$axis);
+  let results = (outs Index:$result);
+  let assemblyFormat = "$mesh $axis attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def MF_AllGatherOp : MF_Op<"all_gather", [Pure]> {
+  let summary = "all-gather along a tensor dimension over a group";
+  let description = [{
+    Every member's `input` concatenated along `dim`, ordered by group rank
+    (the members' coordinates along `axes`, first fastest).
+
+    ```mlir
+    %full = mf.all_gather %x on "attention" ["tp"] dim 0
+        : tensor<?x64xf32> -> tensor<?x64xf32>
+    ```
+  }];
+  let arguments = (ins MF_AnyTensor:$input, StrAttr:$mesh,
+                       StrArrayAttr:$axes, I64Attr:$dim);
+  let results = (outs MF_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh $axes `dim` $dim attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MF_ReduceScatterOp : MF_Op<"reduce_scatter", [Pure]> {
+  let summary = "sum over a group, each member keeps its slice along a dim";
+  let description = [{
+    The element-wise sum of every member's `input`, cut into group-size equal
+    slices along `dim`; member i keeps slice i.
+
+    ```mlir
+    %mine = mf.reduce_scatter %partial on "attention" ["tp"] dim 0
+        : tensor<?x64xf32> -> tensor<?x64xf32>
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$input, StrAttr:$mesh,
+                       StrArrayAttr:$axes, I64Attr:$dim);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh $axes `dim` $dim attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MF_AllReduceOp : MF_Op<"all_reduce", [Pure, SameOperandsAndResultType]> {
+  let summary = "element-wise sum over a group";
+  let arguments = (ins MF_FloatTensor:$input, StrAttr:$mesh,
+                       StrArrayAttr:$axes);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh $axes attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
+}
+
+def MF_RingStepOp : MF_Op<"ring_step", [Pure]> {
+  let summary = "one step of a ring: send to the next member, receive from the previous";
+  let description = [{
+    Sends every operand to group rank `(r + 1) % n` and returns those of group
+    rank `(r - 1 + n) % n`. All operands travel as one message (ring
+    attention's K and V, and their global positions).
+
+    ```mlir
+    %k1, %v1, %p1 = mf.ring_step %k, %v, %p on "attention" ["cp"]
+        : tensor<?x2x8xf32>, tensor<?x2x8xf32>, tensor<?xi64>
+        -> tensor<?x2x8xf32>, tensor<?x2x8xf32>, tensor<?xi64>
+    ```
+  }];
+  let arguments = (ins Variadic<MF_AnyTensor>:$inputs, StrAttr:$mesh,
+                       StrArrayAttr:$axes);
+  let results = (outs Variadic<MF_AnyTensor>:$results);
+  let assemblyFormat = [{
+    $inputs `on` $mesh $axes attr-dict `:` type($inputs) `->` type($results)
+  }];
+  let hasVerifier = 1;
+  let builders = [
+    OpBuilder<(ins "::mlir::ValueRange":$inputs, "::llvm::StringRef":$mesh,
+                   "::llvm::ArrayRef<::llvm::StringRef>":$axes)>
+  ];
+}
+
+def MF_DispatchModeAttr : I32EnumAttr<"DispatchMode", "dispatch routing", [
+    I32EnumAttrCase<"flat", 0>, I32EnumAttrCase<"hierarchical", 1>]> {
+  let cppNamespace = "::meshfold::mf";
+}
+
+def MF_DispatchOp : MF_Op<"dispatch", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "send each token to the owners of its routed experts";
+  let description = [{
+    MoE dispatch over an expert-mesh group. Token t of `input [T, d]` goes to
+    the owners of experts `indices[t, j]` (expert e on group rank
+    e / (num_experts / group size)), with routing weight `weights[t, j]`.
+    The per-destination counts are exchanged with the payload. Returns the
+    rows this rank received `[R, d]`, their expert index local to this rank
+    `[R]`, and the routing for `mf.combine`. `hierarchical` sends a token
+    across nodes at most once per node, through the relay with the sender's
+    local index.
+
+    ```mlir
+    %rows, %local, %h = mf.dispatch %x, %idx, %w on "experts" ["ep"]
+        experts 32 flat : tensor<?x64xf32>, tensor<?x2xi64>, tensor<?x2xf32>
+        -> tensor<?x64xf32>, tensor<?xi64>, !mf.dispatch
+    ```
+  }];
+  let arguments = (ins MF_FloatTensor:$input, MF_IndexTensor:$indices,
+                       MF_FloatTensor:$weights, StrAttr:$mesh,
+                       StrArrayAttr:$axes,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$num_experts,
+                       MF_DispatchModeAttr:$mode);
+  let results = (outs MF_FloatTensor:$rows, MF_IndexTensor:$local_experts,
+                      MF_DispatchType:$routing);
+  let assemblyFormat = [{
+    $input `,` $indices `,` $weights `on` $mesh $axes `experts` $num_experts
+    $mode attr-dict `:` type($input) `,` type($indices) `,` type($weights)
+    `->` type($rows) `,` type($local_experts) `,` qualified(type($routing))
+  }];
+  let hasVerifier = 1;
+}
+
+def MF_CombineOp : MF_Op<"combine", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "return expert outputs to their tokens, weighted and summed";
+  let description = [{
+    The reverse of `mf.dispatch`: row i of `expert_out [R, d]` (the output for
+    received row i) goes back to its token; `result[t] = sum_j w[t, j] *
+    out(t, j)`. In hierarchical mode each relay first sums its node's
+    weighted outputs for a token so one row crosses back.
+  }];
+  let arguments = (ins MF_DispatchType:$routing, MF_FloatTensor:$expert_out,
+                       Index:$num_tokens);
+  let results = (outs MF_FloatTensor:$result);
+  let assemblyFormat = [{
+    $routing `,` $expert_out `tokens` $num_tokens attr-dict `:`
+    qualified(type($routing)) `,` type($expert_out) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MF_SendOp : MF_Op<"send", [MemoryEffects<[MemWrite]>]> {
+  let summary = "send a tensor to the rank `offset` steps along an axis";
+  let description = [{
+    Point-to-point send to the rank whose coordinate along `axis` is this
+    rank's plus `offset` (pipeline stages: `"pp" +1`), all other coordinates
+    equal. Pairs with an `mf.recv` on that rank.
+  }];
+  let arguments = (ins MF_AnyTensor:$input, StrAttr:$mesh, StrAttr:$axis,
+                       I64Attr:$offset);
+  let assemblyFormat = [{
+    $input `to` $mesh $axis $offset attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
+}
+
+def MF_RecvOp : MF_Op<"recv", [MemoryEffects<[MemRead]>]> {
+  let summary = "receive a tensor from the rank `offset` steps along an axis";
+  let arguments = (ins Variadic<Index>:$dynamic_sizes, StrAttr:$mesh,
+                       StrAttr:$axis, I64Attr:$offset);
+  let results = (outs MF_AnyTensor:$result);
+  let assemblyFormat = [{
+    `from` $mesh $axis $offset (`[` $dynamic_sizes^ `]`)? attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MF_GatherOp : MF_Op<"gather", [Pure]> {
+  let summary = "gather along a dim onto one member of a group";
+  let description = [{
+    Member `root` receives every member's `input` concatenated along `dim`
+    by group rank (the LM-head halves); on other members the result is
+    unspecified.
+  }];
+  let arguments = (ins MF_AnyTensor:$input, StrAttr:$mesh,
+                       StrArrayAttr:$axes, I64Attr:$dim, I64Attr:$root);
+  let results = (outs MF_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh $axes `dim` $dim `root` $root attr-dict `:`
+    type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
 
 #endif // MESHFOLD_DIALECT_MF_IR_MFOPS_TD

@@ -19,8 +19,8 @@ def MFVerifyPlanPass : Pass<"mf-verify-plan", "::mlir::ModuleOp"> {
     - `fold`, `pp-groups`: the expert mesh is not a fold of the attention
       mesh, or the two meshes give different pipeline-parallel groups;
     - `tp-heads`: TP does not divide the number of query heads;
-    - `gqa`: TP neither divides n_kv nor is a multiple of n_kv > ... (KV-head
-      replication needs n_kv < TP and TP a multiple of n_kv);
+    - `gqa`: TP must divide n_kv, or (KV-head replication) n_kv < TP and TP
+      a multiple of n_kv;
     - `ep-experts`: EP does not divide the number of experts;
     - `pp-layers`: PP does not divide the number of layers.
 

@@ -1,0 +1,201 @@
+//===- MFOps.cpp - mf communication ops and their verifiers ---------------===//
+
+#include "meshfold/Dialect/MF/IR/MF.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace meshfold;
+using namespace meshfold::mf;
+
+namespace {
+/// The layout of the plan on the enclosing module, if there is a valid one.
+std::optional<MeshLayout> layoutOf(Operation *op) {
+  auto module = op->getParentOfType<ModuleOp>();
+  if (!module)
+    return std::nullopt;
+  auto plan = module->getAttrOfType<PlanAttr>(MFDialect::getPlanAttrName());
+  if (!plan)
+    return std::nullopt;
+  std::string error;
+  return MeshLayout::create(plan.toPlanSpec(), &error);
+}
+
+bool meshHasAxis(const MeshLayout &layout, StringRef mesh, StringRef axis) {
+  const PlanSpec &spec = layout.spec();
+  if (mesh == "attention")
+    return llvm::any_of(spec.attention,
+                        [&](const MeshAxis &a) { return a.name == axis; });
+  return llvm::any_of(spec.experts,
+                      [&](const ExpertAxis &a) { return a.name == axis; });
+}
+
+/// Checks the mesh name and the axes; returns the group size when the module
+/// has a plan (0 otherwise).
+FailureOr<int64_t> verifyGroup(Operation *op, StringRef mesh,
+                               ArrayRef<StringRef> axes) {
+  if (mesh != "attention" && mesh != "experts")
+    return op->emitOpError() << "mesh must be \"attention\" or \"experts\", "
+                             << "got \"" << mesh << "\"";
+  if (axes.empty())
+    return op->emitOpError("needs at least one axis");
+  llvm::StringSet<> seen;
+  for (StringRef axis : axes)
+    if (!seen.insert(axis).second)
+      return op->emitOpError() << "axis \"" << axis << "\" named twice";
+  std::optional<MeshLayout> layout = layoutOf(op);
+  if (!layout)
+    return int64_t(0);
+  std::vector<std::string> names;
+  for (StringRef axis : axes) {
+    if (!meshHasAxis(*layout, mesh, axis))
+      return op->emitOpError() << "the " << mesh << " mesh of the plan has no "
+                               << "axis \"" << axis << "\"";
+    names.push_back(axis.str());
+  }
+  return layout->groupSize(names);
+}
+
+SmallVector<StringRef> axesOf(ArrayAttr axes) {
+  SmallVector<StringRef> out;
+  for (Attribute a : axes)
+    out.push_back(cast<StringAttr>(a).getValue());
+  return out;
+}
+
+/// Common checks of an op that concatenates (factor = group size) or slices
+/// (factor = 1 / group size) along `dim`.
+LogicalResult verifyAlongDim(Operation *op, RankedTensorType in,
+                             RankedTensorType out, int64_t dim, int64_t n,
+                             bool grows) {
+  if (in.getElementType() != out.getElementType())
+    return op->emitOpError() << "element types differ: " << in << " vs "
+                             << out;
+  if (in.getRank() != out.getRank())
+    return op->emitOpError() << "ranks differ: " << in << " vs " << out;
+  if (dim < 0 || dim >= in.getRank())
+    return op->emitOpError() << "dim " << dim << " out of range for " << in;
+  for (int64_t i = 0; i < in.getRank(); ++i) {
+    int64_t a = in.getDimSize(i), b = out.getDimSize(i);
+    if (ShapedType::isDynamic(a) || ShapedType::isDynamic(b))
+      continue;
+    if (i != dim && a != b)
+      return op->emitOpError() << "dim " << i << " must be unchanged, got "
+                               << a << " and " << b;
+    if (i == dim && n > 0 && (grows ? a * n != b : b * n != a))
+      return op->emitOpError()
+             << "dim " << dim << " must be " << (grows ? "multiplied" : "divided")
+             << " by the group size " << n << ", got " << a << " -> " << b;
+  }
+  return success();
+}
+} // namespace
+
+LogicalResult CoordOp::verify() {
+  if (failed(verifyGroup(*this, getMesh(), {getAxis()})))
+    return failure();
+  return success();
+}
+
+LogicalResult AllGatherOp::verify() {
+  FailureOr<int64_t> n = verifyGroup(*this, getMesh(), axesOf(getAxes()));
+  if (failed(n))
+    return failure();
+  return verifyAlongDim(*this, getInput().getType(), getType(), getDim(), *n,
+                        /*grows=*/true);
+}
+
+LogicalResult ReduceScatterOp::verify() {
+  FailureOr<int64_t> n = verifyGroup(*this, getMesh(), axesOf(getAxes()));
+  if (failed(n))
+    return failure();
+  return verifyAlongDim(*this, getInput().getType(), getType(), getDim(), *n,
+                        /*grows=*/false);
+}
+
+LogicalResult AllReduceOp::verify() {
+  return success(succeeded(verifyGroup(*this, getMesh(), axesOf(getAxes()))));
+}
+
+void RingStepOp::build(OpBuilder &b, OperationState &state, ValueRange inputs,
+                       StringRef mesh, ArrayRef<StringRef> axes) {
+  build(b, state, inputs.getTypes(), inputs, mesh,
+        b.getStrArrayAttr(axes));
+}
+
+LogicalResult RingStepOp::verify() {
+  if (failed(verifyGroup(*this, getMesh(), axesOf(getAxes()))))
+    return failure();
+  if (getInputs().empty())
+    return emitOpError("needs at least one tensor to send");
+  if (getInputs().getTypes() != getResults().getTypes())
+    return emitOpError("results must have the types of the inputs");
+  return success();
+}
+
+LogicalResult DispatchOp::verify() {
+  FailureOr<int64_t> n = verifyGroup(*this, getMesh(), axesOf(getAxes()));
+  if (failed(n))
+    return failure();
+  RankedTensorType in = getInput().getType(), idx = getIndices().getType(),
+                   w = getWeights().getType(), rows = getRows().getType(),
+                   local = getLocalExperts().getType();
+  if (in.getRank() != 2 || idx.getRank() != 2 || w.getRank() != 2 ||
+      rows.getRank() != 2 || local.getRank() != 1)
+    return emitOpError("expects input [T, d], indices and weights [T, k], "
+                       "rows [R, d] and local experts [R]");
+  if (idx.getShape() != w.getShape())
+    return emitOpError() << "indices " << idx << " and weights " << w
+                         << " must have one shape";
+  if (in.getDimSize(1) != rows.getDimSize(1) ||
+      in.getElementType() != rows.getElementType())
+    return emitOpError() << "rows " << rows << " must carry the input's "
+                         << "hidden size and element type (" << in << ")";
+  if (*n > 0 && getNumExperts() % *n != 0)
+    return emitOpError() << "num_experts " << getNumExperts()
+                         << " must be a multiple of the group size " << *n;
+  return success();
+}
+
+LogicalResult CombineOp::verify() {
+  RankedTensorType out = getExpertOut().getType(), res = getType();
+  if (out.getRank() != 2 || res.getRank() != 2)
+    return emitOpError("expects expert outputs [R, d] and result [T, d]");
+  if (out.getDimSize(1) != res.getDimSize(1) ||
+      out.getElementType() != res.getElementType())
+    return emitOpError() << "result " << res << " must match the expert "
+                         << "outputs' hidden size and element type (" << out
+                         << ")";
+  return success();
+}
+
+LogicalResult SendOp::verify() {
+  if (failed(verifyGroup(*this, getMesh(), {getAxis()})))
+    return failure();
+  if (getOffset() == 0)
+    return emitOpError("offset must not be 0");
+  return success();
+}
+
+LogicalResult RecvOp::verify() {
+  if (failed(verifyGroup(*this, getMesh(), {getAxis()})))
+    return failure();
+  if (getOffset() == 0)
+    return emitOpError("offset must not be 0");
+  if (int64_t(getDynamicSizes().size()) != getType().getNumDynamicDims())
+    return emitOpError() << "needs one size per dynamic dimension of "
+                         << getType() << ", got " << getDynamicSizes().size();
+  return success();
+}
+
+LogicalResult GatherOp::verify() {
+  FailureOr<int64_t> n = verifyGroup(*this, getMesh(), axesOf(getAxes()));
+  if (failed(n))
+    return failure();
+  if (getRoot() < 0 || (*n > 0 && getRoot() >= *n))
+    return emitOpError() << "root " << getRoot() << " is not a group rank";
+  return verifyAlongDim(*this, getInput().getType(), getType(), getDim(), *n,
+                        /*grows=*/true);
+}

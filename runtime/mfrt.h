@@ -1,0 +1,181 @@
+/*===- mfrt.h - the meshfold runtime C ABI ----------------------*- C -*-===*\
+|*                                                                          *|
+|* The one header of the runtime's C ABI: everything generated code calls  *|
+|* to cross a device boundary. Names and signatures are stable.            *|
+|*                                                                          *|
+|* Model: an SPMD program runs on every rank of a plan (the devices). A    *|
+|* backend runs the ranks: `local` (every rank a thread of this process,   *|
+|* a simulated cluster with the plan's node topology), `mpi` (one process  *|
+|* per rank under mpirun), `nccl` (one process per GPU, NCCL communicators *|
+|* bootstrapped over MPI). Groups are made from mesh axes by MeshLayout.   *|
+|* Every call is made by the calling rank (thread) for itself.             *|
+|*                                                                          *|
+|* Errors: every function returns an mfrt_status. A failure on one rank    *|
+|* (an error, a timeout, a dead peer) is reported by every rank that       *|
+|* waits on it within the timeout, naming the rank, the op and the group;  *|
+|* mfrt_last_error() gives the message.                                    *|
+\*===----------------------------------------------------------------------===*/
+
+#ifndef MESHFOLD_RUNTIME_MFRT_H
+#define MESHFOLD_RUNTIME_MFRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum mfrt_status {
+  MFRT_OK = 0,
+  MFRT_ERR_ARGUMENT = 1, /* bad argument (group, count, dtype, ...) */
+  MFRT_ERR_TIMEOUT = 2,  /* a peer did not arrive within the timeout */
+  MFRT_ERR_PEER = 3,     /* a peer failed or exited */
+  MFRT_ERR_BACKEND = 4,  /* MPI / NCCL / CUDA reported an error */
+  MFRT_ERR_STATE = 5     /* called outside mfrt_launch, or after a failure */
+} mfrt_status;
+
+typedef enum mfrt_dtype {
+  MFRT_F32 = 0,
+  MFRT_BF16 = 1,
+  MFRT_F16 = 2
+} mfrt_dtype;
+
+typedef enum mfrt_backend {
+  MFRT_BACKEND_LOCAL = 0,
+  MFRT_BACKEND_MPI = 1,
+  MFRT_BACKEND_NCCL = 2
+} mfrt_backend;
+
+/* What a collective is, for the byte accounting (SPEC section 5 table). */
+typedef enum mfrt_op_kind {
+  MFRT_OP_ALL_GATHER = 0,
+  MFRT_OP_REDUCE_SCATTER = 1,
+  MFRT_OP_KV_RING = 2,
+  MFRT_OP_DISPATCH = 3,
+  MFRT_OP_COMBINE = 4,
+  MFRT_OP_PP = 5,
+  MFRT_OP_GATHER = 6, /* the LM-head halves */
+  MFRT_OP_ALL_REDUCE = 7,
+  MFRT_OP_BARRIER = 8,
+  MFRT_OP_KIND_COUNT = 9
+} mfrt_op_kind;
+
+typedef enum mfrt_link {
+  MFRT_LINK_NVLINK = 0, /* same node */
+  MFRT_LINK_IB = 1,     /* another node */
+  MFRT_LINK_COUNT = 2
+} mfrt_link;
+
+typedef enum mfrt_dispatch_mode {
+  MFRT_DISPATCH_FLAT = 0, /* one all-to-all over the group */
+  /* A token crosses to another node at most once per destination node, to
+     the relay GPU with the sender's local index (same IB rail), which
+     forwards it over NVLink; combine returns the reverse way and the relay
+     sums its node's weighted expert outputs first (DeepEP / SPEC hop 4). */
+  MFRT_DISPATCH_HIERARCHICAL = 1
+} mfrt_dispatch_mode;
+
+typedef struct mfrt_options {
+  mfrt_backend backend;
+  /* The plan, as text, e.g. "devices=32 gpus_per_node=8
+     attention=tp:2,cp:2,dp:4,pp:2 experts=ep:16:tp+cp+dp,pp:2:pp"
+     (first axis fastest; an expert axis lists its attention parts with +).
+     Optional "nvlink_gbps=450 ib_gbps=50". */
+  const char *plan;
+  /* Seconds a blocking call waits for its peers before failing; <= 0 means
+     the default (MFRT_DEFAULT_TIMEOUT_S, or env MFRT_TIMEOUT_S). */
+  double timeout_s;
+} mfrt_options;
+
+#define MFRT_DEFAULT_TIMEOUT_S 60.0
+
+/* Runs fn(user) once on every rank of the plan and returns when all ranks
+   are done: local = one thread per rank; mpi/nccl = this process is the
+   rank MPI gives it (the world size must equal the plan's devices). Returns
+   MFRT_OK only if every rank's fn returned 0 and no collective failed;
+   otherwise the first failure (mfrt_last_error() has its message). */
+mfrt_status mfrt_launch(const mfrt_options *options, int (*fn)(void *user),
+                        void *user);
+
+/* The message of the calling thread's last failure ("" if none). */
+const char *mfrt_last_error(void);
+
+/* Inside mfrt_launch: the calling rank and the world size. */
+int mfrt_rank(void);
+int mfrt_world_size(void);
+
+/* Group of the calling rank along the comma-separated axes (attention or
+   expert axis names, e.g. "tp", "cp", "tp,cp", "ep", "pp"), from MeshLayout.
+   Members are ordered by their coordinate along the axes (first fastest).
+   Returns a handle >= 0, or -1 (see mfrt_last_error). Collective: every
+   rank must create the same groups in the same order. */
+int64_t mfrt_group(const char *axes);
+int mfrt_group_size(int64_t group);
+int mfrt_group_rank(int64_t group);
+/* Global rank of member i of the group. */
+int mfrt_group_member(int64_t group, int i);
+
+/* Tags the calling rank's following traffic with a layer (-1: none). */
+void mfrt_set_layer(int64_t layer);
+
+/* recv[i*count .. (i+1)*count) = send of group member i. */
+mfrt_status mfrt_all_gather(int64_t group, const void *send, void *recv,
+                            int64_t count, mfrt_dtype dtype);
+/* send has group_size*count elements; recv[count] = sum over members of
+   their send[rank*count .. (rank+1)*count). fp32 accumulation. */
+mfrt_status mfrt_reduce_scatter(int64_t group, const void *send, void *recv,
+                                int64_t count, mfrt_dtype dtype);
+mfrt_status mfrt_all_reduce(int64_t group, const void *send, void *recv,
+                            int64_t count, mfrt_dtype dtype);
+/* One ring step over the group: K and V travel together as one message to
+   group rank (r+1) % n; k_out/v_out receive those of rank (r-1+n) % n. */
+mfrt_status mfrt_kv_ring_step(int64_t group, const void *k, const void *v,
+                              void *k_out, void *v_out, int64_t count,
+                              mfrt_dtype dtype);
+/* Point to point between global ranks (pipeline stages). */
+mfrt_status mfrt_send(int peer, const void *buf, int64_t count,
+                      mfrt_dtype dtype);
+mfrt_status mfrt_recv(int peer, void *buf, int64_t count, mfrt_dtype dtype);
+/* recv (on the group member `root` only) = concatenation by group rank. */
+mfrt_status mfrt_gather(int64_t group, int root, const void *send, void *recv,
+                        int64_t count, mfrt_dtype dtype);
+mfrt_status mfrt_barrier(int64_t group);
+
+/* MoE dispatch over an EP group. Token t of x [n_tokens, hidden] goes to the
+   owners of its k experts experts[t*k + j] (expert e lives on group rank
+   e / (n_experts / group_size)) with its routing weight weights[t*k + j].
+   Counts are exchanged inside the call. On return *h holds the rows this
+   rank received: mfrt_dispatch_rows / mfrt_dispatch_experts describe them.
+   Rows arrive ordered by (source group rank, source token, j). */
+typedef struct mfrt_dispatch mfrt_dispatch;
+mfrt_status mfrt_dispatch_tokens(int64_t group, mfrt_dispatch_mode mode,
+                                 const void *x, int64_t n_tokens,
+                                 int64_t hidden, mfrt_dtype dtype,
+                                 const int64_t *experts, const float *weights,
+                                 int64_t k, int64_t n_experts,
+                                 mfrt_dispatch **h);
+/* Rows received: count, their data [count, hidden], and for each its expert
+   index local to this rank (0 .. n_experts/group_size - 1). */
+int64_t mfrt_dispatch_count(const mfrt_dispatch *h);
+const void *mfrt_dispatch_rows(const mfrt_dispatch *h);
+const int64_t *mfrt_dispatch_experts(const mfrt_dispatch *h);
+/* Returns expert outputs out [count, hidden] (row i for received row i) to
+   the tokens' ranks: y[t] = sum_j weights[t*k+j] * out(row of (t, j)).
+   Frees h. */
+mfrt_status mfrt_combine_tokens(mfrt_dispatch *h, const void *out, void *y);
+
+/* Byte accounting: bytes the calling rank sent, by op kind, link class and
+   layer (layer -1 = untagged; layers 0 .. MFRT_MAX_LAYERS-1). */
+#define MFRT_MAX_LAYERS 256
+uint64_t mfrt_bytes_sent(mfrt_op_kind kind, mfrt_link link, int64_t layer);
+/* Same, summed over all layers and untagged traffic. */
+uint64_t mfrt_bytes_sent_total(mfrt_op_kind kind, mfrt_link link);
+void mfrt_reset_counters(void);
+const char *mfrt_op_kind_name(mfrt_op_kind kind);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* MESHFOLD_RUNTIME_MFRT_H */
