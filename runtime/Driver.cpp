@@ -156,7 +156,8 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
         " have an unexpected shape");
   int64_t row = m.kvHeads * m.headDim;
   for (int64_t t = 0; t < k->sizes[0]; ++t) {
-    int64_t pos = positions->data[positions->offset + t * positions->strides[0]];
+    int64_t pos =
+        positions->data[positions->offset + t * positions->strides[0]];
     if (pos < 0 || pos >= rt.tokens)
       die("internal: K/V position " + std::to_string(pos) +
           " outside the prompt");
@@ -253,8 +254,8 @@ int main(int argc, char **argv) {
     for (int64_t l = 0; l < m.layers; ++l)
       for (int64_t p = 0; p < t; ++p)
         if (!rt.written[l][p])
-          die("internal: no K/V for layer " + std::to_string(l) +
-              " position " + std::to_string(p));
+          die("internal: no K/V for layer " + std::to_string(l) + " position " +
+              std::to_string(p));
     std::string prefix = "req" + std::to_string(r);
     writer.addF32(prefix + ".logits", {m.vocab}, lg);
     for (int64_t l = 0; l < m.layers; ++l) {
@@ -274,9 +275,9 @@ int main(int argc, char **argv) {
   if (!writer.write(out, &error))
     die(error);
   if (!quiet) {
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                             t0)
-                   .count();
+    double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
     std::printf("wrote %s: %zu requests, %lld layers (%.3f s)\n", out.c_str(),
                 requests.size(), (long long)m.layers, s);
   }

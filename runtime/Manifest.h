@@ -1,4 +1,4 @@
-//===- Manifest.h - the compiled model's manifest -----------------*- C++ -*-===//
+//===- Manifest.h - the compiled model's manifest ---------------*- C++ -*-===//
 //
 // The compiler embeds a manifest in every executable (symbol __mf_manifest):
 // the model's dimensions and the weight table (id, Hugging Face name, dtype,

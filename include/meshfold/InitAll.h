@@ -1,4 +1,4 @@
-//===- InitAll.h - register meshfold dialects and passes ----------*- C++ -*-===//
+//===- InitAll.h - register meshfold dialects and passes --------*- C++ -*-===//
 
 #ifndef MESHFOLD_INITALL_H
 #define MESHFOLD_INITALL_H

@@ -111,8 +111,7 @@ bool PlanSpec::fromFlags(int64_t tp, int64_t cp, int64_t dp, int64_t pp,
     return fail(error, "mesh-size",
                 "ep=" + std::to_string(ep) + " must equal tp*cp*dp = " +
                     std::to_string(tp) + "*" + std::to_string(cp) + "*" +
-                    std::to_string(dp) + " = " +
-                    std::to_string(tp * cp * dp));
+                    std::to_string(dp) + " = " + std::to_string(tp * cp * dp));
 
   PlanSpec spec;
   spec.devices = tp * cp * dp * pp;
@@ -185,8 +184,7 @@ std::optional<MeshLayout> MeshLayout::create(const PlanSpec &spec,
   if (attentionProduct != spec.devices) {
     fail(error, "mesh-size",
          "attention mesh axes multiply to " + std::to_string(attentionProduct) +
-             ", but the plan has " + std::to_string(spec.devices) +
-             " devices");
+             ", but the plan has " + std::to_string(spec.devices) + " devices");
     return std::nullopt;
   }
   int64_t expertProduct = 1;
@@ -195,8 +193,7 @@ std::optional<MeshLayout> MeshLayout::create(const PlanSpec &spec,
   if (expertProduct != spec.devices) {
     fail(error, "mesh-size",
          "expert mesh axes multiply to " + std::to_string(expertProduct) +
-             ", but the plan has " + std::to_string(spec.devices) +
-             " devices");
+             ", but the plan has " + std::to_string(spec.devices) + " devices");
     return std::nullopt;
   }
 
@@ -222,8 +219,7 @@ std::optional<MeshLayout> MeshLayout::create(const PlanSpec &spec,
   for (const ExpertAxis &axis : spec.experts) {
     if (axis.composedOf.empty()) {
       fail(error, "fold",
-           "expert axis '" + axis.name +
-               "' is composed of no attention axes");
+           "expert axis '" + axis.name + "' is composed of no attention axes");
       return std::nullopt;
     }
     int64_t product = 1;
@@ -238,9 +234,10 @@ std::optional<MeshLayout> MeshLayout::create(const PlanSpec &spec,
       auto [used, inserted] = usedBy.emplace(comp, axis.name);
       if (!inserted) {
         fail(error, "fold",
-             "attention axis '" + comp + "' is named twice in the expert "
-             "mesh (by expert axes '" + used->second + "' and '" +
-                 axis.name + "')");
+             "attention axis '" + comp +
+                 "' is named twice in the expert "
+                 "mesh (by expert axes '" +
+                 used->second + "' and '" + axis.name + "')");
         return std::nullopt;
       }
       product = mulSat(product, it->second);
@@ -259,8 +256,7 @@ std::optional<MeshLayout> MeshLayout::create(const PlanSpec &spec,
     if (!usedBy.count(axis.name)) {
       fail(error, "fold",
            "attention axis '" + axis.name + "' (size " +
-               std::to_string(axis.size) +
-               ") is not part of any expert axis");
+               std::to_string(axis.size) + ") is not part of any expert axis");
       return std::nullopt;
     }
   const ExpertAxis *epAxis = nullptr, *ppAxis = nullptr;
@@ -285,8 +281,8 @@ std::optional<MeshLayout> MeshLayout::create(const PlanSpec &spec,
              ", but the expert mesh has no axis named 'pp'");
     return std::nullopt;
   }
-  if (ppAxis && (ppAxis->composedOf.size() != 1 ||
-                 ppAxis->composedOf.front() != "pp")) {
+  if (ppAxis &&
+      (ppAxis->composedOf.size() != 1 || ppAxis->composedOf.front() != "pp")) {
     fail(error, "pp-groups",
          "expert axis 'pp' (size " + std::to_string(ppAxis->size) +
              ") is composed of " + joinNames(ppAxis->composedOf) +
@@ -297,9 +293,8 @@ std::optional<MeshLayout> MeshLayout::create(const PlanSpec &spec,
 
   MeshLayout layout;
   layout.plan = spec;
-  layout.nodeCount = spec.devices <= spec.gpusPerNode
-                         ? 1
-                         : spec.devices / spec.gpusPerNode;
+  layout.nodeCount =
+      spec.devices <= spec.gpusPerNode ? 1 : spec.devices / spec.gpusPerNode;
   int64_t stride = 1;
   for (const MeshAxis &axis : spec.attention) {
     layout.strides.push_back(stride);
@@ -320,9 +315,9 @@ std::string MeshLayout::checkModel(const ModelDims &m) const {
     return ruleMessage("tp-heads", "TP=" + tpStr + " must divide n_heads=" +
                                        nh + " (and n_heads must be >= 1)");
 
-  bool gqaOk = m.numKVHeads >= 1 &&
-               (m.numKVHeads % tp == 0 ||
-                (m.numKVHeads < tp && tp % m.numKVHeads == 0));
+  bool gqaOk =
+      m.numKVHeads >= 1 &&
+      (m.numKVHeads % tp == 0 || (m.numKVHeads < tp && tp % m.numKVHeads == 0));
   if (!gqaOk)
     return ruleMessage("gqa",
                        "TP=" + tpStr + " must divide n_kv=" + nkv +
@@ -330,11 +325,10 @@ std::string MeshLayout::checkModel(const ModelDims &m) const {
                            "n_kv (and n_kv must be >= 1)");
 
   if (m.numExperts < 1 || m.numExperts % ep)
-    return ruleMessage("ep-experts",
-                       "EP=" + std::to_string(ep) +
-                           " must divide n_experts=" +
-                           std::to_string(m.numExperts) +
-                           " (and n_experts must be >= 1)");
+    return ruleMessage("ep-experts", "EP=" + std::to_string(ep) +
+                                         " must divide n_experts=" +
+                                         std::to_string(m.numExperts) +
+                                         " (and n_experts must be >= 1)");
 
   if (m.numLayers < 1 || m.numLayers % pp)
     return ruleMessage("pp-layers", "PP=" + std::to_string(pp) +
@@ -374,8 +368,8 @@ int64_t MeshLayout::axisSize(const std::string &name) const {
   return 1;
 }
 
-std::vector<int> MeshLayout::components(
-    const std::vector<std::string> &axes) const {
+std::vector<int>
+MeshLayout::components(const std::vector<std::string> &axes) const {
   std::vector<int> result;
   auto add = [&](int index) {
     for (int r : result)
@@ -521,8 +515,8 @@ double MeshLayout::bandwidthGBps(LinkClass link) const {
 int64_t MeshLayout::expertOwner(int64_t expert, int64_t numExperts,
                                 int64_t stage) const {
   const int64_t ep = axisSize("ep");
-  if (numExperts < 1 || numExperts % ep || expert < 0 ||
-      expert >= numExperts || stage < 0 || stage >= axisSize("pp"))
+  if (numExperts < 1 || numExperts % ep || expert < 0 || expert >= numExperts ||
+      stage < 0 || stage >= axisSize("pp"))
     return -1;
   return rankOf({{"ep", expert / (numExperts / ep)}, {"pp", stage}});
 }

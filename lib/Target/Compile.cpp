@@ -35,23 +35,22 @@ makeTargetMachine(const CodegenOptions &options, std::string &error) {
   std::string cpu = options.cpu == "native"
                         ? std::string(llvm::sys::getHostCPUName())
                         : options.cpu;
-  llvm::CodeGenOptLevel level = options.optLevel >= 3 ? llvm::CodeGenOptLevel::Aggressive
-                                : options.optLevel == 0 ? llvm::CodeGenOptLevel::None
-                                                        : llvm::CodeGenOptLevel::Default;
-  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
-      triple, cpu, "", llvm::TargetOptions(), llvm::Reloc::PIC_, std::nullopt,
-      level));
+  llvm::CodeGenOptLevel level =
+      options.optLevel >= 3   ? llvm::CodeGenOptLevel::Aggressive
+      : options.optLevel == 0 ? llvm::CodeGenOptLevel::None
+                              : llvm::CodeGenOptLevel::Default;
+  std::unique_ptr<llvm::TargetMachine> tm(
+      target->createTargetMachine(triple, cpu, "", llvm::TargetOptions(),
+                                  llvm::Reloc::PIC_, std::nullopt, level));
   if (!tm)
     error = "cannot create a target machine for " + triple.str() + " / " + cpu;
   return tm;
 }
 
 /// Translates and optimises; the module is owned by `llvmCtx`.
-std::unique_ptr<llvm::Module> translate(ModuleOp module,
-                                        llvm::LLVMContext &llvmCtx,
-                                        llvm::TargetMachine &tm,
-                                        const CodegenOptions &options,
-                                        std::string &error) {
+std::unique_ptr<llvm::Module>
+translate(ModuleOp module, llvm::LLVMContext &llvmCtx, llvm::TargetMachine &tm,
+          const CodegenOptions &options, std::string &error) {
   DialectRegistry registry;
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
@@ -76,11 +75,10 @@ std::unique_ptr<llvm::Module> translate(ModuleOp module,
     pb.registerFunctionAnalyses(fam);
     pb.registerLoopAnalyses(lam);
     pb.crossRegisterProxies(lam, fam, cgam, mam);
-    llvm::OptimizationLevel level = options.optLevel >= 3
-                                        ? llvm::OptimizationLevel::O3
-                                    : options.optLevel == 2
-                                        ? llvm::OptimizationLevel::O2
-                                        : llvm::OptimizationLevel::O1;
+    llvm::OptimizationLevel level =
+        options.optLevel >= 3   ? llvm::OptimizationLevel::O3
+        : options.optLevel == 2 ? llvm::OptimizationLevel::O2
+                                : llvm::OptimizationLevel::O1;
     llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(level);
     mpm.run(*llvmModule, mam);
   }
@@ -159,11 +157,11 @@ LogicalResult meshfold::linkExecutable(llvm::StringRef object,
   llvm::SmallString<256> tmp(output);
   tmp += ".link-tmp";
   std::string tmpStr(tmp);
-  llvm::SmallVector<llvm::StringRef> args = {*linker, "-o", tmpStr, object,
+  llvm::SmallVector<llvm::StringRef> args = {*linker, "-o",  tmpStr,    object,
                                              runtime, "-lm", "-pthread"};
   std::string errMsg;
-  int rc = llvm::sys::ExecuteAndWait(*linker, args, std::nullopt, {}, 0, 0,
-                                     &errMsg);
+  int rc =
+      llvm::sys::ExecuteAndWait(*linker, args, std::nullopt, {}, 0, 0, &errMsg);
   if (rc != 0) {
     llvm::sys::fs::remove(tmp);
     error = "linking failed (" + *linker + " exited with " +

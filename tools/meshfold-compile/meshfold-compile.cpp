@@ -62,8 +62,8 @@ static cl::opt<bool> verbose("v", cl::desc("Print the stages and their times"),
 // The plan, as for the mf-partition pipeline.
 static cl::opt<int64_t> tp("tp", cl::desc("Tensor parallel size"), cl::init(1),
                            cl::cat(cat));
-static cl::opt<int64_t> cp("cp", cl::desc("Context parallel size"),
-                           cl::init(1), cl::cat(cat));
+static cl::opt<int64_t> cp("cp", cl::desc("Context parallel size"), cl::init(1),
+                           cl::cat(cat));
 static cl::opt<int64_t> dp("dp", cl::desc("Data parallel size"), cl::init(1),
                            cl::cat(cat));
 static cl::opt<int64_t> pp("pp", cl::desc("Pipeline parallel size"),
@@ -74,9 +74,8 @@ static cl::opt<int64_t> ep("ep",
 static cl::opt<std::string>
     order("order", cl::desc("Attention mesh axis order, fastest first"),
           cl::init("tp,cp,dp,pp"), cl::cat(cat));
-static cl::opt<int64_t> gpusPerNode("gpus-per-node",
-                                    cl::desc("GPUs per node"), cl::init(8),
-                                    cl::cat(cat));
+static cl::opt<int64_t> gpusPerNode("gpus-per-node", cl::desc("GPUs per node"),
+                                    cl::init(8), cl::cat(cat));
 
 static int fail(const llvm::Twine &msg) {
   llvm::WithColor::error(llvm::errs(), "meshfold-compile") << msg << "\n";
@@ -93,7 +92,8 @@ int main(int argc, char **argv) {
       argc, argv,
       "meshfold-compile: compile a moe model to an SPMD executable\n\n"
       "  meshfold-compile model.mlir --target cpu -o prefill\n"
-      "  ./prefill --weights w.safetensors --prompts prompts.txt --out out.safetensors\n");
+      "  ./prefill --weights w.safetensors --prompts prompts.txt --out "
+      "out.safetensors\n");
 
   if (target != "cpu" && target != "cuda")
     return fail("--target must be cpu or cuda, got '" + target + "'");
@@ -111,15 +111,14 @@ int main(int argc, char **argv) {
   auto stage = [&](const char *what) {
     if (!verbose)
       return;
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                             t0)
-                   .count();
+    double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
     llvm::errs() << llvm::format("[%7.3fs] ", s) << what << "\n";
   };
 
   std::string error;
-  std::unique_ptr<llvm::MemoryBuffer> input =
-      openInputFile(inputFile, &error);
+  std::unique_ptr<llvm::MemoryBuffer> input = openInputFile(inputFile, &error);
   if (!input)
     return fail(error);
   llvm::SourceMgr sourceMgr;
@@ -204,8 +203,7 @@ int main(int argc, char **argv) {
 
   std::string rtDir = runtimeDir;
   if (rtDir.empty()) {
-    std::string self =
-        llvm::sys::fs::getMainExecutable(argv[0], (void *)&fail);
+    std::string self = llvm::sys::fs::getMainExecutable(argv[0], (void *)&fail);
     llvm::SmallString<256> dir(llvm::sys::path::parent_path(self));
     llvm::sys::path::append(dir, "..", "lib");
     rtDir = std::string(dir);

@@ -116,8 +116,8 @@ int main(int argc, char **argv) {
 
   mfrt::SafetensorsWriter writer;
   writer.setMetadata("format", "pt");
-  writer.setMetadata("generator", "meshfold-gen-weights seed=" +
-                                      std::to_string(seed));
+  writer.setMetadata("generator",
+                     "meshfold-gen-weights seed=" + std::to_string(seed));
   llvm::StringSet<> seen;
   auto add = [&](const std::string &name, ArrayRef<int64_t> shape) {
     std::vector<float> values = generate(name, shape);

@@ -214,8 +214,8 @@ ModuleOp buildModel(MLIRContext &ctx, const Config &c, StringRef path) {
   auto tensor = [&](ArrayRef<int64_t> shape, Type elt) {
     return RankedTensorType::get(shape, elt);
   };
-  auto fnType = b.getFunctionType({tensor({dyn}, i64)},
-                                  {tensor({c.vocab}, f32)});
+  auto fnType =
+      b.getFunctionType({tensor({dyn}, i64)}, {tensor({c.vocab}, f32)});
   auto fn = func::FuncOp::create(b, fileLoc, "prefill", fnType);
   Block *entry = fn.addEntryBlock();
   b.setInsertionPointToStart(entry);
@@ -250,15 +250,15 @@ ModuleOp buildModel(MLIRContext &ctx, const Config &c, StringRef path) {
     Value x = moe::RMSNormOp::create(
         b, loc, hType, h, param(pre + "input_layernorm.weight", {c.hidden}),
         eps);
-    Value q = heads(linear(x, "self_attn.q_proj.weight", c.heads * c.headDim,
-                           c.hidden),
-                    c.heads);
-    Value k = heads(linear(x, "self_attn.k_proj.weight",
-                           c.kvHeads * c.headDim, c.hidden),
-                    c.kvHeads);
-    Value v = heads(linear(x, "self_attn.v_proj.weight",
-                           c.kvHeads * c.headDim, c.hidden),
-                    c.kvHeads);
+    Value q = heads(
+        linear(x, "self_attn.q_proj.weight", c.heads * c.headDim, c.hidden),
+        c.heads);
+    Value k = heads(
+        linear(x, "self_attn.k_proj.weight", c.kvHeads * c.headDim, c.hidden),
+        c.kvHeads);
+    Value v = heads(
+        linear(x, "self_attn.v_proj.weight", c.kvHeads * c.headDim, c.hidden),
+        c.kvHeads);
     FloatAttr theta = b.getF32FloatAttr(float(c.theta));
     q = moe::RoPEOp::create(b, loc, q.getType(), q, pos, theta);
     k = moe::RoPEOp::create(b, loc, k.getType(), k, pos, theta);
@@ -269,8 +269,8 @@ ModuleOp buildModel(MLIRContext &ctx, const Config &c, StringRef path) {
     SmallVector<ReassociationIndices> re = {{0}, {1, 2}};
     Value flat = tensor::CollapseShapeOp::create(
         b, loc, tensor({dyn, c.heads * c.headDim}, f32), attn, re);
-    Value o = linear(flat, "self_attn.o_proj.weight", c.hidden,
-                     c.heads * c.headDim);
+    Value o =
+        linear(flat, "self_attn.o_proj.weight", c.hidden, c.heads * c.headDim);
     h = arith::AddFOp::create(b, loc, h, o);
     Value x2 = moe::RMSNormOp::create(
         b, loc, hType, h,
@@ -289,14 +289,13 @@ ModuleOp buildModel(MLIRContext &ctx, const Config &c, StringRef path) {
         param(ex + "w3.weight", {c.experts, c.ffn, c.hidden}));
     h = arith::AddFOp::create(b, loc, h, y);
   }
-  Value hn = moe::RMSNormOp::create(b, fileLoc, hType, h,
-                                    param("model.norm.weight", {c.hidden}),
-                                    eps);
-  Value headW = param(c.tieEmbeddings ? "model.embed_tokens.weight"
-                                      : "lm_head.weight",
-                      {c.vocab, c.hidden});
-  Value logits = moe::LMHeadOp::create(b, fileLoc, tensor({c.vocab}, f32), hn,
-                                       headW);
+  Value hn = moe::RMSNormOp::create(
+      b, fileLoc, hType, h, param("model.norm.weight", {c.hidden}), eps);
+  Value headW =
+      param(c.tieEmbeddings ? "model.embed_tokens.weight" : "lm_head.weight",
+            {c.vocab, c.hidden});
+  Value logits =
+      moe::LMHeadOp::create(b, fileLoc, tensor({c.vocab}, f32), hn, headW);
   func::ReturnOp::create(b, fileLoc, logits);
   return module;
 }

@@ -13,9 +13,8 @@ namespace {
 using Ranks = std::vector<int64_t>;
 
 /// Builds a layout from flags, failing the test on error.
-MeshLayout fromFlags(int64_t tp, int64_t cp, int64_t dp, int64_t pp,
-                     int64_t ep, const std::string &order,
-                     int64_t gpusPerNode = 8) {
+MeshLayout fromFlags(int64_t tp, int64_t cp, int64_t dp, int64_t pp, int64_t ep,
+                     const std::string &order, int64_t gpusPerNode = 8) {
   PlanSpec spec;
   std::string error;
   bool ok =
@@ -54,8 +53,8 @@ std::string flagsError(int64_t tp, int64_t cp, int64_t dp, int64_t pp,
   PlanSpec spec;
   spec.devices = 7; // must stay untouched
   std::string error;
-  EXPECT_FALSE(PlanSpec::fromFlags(tp, cp, dp, pp, ep, order, gpusPerNode,
-                                   spec, &error));
+  EXPECT_FALSE(PlanSpec::fromFlags(tp, cp, dp, pp, ep, order, gpusPerNode, spec,
+                                   &error));
   EXPECT_EQ(spec.devices, 7);
   return error;
 }

@@ -55,8 +55,7 @@ struct PlanSpec {
   /// mismatch ('mesh-size'), bad gpusPerNode ('node-size').
   static bool fromFlags(int64_t tp, int64_t cp, int64_t dp, int64_t pp,
                         int64_t ep, const std::string &order,
-                        int64_t gpusPerNode, PlanSpec &out,
-                        std::string *error);
+                        int64_t gpusPerNode, PlanSpec &out, std::string *error);
 };
 
 /// How two ranks are connected: same rank / same node / different node.

@@ -1,4 +1,4 @@
-//===- Passes.h - meshfold conversion passes ----------------------*- C++ -*-===//
+//===- Passes.h - meshfold conversion passes --------------------*- C++ -*-===//
 
 #ifndef MESHFOLD_CONVERSION_PASSES_H
 #define MESHFOLD_CONVERSION_PASSES_H

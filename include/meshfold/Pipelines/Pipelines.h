@@ -1,4 +1,4 @@
-//===- Pipelines.h - meshfold pass pipelines ----------------------*- C++ -*-===//
+//===- Pipelines.h - meshfold pass pipelines --------------------*- C++ -*-===//
 //
 // Pipelines live here, as build...Pipeline functions, so that the compile
 // driver stays thin and every pipeline can be run from meshfold-opt.

@@ -1,4 +1,4 @@
-//===- Compile.h - from LLVM dialect to an executable -------------*- C++ -*-===//
+//===- Compile.h - from LLVM dialect to an executable -----------*- C++ -*-===//
 
 #ifndef MESHFOLD_TARGET_COMPILE_H
 #define MESHFOLD_TARGET_COMPILE_H

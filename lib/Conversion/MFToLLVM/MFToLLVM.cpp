@@ -68,7 +68,7 @@ struct ConvertMFToLLVMPass
 };
 } // namespace
 
-void meshfold::populateMFToLLVMConversionPatterns(
-    LLVMTypeConverter &converter, RewritePatternSet &patterns) {
+void meshfold::populateMFToLLVMConversionPatterns(LLVMTypeConverter &converter,
+                                                  RewritePatternSet &patterns) {
   patterns.add<WeightOpLowering>(converter);
 }

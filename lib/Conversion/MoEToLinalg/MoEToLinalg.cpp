@@ -57,14 +57,13 @@ Value makeEmpty(OpBuilder &b, Location loc, RankedTensorType type,
     auto [v, d] = sources[next++];
     dyn.push_back(tensor::DimOp::create(b, loc, v, d));
   }
-  return tensor::EmptyOp::create(b, loc, type.getShape(),
-                                 type.getElementType(), dyn);
+  return tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType(),
+                                 dyn);
 }
 
 /// A tensor of `type` filled with `value`.
 Value makeFilled(OpBuilder &b, Location loc, RankedTensorType type,
-                 ArrayRef<std::pair<Value, int64_t>> sources,
-                 TypedAttr value) {
+                 ArrayRef<std::pair<Value, int64_t>> sources, TypedAttr value) {
   Value empty = makeEmpty(b, loc, type, sources);
   Value cst = arith::ConstantOp::create(b, loc, value);
   return linalg::FillOp::create(b, loc, cst, empty).getResult(0);
@@ -80,9 +79,8 @@ RankedTensorType tensorOf(ArrayRef<int64_t> shape, Type elt) {
   return RankedTensorType::get(shape, elt);
 }
 
-ResultRange generic(OpBuilder &b, Location loc, ValueRange ins,
-                    ValueRange outs, ArrayRef<AffineMap> maps,
-                    ArrayRef<IT> iters, BodyFn body) {
+ResultRange generic(OpBuilder &b, Location loc, ValueRange ins, ValueRange outs,
+                    ArrayRef<AffineMap> maps, ArrayRef<IT> iters, BodyFn body) {
   return linalg::GenericOp::create(b, loc, TypeRange(outs), ins, outs, maps,
                                    iters, body)
       .getResults();
@@ -109,15 +107,14 @@ Value buildLinear(OpBuilder &b, Location loc, Value x, Value w,
                   RankedTensorType resultType) {
   MLIRContext *ctx = b.getContext();
   Value init = zeros(b, loc, resultType, {{x, 0}});
-  return generic(b, loc, {x, w}, {init},
-                 {pick(ctx, 3, {0, 2}), pick(ctx, 3, {1, 2}),
-                  pick(ctx, 3, {0, 1})},
-                 {kPar, kPar, kRed},
-                 [](OpBuilder &nb, Location l, ValueRange a) {
-                   Value m = arith::MulFOp::create(nb, l, a[0], a[1]);
-                   linalg::YieldOp::create(
-                       nb, l, Value(arith::AddFOp::create(nb, l, a[2], m)));
-                 })[0];
+  return generic(
+      b, loc, {x, w}, {init},
+      {pick(ctx, 3, {0, 2}), pick(ctx, 3, {1, 2}), pick(ctx, 3, {0, 1})},
+      {kPar, kPar, kRed}, [](OpBuilder &nb, Location l, ValueRange a) {
+        Value m = arith::MulFOp::create(nb, l, a[0], a[1]);
+        linalg::YieldOp::create(nb, l,
+                                Value(arith::AddFOp::create(nb, l, a[2], m)));
+      })[0];
 }
 
 //===----------------------------------------------------------------------===//
@@ -154,16 +151,15 @@ struct EmbedLowering : OpConversionPattern<EmbedOp> {
     MLIRContext *ctx = getContext();
     Value table = adaptor.getTable(), tokens = adaptor.getTokens();
     Value init = makeEmpty(rewriter, loc, op.getType(), {{tokens, 0}});
-    Value res =
-        generic(rewriter, loc, {tokens}, {init},
-                {pick(ctx, 2, {0}), pick(ctx, 2, {0, 1})}, {kPar, kPar},
-                [&](OpBuilder &nb, Location l, ValueRange a) {
-                  Value row = arith::IndexCastOp::create(
-                      nb, l, nb.getIndexType(), a[0]);
-                  Value v = tensor::ExtractOp::create(
-                      nb, l, table, ValueRange{row, idx(nb, l, 1)});
-                  linalg::YieldOp::create(nb, l, v);
-                })[0];
+    Value res = generic(rewriter, loc, {tokens}, {init},
+                        {pick(ctx, 2, {0}), pick(ctx, 2, {0, 1})}, {kPar, kPar},
+                        [&](OpBuilder &nb, Location l, ValueRange a) {
+                          Value row = arith::IndexCastOp::create(
+                              nb, l, nb.getIndexType(), a[0]);
+                          Value v = tensor::ExtractOp::create(
+                              nb, l, table, ValueRange{row, idx(nb, l, 1)});
+                          linalg::YieldOp::create(nb, l, v);
+                        })[0];
     rewriter.replaceOp(op, res);
     return success();
   }
@@ -186,17 +182,18 @@ struct RMSNormLowering : OpConversionPattern<RMSNormOp> {
         {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0})}, {kPar, kRed},
         [](OpBuilder &nb, Location l, ValueRange a) {
           Value sq = arith::MulFOp::create(nb, l, a[0], a[0]);
-          linalg::YieldOp::create(nb, l,
-                                  Value(arith::AddFOp::create(nb, l, a[1], sq)));
+          linalg::YieldOp::create(
+              nb, l, Value(arith::AddFOp::create(nb, l, a[1], sq)));
         })[0];
     double eps = op.getEpsilon().convertToDouble();
     Value res = generic(
-        rewriter, loc, {x, sumsq, w}, {makeEmpty(rewriter, loc, type, {{x, 0}})},
+        rewriter, loc, {x, sumsq, w},
+        {makeEmpty(rewriter, loc, type, {{x, 0}})},
         {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0}), pick(ctx, 2, {1}),
          pick(ctx, 2, {0, 1})},
         {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value mean = arith::DivFOp::create(nb, l, a[1],
-                                             cstF(nb, l, elt, double(d)));
+          Value mean =
+              arith::DivFOp::create(nb, l, a[1], cstF(nb, l, elt, double(d)));
           Value var = arith::AddFOp::create(nb, l, mean, cstF(nb, l, elt, eps));
           Value inv = math::RsqrtOp::create(nb, l, var);
           Value y = arith::MulFOp::create(nb, l, a[0], inv);
@@ -213,9 +210,9 @@ struct LinearLowering : OpConversionPattern<LinearOp> {
   LogicalResult
   matchAndRewrite(LinearOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    rewriter.replaceOp(op, buildLinear(rewriter, op.getLoc(),
-                                       adaptor.getInput(), adaptor.getWeight(),
-                                       op.getType()));
+    rewriter.replaceOp(op,
+                       buildLinear(rewriter, op.getLoc(), adaptor.getInput(),
+                                   adaptor.getWeight(), op.getType()));
     return success();
   }
 };
@@ -238,8 +235,8 @@ struct RoPELowering : OpConversionPattern<RoPEOp> {
         {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
           Value j = idx(nb, l, 2);
           Value cHalf = arith::ConstantIndexOp::create(nb, l, half);
-          Value lower = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult,
-                                              j, cHalf);
+          Value lower =
+              arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, j, cHalf);
           Value jj = arith::RemUIOp::create(nb, l, j, cHalf);
           Value partnerIdx = arith::SelectOp::create(
               nb, l, lower, arith::AddIOp::create(nb, l, j, cHalf),
@@ -259,9 +256,8 @@ struct RoPELowering : OpConversionPattern<RoPEOp> {
           Value angle = arith::MulFOp::create(nb, l, posF, invFreq);
           Value c = math::CosOp::create(nb, l, angle);
           Value s = math::SinOp::create(nb, l, angle);
-          Value sign = arith::SelectOp::create(nb, l, lower,
-                                               cstF(nb, l, elt, -1.0),
-                                               cstF(nb, l, elt, 1.0));
+          Value sign = arith::SelectOp::create(
+              nb, l, lower, cstF(nb, l, elt, -1.0), cstF(nb, l, elt, 1.0));
           Value xc = arith::MulFOp::create(nb, l, a[0], c);
           Value ps = arith::MulFOp::create(
               nb, l, arith::MulFOp::create(nb, l, partner, s), sign);
@@ -319,16 +315,16 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
         })[0];
     // Row max and the sum of exponentials (a fully masked row gives 0).
     auto rowType = tensorOf({nh, tq}, elt);
-    Value rowMax =
-        generic(b, loc, {masked},
-                {makeFilled(b, loc, rowType, {{q, 0}},
-                            b.getFloatAttr(
-                                elt, -std::numeric_limits<double>::infinity()))},
-                {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {0, 1})},
-                {kPar, kPar, kRed}, [](OpBuilder &nb, Location l, ValueRange a) {
-                  linalg::YieldOp::create(
-                      nb, l, Value(arith::MaximumFOp::create(nb, l, a[0], a[1])));
-                })[0];
+    Value rowMax = generic(
+        b, loc, {masked},
+        {makeFilled(
+            b, loc, rowType, {{q, 0}},
+            b.getFloatAttr(elt, -std::numeric_limits<double>::infinity()))},
+        {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {0, 1})}, {kPar, kPar, kRed},
+        [](OpBuilder &nb, Location l, ValueRange a) {
+          linalg::YieldOp::create(
+              nb, l, Value(arith::MaximumFOp::create(nb, l, a[0], a[1])));
+        })[0];
     auto expBody = [&](OpBuilder &nb, Location l, Value s, Value m) -> Value {
       Value isInf = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ, m,
                                           negInf(nb, l, elt));
@@ -342,14 +338,13 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
         {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
           linalg::YieldOp::create(nb, l, expBody(nb, l, a[0], a[1]));
         })[0];
-    Value rowSum = generic(b, loc, {probs}, {zeros(b, loc, rowType, {{q, 0}})},
-                           {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {0, 1})},
-                           {kPar, kPar, kRed},
-                           [](OpBuilder &nb, Location l, ValueRange a) {
-                             linalg::YieldOp::create(
-                                 nb, l,
-                                 Value(arith::AddFOp::create(nb, l, a[0], a[1])));
-                           })[0];
+    Value rowSum = generic(
+        b, loc, {probs}, {zeros(b, loc, rowType, {{q, 0}})},
+        {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {0, 1})}, {kPar, kPar, kRed},
+        [](OpBuilder &nb, Location l, ValueRange a) {
+          linalg::YieldOp::create(
+              nb, l, Value(arith::AddFOp::create(nb, l, a[0], a[1])));
+        })[0];
     // out[i, h, d] = sum_j p[h, i, j] * v[j, h / group, d] / sum[h, i].
     // Loop dims (i, h, d, j).
     AffineExpr oi = getAffineDimExpr(0, ctx), oh = getAffineDimExpr(1, ctx),
@@ -395,8 +390,7 @@ struct RouterLowering : OpConversionPattern<RouterOp> {
     Type elt = wType.getElementType();
     Type idxElt = iType.getElementType();
     int64_t t = dimOf(x, 0), numExperts = dimOf(gate, 0), k = op.getTopK();
-    Value logits =
-        buildLinear(b, loc, x, gate, tensorOf({t, numExperts}, elt));
+    Value logits = buildLinear(b, loc, x, gate, tensorOf({t, numExperts}, elt));
 
     // k rounds of arg-max, each excluding the experts already chosen; ties go
     // to the lower expert index.
@@ -414,8 +408,8 @@ struct RouterLowering : OpConversionPattern<RouterOp> {
       Value initV = makeFilled(
           b, loc, colF, {{x, 0}},
           b.getFloatAttr(elt, -std::numeric_limits<double>::infinity()));
-      Value initI = makeFilled(b, loc, colI, {{x, 0}},
-                               b.getIntegerAttr(idxElt, -1));
+      Value initI =
+          makeFilled(b, loc, colI, {{x, 0}}, b.getIntegerAttr(idxElt, -1));
       size_t numPrev = ids.size();
       ResultRange res = generic(
           b, loc, ins, {initV, initI}, maps, {kPar, kRed},
@@ -423,7 +417,8 @@ struct RouterLowering : OpConversionPattern<RouterOp> {
             Value v = a[0];
             Value e = arith::IndexCastOp::create(nb, l, idxElt, idx(nb, l, 1));
             Value curV = a[1 + numPrev], curI = a[2 + numPrev];
-            Value excluded = arith::ConstantOp::create(nb, l, nb.getBoolAttr(false));
+            Value excluded =
+                arith::ConstantOp::create(nb, l, nb.getBoolAttr(false));
             for (size_t p = 0; p < numPrev; ++p)
               excluded = arith::OrIOp::create(
                   nb, l, excluded,
@@ -455,26 +450,27 @@ struct RouterLowering : OpConversionPattern<RouterOp> {
       SmallVector<AffineMap> maps(k + 2, pick(ctx, 1, {0}));
       SmallVector<Value> ins(vals);
       ins.push_back(top);
-      denom = generic(b, loc, ins, {makeEmpty(b, loc, colF, {{x, 0}})}, maps,
-                      {kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
-                        Value s = cstF(nb, l, elt, 0.0);
-                        for (int64_t r = 0; r < k; ++r)
-                          s = arith::AddFOp::create(
-                              nb, l, s,
-                              math::ExpOp::create(
-                                  nb, l, arith::SubFOp::create(nb, l, a[r], a[k])));
-                        linalg::YieldOp::create(nb, l, s);
-                      })[0];
+      denom =
+          generic(b, loc, ins, {makeEmpty(b, loc, colF, {{x, 0}})}, maps,
+                  {kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+                    Value s = cstF(nb, l, elt, 0.0);
+                    for (int64_t r = 0; r < k; ++r)
+                      s = arith::AddFOp::create(
+                          nb, l, s,
+                          math::ExpOp::create(
+                              nb, l, arith::SubFOp::create(nb, l, a[r], a[k])));
+                    linalg::YieldOp::create(nb, l, s);
+                  })[0];
     } else {
-      denom = generic(
-          b, loc, {logits, top}, {zeros(b, loc, colF, {{x, 0}})},
-          {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0}), pick(ctx, 2, {0})},
-          {kPar, kRed}, [&](OpBuilder &nb, Location l, ValueRange a) {
-            Value e = math::ExpOp::create(
-                nb, l, arith::SubFOp::create(nb, l, a[0], a[1]));
-            linalg::YieldOp::create(nb, l,
-                                    Value(arith::AddFOp::create(nb, l, a[2], e)));
-          })[0];
+      denom =
+          generic(b, loc, {logits, top}, {zeros(b, loc, colF, {{x, 0}})},
+                  {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0}), pick(ctx, 2, {0})},
+                  {kPar, kRed}, [&](OpBuilder &nb, Location l, ValueRange a) {
+                    Value e = math::ExpOp::create(
+                        nb, l, arith::SubFOp::create(nb, l, a[0], a[1]));
+                    linalg::YieldOp::create(
+                        nb, l, Value(arith::AddFOp::create(nb, l, a[2], e)));
+                  })[0];
     }
 
     // Assemble [T, k] weights and indices.
@@ -487,21 +483,22 @@ struct RouterLowering : OpConversionPattern<RouterOp> {
     maps.push_back(pick(ctx, 2, {0, 1}));
     ResultRange out = generic(
         b, loc, ins,
-        {makeEmpty(b, loc, wType, {{x, 0}}), makeEmpty(b, loc, iType, {{x, 0}})},
+        {makeEmpty(b, loc, wType, {{x, 0}}),
+         makeEmpty(b, loc, iType, {{x, 0}})},
         maps, {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
           Value col = idx(nb, l, 1);
           Value v = a[0], e = a[k];
           for (int64_t r = 1; r < k; ++r) {
-            Value is = arith::CmpIOp::create(
-                nb, l, arith::CmpIPredicate::eq, col,
-                arith::ConstantIndexOp::create(nb, l, r));
+            Value is =
+                arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, col,
+                                      arith::ConstantIndexOp::create(nb, l, r));
             v = arith::SelectOp::create(nb, l, is, a[r], v);
             e = arith::SelectOp::create(nb, l, is, a[k + r], e);
           }
           Value w = arith::DivFOp::create(
               nb, l,
-              math::ExpOp::create(nb, l,
-                                  arith::SubFOp::create(nb, l, v, a[2 * k + 1])),
+              math::ExpOp::create(
+                  nb, l, arith::SubFOp::create(nb, l, v, a[2 * k + 1])),
               a[2 * k]);
           linalg::YieldOp::create(nb, l, ValueRange{w, e});
         });
@@ -539,11 +536,11 @@ struct ExpertsLowering : OpConversionPattern<ExpertsOp> {
           Value a3 = tensor::ExtractOp::create(nb, l, w3, at);
           linalg::YieldOp::create(
               nb, l,
-              ValueRange{arith::AddFOp::create(
-                             nb, l, a[2], arith::MulFOp::create(nb, l, a[0], a1)),
-                         arith::AddFOp::create(
-                             nb, l, a[3],
-                             arith::MulFOp::create(nb, l, a[0], a3))});
+              ValueRange{
+                  arith::AddFOp::create(nb, l, a[2],
+                                        arith::MulFOp::create(nb, l, a[0], a1)),
+                  arith::AddFOp::create(
+                      nb, l, a[3], arith::MulFOp::create(nb, l, a[0], a3))});
         });
     // act = silu(h1) * h3.
     Value act = generic(
@@ -553,8 +550,8 @@ struct ExpertsLowering : OpConversionPattern<ExpertsOp> {
         {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
           Value one = cstF(nb, l, elt, 1.0);
           Value neg = arith::NegFOp::create(nb, l, a[0]);
-          Value den =
-              arith::AddFOp::create(nb, l, one, math::ExpOp::create(nb, l, neg));
+          Value den = arith::AddFOp::create(nb, l, one,
+                                            math::ExpOp::create(nb, l, neg));
           Value silu = arith::DivFOp::create(nb, l, a[0], den);
           linalg::YieldOp::create(
               nb, l, Value(arith::MulFOp::create(nb, l, silu, a[1])));
@@ -589,16 +586,16 @@ struct LMHeadLowering : OpConversionPattern<LMHeadOp> {
     Value t = tensor::DimOp::create(rewriter, loc, x, 0);
     Value last = arith::SubIOp::create(
         rewriter, loc, t, arith::ConstantIndexOp::create(rewriter, loc, 1));
-    Value res = generic(
-        rewriter, loc, {w}, {zeros(rewriter, loc, op.getType(), {})},
-        {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0})}, {kPar, kRed},
-        [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value xv = tensor::ExtractOp::create(nb, l, x,
-                                               ValueRange{last, idx(nb, l, 1)});
-          Value m = arith::MulFOp::create(nb, l, xv, a[0]);
-          linalg::YieldOp::create(nb, l,
-                                  Value(arith::AddFOp::create(nb, l, a[1], m)));
-        })[0];
+    Value res =
+        generic(rewriter, loc, {w}, {zeros(rewriter, loc, op.getType(), {})},
+                {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0})}, {kPar, kRed},
+                [&](OpBuilder &nb, Location l, ValueRange a) {
+                  Value xv = tensor::ExtractOp::create(
+                      nb, l, x, ValueRange{last, idx(nb, l, 1)});
+                  Value m = arith::MulFOp::create(nb, l, xv, a[0]);
+                  linalg::YieldOp::create(
+                      nb, l, Value(arith::AddFOp::create(nb, l, a[1], m)));
+                })[0];
     rewriter.replaceOp(op, res);
     return success();
   }

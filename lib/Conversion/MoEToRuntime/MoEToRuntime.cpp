@@ -41,9 +41,9 @@ constexpr StringLiteral kKVCacheFn = "mfrt_kv_cache_f32";
 /// that any buffer bufferization picks can be passed without a copy.
 MemRefType dynamicStrided(ArrayRef<int64_t> shape, Type elt) {
   SmallVector<int64_t> strides(shape.size(), ShapedType::kDynamic);
-  return MemRefType::get(shape, elt,
-                         StridedLayoutAttr::get(elt.getContext(),
-                                                ShapedType::kDynamic, strides));
+  return MemRefType::get(
+      shape, elt,
+      StridedLayoutAttr::get(elt.getContext(), ShapedType::kDynamic, strides));
 }
 
 /// Declares `name` as an external function with the C interface, once.
@@ -122,11 +122,12 @@ struct ConvertMoEToRuntimePass
 
     // K/V outputs.
     auto kvType = dynamicStrided(
-        {ShapedType::kDynamic, ShapedType::kDynamic, ShapedType::kDynamic}, f32);
+        {ShapedType::kDynamic, ShapedType::kDynamic, ShapedType::kDynamic},
+        f32);
     auto posType = dynamicStrided({ShapedType::kDynamic}, i64);
-    func::FuncOp kvFn = declare(
-        module, kKVCacheFn,
-        FunctionType::get(ctx, {i64, kvType, kvType, posType}, {}));
+    func::FuncOp kvFn =
+        declare(module, kKVCacheFn,
+                FunctionType::get(ctx, {i64, kvType, kvType, posType}, {}));
     SmallVector<KVCacheOp> caches;
     module.walk([&](KVCacheOp op) { caches.push_back(op); });
     for (KVCacheOp op : caches) {
@@ -143,8 +144,8 @@ struct ConvertMoEToRuntimePass
             /*read_only=*/true);
         return memref::CastOp::create(b, loc, erased, m);
       };
-      Value layer = arith::ConstantOp::create(
-          b, loc, b.getI64IntegerAttr(op.getLayer()));
+      Value layer =
+          arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(op.getLayer()));
       func::CallOp::create(b, loc, kvFn,
                            ValueRange{layer, toBuffer(op.getKey(), kvType),
                                       toBuffer(op.getValue(), kvType),
@@ -172,8 +173,8 @@ struct ConvertMoEToRuntimePass
     os << "end\n";
     manifest.push_back('\0');
     OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-    auto arrayType = LLVM::LLVMArrayType::get(IntegerType::get(ctx, 8),
-                                              manifest.size());
+    auto arrayType =
+        LLVM::LLVMArrayType::get(IntegerType::get(ctx, 8), manifest.size());
     LLVM::GlobalOp::create(b, module.getLoc(), arrayType, /*isConstant=*/true,
                            LLVM::Linkage::External, kManifestSymbol,
                            b.getStringAttr(manifest));

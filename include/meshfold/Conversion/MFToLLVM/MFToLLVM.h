@@ -1,4 +1,4 @@
-//===- MFToLLVM.h - mf runtime-binding ops to LLVM ----------------*- C++ -*-===//
+//===- MFToLLVM.h - mf runtime-binding ops to LLVM --------------*- C++ -*-===//
 
 #ifndef MESHFOLD_CONVERSION_MFTOLLVM_MFTOLLVM_H
 #define MESHFOLD_CONVERSION_MFTOLLVM_MFTOLLVM_H

@@ -1,4 +1,4 @@
-//===- MoEToLinalg.h - moe to linalg patterns ---------------------*- C++ -*-===//
+//===- MoEToLinalg.h - moe to linalg patterns -------------------*- C++ -*-===//
 
 #ifndef MESHFOLD_CONVERSION_MOETOLINALG_MOETOLINALG_H
 #define MESHFOLD_CONVERSION_MOETOLINALG_MOETOLINALG_H

@@ -1,4 +1,4 @@
-//===- MoEToRuntime.h - moe weights/outputs to mfrt calls ---------*- C++ -*-===//
+//===- MoEToRuntime.h - moe weights/outputs to mfrt calls -------*- C++ -*-===//
 
 #ifndef MESHFOLD_CONVERSION_MOETORUNTIME_MOETORUNTIME_H
 #define MESHFOLD_CONVERSION_MOETORUNTIME_MOETORUNTIME_H

@@ -44,13 +44,13 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attr) {
   if (attr.getName() == getPlanAttrName()) {
     if (!isa<ModuleOp>(op))
-      return op->emitError() << "'" << getPlanAttrName()
-                             << "' belongs on the module, not on '"
-                             << op->getName() << "'";
+      return op->emitError()
+             << "'" << getPlanAttrName() << "' belongs on the module, not on '"
+             << op->getName() << "'";
     if (!isa<PlanAttr>(attr.getValue()))
-      return op->emitError() << "'" << getPlanAttrName()
-                             << "' must be an #mf.plan, got "
-                             << attr.getValue();
+      return op->emitError()
+             << "'" << getPlanAttrName() << "' must be an #mf.plan, got "
+             << attr.getValue();
     return success();
   }
   return op->emitError() << "unknown mf attribute '"
@@ -88,8 +88,8 @@ static ParseResult parseAxisList(AsmParser &parser,
                    << "expert axis '" << name
                    << "' must list the attention axes it is made of";
         }
-        axes.push_back(AxisAttr::get(ctx, StringAttr::get(ctx, name), size,
-                                     parts));
+        axes.push_back(
+            AxisAttr::get(ctx, StringAttr::get(ctx, name), size, parts));
         return success();
       });
 }
@@ -118,8 +118,8 @@ Attribute PlanAttr::parse(AsmParser &parser, Type) {
     if (parser.parseKeyword(&key) || parser.parseEqual())
       return failure();
     if (!seen.insert(key).second)
-      return parser.emitError(loc) << "#mf.plan field '" << key
-                                   << "' given twice";
+      return parser.emitError(loc)
+             << "#mf.plan field '" << key << "' given twice";
     int64_t value;
     if (key == "devices") {
       if (parser.parseInteger(value))

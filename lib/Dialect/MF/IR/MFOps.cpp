@@ -71,8 +71,7 @@ LogicalResult verifyAlongDim(Operation *op, RankedTensorType in,
                              RankedTensorType out, int64_t dim, int64_t n,
                              bool grows) {
   if (in.getElementType() != out.getElementType())
-    return op->emitOpError() << "element types differ: " << in << " vs "
-                             << out;
+    return op->emitOpError() << "element types differ: " << in << " vs " << out;
   if (in.getRank() != out.getRank())
     return op->emitOpError() << "ranks differ: " << in << " vs " << out;
   if (dim < 0 || dim >= in.getRank())
@@ -82,12 +81,13 @@ LogicalResult verifyAlongDim(Operation *op, RankedTensorType in,
     if (ShapedType::isDynamic(a) || ShapedType::isDynamic(b))
       continue;
     if (i != dim && a != b)
-      return op->emitOpError() << "dim " << i << " must be unchanged, got "
-                               << a << " and " << b;
+      return op->emitOpError()
+             << "dim " << i << " must be unchanged, got " << a << " and " << b;
     if (i == dim && n > 0 && (grows ? a * n != b : b * n != a))
       return op->emitOpError()
-             << "dim " << dim << " must be " << (grows ? "multiplied" : "divided")
-             << " by the group size " << n << ", got " << a << " -> " << b;
+             << "dim " << dim << " must be "
+             << (grows ? "multiplied" : "divided") << " by the group size " << n
+             << ", got " << a << " -> " << b;
   }
   return success();
 }
@@ -121,8 +121,7 @@ LogicalResult AllReduceOp::verify() {
 
 void RingStepOp::build(OpBuilder &b, OperationState &state, ValueRange inputs,
                        StringRef mesh, ArrayRef<StringRef> axes) {
-  build(b, state, inputs.getTypes(), inputs, mesh,
-        b.getStrArrayAttr(axes));
+  build(b, state, inputs.getTypes(), inputs, mesh, b.getStrArrayAttr(axes));
 }
 
 LogicalResult RingStepOp::verify() {

@@ -21,8 +21,8 @@ std::string dimStr(int64_t d) {
 LogicalResult checkRank(Operation *op, StringRef what, Type t, int64_t rank) {
   auto rt = cast<RankedTensorType>(t);
   if (rt.getRank() != rank)
-    return op->emitOpError() << what << " must have rank " << rank
-                             << ", got " << rt;
+    return op->emitOpError()
+           << what << " must have rank " << rank << ", got " << rt;
   return success();
 }
 
@@ -32,9 +32,9 @@ LogicalResult checkDim(Operation *op, StringRef what, Type a, int64_t da,
   int64_t x = cast<RankedTensorType>(a).getDimSize(da);
   int64_t y = cast<RankedTensorType>(b).getDimSize(db);
   if (!dimsAgree(x, y))
-    return op->emitOpError() << what << " dim " << da << " (" << dimStr(x)
-                             << ") must equal " << whatB << " dim " << db
-                             << " (" << dimStr(y) << ")";
+    return op->emitOpError()
+           << what << " dim " << da << " (" << dimStr(x) << ") must equal "
+           << whatB << " dim " << db << " (" << dimStr(y) << ")";
   return success();
 }
 
@@ -53,8 +53,8 @@ LogicalResult checkStatic(Operation *op, StringRef what, Type t,
   auto rt = cast<RankedTensorType>(t);
   for (int64_t i = fromDim; i < rt.getRank(); ++i)
     if (rt.isDynamicDim(i))
-      return op->emitOpError() << what << " dim " << i
-                               << " must be static, got " << rt;
+      return op->emitOpError()
+             << what << " dim " << i << " must be static, got " << rt;
   return success();
 }
 } // namespace

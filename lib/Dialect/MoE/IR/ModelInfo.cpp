@@ -15,8 +15,8 @@ LogicalResult agree(Operation *op, StringRef what, int64_t &slot,
     slot = value;
     return success();
   }
-  return op->emitError() << "model is inconsistent: " << what << " is "
-                         << value << " here but " << slot << " elsewhere";
+  return op->emitError() << "model is inconsistent: " << what << " is " << value
+                         << " here but " << slot << " elsewhere";
 }
 
 int64_t dim(Value v, unsigned i) {
@@ -39,8 +39,7 @@ FailureOr<ModelInfo> meshfold::moe::getModelInfo(ModuleOp module) {
     } else if (auto router = dyn_cast<RouterOp>(op)) {
       ok = success(succeeded(agree(op, "n_experts", info.numExperts,
                                    dim(router.getGate(), 0))) &&
-                   succeeded(agree(op, "top_k", info.topK,
-                                   router.getTopK())));
+                   succeeded(agree(op, "top_k", info.topK, router.getTopK())));
     } else if (auto experts = dyn_cast<ExpertsOp>(op)) {
       ok = success(succeeded(agree(op, "n_experts", info.numExperts,
                                    dim(experts.getW1(), 0))) &&

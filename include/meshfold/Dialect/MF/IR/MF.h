@@ -1,4 +1,4 @@
-//===- MF.h - mf dialect ------------------------------------------*- C++ -*-===//
+//===- MF.h - mf dialect ----------------------------------------*- C++ -*-===//
 
 #ifndef MESHFOLD_DIALECT_MF_IR_MF_H
 #define MESHFOLD_DIALECT_MF_IR_MF_H

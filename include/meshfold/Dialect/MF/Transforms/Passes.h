@@ -1,4 +1,4 @@
-//===- Passes.h - mf dialect passes -------------------------------*- C++ -*-===//
+//===- Passes.h - mf dialect passes -----------------------------*- C++ -*-===//
 
 #ifndef MESHFOLD_DIALECT_MF_TRANSFORMS_PASSES_H
 #define MESHFOLD_DIALECT_MF_TRANSFORMS_PASSES_H

@@ -1,4 +1,4 @@
-//===- MoE.h - MoE dialect ----------------------------------------*- C++ -*-===//
+//===- MoE.h - MoE dialect --------------------------------------*- C++ -*-===//
 
 #ifndef MESHFOLD_DIALECT_MOE_IR_MOE_H
 #define MESHFOLD_DIALECT_MOE_IR_MOE_H
