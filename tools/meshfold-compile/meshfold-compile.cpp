@@ -106,6 +106,9 @@ int main(int argc, char **argv) {
   registerAllExtensions(registry);
   registerMeshfoldDialects(registry);
   MLIRContext context(registry);
+  context.loadDialect<mf::MFDialect, moe::MoEDialect>();
+  // Diagnostics name the op by location; dumping the module is noise here.
+  context.printOpOnDiagnostic(false);
 
   auto t0 = std::chrono::steady_clock::now();
   auto stage = [&](const char *what) {

@@ -250,6 +250,21 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
     config.headDim = config.hidden / config.numHeads;
   }
 
+  // Defaults that differ by architecture: Mixtral renormalises the top-k
+  // weights and uses theta 1e6; Qwen2-MoE (HF Qwen2MoeConfig) uses 1e4 and
+  // does not renormalise.
+  bool qwen2 = false;
+  if (const json::Array *archs = object->getArray("architectures"))
+    for (const json::Value &a : *archs)
+      if (std::optional<StringRef> name = a.getAsString())
+        qwen2 |= *name == "Qwen2MoeForCausalLM";
+  if (std::optional<StringRef> type = object->getString("model_type"))
+    qwen2 |= *type == "qwen2_moe";
+  if (qwen2) {
+    config.ropeTheta = 10000.0;
+    config.normTopKProb = false;
+  }
+
   if (!reader.optionalNumber("rms_norm_eps", config.rmsNormEps) ||
       !reader.optionalNumber("rope_theta", config.ropeTheta) ||
       !reader.optionalBool("norm_topk_prob", config.normTopKProb) ||
@@ -664,8 +679,10 @@ bool runModel(const Config &c, const mfrt::SafetensorsFile &file,
   if (!checkWeights(c, weights))
     return false;
   std::string headName = lmHeadName;
-  if (!file.find(lmHeadName) && c.tieWordEmbeddings)
-    headName = embedName; // Tied: the LM head is the embedding table.
+  // Tied: the LM head is the embedding table (HF ties them after loading,
+  // so a stored lm_head.weight is ignored).
+  if (c.tieWordEmbeddings)
+    headName = embedName;
   if (!weights.check(headName, {c.vocab, c.hidden}))
     return false;
 
