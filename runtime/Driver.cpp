@@ -13,6 +13,7 @@
 
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -21,14 +22,15 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 using namespace mfrt;
 
 extern "C" {
 /// The manifest the compiler embeds.
 extern const char __mf_manifest[];
 /// The compiled entry point (C interface of `func.func @prefill`).
-void _mlir_ciface_prefill(StridedMemRefType<float, 1> *logits,
-                          StridedMemRefType<int64_t, 1> *tokens);
+void _mlir_ciface_prefill(StridedMemRefType<int64_t, 1> *tokens);
 }
 
 namespace {
@@ -52,6 +54,8 @@ struct Runtime {
   int64_t tokens = 0;
   std::vector<std::vector<float>> keys, values;
   std::vector<std::vector<uint8_t>> written;
+  std::vector<float> logits;
+  bool haveLogits = false;
 };
 Runtime gRuntime;
 
@@ -139,39 +143,61 @@ void *mfrt_weight(int64_t id) {
   return rt.params[id].data();
 }
 
-/// K/V cache entries of `layer` for the tokens at `positions`.
+/// K/V cache entries of `layer` for the tokens at `positions`, KV heads
+/// `headOffset ..` of the model's; positions past the prompt (padding) are
+/// dropped.
 void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
                                     StridedMemRefType<float, 3> *k,
                                     StridedMemRefType<float, 3> *v,
-                                    StridedMemRefType<int64_t, 1> *positions) {
+                                    StridedMemRefType<int64_t, 1> *positions,
+                                    int64_t headOffset) {
   Runtime &rt = gRuntime;
   const Manifest &m = rt.manifest;
   if (layer < 0 || layer >= m.layers)
     die("internal: K/V for layer " + std::to_string(layer) +
         " outside the model's " + std::to_string(m.layers) + " layers");
-  if (k->sizes[1] != m.kvHeads || k->sizes[2] != m.headDim ||
-      v->sizes[0] != k->sizes[0] || v->sizes[1] != m.kvHeads ||
-      v->sizes[2] != m.headDim || positions->sizes[0] != k->sizes[0])
+  int64_t heads = k->sizes[1];
+  if (k->sizes[2] != m.headDim || v->sizes[0] != k->sizes[0] ||
+      v->sizes[1] != heads || v->sizes[2] != m.headDim ||
+      positions->sizes[0] != k->sizes[0] || headOffset < 0 ||
+      headOffset + heads > m.kvHeads)
     die("internal: K/V entries of layer " + std::to_string(layer) +
         " have an unexpected shape");
   int64_t row = m.kvHeads * m.headDim;
   for (int64_t t = 0; t < k->sizes[0]; ++t) {
     int64_t pos =
         positions->data[positions->offset + t * positions->strides[0]];
-    if (pos < 0 || pos >= rt.tokens)
-      die("internal: K/V position " + std::to_string(pos) +
-          " outside the prompt");
+    if (pos < 0)
+      die("internal: negative K/V position " + std::to_string(pos));
+    if (pos >= rt.tokens)
+      continue; // padding
     rt.written[layer][pos] = 1;
-    for (int64_t h = 0; h < m.kvHeads; ++h)
+    for (int64_t h = 0; h < heads; ++h)
       for (int64_t d = 0; d < m.headDim; ++d) {
         int64_t kIdx = k->offset + t * k->strides[0] + h * k->strides[1] +
                        d * k->strides[2];
         int64_t vIdx = v->offset + t * v->strides[0] + h * v->strides[1] +
                        d * v->strides[2];
-        rt.keys[layer][pos * row + h * m.headDim + d] = k->data[kIdx];
-        rt.values[layer][pos * row + h * m.headDim + d] = v->data[vIdx];
+        int64_t at = pos * row + (headOffset + h) * m.headDim + d;
+        rt.keys[layer][at] = k->data[kIdx];
+        rt.values[layer][at] = v->data[vIdx];
       }
   }
+}
+
+/// The request's last-token logits, recorded when `valid` is non-zero.
+void _mlir_ciface_mfrt_logits_f32(StridedMemRefType<float, 1> *logits,
+                                  int64_t valid) {
+  Runtime &rt = gRuntime;
+  if (!valid)
+    return;
+  if (logits->sizes[0] != rt.manifest.vocab)
+    die("internal: logits have " + std::to_string(logits->sizes[0]) +
+        " entries, expected " + std::to_string(rt.manifest.vocab));
+  rt.logits.resize(size_t(rt.manifest.vocab));
+  for (int64_t i = 0; i < rt.manifest.vocab; ++i)
+    rt.logits[i] = logits->data[logits->offset + i * logits->strides[0]];
+  rt.haveLogits = true;
 }
 } // extern "C"
 
@@ -210,8 +236,21 @@ int main(int argc, char **argv) {
     else
       die("unknown option '" + arg + "' (see --help)");
   }
-  if (weights.empty() || prompts.empty() || out.empty())
-    die("--weights, --prompts and --out are required (see --help)");
+  for (auto [flag, value] : {std::pair<const char *, std::string *>{
+                                 "--weights", &weights},
+                             {"--prompts", &prompts},
+                             {"--out", &out}})
+    if (value->empty())
+      die(std::string("missing ") + flag + " (see --help)");
+  // Fail before the work, not after it, when the output cannot be written.
+  {
+    std::string dir = out.find('/') == std::string::npos
+                          ? std::string(".")
+                          : out.substr(0, out.rfind('/') + 1);
+    if (access(dir.c_str(), W_OK) != 0)
+      die("--out " + out + ": directory '" + dir + "' is not writable (" +
+          std::strerror(errno) + ")");
+  }
 
   Runtime &rt = gRuntime;
   std::string error;
@@ -241,15 +280,12 @@ int main(int argc, char **argv) {
     in.offset = 0;
     in.sizes[0] = t;
     in.strides[0] = 1;
-    StridedMemRefType<float, 1> logits{};
-    _mlir_ciface_prefill(&logits, &in);
-    if (logits.sizes[0] != m.vocab)
-      die("internal: logits have " + std::to_string(logits.sizes[0]) +
-          " entries, expected " + std::to_string(m.vocab));
-    std::vector<float> lg(size_t(m.vocab));
-    for (int64_t i = 0; i < m.vocab; ++i)
-      lg[i] = logits.data[logits.offset + i * logits.strides[0]];
-    std::free(logits.basePtr);
+    rt.haveLogits = false;
+    _mlir_ciface_prefill(&in);
+    if (!rt.haveLogits)
+      die("internal: the program produced no logits for request " +
+          std::to_string(r));
+    const std::vector<float> &lg = rt.logits;
 
     for (int64_t l = 0; l < m.layers; ++l)
       for (int64_t p = 0; p < t; ++p)

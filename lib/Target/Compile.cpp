@@ -12,6 +12,8 @@
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FileUtilities.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Program.h"
 #include "llvm/Support/TargetSelect.h"
@@ -159,13 +161,36 @@ LogicalResult meshfold::linkExecutable(llvm::StringRef object,
   std::string tmpStr(tmp);
   llvm::SmallVector<llvm::StringRef> args = {*linker, "-o",  tmpStr,    object,
                                              runtime, "-lm", "-pthread"};
+  // The linker's own messages go to a file; the first error line is quoted.
+  llvm::SmallString<128> log;
+  if (std::error_code ec =
+          llvm::sys::fs::createTemporaryFile("meshfold-link", "log", log)) {
+    error = "cannot create a temporary file: " + ec.message();
+    return failure();
+  }
+  llvm::FileRemover removeLog(log);
+  std::optional<llvm::StringRef> redirects[] = {std::nullopt, log.str(),
+                                                log.str()};
   std::string errMsg;
-  int rc =
-      llvm::sys::ExecuteAndWait(*linker, args, std::nullopt, {}, 0, 0, &errMsg);
+  int rc = llvm::sys::ExecuteAndWait(*linker, args, std::nullopt, redirects,
+                                     0, 0, &errMsg);
   if (rc != 0) {
     llvm::sys::fs::remove(tmp);
+    std::string first;
+    if (auto buf = llvm::MemoryBuffer::getFile(log)) {
+      llvm::SmallVector<llvm::StringRef> lines;
+      (*buf)->getBuffer().split(lines, '\n', -1, false);
+      for (llvm::StringRef line : lines)
+        if (line.contains("error")) {
+          first = line.trim().str();
+          break;
+        }
+      if (first.empty() && !lines.empty())
+        first = lines.front().trim().str();
+    }
     error = "linking failed (" + *linker + " exited with " +
-            std::to_string(rc) + (errMsg.empty() ? "" : ": " + errMsg) + ")";
+            std::to_string(rc) + ")" + (first.empty() ? "" : ": " + first) +
+            (errMsg.empty() ? "" : " " + errMsg);
     return failure();
   }
   if (std::error_code ec = llvm::sys::fs::rename(tmp, output)) {

@@ -133,10 +133,13 @@ int main(int argc, char **argv) {
   stage("parsed");
 
   // The plan: from the flags when any is given, else from the module.
-  bool planFlags = tp > 1 || cp > 1 || dp > 1 || pp > 1 || ep > 1;
+  bool planFlags = tp.getNumOccurrences() || cp.getNumOccurrences() ||
+                   dp.getNumOccurrences() || pp.getNumOccurrences() ||
+                   ep.getNumOccurrences() || order.getNumOccurrences() ||
+                   gpusPerNode.getNumOccurrences();
   if (planFlags) {
     PlanSpec spec;
-    int64_t epSize = ep > 0 ? int64_t(ep) : tp * cp * dp;
+    int64_t epSize = ep.getNumOccurrences() ? int64_t(ep) : tp * cp * dp;
     if (!PlanSpec::fromFlags(tp, cp, dp, pp, epSize, order, gpusPerNode, spec,
                              &error))
       return fail(error);

@@ -2,9 +2,10 @@
 //
 // meshfold-import-hf CONFIG.json -o model.mlir [--num-layers N]
 //
-// Reads a Mixtral-style Hugging Face config (Qwen2-MoE and OLMoE field names
-// are mapped where they mean the same thing) and writes the model as `moe`
-// ops on global shapes, weights named as in the HF checkpoint.
+// Reads a Mixtral-style Hugging Face config (the Qwen2-MoE / OLMoE field names
+// num_experts, moe_intermediate_size and norm_topk_prob are read where they
+// mean the same thing) and writes the model as `moe` ops on global shapes,
+// weights named as in a Mixtral checkpoint.
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,7 +42,7 @@ static cl::opt<std::string> outputFile("o", cl::desc("Output model (.mlir)"),
 static cl::opt<int64_t>
     numLayersOpt("num-layers",
                  cl::desc("Keep only the first N layers (default: all)"),
-                 cl::init(0), cl::cat(cat));
+                 cl::value_desc("N"), cl::init(-1), cl::cat(cat));
 
 namespace {
 [[noreturn]] void die(const llvm::Twine &msg) {
@@ -162,10 +163,12 @@ Config readConfig(StringRef path) {
   if (c.arch.rfind("Deepseek", 0) == 0)
     die(path + ": architecture '" + c.arch +
         "': MLA attention and shared experts are not supported");
-  if (!mixtral && c.arch != "Qwen2MoeForCausalLM")
+  if (c.arch == "Qwen2MoeForCausalLM")
+    die(path + ": architecture 'Qwen2MoeForCausalLM': Qwen2-MoE's q/k/v "
+               "biases and shared experts are not supported");
+  if (!mixtral)
     die(path + ": unsupported architecture '" + c.arch +
-        "' (supported: MixtralForCausalLM; Qwen2MoeForCausalLM without "
-        "shared experts)");
+        "' (supported: MixtralForCausalLM)");
 
   c.hidden = f.positiveInt("hidden_size");
   c.layers = f.positiveInt("num_hidden_layers");
@@ -214,8 +217,7 @@ ModuleOp buildModel(MLIRContext &ctx, const Config &c, StringRef path) {
   auto tensor = [&](ArrayRef<int64_t> shape, Type elt) {
     return RankedTensorType::get(shape, elt);
   };
-  auto fnType =
-      b.getFunctionType({tensor({dyn}, i64)}, {tensor({c.vocab}, f32)});
+  auto fnType = b.getFunctionType({tensor({dyn}, i64)}, {});
   auto fn = func::FuncOp::create(b, fileLoc, "prefill", fnType);
   Block *entry = fn.addEntryBlock();
   b.setInsertionPointToStart(entry);
@@ -226,7 +228,6 @@ ModuleOp buildModel(MLIRContext &ctx, const Config &c, StringRef path) {
                                 b.getStringAttr(name));
   };
   FloatAttr eps = b.getF32FloatAttr(float(c.eps));
-  Value t = tensor::DimOp::create(b, fileLoc, tokens, 0);
   Value pos = moe::PositionsOp::create(b, fileLoc, tensor({dyn}, i64), tokens);
   Value embedW = param("model.embed_tokens.weight", {c.vocab, c.hidden});
   auto hType = tensor({dyn, c.hidden}, f32);
@@ -235,6 +236,13 @@ ModuleOp buildModel(MLIRContext &ctx, const Config &c, StringRef path) {
   for (int64_t i = 0; i < c.layers; ++i) {
     std::string pre = "model.layers." + std::to_string(i) + ".";
     Location loc = NameLoc::get(b.getStringAttr("layer " + std::to_string(i)));
+    auto layer = moe::LayerOp::create(b, loc, i, ValueRange{h, pos},
+                                      TypeRange{hType});
+    OpBuilder::InsertionGuard guard(b);
+    Block *body = &layer.getBody().front();
+    b.setInsertionPointToStart(body);
+    Value x0 = body->getArgument(0), p = body->getArgument(1);
+    Value t = tensor::DimOp::create(b, loc, x0, 0);
     auto heads = [&](Value x2d, int64_t n) -> Value {
       SmallVector<ReassociationIndices> re = {{0}, {1, 2}};
       SmallVector<OpFoldResult> shape = {t, b.getIndexAttr(n),
@@ -248,32 +256,33 @@ ModuleOp buildModel(MLIRContext &ctx, const Config &c, StringRef path) {
                                    param(pre + name, {out, in}));
     };
     Value x = moe::RMSNormOp::create(
-        b, loc, hType, h, param(pre + "input_layernorm.weight", {c.hidden}),
+        b, loc, hType, x0, param(pre + "input_layernorm.weight", {c.hidden}),
         eps);
-    Value q = heads(
-        linear(x, "self_attn.q_proj.weight", c.heads * c.headDim, c.hidden),
-        c.heads);
-    Value k = heads(
-        linear(x, "self_attn.k_proj.weight", c.kvHeads * c.headDim, c.hidden),
-        c.kvHeads);
-    Value v = heads(
-        linear(x, "self_attn.v_proj.weight", c.kvHeads * c.headDim, c.hidden),
-        c.kvHeads);
+    Value q = heads(linear(x, "self_attn.q_proj.weight", c.heads * c.headDim,
+                           c.hidden),
+                    c.heads);
+    Value k = heads(linear(x, "self_attn.k_proj.weight",
+                           c.kvHeads * c.headDim, c.hidden),
+                    c.kvHeads);
+    Value v = heads(linear(x, "self_attn.v_proj.weight",
+                           c.kvHeads * c.headDim, c.hidden),
+                    c.kvHeads);
     FloatAttr theta = b.getF32FloatAttr(float(c.theta));
-    q = moe::RoPEOp::create(b, loc, q.getType(), q, pos, theta);
-    k = moe::RoPEOp::create(b, loc, k.getType(), k, pos, theta);
-    moe::KVCacheOp::create(b, loc, k, v, pos, b.getI64IntegerAttr(i));
+    q = moe::RoPEOp::create(b, loc, q.getType(), q, p, theta);
+    k = moe::RoPEOp::create(b, loc, k.getType(), k, p, theta);
+    moe::KVCacheOp::create(b, loc, k, v, p, /*head_offset=*/Value(),
+                           b.getI64IntegerAttr(i));
     Value attn = moe::AttentionOp::create(
-        b, loc, q.getType(), q, k, v, pos, pos,
+        b, loc, q.getType(), q, k, v, p, p,
         b.getF32FloatAttr(float(1.0 / std::sqrt(double(c.headDim)))));
     SmallVector<ReassociationIndices> re = {{0}, {1, 2}};
     Value flat = tensor::CollapseShapeOp::create(
         b, loc, tensor({dyn, c.heads * c.headDim}, f32), attn, re);
-    Value o =
-        linear(flat, "self_attn.o_proj.weight", c.hidden, c.heads * c.headDim);
-    h = arith::AddFOp::create(b, loc, h, o);
+    Value o = linear(flat, "self_attn.o_proj.weight", c.hidden,
+                     c.heads * c.headDim);
+    Value h1 = arith::AddFOp::create(b, loc, x0, o);
     Value x2 = moe::RMSNormOp::create(
-        b, loc, hType, h,
+        b, loc, hType, h1,
         param(pre + "post_attention_layernorm.weight", {c.hidden}), eps);
     std::string moePre = pre + "block_sparse_moe.";
     auto router = moe::RouterOp::create(
@@ -287,16 +296,23 @@ ModuleOp buildModel(MLIRContext &ctx, const Config &c, StringRef path) {
         param(ex + "w1.weight", {c.experts, c.ffn, c.hidden}),
         param(ex + "w2.weight", {c.experts, c.hidden, c.ffn}),
         param(ex + "w3.weight", {c.experts, c.ffn, c.hidden}));
-    h = arith::AddFOp::create(b, loc, h, y);
+    Value h2 = arith::AddFOp::create(b, loc, h1, y);
+    moe::YieldOp::create(b, loc, ValueRange{h2});
+    h = layer.getResult(0);
   }
-  Value hn = moe::RMSNormOp::create(
-      b, fileLoc, hType, h, param("model.norm.weight", {c.hidden}), eps);
-  Value headW =
-      param(c.tieEmbeddings ? "model.embed_tokens.weight" : "lm_head.weight",
-            {c.vocab, c.hidden});
-  Value logits =
-      moe::LMHeadOp::create(b, fileLoc, tensor({c.vocab}, f32), hn, headW);
-  func::ReturnOp::create(b, fileLoc, logits);
+  Value hn = moe::RMSNormOp::create(b, fileLoc, hType, h,
+                                    param("model.norm.weight", {c.hidden}),
+                                    eps);
+  Value headW = param(c.tieEmbeddings ? "model.embed_tokens.weight"
+                                      : "lm_head.weight",
+                      {c.vocab, c.hidden});
+  Value t = tensor::DimOp::create(b, fileLoc, tokens, 0);
+  Value last = arith::SubIOp::create(
+      b, fileLoc, t, arith::ConstantIndexOp::create(b, fileLoc, 1));
+  Value logits = moe::LMHeadOp::create(b, fileLoc, tensor({c.vocab}, f32), hn,
+                                       headW, pos, last);
+  moe::LogitsOp::create(b, fileLoc, logits, /*valid=*/Value());
+  func::ReturnOp::create(b, fileLoc);
   return module;
 }
 } // namespace
@@ -309,10 +325,11 @@ int main(int argc, char **argv) {
       "meshfold-import-hf: a Hugging Face MoE config.json to a moe model\n\n"
       "  meshfold-import-hf config.json -o model.mlir [--num-layers N]\n");
   Config c = readConfig(inputFile);
-  if (numLayersOpt < 0 || numLayersOpt > c.layers)
+  if (numLayersOpt.getNumOccurrences() &&
+      (numLayersOpt < 1 || numLayersOpt > c.layers))
     die("--num-layers must be between 1 and num_hidden_layers (" +
         llvm::Twine(c.layers) + "), got " + llvm::Twine(numLayersOpt));
-  if (numLayersOpt > 0)
+  if (numLayersOpt.getNumOccurrences())
     c.layers = numLayersOpt;
 
   DialectRegistry registry;

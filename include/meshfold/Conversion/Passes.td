@@ -34,7 +34,9 @@ def ConvertMoEToRuntimePass : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp">
     - `moe.param` becomes `mf.weight` (the runtime's buffer of that weight,
       loaded from the safetensors file and checked against its name, dtype and
       shape) and a `bufferization.to_tensor ... restrict`;
-    - `moe.kv_cache` becomes a call to `mfrt_kv_cache_f32(layer, k, v, pos)`;
+    - `moe.kv_cache` becomes a call to
+      `mfrt_kv_cache_f32(layer, k, v, pos, head_offset)`;
+    - `moe.logits` becomes a call to `mfrt_logits_f32(logits, valid)`;
     - the entry function `@prefill` gets the C interface the runtime calls;
     - the module gets the manifest `__mf_manifest`: the model's dimensions and
       the weight table (id, name, shape) that the runtime checks the weights

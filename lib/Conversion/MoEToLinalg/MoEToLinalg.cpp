@@ -15,6 +15,7 @@
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/AffineMap.h"
+#include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/DialectConversion.h"
 
 #include <limits>
@@ -115,6 +116,31 @@ Value buildLinear(OpBuilder &b, Location loc, Value x, Value w,
         linalg::YieldOp::create(nb, l,
                                 Value(arith::AddFOp::create(nb, l, a[2], m)));
       })[0];
+}
+
+/// silu(g) * u = g / (1 + exp(-g)) * u.
+Value buildSwiGLU(OpBuilder &b, Location loc, Type elt, Value g, Value u) {
+  Value one = cstF(b, loc, elt, 1.0);
+  Value den = arith::AddFOp::create(
+      b, loc, one,
+      math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, g)));
+  Value silu = arith::DivFOp::create(b, loc, g, den);
+  return arith::MulFOp::create(b, loc, silu, u);
+}
+
+/// Replaces every moe.layer by its body.
+void inlineLayers(Operation *root) {
+  SmallVector<LayerOp> layers;
+  root->walk([&](LayerOp op) { layers.push_back(op); });
+  for (LayerOp op : layers) {
+    Block &body = op.getBody().front();
+    auto yield = cast<YieldOp>(body.getTerminator());
+    SmallVector<Value> results(yield.getValues());
+    yield.erase();
+    IRRewriter rewriter(op.getContext());
+    rewriter.inlineBlockBefore(&body, op, op.getInputs());
+    rewriter.replaceOp(op, results);
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -269,109 +295,205 @@ struct RoPELowering : OpConversionPattern<RoPEOp> {
   }
 };
 
+/// Causal GQA attention by global positions. Returns the normalised output
+/// and, when `withLse`, the log-sum-exp of each query/head's masked scores.
+std::pair<Value, Value> buildAttention(OpBuilder &b, Location loc, Value q,
+                                       Value k, Value v, Value qpos,
+                                       Value kpos, double scale,
+                                       RankedTensorType qType, bool withLse) {
+  MLIRContext *ctx = b.getContext();
+  Type elt = qType.getElementType();
+  int64_t tq = dimOf(q, 0), tk = dimOf(k, 0), nh = dimOf(q, 1),
+          nkv = dimOf(k, 1), group = nh / nkv;
+
+  // Loop dims (h, i, j, d); KV head = h floordiv group.
+  AffineExpr h = getAffineDimExpr(0, ctx), i = getAffineDimExpr(1, ctx),
+             j = getAffineDimExpr(2, ctx), d = getAffineDimExpr(3, ctx);
+  auto scoresType = tensorOf({nh, tq, tk}, elt);
+  SmallVector<std::pair<Value, int64_t>> hij = {{q, 0}, {k, 0}};
+  Value scores = generic(
+      b, loc, {q, k}, {zeros(b, loc, scoresType, hij)},
+      {AffineMap::get(4, 0, {i, h, d}, ctx),
+       AffineMap::get(4, 0, {j, h.floorDiv(group), d}, ctx),
+       AffineMap::get(4, 0, {h, i, j}, ctx)},
+      {kPar, kPar, kPar, kRed}, [](OpBuilder &nb, Location l, ValueRange a) {
+        Value m = arith::MulFOp::create(nb, l, a[0], a[1]);
+        linalg::YieldOp::create(nb, l,
+                                Value(arith::AddFOp::create(nb, l, a[2], m)));
+      })[0];
+  // Scale and apply the causal mask by global positions.
+  Value masked = generic(
+      b, loc, {scores, qpos, kpos}, {makeEmpty(b, loc, scoresType, hij)},
+      {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {1}), pick(ctx, 3, {2}),
+       pick(ctx, 3, {0, 1, 2})},
+      {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+        Value ok = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sle, a[2],
+                                         a[1]);
+        Value s = arith::MulFOp::create(nb, l, a[0], cstF(nb, l, elt, scale));
+        linalg::YieldOp::create(
+            nb, l,
+            Value(arith::SelectOp::create(nb, l, ok, s, negInf(nb, l, elt))));
+      })[0];
+  // Row max and the sum of exponentials (a fully masked row gives 0).
+  auto rowType = tensorOf({nh, tq}, elt);
+  Value rowMax =
+      generic(b, loc, {masked},
+              {makeFilled(b, loc, rowType, {{q, 0}},
+                          b.getFloatAttr(
+                              elt, -std::numeric_limits<double>::infinity()))},
+              {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {0, 1})},
+              {kPar, kPar, kRed}, [](OpBuilder &nb, Location l, ValueRange a) {
+                linalg::YieldOp::create(
+                    nb, l, Value(arith::MaximumFOp::create(nb, l, a[0], a[1])));
+              })[0];
+  auto expBody = [&](OpBuilder &nb, Location l, Value s, Value m) -> Value {
+    Value isInf = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ, m,
+                                        negInf(nb, l, elt));
+    Value e = math::ExpOp::create(nb, l, arith::SubFOp::create(nb, l, s, m));
+    return arith::SelectOp::create(nb, l, isInf, cstF(nb, l, elt, 0.0), e);
+  };
+  Value probs = generic(
+      b, loc, {masked, rowMax}, {makeEmpty(b, loc, scoresType, hij)},
+      {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {0, 1}), pick(ctx, 3, {0, 1, 2})},
+      {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+        linalg::YieldOp::create(nb, l, expBody(nb, l, a[0], a[1]));
+      })[0];
+  Value rowSum = generic(b, loc, {probs}, {zeros(b, loc, rowType, {{q, 0}})},
+                         {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {0, 1})},
+                         {kPar, kPar, kRed},
+                         [](OpBuilder &nb, Location l, ValueRange a) {
+                           linalg::YieldOp::create(
+                               nb, l,
+                               Value(arith::AddFOp::create(nb, l, a[0], a[1])));
+                         })[0];
+  // out[i, h, d] = sum_j p[h, i, j] * v[j, h / group, d] / sum[h, i].
+  // Loop dims (i, h, d, j).
+  AffineExpr oi = getAffineDimExpr(0, ctx), oh = getAffineDimExpr(1, ctx),
+             od = getAffineDimExpr(2, ctx), oj = getAffineDimExpr(3, ctx);
+  Value acc = generic(
+      b, loc, {probs, v}, {zeros(b, loc, qType, {{q, 0}})},
+      {AffineMap::get(4, 0, {oh, oi, oj}, ctx),
+       AffineMap::get(4, 0, {oj, oh.floorDiv(group), od}, ctx),
+       AffineMap::get(4, 0, {oi, oh, od}, ctx)},
+      {kPar, kPar, kPar, kRed}, [](OpBuilder &nb, Location l, ValueRange a) {
+        Value m = arith::MulFOp::create(nb, l, a[0], a[1]);
+        linalg::YieldOp::create(nb, l,
+                                Value(arith::AddFOp::create(nb, l, a[2], m)));
+      })[0];
+  Value out = generic(
+      b, loc, {acc, rowSum}, {makeEmpty(b, loc, qType, {{q, 0}})},
+      {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {1, 0}), pick(ctx, 3, {0, 1, 2})},
+      {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+        Value zero = cstF(nb, l, elt, 0.0);
+        Value empty = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ,
+                                            a[1], zero);
+        Value div = arith::DivFOp::create(nb, l, a[0], a[1]);
+        linalg::YieldOp::create(
+            nb, l, Value(arith::SelectOp::create(nb, l, empty, zero, div)));
+      })[0];
+  if (!withLse)
+    return {out, Value()};
+  // lse[i, h] = max + log(sum), -inf for a row with no visible key.
+  auto lseType = tensorOf({tq, nh}, elt);
+  Value lse = generic(
+      b, loc, {rowMax, rowSum}, {makeEmpty(b, loc, lseType, {{q, 0}})},
+      {pick(ctx, 2, {1, 0}), pick(ctx, 2, {1, 0}), pick(ctx, 2, {0, 1})},
+      {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+        Value isInf = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ,
+                                            a[0], negInf(nb, l, elt));
+        Value v = arith::AddFOp::create(nb, l, a[0],
+                                        math::LogOp::create(nb, l, a[1]));
+        linalg::YieldOp::create(
+            nb, l,
+            Value(arith::SelectOp::create(nb, l, isInf, negInf(nb, l, elt), v)));
+      })[0];
+  return {out, lse};
+}
+
 struct AttentionLowering : OpConversionPattern<AttentionOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
   matchAndRewrite(AttentionOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
+    auto [out, lse] = buildAttention(
+        rewriter, op.getLoc(), adaptor.getQuery(), adaptor.getKey(),
+        adaptor.getValue(), adaptor.getQPositions(), adaptor.getKvPositions(),
+        op.getScale().convertToDouble(), op.getType(), /*withLse=*/false);
+    rewriter.replaceOp(op, out);
+    return success();
+  }
+};
+
+struct AttentionPartialLowering : OpConversionPattern<AttentionPartialOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(AttentionPartialOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    auto [out, lse] = buildAttention(
+        rewriter, op.getLoc(), adaptor.getQuery(), adaptor.getKey(),
+        adaptor.getValue(), adaptor.getQPositions(), adaptor.getKvPositions(),
+        op.getScale().convertToDouble(), op.getResult().getType(),
+        /*withLse=*/true);
+    rewriter.replaceOp(op, {out, lse});
+    return success();
+  }
+};
+
+struct AttentionMergeLowering : OpConversionPattern<AttentionMergeOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(AttentionMergeOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     MLIRContext *ctx = getContext();
     auto &b = rewriter;
-    Value q = adaptor.getQuery(), k = adaptor.getKey(), v = adaptor.getValue();
-    Value qpos = adaptor.getQPositions(), kpos = adaptor.getKvPositions();
-    auto qType = op.getType();
-    Type elt = qType.getElementType();
-    int64_t tq = dimOf(q, 0), tk = dimOf(k, 0), nh = dimOf(q, 1),
-            nkv = dimOf(k, 1), group = nh / nkv;
-    double scale = op.getScale().convertToDouble();
-
-    // Loop dims (h, i, j, d); KV head = h floordiv group.
-    AffineExpr h = getAffineDimExpr(0, ctx), i = getAffineDimExpr(1, ctx),
-               j = getAffineDimExpr(2, ctx), d = getAffineDimExpr(3, ctx);
-    auto scoresType = tensorOf({nh, tq, tk}, elt);
-    SmallVector<std::pair<Value, int64_t>> hij = {{q, 0}, {k, 0}};
-    Value scores = generic(
-        b, loc, {q, k}, {zeros(b, loc, scoresType, hij)},
-        {AffineMap::get(4, 0, {i, h, d}, ctx),
-         AffineMap::get(4, 0, {j, h.floorDiv(group), d}, ctx),
-         AffineMap::get(4, 0, {h, i, j}, ctx)},
-        {kPar, kPar, kPar, kRed}, [](OpBuilder &nb, Location l, ValueRange a) {
-          Value m = arith::MulFOp::create(nb, l, a[0], a[1]);
-          linalg::YieldOp::create(nb, l,
-                                  Value(arith::AddFOp::create(nb, l, a[2], m)));
-        })[0];
-    // Scale and apply the causal mask by global positions.
-    Value masked = generic(
-        b, loc, {scores, qpos, kpos}, {makeEmpty(b, loc, scoresType, hij)},
-        {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {1}), pick(ctx, 3, {2}),
-         pick(ctx, 3, {0, 1, 2})},
+    Value o1 = adaptor.getOut1(), l1 = adaptor.getLse1(),
+          o2 = adaptor.getOut2(), l2 = adaptor.getLse2();
+    auto oType = op.getResult().getType();
+    auto lType = op.getLse().getType();
+    Type elt = oType.getElementType();
+    // The weights of both sides relative to their max; a side at -inf has 0.
+    auto weights = [&](OpBuilder &nb, Location l, Value a1, Value a2) {
+      Value m = arith::MaximumFOp::create(nb, l, a1, a2);
+      Value none = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ, m,
+                                         negInf(nb, l, elt));
+      Value zero = cstF(nb, l, elt, 0.0);
+      Value w1 = arith::SelectOp::create(
+          nb, l, none, zero,
+          math::ExpOp::create(nb, l, arith::SubFOp::create(nb, l, a1, m)));
+      Value w2 = arith::SelectOp::create(
+          nb, l, none, zero,
+          math::ExpOp::create(nb, l, arith::SubFOp::create(nb, l, a2, m)));
+      return std::make_tuple(m, none, w1, w2);
+    };
+    Value out = generic(
+        b, loc, {o1, l1, o2, l2}, {makeEmpty(b, loc, oType, {{o1, 0}})},
+        {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {0, 1}), pick(ctx, 3, {0, 1, 2}),
+         pick(ctx, 3, {0, 1}), pick(ctx, 3, {0, 1, 2})},
         {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value ok = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sle,
-                                           a[2], a[1]);
-          Value s = arith::MulFOp::create(nb, l, a[0], cstF(nb, l, elt, scale));
+          auto [m, none, w1, w2] = weights(nb, l, a[1], a[3]);
+          Value num = arith::AddFOp::create(
+              nb, l, arith::MulFOp::create(nb, l, w1, a[0]),
+              arith::MulFOp::create(nb, l, w2, a[2]));
+          Value den = arith::AddFOp::create(nb, l, w1, w2);
+          Value res = arith::SelectOp::create(
+              nb, l, none, cstF(nb, l, elt, 0.0),
+              arith::DivFOp::create(nb, l, num, den));
+          linalg::YieldOp::create(nb, l, res);
+        })[0];
+    Value lse = generic(
+        b, loc, {l1, l2}, {makeEmpty(b, loc, lType, {{l1, 0}})},
+        {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0, 1}), pick(ctx, 2, {0, 1})},
+        {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          auto [m, none, w1, w2] = weights(nb, l, a[0], a[1]);
+          Value v = arith::AddFOp::create(
+              nb, l, m,
+              math::LogOp::create(nb, l, arith::AddFOp::create(nb, l, w1, w2)));
           linalg::YieldOp::create(
               nb, l,
-              Value(arith::SelectOp::create(nb, l, ok, s, negInf(nb, l, elt))));
+              Value(arith::SelectOp::create(nb, l, none, negInf(nb, l, elt), v)));
         })[0];
-    // Row max and the sum of exponentials (a fully masked row gives 0).
-    auto rowType = tensorOf({nh, tq}, elt);
-    Value rowMax = generic(
-        b, loc, {masked},
-        {makeFilled(
-            b, loc, rowType, {{q, 0}},
-            b.getFloatAttr(elt, -std::numeric_limits<double>::infinity()))},
-        {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {0, 1})}, {kPar, kPar, kRed},
-        [](OpBuilder &nb, Location l, ValueRange a) {
-          linalg::YieldOp::create(
-              nb, l, Value(arith::MaximumFOp::create(nb, l, a[0], a[1])));
-        })[0];
-    auto expBody = [&](OpBuilder &nb, Location l, Value s, Value m) -> Value {
-      Value isInf = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ, m,
-                                          negInf(nb, l, elt));
-      Value e = math::ExpOp::create(nb, l, arith::SubFOp::create(nb, l, s, m));
-      return arith::SelectOp::create(nb, l, isInf, cstF(nb, l, elt, 0.0), e);
-    };
-    Value probs = generic(
-        b, loc, {masked, rowMax}, {makeEmpty(b, loc, scoresType, hij)},
-        {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {0, 1}),
-         pick(ctx, 3, {0, 1, 2})},
-        {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
-          linalg::YieldOp::create(nb, l, expBody(nb, l, a[0], a[1]));
-        })[0];
-    Value rowSum = generic(
-        b, loc, {probs}, {zeros(b, loc, rowType, {{q, 0}})},
-        {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {0, 1})}, {kPar, kPar, kRed},
-        [](OpBuilder &nb, Location l, ValueRange a) {
-          linalg::YieldOp::create(
-              nb, l, Value(arith::AddFOp::create(nb, l, a[0], a[1])));
-        })[0];
-    // out[i, h, d] = sum_j p[h, i, j] * v[j, h / group, d] / sum[h, i].
-    // Loop dims (i, h, d, j).
-    AffineExpr oi = getAffineDimExpr(0, ctx), oh = getAffineDimExpr(1, ctx),
-               od = getAffineDimExpr(2, ctx), oj = getAffineDimExpr(3, ctx);
-    Value acc = generic(
-        b, loc, {probs, v}, {zeros(b, loc, qType, {{q, 0}})},
-        {AffineMap::get(4, 0, {oh, oi, oj}, ctx),
-         AffineMap::get(4, 0, {oj, oh.floorDiv(group), od}, ctx),
-         AffineMap::get(4, 0, {oi, oh, od}, ctx)},
-        {kPar, kPar, kPar, kRed}, [](OpBuilder &nb, Location l, ValueRange a) {
-          Value m = arith::MulFOp::create(nb, l, a[0], a[1]);
-          linalg::YieldOp::create(nb, l,
-                                  Value(arith::AddFOp::create(nb, l, a[2], m)));
-        })[0];
-    Value res = generic(
-        b, loc, {acc, rowSum}, {makeEmpty(b, loc, qType, {{q, 0}})},
-        {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {1, 0}),
-         pick(ctx, 3, {0, 1, 2})},
-        {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value zero = cstF(nb, l, elt, 0.0);
-          Value empty = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ,
-                                              a[1], zero);
-          Value div = arith::DivFOp::create(nb, l, a[0], a[1]);
-          linalg::YieldOp::create(
-              nb, l, Value(arith::SelectOp::create(nb, l, empty, zero, div)));
-        })[0];
-    rewriter.replaceOp(op, res);
+    rewriter.replaceOp(op, {out, lse});
     return success();
   }
 };
@@ -575,6 +697,62 @@ struct ExpertsLowering : OpConversionPattern<ExpertsOp> {
   }
 };
 
+struct ExpertFFNLowering : OpConversionPattern<ExpertFFNOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(ExpertFFNOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = getContext();
+    auto &b = rewriter;
+    Value x = adaptor.getInput(), ids = adaptor.getExperts(),
+          w1 = adaptor.getW1(), w2 = adaptor.getW2(), w3 = adaptor.getW3();
+    auto type = op.getType();
+    Type elt = type.getElementType();
+    int64_t rows = dimOf(x, 0), ffn = dimOf(w1, 1);
+    auto hType = tensorOf({rows, ffn}, elt);
+    // h1[r,f] = sum_d x[r,d] w1[e_r,f,d], h3 likewise. Loop dims (r, f, d).
+    ResultRange h = generic(
+        b, loc, {x, ids},
+        {zeros(b, loc, hType, {{x, 0}}), zeros(b, loc, hType, {{x, 0}})},
+        {pick(ctx, 3, {0, 2}), pick(ctx, 3, {0}), pick(ctx, 3, {0, 1}),
+         pick(ctx, 3, {0, 1})},
+        {kPar, kPar, kRed}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value e = arith::IndexCastOp::create(nb, l, nb.getIndexType(), a[1]);
+          ValueRange at{e, idx(nb, l, 1), idx(nb, l, 2)};
+          Value a1 = tensor::ExtractOp::create(nb, l, w1, at);
+          Value a3 = tensor::ExtractOp::create(nb, l, w3, at);
+          linalg::YieldOp::create(
+              nb, l,
+              ValueRange{arith::AddFOp::create(
+                             nb, l, a[2], arith::MulFOp::create(nb, l, a[0], a1)),
+                         arith::AddFOp::create(
+                             nb, l, a[3],
+                             arith::MulFOp::create(nb, l, a[0], a3))});
+        });
+    Value act = generic(
+        b, loc, {h[0], h[1]}, {makeEmpty(b, loc, hType, {{x, 0}})},
+        {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0, 1}), pick(ctx, 2, {0, 1})},
+        {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          linalg::YieldOp::create(nb, l, buildSwiGLU(nb, l, elt, a[0], a[1]));
+        })[0];
+    // y[r,o] = sum_f act[r,f] * w2[e_r,o,f]. Loop dims (r, o, f).
+    Value y = generic(
+        b, loc, {act, ids}, {zeros(b, loc, type, {{x, 0}})},
+        {pick(ctx, 3, {0, 2}), pick(ctx, 3, {0}), pick(ctx, 3, {0, 1})},
+        {kPar, kPar, kRed}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value e = arith::IndexCastOp::create(nb, l, nb.getIndexType(), a[1]);
+          Value w = tensor::ExtractOp::create(
+              nb, l, w2, ValueRange{e, idx(nb, l, 1), idx(nb, l, 2)});
+          Value p = arith::MulFOp::create(nb, l, a[0], w);
+          linalg::YieldOp::create(nb, l,
+                                  Value(arith::AddFOp::create(nb, l, a[2], p)));
+        })[0];
+    rewriter.replaceOp(op, y);
+    return success();
+  }
+};
+
 struct LMHeadLowering : OpConversionPattern<LMHeadOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
@@ -582,20 +760,46 @@ struct LMHeadLowering : OpConversionPattern<LMHeadOp> {
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     MLIRContext *ctx = getContext();
-    Value x = adaptor.getInput(), w = adaptor.getWeight();
-    Value t = tensor::DimOp::create(rewriter, loc, x, 0);
-    Value last = arith::SubIOp::create(
-        rewriter, loc, t, arith::ConstantIndexOp::create(rewriter, loc, 1));
-    Value res =
-        generic(rewriter, loc, {w}, {zeros(rewriter, loc, op.getType(), {})},
-                {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0})}, {kPar, kRed},
-                [&](OpBuilder &nb, Location l, ValueRange a) {
-                  Value xv = tensor::ExtractOp::create(
-                      nb, l, x, ValueRange{last, idx(nb, l, 1)});
-                  Value m = arith::MulFOp::create(nb, l, xv, a[0]);
-                  linalg::YieldOp::create(
-                      nb, l, Value(arith::AddFOp::create(nb, l, a[1], m)));
-                })[0];
+    auto &b = rewriter;
+    Value x = adaptor.getInput(), w = adaptor.getWeight(),
+          pos = adaptor.getPositions();
+    auto posType = cast<RankedTensorType>(pos.getType());
+    Type i64 = posType.getElementType();
+    Type elt = op.getType().getElementType();
+    // The row holding position `last` (-1 when none does).
+    Value last = arith::IndexCastOp::create(b, loc, i64, adaptor.getLast());
+    auto scalar = RankedTensorType::get({}, i64);
+    Value none = makeFilled(b, loc, scalar, {}, b.getIntegerAttr(i64, -1));
+    Value rowT = generic(
+        b, loc, {pos}, {none},
+        {pick(ctx, 1, {0}), AffineMap::get(1, 0, {}, ctx)}, {kRed},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value hit = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq,
+                                            a[0], last);
+          Value i = arith::IndexCastOp::create(nb, l, i64, idx(nb, l, 0));
+          linalg::YieldOp::create(
+              nb, l, Value(arith::SelectOp::create(nb, l, hit, i, a[1])));
+        })[0];
+    Value row = tensor::ExtractOp::create(b, loc, rowT, ValueRange{});
+    Value found = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::sge, row,
+        arith::ConstantOp::create(b, loc, b.getIntegerAttr(i64, 0)));
+    Value rowIdx = arith::IndexCastOp::create(
+        b, loc, b.getIndexType(),
+        arith::SelectOp::create(
+            b, loc, found, row,
+            arith::ConstantOp::create(b, loc, b.getIntegerAttr(i64, 0))));
+    Value res = generic(
+        b, loc, {w}, {zeros(b, loc, op.getType(), {})},
+        {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0})}, {kPar, kRed},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value xv = tensor::ExtractOp::create(
+              nb, l, x, ValueRange{rowIdx, idx(nb, l, 1)});
+          xv = arith::SelectOp::create(nb, l, found, xv, cstF(nb, l, elt, 0.0));
+          Value m = arith::MulFOp::create(nb, l, xv, a[0]);
+          linalg::YieldOp::create(nb, l,
+                                  Value(arith::AddFOp::create(nb, l, a[1], m)));
+        })[0];
     rewriter.replaceOp(op, res);
     return success();
   }
@@ -610,7 +814,9 @@ struct ConvertMoEToLinalgPass
     target.addLegalDialect<linalg::LinalgDialect, tensor::TensorDialect,
                            arith::ArithDialect, math::MathDialect>();
     target.addIllegalOp<PositionsOp, EmbedOp, RMSNormOp, LinearOp, RoPEOp,
-                        AttentionOp, RouterOp, ExpertsOp, LMHeadOp>();
+                        AttentionOp, AttentionPartialOp, AttentionMergeOp,
+                        RouterOp, ExpertsOp, ExpertFFNOp, LMHeadOp, LayerOp>();
+    inlineLayers(getOperation());
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
     populateMoEToLinalgConversionPatterns(patterns);
@@ -624,6 +830,8 @@ struct ConvertMoEToLinalgPass
 void meshfold::populateMoEToLinalgConversionPatterns(
     RewritePatternSet &patterns) {
   patterns.add<PositionsLowering, EmbedLowering, RMSNormLowering,
-               LinearLowering, RoPELowering, AttentionLowering, RouterLowering,
-               ExpertsLowering, LMHeadLowering>(patterns.getContext());
+               LinearLowering, RoPELowering, AttentionLowering,
+               AttentionPartialLowering, AttentionMergeLowering, RouterLowering,
+               ExpertsLowering, ExpertFFNLowering, LMHeadLowering>(
+      patterns.getContext());
 }

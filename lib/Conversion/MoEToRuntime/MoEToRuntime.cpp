@@ -36,6 +36,7 @@ using namespace meshfold::moe;
 
 namespace {
 constexpr StringLiteral kKVCacheFn = "mfrt_kv_cache_f32";
+constexpr StringLiteral kLogitsFn = "mfrt_logits_f32";
 
 /// A memref type with the given shape and a fully dynamic strided layout, so
 /// that any buffer bufferization picks can be passed without a copy.
@@ -125,9 +126,9 @@ struct ConvertMoEToRuntimePass
         {ShapedType::kDynamic, ShapedType::kDynamic, ShapedType::kDynamic},
         f32);
     auto posType = dynamicStrided({ShapedType::kDynamic}, i64);
-    func::FuncOp kvFn =
-        declare(module, kKVCacheFn,
-                FunctionType::get(ctx, {i64, kvType, kvType, posType}, {}));
+    func::FuncOp kvFn = declare(
+        module, kKVCacheFn,
+        FunctionType::get(ctx, {i64, kvType, kvType, posType, i64}, {}));
     SmallVector<KVCacheOp> caches;
     module.walk([&](KVCacheOp op) { caches.push_back(op); });
     for (KVCacheOp op : caches) {
@@ -146,10 +147,42 @@ struct ConvertMoEToRuntimePass
       };
       Value layer =
           arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(op.getLayer()));
+      Value heads =
+          op.getHeadOffset()
+              ? Value(arith::IndexCastOp::create(b, loc, i64,
+                                                 op.getHeadOffset()))
+              : Value(arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0)));
       func::CallOp::create(b, loc, kvFn,
                            ValueRange{layer, toBuffer(op.getKey(), kvType),
                                       toBuffer(op.getValue(), kvType),
-                                      toBuffer(op.getPositions(), posType)});
+                                      toBuffer(op.getPositions(), posType),
+                                      heads});
+      op.erase();
+    }
+
+    // Logits outputs.
+    auto logitsType = dynamicStrided({ShapedType::kDynamic}, f32);
+    func::FuncOp logitsFn = declare(
+        module, kLogitsFn, FunctionType::get(ctx, {logitsType, i64}, {}));
+    SmallVector<LogitsOp> logits;
+    module.walk([&](LogitsOp op) { logits.push_back(op); });
+    for (LogitsOp op : logits) {
+      OpBuilder b(op);
+      Location loc = op.getLoc();
+      auto type = op.getLogits().getType();
+      if (type.getElementType() != f32) {
+        op.emitError() << "the CPU target computes in f32";
+        return signalPassFailure();
+      }
+      Value m = bufferization::ToBufferOp::create(
+          b, loc, dynamicStrided(type.getShape(), f32), op.getLogits(),
+          /*read_only=*/true);
+      Value cast = memref::CastOp::create(b, loc, logitsType, m);
+      Value valid =
+          op.getValid()
+              ? Value(arith::ExtUIOp::create(b, loc, i64, op.getValid()))
+              : Value(arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(1)));
+      func::CallOp::create(b, loc, logitsFn, ValueRange{cast, valid});
       op.erase();
     }
 

@@ -243,7 +243,11 @@ LogicalResult ExpertsOp::verify() {
 }
 
 LogicalResult LMHeadOp::verify() {
-  Type in = getInput().getType(), w = getWeight().getType(), res = getType();
+  Type in = getInput().getType(), w = getWeight().getType(), res = getType(),
+       pos = getPositions().getType();
+  if (failed(checkRank(*this, "positions", pos, 1)) ||
+      failed(checkDim(*this, "positions", pos, 0, "input", in, 0)))
+    return failure();
   if (failed(checkRank(*this, "input", in, 2)) ||
       failed(checkRank(*this, "weight", w, 2)) ||
       failed(checkStatic(*this, "weight", w)) ||
@@ -253,6 +257,113 @@ LogicalResult LMHeadOp::verify() {
       failed(checkSameElementType(*this, {in, w, res})))
     return failure();
   return success();
+}
+
+LogicalResult AttentionPartialOp::verify() {
+  Type q = getQuery().getType(), k = getKey().getType(),
+       v = getValue().getType(), qp = getQPositions().getType(),
+       kp = getKvPositions().getType(), res = getResult().getType(),
+       lse = getLse().getType();
+  if (failed(checkRank(*this, "query", q, 3)) ||
+      failed(checkRank(*this, "key", k, 3)) ||
+      failed(checkStatic(*this, "query", q, 1)) ||
+      failed(checkStatic(*this, "key", k, 1)) ||
+      failed(checkRank(*this, "q_positions", qp, 1)) ||
+      failed(checkRank(*this, "kv_positions", kp, 1)) ||
+      failed(checkRank(*this, "lse", lse, 2)) ||
+      failed(checkDim(*this, "q_positions", qp, 0, "query", q, 0)) ||
+      failed(checkDim(*this, "kv_positions", kp, 0, "key", k, 0)) ||
+      failed(checkDim(*this, "key", k, 2, "query", q, 2)) ||
+      failed(checkDim(*this, "lse", lse, 0, "query", q, 0)) ||
+      failed(checkDim(*this, "lse", lse, 1, "query", q, 1)) ||
+      failed(checkSameElementType(*this, {q, k, v, res, lse})))
+    return failure();
+  if (!(getScale().convertToDouble() > 0.0))
+    return emitOpError() << "scale must be positive, got "
+                         << getScale().convertToDouble();
+  if (k != v)
+    return emitOpError() << "key type " << k << " and value type " << v
+                         << " must be equal";
+  int64_t nh = cast<RankedTensorType>(q).getDimSize(1);
+  int64_t nkv = cast<RankedTensorType>(k).getDimSize(1);
+  if (nkv <= 0 || nh % nkv != 0)
+    return emitOpError() << "GQA: query heads (" << nh
+                         << ") must be a multiple of KV heads (" << nkv << ")";
+  if (q != res)
+    return emitOpError() << "result type " << res
+                         << " must equal the query type " << q;
+  return success();
+}
+
+LogicalResult AttentionMergeOp::verify() {
+  Type o1 = getOut1().getType(), o2 = getOut2().getType(),
+       l1 = getLse1().getType(), l2 = getLse2().getType(),
+       res = getResult().getType(), lse = getLse().getType();
+  if (o1 != o2 || o1 != res)
+    return emitOpError() << "partial outputs and result must have one type, "
+                         << "got " << o1 << ", " << o2 << ", " << res;
+  if (l1 != l2 || l1 != lse)
+    return emitOpError() << "log-sum-exps must have one type, got " << l1
+                         << ", " << l2 << ", " << lse;
+  if (failed(checkRank(*this, "out1", o1, 3)) ||
+      failed(checkRank(*this, "lse1", l1, 2)) ||
+      failed(checkDim(*this, "lse1", l1, 0, "out1", o1, 0)) ||
+      failed(checkDim(*this, "lse1", l1, 1, "out1", o1, 1)) ||
+      failed(checkSameElementType(*this, {o1, l1})))
+    return failure();
+  return success();
+}
+
+LogicalResult ExpertFFNOp::verify() {
+  Type in = getInput().getType(), ex = getExperts().getType(),
+       w1 = getW1().getType(), w2 = getW2().getType(), w3 = getW3().getType(),
+       res = getType();
+  if (failed(checkRank(*this, "input", in, 2)) ||
+      failed(checkRank(*this, "experts", ex, 1)) ||
+      failed(checkRank(*this, "w1", w1, 3)) ||
+      failed(checkRank(*this, "w2", w2, 3)) ||
+      failed(checkStatic(*this, "w1", w1)) ||
+      failed(checkStatic(*this, "w2", w2)) ||
+      failed(checkDim(*this, "experts", ex, 0, "input", in, 0)) ||
+      failed(checkDim(*this, "w1", w1, 2, "input", in, 1)) ||
+      failed(checkDim(*this, "w2", w2, 0, "w1", w1, 0)) ||
+      failed(checkDim(*this, "w2", w2, 1, "input", in, 1)) ||
+      failed(checkDim(*this, "w2", w2, 2, "w1", w1, 1)) ||
+      failed(checkSameElementType(*this, {in, w1, w2, w3, res})))
+    return failure();
+  if (w1 != w3)
+    return emitOpError() << "w1 " << w1 << " and w3 " << w3
+                         << " must have the same type";
+  if (in != res)
+    return emitOpError() << "result type " << res
+                         << " must equal the input type " << in;
+  return success();
+}
+
+void LayerOp::build(OpBuilder &b, OperationState &state, int64_t index,
+                    ValueRange inputs, TypeRange resultTypes) {
+  state.addAttribute(getIndexAttrName(state.name), b.getI64IntegerAttr(index));
+  state.addOperands(inputs);
+  state.addTypes(resultTypes);
+  Region *body = state.addRegion();
+  Block *block = new Block();
+  body->push_back(block);
+  for (Value v : inputs)
+    block->addArgument(v.getType(), v.getLoc());
+}
+
+LogicalResult LayerOp::verify() {
+  Block &block = getBody().front();
+  if (block.getArgumentTypes() != getInputs().getTypes())
+    return emitOpError("block arguments must have the types of the operands");
+  auto yield = cast<YieldOp>(block.getTerminator());
+  if (yield.getValues().getTypes() != getResultTypes())
+    return emitOpError("yielded values must have the types of the results");
+  return success();
+}
+
+LogicalResult LogitsOp::verify() {
+  return checkRank(*this, "logits", getLogits().getType(), 1);
 }
 
 LogicalResult KVCacheOp::verify() {

@@ -7,6 +7,9 @@ include "meshfold/Dialect/MoE/IR/MoEBase.td"
 include "mlir/IR/CommonTypeConstraints.td"
 include "mlir/IR/CommonAttrConstraints.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/ControlFlowInterfaces.td"
+include "mlir/IR/RegionKindInterface.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
 
 def MoE_FloatTensor : RankedTensorOf<[F32, BF16, F16]>;
 def MoE_IndexTensor : RankedTensorOf<[I64]>;
@@ -178,34 +181,165 @@ def MoE_ExpertsOp : MoE_Op<"experts", [Pure]> {
 def MoE_LMHeadOp : MoE_Op<"lm_head", [Pure]> {
   let summary = "LM head on the last prompt position";
   let description = [{
-    Prefill's logits: `result[v] = sum_i x[T-1, i] * weight[v, i]` for the
-    last row of `x [T, d]`; weight `[V, d]`, result `[V]`.
+    Prefill's logits: `result[v] = sum_i x[r, i] * weight[v, i]` for the row
+    `r` of `x [T, d]` whose global position `positions[r]` is `last` (the
+    prompt's last position, T-1); all zeros when no row has that position
+    (after partitioning, a rank that does not hold it). Weight `[V, d]`,
+    result `[V]`.
+
+    ```mlir
+    %l = moe.lm_head %x, %w, %pos, %last
+        : tensor<?x64xf32>, tensor<512x64xf32>, tensor<?xi64> -> tensor<512xf32>
+    ```
   }];
-  let arguments = (ins MoE_FloatTensor:$input, MoE_FloatTensor:$weight);
+  let arguments = (ins MoE_FloatTensor:$input, MoE_FloatTensor:$weight,
+                       MoE_IndexTensor:$positions, Index:$last);
   let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = [{
-    $input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)
+    $input `,` $weight `,` $positions `,` $last attr-dict `:` type($input) `,`
+    type($weight) `,` type($positions) `->` type($result)
   }];
   let hasVerifier = 1;
+}
+
+def MoE_AttentionPartialOp : MoE_Op<"attention_partial", [Pure]> {
+  let summary = "attention over one block of keys, with its log-sum-exp";
+  let description = [{
+    As `moe.attention`, over the keys given, also returning for each query
+    and head the log-sum-exp of its masked scaled scores,
+    `lse = m + log(sum_j exp(s_j - m))` (`-inf` when no key is visible; the
+    output row is then 0). Partial results over disjoint key blocks combine
+    exactly with `moe.attention_merge` (ring attention).
+  }];
+  let arguments = (ins MoE_FloatTensor:$query, MoE_FloatTensor:$key,
+                       MoE_FloatTensor:$value, MoE_IndexTensor:$q_positions,
+                       MoE_IndexTensor:$kv_positions, F32Attr:$scale);
+  let results = (outs MoE_FloatTensor:$result, MoE_FloatTensor:$lse);
+  let assemblyFormat = [{
+    $query `,` $key `,` $value `,` $q_positions `,` $kv_positions attr-dict `:`
+    type($query) `,` type($key) `,` type($value) `,` type($q_positions) `,`
+    type($kv_positions) `->` type($result) `,` type($lse)
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_AttentionMergeOp : MoE_Op<"attention_merge", [Pure,
+    AllTypesMatch<["out1", "out2", "result"]>,
+    AllTypesMatch<["lse1", "lse2", "lse"]>]> {
+  let summary = "merge two partial attention results by their log-sum-exp";
+  let description = [{
+    `O = (w1 O1 + w2 O2) / (w1 + w2)` with `w_i = exp(lse_i - m)`,
+    `m = max(lse_1, lse_2)`, and `lse = m + log(w1 + w2)`: the same as
+    SPEC's `w_i = exp(m_i - m) * l_i`, numerically safe; a side with
+    `lse = -inf` contributes nothing.
+  }];
+  let arguments = (ins MoE_FloatTensor:$out1, MoE_FloatTensor:$lse1,
+                       MoE_FloatTensor:$out2, MoE_FloatTensor:$lse2);
+  let results = (outs MoE_FloatTensor:$result, MoE_FloatTensor:$lse);
+  let assemblyFormat = [{
+    $out1 `,` $lse1 `,` $out2 `,` $lse2 attr-dict `:` type($out1) `,`
+    type($lse1) `->` type($result) `,` type($lse)
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_ExpertFFNOp : MoE_Op<"expert_ffn", [Pure]> {
+  let summary = "SwiGLU expert per row, for rows grouped by expert parallelism";
+  let description = [{
+    `result[i] = w2[e] (silu(w1[e] x[i]) * w3[e] x[i])` with
+    `e = experts[i]`: the experts of this rank applied to the rows a dispatch
+    brought here (no routing weight; combine applies it).
+  }];
+  let arguments = (ins MoE_FloatTensor:$input, MoE_IndexTensor:$experts,
+                       MoE_FloatTensor:$w1, MoE_FloatTensor:$w2,
+                       MoE_FloatTensor:$w3);
+  let results = (outs MoE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $experts `,` $w1 `,` $w2 `,` $w3 attr-dict `:` type($input) `,`
+    type($experts) `,` type($w1) `,` type($w2) `,` type($w3) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Structure
+//===----------------------------------------------------------------------===//
+
+def MoE_LayerOp : MoE_Op<"layer", [IsolatedFromAbove,
+    SingleBlockImplicitTerminator<"YieldOp">]> {
+  let summary = "one decoder layer";
+  let description = [{
+    The ops of decoder layer `index` (0-based), isolated from above: the block
+    arguments are the operands (the residual stream and the tokens' global
+    positions), the yielded values the results. Partitioning moves whole
+    layers between pipeline stages; lowering inlines them.
+
+    ```mlir
+    %h1 = moe.layer 3 (%h0, %pos) : (tensor<?x64xf32>, tensor<?xi64>)
+        -> tensor<?x64xf32> {
+    ^bb0(%h: tensor<?x64xf32>, %p: tensor<?xi64>):
+      ...
+      moe.yield %out : tensor<?x64xf32>
+    }
+    ```
+  }];
+  let arguments = (ins ConfinedAttr<I64Attr, [IntNonNegative]>:$index,
+                       Variadic<AnyType>:$inputs);
+  let results = (outs Variadic<AnyType>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    $index `(` $inputs `)` attr-dict `:` functional-type($inputs, $results)
+    $body
+  }];
+  let hasVerifier = 1;
+  let skipDefaultBuilders = 1;
+  let builders = [
+    OpBuilder<(ins "int64_t":$index, "::mlir::ValueRange":$inputs,
+                   "::mlir::TypeRange":$resultTypes)>
+  ];
+}
+
+def MoE_YieldOp : MoE_Op<"yield", [Pure, Terminator, HasParent<"LayerOp">]> {
+  let summary = "the results of a layer";
+  let arguments = (ins Variadic<AnyType>:$values);
+  let assemblyFormat = "($values^ `:` type($values))? attr-dict";
+  let builders = [OpBuilder<(ins), [{ build($_builder, $_state, {}); }]>];
 }
 
 //===----------------------------------------------------------------------===//
 // Outputs
 //===----------------------------------------------------------------------===//
 
+def MoE_LogitsOp : MoE_Op<"logits", [MemoryEffects<[MemWrite]>]> {
+  let summary = "the request's last-token logits, an output of prefill";
+  let description = [{
+    Records `logits [V]` as the request's output. With `valid`, only the rank
+    on which `valid` is true records them (after partitioning, the rank that
+    holds the last prompt position).
+  }];
+  let arguments = (ins MoE_FloatTensor:$logits, Optional<I1>:$valid);
+  let assemblyFormat = [{
+    $logits (`if` $valid^)? attr-dict `:` type($logits)
+  }];
+  let hasVerifier = 1;
+}
+
 def MoE_KVCacheOp : MoE_Op<"kv_cache", [MemoryEffects<[MemWrite]>]> {
   let summary = "a layer's K/V cache entries, an output of prefill";
   let description = [{
     Records K (after RoPE) and V `[T, n_kv, d_h]` of layer `layer` (0-based)
-    for the tokens at the global `positions [T]`. The program's outputs are
-    these and the logits.
+    for the tokens at the global `positions [T]`; with `heads from %h`, the
+    tensors hold the KV heads `%h ..` of the model's (tensor parallelism).
+    Positions at or past the prompt's length (padding) are not recorded. The
+    program's outputs are these and the logits.
   }];
   let arguments = (ins MoE_FloatTensor:$key, MoE_FloatTensor:$value,
                        MoE_IndexTensor:$positions,
+                       Optional<Index>:$head_offset,
                        ConfinedAttr<I64Attr, [IntNonNegative]>:$layer);
   let assemblyFormat = [{
-    $key `,` $value `,` $positions attr-dict `:` type($key) `,` type($value)
-    `,` type($positions)
+    $key `,` $value `,` $positions (`heads` `from` $head_offset^)? attr-dict
+    `:` type($key) `,` type($value) `,` type($positions)
   }];
   let hasVerifier = 1;
 }
