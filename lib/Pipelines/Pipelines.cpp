@@ -16,6 +16,34 @@
 
 using namespace mlir;
 
+void meshfold::buildPartitionPipeline(
+    OpPassManager &pm, const PartitionPipelineOptions &options) {
+  if (options.hasPlanOptions()) {
+    mf::MFPartitionPlanPassOptions plan;
+    plan.tp = options.tp;
+    plan.cp = options.cp;
+    plan.dp = options.dp;
+    plan.pp = options.pp;
+    plan.ep = options.ep;
+    plan.order = options.order;
+    plan.gpusPerNode = options.gpusPerNode;
+    pm.addPass(mf::createMFPartitionPlanPass(plan));
+  }
+  pm.addPass(mf::createMFVerifyPlanPass());
+  pm.addPass(mf::createMFZigzagCPPass());
+  pm.addPass(mf::createMFShardTPPass());
+  pm.addPass(mf::createMFInsertSPPass());
+  pm.addPass(mf::createMFRingAttentionPass());
+  mf::MFFoldExpertsPassOptions fold;
+  fold.mode = options.dispatch;
+  pm.addPass(mf::createMFFoldExpertsPass(fold));
+  pm.addPass(mf::createMFLastTokenHeadPass());
+  pm.addPass(mf::createMFSplitPipelinePass());
+  pm.addPass(mf::createMFFuseCollectivesPass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+}
+
 void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
                                        const CPUPipelineOptions &options) {
   pm.addPass(mf::createMFVerifyPlanPass());
@@ -52,6 +80,10 @@ void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
 }
 
 void meshfold::registerMeshfoldPipelines() {
+  PassPipelineRegistration<PartitionPipelineOptions>(
+      "mf-partition",
+      "Partition a global moe model into the per-rank SPMD program of a plan",
+      buildPartitionPipeline);
   PassPipelineRegistration<CPUPipelineOptions>(
       "mf-lower-to-cpu",
       "Lower a one-rank moe model to the LLVM dialect for the CPU target",

@@ -53,6 +53,23 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
              << attr.getValue();
     return success();
   }
+  if (attr.getName() == getShardAttrName()) {
+    auto shard = dyn_cast<ShardAttr>(attr.getValue());
+    if (!shard)
+      return op->emitError() << "'" << getShardAttrName()
+                             << "' must be an #mf.shard";
+    if (op->getNumResults() != 1 ||
+        !isa<RankedTensorType>(op->getResult(0).getType()))
+      return op->emitError() << "'" << getShardAttrName()
+                             << "' belongs on a weight (one tensor result)";
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    if (shard.getDim() < 0 || shard.getDim() >= type.getRank() ||
+        shard.getParts() < 1)
+      return op->emitError() << "#mf.shard dim " << shard.getDim()
+                             << " / parts " << shard.getParts()
+                             << " do not fit " << type;
+    return success();
+  }
   return op->emitError() << "unknown mf attribute '"
                          << attr.getName().getValue() << "'";
 }

@@ -115,8 +115,20 @@ LogicalResult ReduceScatterOp::verify() {
                         /*grows=*/false);
 }
 
+void AllReduceOp::build(OpBuilder &b, OperationState &state,
+                        ValueRange inputs, StringRef mesh,
+                        ArrayRef<StringRef> axes) {
+  build(b, state, inputs.getTypes(), inputs, mesh, b.getStrArrayAttr(axes));
+}
+
 LogicalResult AllReduceOp::verify() {
-  return success(succeeded(verifyGroup(*this, getMesh(), axesOf(getAxes()))));
+  if (failed(verifyGroup(*this, getMesh(), axesOf(getAxes()))))
+    return failure();
+  if (getInputs().empty())
+    return emitOpError("needs at least one tensor to reduce");
+  if (getInputs().getTypes() != getResults().getTypes())
+    return emitOpError("results must have the types of the inputs");
+  return success();
 }
 
 void RingStepOp::build(OpBuilder &b, OperationState &state, ValueRange inputs,
@@ -197,4 +209,40 @@ LogicalResult GatherOp::verify() {
     return emitOpError() << "root " << getRoot() << " is not a group rank";
   return verifyAlongDim(*this, getInput().getType(), getType(), getDim(), *n,
                         /*grows=*/true);
+}
+
+LogicalResult SliceOp::verify() {
+  FailureOr<int64_t> n = verifyGroup(*this, getMesh(), axesOf(getAxes()));
+  if (failed(n))
+    return failure();
+  return verifyAlongDim(*this, getInput().getType(), getType(), getDim(), *n,
+                        /*grows=*/false);
+}
+
+LogicalResult ZigzagPositionsOp::verify() {
+  if (failed(verifyGroup(*this, getMesh(), {getAxis()})))
+    return failure();
+  if (getType().getRank() != 1)
+    return emitOpError("returns a 1-D tensor of positions");
+  if (std::optional<MeshLayout> layout = layoutOf(*this)) {
+    int64_t cp = layout->axisSize(getAxis().str());
+    if (getPadTo() % (2 * cp) != 0)
+      return emitOpError() << "pad_to " << getPadTo()
+                           << " must be a multiple of 2*CP = " << 2 * cp;
+  }
+  return success();
+}
+
+LogicalResult TakeOp::verify() {
+  RankedTensorType in = getInput().getType(), res = getType();
+  if (in.getRank() < 1 || in.getRank() != res.getRank() ||
+      in.getElementType() != res.getElementType())
+    return emitOpError() << "result " << res << " must be rows of " << in;
+  if (getIndices().getType().getRank() != 1)
+    return emitOpError("indices must be 1-D");
+  for (int64_t i = 1; i < in.getRank(); ++i)
+    if (in.getDimSize(i) != res.getDimSize(i))
+      return emitOpError() << "rows must keep their shape: " << in << " vs "
+                           << res;
+  return success();
 }

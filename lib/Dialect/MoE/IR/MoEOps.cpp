@@ -362,6 +362,23 @@ LogicalResult LayerOp::verify() {
   return success();
 }
 
+LogicalResult TakePositionOp::verify() {
+  Type in = getInput().getType(), pos = getPositions().getType(),
+       row = getRow().getType(), found = getFound().getType();
+  if (failed(checkRank(*this, "input", in, 2)) ||
+      failed(checkRank(*this, "positions", pos, 1)) ||
+      failed(checkRank(*this, "row", row, 2)) ||
+      failed(checkRank(*this, "found", found, 1)) ||
+      failed(checkDim(*this, "positions", pos, 0, "input", in, 0)) ||
+      failed(checkDim(*this, "row", row, 1, "input", in, 1)) ||
+      failed(checkSameElementType(*this, {in, row, found})))
+    return failure();
+  if (cast<RankedTensorType>(row).getDimSize(0) != 1 ||
+      cast<RankedTensorType>(found).getDimSize(0) != 1)
+    return emitOpError("row must be [1, d] and found [1]");
+  return success();
+}
+
 LogicalResult LogitsOp::verify() {
   return checkRank(*this, "logits", getLogits().getType(), 1);
 }

@@ -46,4 +46,27 @@ def MF_PlanAttr : MF_Attr<"Plan", "plan"> {
   }];
 }
 
+def MF_ShardAttr : MF_Attr<"Shard", "shard"> {
+  let summary = "which slice of a weight a rank holds";
+  let description = [{
+    Attached to a `moe.param` as `mf.shard`: the param's (local) type is the
+    slice `i` of `parts` equal slices of the checkpoint tensor along `dim`,
+    where `i = coord(axis) * parts / size(axis)` (`parts` divides or equals
+    the axis size; fewer parts than the axis size replicate each slice, as
+    KV heads are when n_kv < TP).
+
+    ```mlir
+    %w = moe.param "model.layers.0.self_attn.q_proj.weight"
+        {mf.shard = #mf.shard<dim = 0, mesh = "attention", axis = "tp", parts = 2>}
+        : tensor<32x64xf32>
+    ```
+  }];
+  let parameters = (ins "int64_t":$dim, "::mlir::StringAttr":$mesh,
+                        "::mlir::StringAttr":$axis, "int64_t":$parts);
+  let assemblyFormat = [{
+    `<` `dim` `=` $dim `,` `mesh` `=` $mesh `,` `axis` `=` $axis `,` `parts`
+    `=` $parts `>`
+  }];
+}
+
 #endif // MESHFOLD_DIALECT_MF_IR_MFATTRS_TD

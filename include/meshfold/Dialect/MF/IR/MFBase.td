@@ -30,6 +30,10 @@ def MF_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getPlanAttrName() {
       return ::llvm::StringLiteral("mf.plan");
     }
+    /// Name of the attribute of a weight that says which slice it holds.
+    static constexpr ::llvm::StringLiteral getShardAttrName() {
+      return ::llvm::StringLiteral("mf.shard");
+    }
   }];
 }
 

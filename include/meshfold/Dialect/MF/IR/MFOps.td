@@ -103,15 +103,29 @@ def MF_ReduceScatterOp : MF_Op<"reduce_scatter", [Pure]> {
   let hasVerifier = 1;
 }
 
-def MF_AllReduceOp : MF_Op<"all_reduce", [Pure, SameOperandsAndResultType]> {
-  let summary = "element-wise sum over a group";
-  let arguments = (ins MF_FloatTensor:$input, StrAttr:$mesh,
+def MF_AllReduceOp : MF_Op<"all_reduce", [Pure]> {
+  let summary = "element-wise sum over a group, of one or more tensors";
+  let description = [{
+    Every result is the element-wise sum over the group of its input. Several
+    inputs are reduced in one grouped call (`mf-fuse-collectives` groups
+    independent all-reduces on one group).
+
+    ```mlir
+    %row, %flag = mf.all_reduce %r, %f on "attention" ["tp"]
+        : tensor<1x64xf32>, tensor<1xf32> -> tensor<1x64xf32>, tensor<1xf32>
+    ```
+  }];
+  let arguments = (ins Variadic<MF_FloatTensor>:$inputs, StrAttr:$mesh,
                        StrArrayAttr:$axes);
-  let results = (outs MF_FloatTensor:$result);
+  let results = (outs Variadic<MF_FloatTensor>:$results);
   let assemblyFormat = [{
-    $input `on` $mesh $axes attr-dict `:` type($input)
+    $inputs `on` $mesh $axes attr-dict `:` type($inputs) `->` type($results)
   }];
   let hasVerifier = 1;
+  let builders = [
+    OpBuilder<(ins "::mlir::ValueRange":$inputs, "::llvm::StringRef":$mesh,
+                   "::llvm::ArrayRef<::llvm::StringRef>":$axes)>
+  ];
 }
 
 def MF_RingStepOp : MF_Op<"ring_step", [Pure]> {
@@ -218,6 +232,65 @@ def MF_RecvOp : MF_Op<"recv", [MemoryEffects<[MemRead]>]> {
   let results = (outs MF_AnyTensor:$result);
   let assemblyFormat = [{
     `from` $mesh $axis $offset (`[` $dynamic_sizes^ `]`)? attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MF_SliceOp : MF_Op<"slice", [Pure]> {
+  let summary = "this rank's slice of a replicated tensor (no communication)";
+  let description = [{
+    Cuts `input` into group-size equal slices along `dim` and keeps slice
+    `i`, this rank's group rank along `axes`: the inverse of `mf.all_gather`
+    (sequence parallelism's split of a TP group's tokens).
+
+    ```mlir
+    %mine = mf.slice %x on "attention" ["tp"] dim 0
+        : tensor<?x64xf32> -> tensor<?x64xf32>
+    ```
+  }];
+  let arguments = (ins MF_AnyTensor:$input, StrAttr:$mesh,
+                       StrArrayAttr:$axes, I64Attr:$dim);
+  let results = (outs MF_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `on` $mesh $axes `dim` $dim attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MF_ZigzagPositionsOp : MF_Op<"zigzag_positions", [Pure]> {
+  let summary = "the global positions a context-parallel rank owns";
+  let description = [{
+    The prompt of `length` tokens, padded to a multiple of `pad_to`
+    (a multiple of 2*CP), is cut into 2*CP equal chunks; CP rank `r` (this
+    rank's coordinate along `axis`) owns chunks `r` and `2*CP-1-r`, so causal
+    work is balanced. Returns their global positions in that order
+    (`[Tp / CP]`); positions `>= length` are padding.
+
+    ```mlir
+    %pos = mf.zigzag_positions %t on "attention" "cp" pad_to 8 : tensor<?xi64>
+    ```
+  }];
+  let arguments = (ins Index:$length, StrAttr:$mesh, StrAttr:$axis,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$pad_to);
+  let results = (outs MF_IndexTensor:$result);
+  let assemblyFormat = [{
+    $length `on` $mesh $axis `pad_to` $pad_to attr-dict `:` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MF_TakeOp : MF_Op<"take", [Pure]> {
+  let summary = "gather rows by index, with a fill value past the end";
+  let description = [{
+    `result[i] = input[indices[i]]` where `indices[i] < dim(input, 0)`, and
+    `fill` elsewhere (padding tokens).
+  }];
+  let arguments = (ins MF_AnyTensor:$input, MF_IndexTensor:$indices,
+                       I64Attr:$fill);
+  let results = (outs MF_AnyTensor:$result);
+  let assemblyFormat = [{
+    $input `[` $indices `]` `fill` $fill attr-dict `:` type($input) `,`
+    type($indices) `->` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -3,6 +3,12 @@
 #ifndef MESHFOLD_DIALECT_MF_TRANSFORMS_PASSES_H
 #define MESHFOLD_DIALECT_MF_TRANSFORMS_PASSES_H
 
+#include "meshfold/Dialect/MF/IR/MF.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

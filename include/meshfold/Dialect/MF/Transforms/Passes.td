@@ -36,6 +36,248 @@ def MFVerifyPlanPass : Pass<"mf-verify-plan", "::mlir::ModuleOp"> {
   let statistics = [
     Statistic<"numDevices", "devices", "Devices in the verified plan">
   ];
+  let dependentDialects = ["::meshfold::mf::MFDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def MFSplitPipelinePass : Pass<"mf-split-pipeline", "::mlir::ModuleOp"> {
+  let summary = "cut the layers into pipeline stages, one function per stage";
+  let description = [{
+    With PP = the plan's `pp` size and L layers, stage s gets layers
+    `s*L/PP .. (s+1)*L/PP - 1` in a function `@<entry>_stage<s>`; the entry
+    becomes a switch on the rank's `pp` coordinate. Stage 0 keeps the
+    embedding, the last stage the final norm and LM head; at each boundary
+    the residual stream (the stage's local tokens: [T/(CP*TP), d] once the
+    token passes have run) is sent once with `mf.send` / `mf.recv` on `pp`.
+
+    ```mlir
+    func.func @prefill(%tokens: tensor<?xi64>) {
+      %pp = mf.coord "attention" "pp" : index
+      scf.index_switch %pp
+      case 0 { func.call @prefill_stage0(%tokens) ... }
+      case 1 { func.call @prefill_stage1(%tokens) ... }
+    }
+    func.func private @prefill_stage0(...) {  ... layers 0..3 ...
+      mf.send %h to "attention" "pp" 1 : tensor<?x64xf32> }
+    func.func private @prefill_stage1(...) {
+      %h = mf.recv from "attention" "pp" -1 [%t] : tensor<?x64xf32>  ... }
+    ```
+  }];
+  let options = [
+    Option<"entryName", "entry", "std::string", "\"prefill\"",
+           "Name of the entry function">
+  ];
+  let dependentDialects = ["::mlir::scf::SCFDialect",
+                           "::mlir::func::FuncDialect",
+                           "::meshfold::mf::MFDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def MFZigzagCPPass : Pass<"mf-zigzag-cp", "::mlir::ModuleOp"> {
+  let summary = "give each context-parallel rank its zigzag chunks of tokens";
+  let description = [{
+    The prompt (padded to a multiple of 2*CP*TP) is cut into 2*CP chunks and
+    CP rank r keeps chunks r and 2*CP-1-r: `moe.positions` becomes
+    `mf.zigzag_positions` (GLOBAL positions, which RoPE, the causal mask, the
+    KV cache and the LM head use) and the embedding reads the rank's tokens
+    through `mf.take` (padding gets token 0). Padding sits past the last real
+    position, so the causal mask keeps it away from real queries, the KV cache
+    drops it and the LM head never picks it.
+
+    ```mlir
+    %pos = moe.positions %tokens : tensor<?xi64> -> tensor<?xi64>
+    // becomes
+    %t = tensor.dim %tokens, %c0 : tensor<?xi64>
+    %pos = mf.zigzag_positions %t on "attention" "cp" pad_to 8 : tensor<?xi64>
+    %mine = mf.take %tokens[%pos] fill 0 : tensor<?xi64>, tensor<?xi64> -> tensor<?xi64>
+    ```
+  }];
+  let dependentDialects = ["::meshfold::mf::MFDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def MFShardTPPass : Pass<"mf-shard-tp", "::mlir::ModuleOp"> {
+  let summary = "tensor parallelism: split attention heads over the TP group";
+  let description = [{
+    Column-parallel Q/K/V (each TP rank holds n_h/TP query heads and
+    n_kv/TP KV heads; when n_kv < TP, TP/n_kv ranks share each KV head),
+    local attention and KV-cache writes for those heads, and a row-parallel
+    output projection whose partial sums are added by an `mf.all_reduce` on
+    `tp`. Weights get `mf.shard` so each rank loads only its slice.
+
+    ```mlir
+    %wq = moe.param "...q_proj.weight" : tensor<64x64xf32>
+    // becomes (TP = 2)
+    %wq = moe.param "...q_proj.weight"
+        {mf.shard = #mf.shard<dim = 0, mesh = "attention", axis = "tp", parts = 2>}
+        : tensor<32x64xf32>
+    ...
+    %o = mf.all_reduce %partial on "attention" ["tp"] : tensor<?x64xf32>
+    ```
+  }];
+  let dependentDialects = ["::meshfold::mf::MFDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def MFInsertSPPass : Pass<"mf-insert-sp", "::mlir::ModuleOp"> {
+  let summary = "sequence parallelism: per-token work on 1/TP of the tokens";
+  let description = [{
+    Outside attention each TP rank keeps T/(CP*TP) whole tokens (with TP = 2,
+    rank 0 the CP rank's first chunk, rank 1 its second): the embedding,
+    RMSNorm, residual adds, router and experts run on that slice. Before the
+    QKV projection an `mf.all_gather` on `tp` rebuilds the CP rank's tokens;
+    the output projection's all-reduce becomes an `mf.reduce_scatter` that
+    hands each rank its tokens back. No [T, d] tensor is formed.
+
+    ```mlir
+    %o = mf.all_reduce %partial on "attention" ["tp"] : tensor<?x64xf32>
+    // becomes
+    %o = mf.reduce_scatter %partial on "attention" ["tp"] dim 0
+        : tensor<?x64xf32> -> tensor<?x64xf32>
+    ```
+  }];
+  let dependentDialects = ["::meshfold::mf::MFDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def MFRingAttentionPass : Pass<"mf-ring-attention", "::mlir::ModuleOp"> {
+  let summary = "context parallelism: ring attention over the CP group";
+  let description = [{
+    Each CP rank attends its queries to its own K/V block, then CP-1 times
+    passes K, V and their positions one step around the CP ring and attends
+    to the block it received; the partial results are merged by their
+    log-sum-exp (`moe.attention_merge`). At CP = 2 this is one swap.
+
+    ```mlir
+    %o = moe.attention %q, %k, %v, %qp, %kp ...
+    // becomes (CP = 2)
+    %o0, %l0 = moe.attention_partial %q, %k, %v, %qp, %kp ...
+    %k1 = mf.ring_step %k on "attention" ["cp"] ...
+    %v1 = mf.ring_step %v on "attention" ["cp"] ...
+    %p1 = mf.ring_step %kp on "attention" ["cp"] ...
+    %o1, %l1 = moe.attention_partial %q, %k1, %v1, %qp, %p1 ...
+    %o, %l = moe.attention_merge %o0, %l0, %o1, %l1 ...
+    ```
+  }];
+  let dependentDialects = ["::meshfold::mf::MFDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def MFFoldExpertsPass : Pass<"mf-fold-experts", "::mlir::ModuleOp"> {
+  let summary = "expert parallelism on the folded expert mesh";
+  let description = [{
+    Each rank of an EP group holds n_experts/EP experts (expert e on EP rank
+    e / (n_experts/EP)); `moe.experts` becomes `mf.dispatch` of each token to
+    its experts' owners, `moe.expert_ffn` on the rows received, and
+    `mf.combine` back with the routing weights. The dispatch is hierarchical
+    (one inter-node copy per destination node, through the relay) when the
+    EP group spans nodes, flat otherwise.
+
+    ```mlir
+    %y = moe.experts %x, %w, %idx, %w1, %w2, %w3 ...
+    // becomes
+    %rows, %local, %r = mf.dispatch %x, %idx, %w on "experts" ["ep"] experts 32 hierarchical ...
+    %out = moe.expert_ffn %rows, %local, %w1, %w2, %w3 ...  // 2 experts' weights
+    %y = mf.combine %r, %out tokens %t ...
+    ```
+  }];
+  let options = [
+    Option<"mode", "mode", "std::string", "\"auto\"",
+           "Dispatch routing: auto (hierarchical when EP spans nodes), flat "
+           "or hierarchical">
+  ];
+  let dependentDialects = ["::meshfold::mf::MFDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def MFLastTokenHeadPass : Pass<"mf-last-token-head", "::mlir::ModuleOp"> {
+  let summary = "only the last prompt position reaches the final norm and LM head";
+  let description = [{
+    The rank holding position T-1 picks that row; its TP group shares it (an
+    all-reduce of the row, zero elsewhere), each TP rank computes V/TP logits
+    with its vocab slice of the LM head, and the slices are gathered on TP
+    rank 0, which records the logits.
+
+    ```mlir
+    %n = moe.rms_norm %h ...
+    %l = moe.lm_head %n, %w, %pos, %last ...
+    moe.logits %l : tensor<512xf32>
+    // becomes (TP = 2)
+    %row, %found = moe.take_position %h, %pos, %last ...
+    %shared = mf.all_reduce %row on "attention" ["tp"] : tensor<1x64xf32>
+    %n = moe.rms_norm %shared ...
+    %part = moe.lm_head %n, %w_half, ... -> tensor<256xf32>
+    %l = mf.gather %part on "attention" ["tp"] dim 0 root 0 ...
+    moe.logits %l if %mine : tensor<512xf32>
+    ```
+  }];
+  let dependentDialects = ["::meshfold::mf::MFDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def MFFuseCollectivesPass : Pass<"mf-fuse-collectives", "::mlir::ModuleOp"> {
+  let summary = "fewer runtime calls: fuse and group collectives";
+  let description = [{
+    Rewrites, each on its own:
+    - adjacent `mf.ring_step`s on one group (ring attention's K, V and
+      positions) become one step: one message;
+    - adjacent independent `mf.all_reduce`s on one group become one grouped
+      call;
+    - `mf.all_reduce` whose result is only `mf.slice`d along the same group
+      (possibly through per-token element-wise ops) becomes
+      `mf.reduce_scatter` (the SP identity: all-reduce = reduce-scatter +
+      all-gather, and the all-gather is not needed);
+    - `mf.dispatch` already carries its counts exchange with its payload in
+      one call, so there is no separate counts round to remove.
+
+    ```mlir
+    %k1 = mf.ring_step %k on "attention" ["cp"] : ... -> ...
+    %v1 = mf.ring_step %v on "attention" ["cp"] : ... -> ...
+    // becomes
+    %k1, %v1 = mf.ring_step %k, %v on "attention" ["cp"] : ... -> ...
+    ```
+    With `remarks`, each layer reports its collective calls before and after.
+  }];
+  let options = [
+    Option<"remarks", "remarks", "bool", "false",
+           "Report per layer the collective calls before and after">
+  ];
+  let statistics = [
+    Statistic<"numBefore", "calls-before", "Collective calls before fusion">,
+    Statistic<"numAfter", "calls-after", "Collective calls after fusion">
+  ];
+  let dependentDialects = ["::meshfold::mf::MFDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def MFPartitionPlanPass : Pass<"mf-set-plan", "::mlir::ModuleOp"> {
+  let summary = "attach a plan given by options to the module";
+  let description = [{
+    Builds the plan from `tp, cp, dp, pp, ep, order, gpus-per-node` (the
+    expert mesh is ep = the non-pp axes, then pp) and sets it as the module's
+    `mf.plan`. Used by the `mf-partition` pipeline when options are given.
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", "1", "Tensor parallel size">,
+    Option<"cp", "cp", "int64_t", "1", "Context parallel size">,
+    Option<"dp", "dp", "int64_t", "1", "Data parallel size">,
+    Option<"pp", "pp", "int64_t", "1", "Pipeline parallel size">,
+    Option<"ep", "ep", "int64_t", "0", "Expert parallel size (0: tp*cp*dp)">,
+    Option<"order", "order", "std::string", "\"tp,cp,dp,pp\"",
+           "Attention mesh axis order, fastest first">,
+    Option<"gpusPerNode", "gpus-per-node", "int64_t", "8", "GPUs per node">
+  ];
+  let dependentDialects = ["::meshfold::mf::MFDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
 }
 
 #endif // MESHFOLD_DIALECT_MF_TRANSFORMS_PASSES_TD

@@ -202,6 +202,23 @@ def MoE_LMHeadOp : MoE_Op<"lm_head", [Pure]> {
   let hasVerifier = 1;
 }
 
+def MoE_TakePositionOp : MoE_Op<"take_position", [Pure]> {
+  let summary = "the row at one global position, if this rank holds it";
+  let description = [{
+    Returns `x[r]` as `[1, d]` for the row `r` whose position is `target`,
+    and whether there is one (else a zero row and 0). `found` is a one-element
+    f32 tensor (1.0 or 0.0) so that it can be reduced over a group.
+  }];
+  let arguments = (ins MoE_FloatTensor:$input, MoE_IndexTensor:$positions,
+                       Index:$target);
+  let results = (outs MoE_FloatTensor:$row, MoE_FloatTensor:$found);
+  let assemblyFormat = [{
+    $input `,` $positions `,` $target attr-dict `:` type($input) `,`
+    type($positions) `->` type($row) `,` type($found)
+  }];
+  let hasVerifier = 1;
+}
+
 def MoE_AttentionPartialOp : MoE_Op<"attention_partial", [Pure]> {
   let summary = "attention over one block of keys, with its log-sum-exp";
   let description = [{

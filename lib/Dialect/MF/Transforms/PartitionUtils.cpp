@@ -1,0 +1,115 @@
+//===- PartitionUtils.cpp - shared helpers of the partitioning passes -----===//
+
+#include "PartitionUtils.h"
+
+#include "mlir/IR/Matchers.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+using namespace mlir;
+using namespace meshfold;
+using namespace meshfold::mf;
+
+FailureOr<MeshLayout> mf::requireLayout(ModuleOp module, StringRef pass) {
+  auto plan = module->getAttrOfType<PlanAttr>(MFDialect::getPlanAttrName());
+  if (!plan)
+    return module.emitError() << pass << ": the module has no plan (set "
+                              << MFDialect::getPlanAttrName()
+                              << " or use the mf-partition options)";
+  std::string error;
+  std::optional<MeshLayout> layout =
+      MeshLayout::create(plan.toPlanSpec(), &error);
+  if (!layout)
+    return module.emitError() << error;
+  return *layout;
+}
+
+moe::ParamOp mf::shardParam(OpBuilder &b, moe::ParamOp param,
+                            RankedTensorType type, int64_t dim, StringRef mesh,
+                            StringRef axis, int64_t parts) {
+  auto local = moe::ParamOp::create(b, param.getLoc(), type, param.getName());
+  local->setAttr(MFDialect::getShardAttrName(),
+                 ShardAttr::get(b.getContext(), dim, b.getStringAttr(mesh),
+                                b.getStringAttr(axis), parts));
+  return local;
+}
+
+moe::ParamOp mf::paramOf(Value v) { return v.getDefiningOp<moe::ParamOp>(); }
+
+void mf::removeDeadOps(Region &region) {
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    SmallVector<Operation *> dead;
+    region.walk<WalkOrder::PostOrder>([&](Operation *op) {
+      if (isOpTriviallyDead(op))
+        dead.push_back(op);
+    });
+    for (Operation *op : llvm::reverse(dead)) {
+      if (!op->use_empty())
+        continue;
+      op->erase();
+      changed = true;
+    }
+  }
+}
+
+void mf::eraseAndClean(ArrayRef<Operation *> ops) {
+  Region *region = nullptr;
+  for (Operation *op : ops) {
+    region = op->getParentRegion();
+    op->dropAllUses();
+  }
+  for (Operation *op : ops)
+    op->erase();
+  if (region)
+    removeDeadOps(*region);
+}
+
+Value mf::scaledCoord(OpBuilder &b, Location loc, StringRef mesh,
+                      StringRef axis, int64_t num, int64_t den) {
+  Value c = CoordOp::create(b, loc, b.getIndexType(), mesh, axis);
+  if (num != 1)
+    c = arith::MulIOp::create(b, loc, c,
+                              arith::ConstantIndexOp::create(b, loc, num));
+  if (den != 1)
+    c = arith::DivUIOp::create(b, loc, c,
+                               arith::ConstantIndexOp::create(b, loc, den));
+  return c;
+}
+
+FailureOr<AttentionChain> mf::matchAttentionChain(moe::AttentionOp att) {
+  AttentionChain c;
+  c.attention = att;
+  auto fail = [&](StringRef what) -> FailureOr<AttentionChain> {
+    return att.emitError() << "partitioning: unexpected structure around "
+                              "attention: "
+                           << what;
+  };
+  c.qRope = att.getQuery().getDefiningOp<moe::RoPEOp>();
+  c.kRope = att.getKey().getDefiningOp<moe::RoPEOp>();
+  if (!c.qRope || !c.kRope)
+    return fail("query and key must come from moe.rope");
+  c.qExp = c.qRope.getInput().getDefiningOp<tensor::ExpandShapeOp>();
+  c.kExp = c.kRope.getInput().getDefiningOp<tensor::ExpandShapeOp>();
+  c.vExp = att.getValue().getDefiningOp<tensor::ExpandShapeOp>();
+  if (!c.qExp || !c.kExp || !c.vExp)
+    return fail("heads must be split by tensor.expand_shape");
+  c.qLin = c.qExp.getSrc().getDefiningOp<moe::LinearOp>();
+  c.kLin = c.kExp.getSrc().getDefiningOp<moe::LinearOp>();
+  c.vLin = c.vExp.getSrc().getDefiningOp<moe::LinearOp>();
+  if (!c.qLin || !c.kLin || !c.vLin || !paramOf(c.qLin.getWeight()) ||
+      !paramOf(c.kLin.getWeight()) || !paramOf(c.vLin.getWeight()))
+    return fail("Q, K and V must be moe.linear of weights");
+  if (!att->hasOneUse())
+    return fail("the attention output must feed one collapse");
+  c.collapse = dyn_cast<tensor::CollapseShapeOp>(*att->user_begin());
+  if (!c.collapse || !c.collapse->hasOneUse())
+    return fail("the attention output must be collapsed into one linear");
+  c.oLin = dyn_cast<moe::LinearOp>(*c.collapse->user_begin());
+  if (!c.oLin || !paramOf(c.oLin.getWeight()))
+    return fail("the output projection must be a moe.linear of a weight");
+  for (Operation *user : c.kRope->getUsers())
+    if (auto cache = dyn_cast<moe::KVCacheOp>(user))
+      c.caches.push_back(cache);
+  return c;
+}

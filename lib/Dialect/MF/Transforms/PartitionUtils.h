@@ -1,0 +1,67 @@
+//===- PartitionUtils.h - shared helpers of the partitioning passes -------===//
+//
+// What the partitioning passes share: the plan's layout, the layers, and
+// small builders. Group math stays in MeshLayout.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MESHFOLD_LIB_DIALECT_MF_TRANSFORMS_PARTITIONUTILS_H
+#define MESHFOLD_LIB_DIALECT_MF_TRANSFORMS_PARTITIONUTILS_H
+
+#include "meshfold/Analysis/MeshLayout.h"
+#include "meshfold/Dialect/MF/IR/MF.h"
+#include "meshfold/Dialect/MoE/IR/MoE.h"
+
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace meshfold::mf {
+
+/// The layout of the module's plan; emits an error naming `pass` and fails
+/// when there is no (valid) plan.
+mlir::FailureOr<MeshLayout> requireLayout(mlir::ModuleOp module,
+                                          llvm::StringRef pass);
+
+/// A copy of `param` with local type `type` and the slice it holds.
+moe::ParamOp shardParam(mlir::OpBuilder &b, moe::ParamOp param,
+                        mlir::RankedTensorType type, int64_t dim,
+                        llvm::StringRef mesh, llvm::StringRef axis,
+                        int64_t parts);
+
+/// The moe.param defining `v`, or null.
+moe::ParamOp paramOf(mlir::Value v);
+
+/// Erases `ops` (users before producers) and then every op they leave
+/// trivially dead.
+void eraseAndClean(llvm::ArrayRef<mlir::Operation *> ops);
+
+/// Removes trivially dead ops from `region` until none is left.
+void removeDeadOps(mlir::Region &region);
+
+/// The attention-side chain of one layer, as the importer builds it:
+/// q = rope(expand(linear(x, Wq))), k = rope(expand(linear(x, Wk))),
+/// v = expand(linear(x, Wv)); out = linear(collapse(attention), Wo).
+struct AttentionChain {
+  moe::LinearOp qLin, kLin, vLin, oLin;
+  mlir::tensor::ExpandShapeOp qExp, kExp, vExp;
+  moe::RoPEOp qRope, kRope;
+  mlir::Operation *attention = nullptr; // AttentionOp or its ring form.
+  mlir::tensor::CollapseShapeOp collapse;
+  llvm::SmallVector<moe::KVCacheOp> caches;
+};
+
+/// Matches the chain around `attention`; emits an error and fails when the
+/// structure is not the one the passes know.
+mlir::FailureOr<AttentionChain> matchAttentionChain(moe::AttentionOp attention);
+
+/// `coord(axis) * num / den` as an index value.
+mlir::Value scaledCoord(mlir::OpBuilder &b, mlir::Location loc,
+                        llvm::StringRef mesh, llvm::StringRef axis,
+                        int64_t num, int64_t den);
+
+} // namespace meshfold::mf
+
+#endif // MESHFOLD_LIB_DIALECT_MF_TRANSFORMS_PARTITIONUTILS_H

@@ -1,0 +1,34 @@
+//===- SetPlan.cpp - attach a plan given by options -----------------------===//
+
+#include "PartitionUtils.h"
+#include "meshfold/Dialect/MF/Transforms/Passes.h"
+
+#define DEBUG_TYPE "mf-set-plan"
+
+namespace meshfold::mf {
+#define GEN_PASS_DEF_MFPARTITIONPLANPASS
+#include "meshfold/Dialect/MF/Transforms/Passes.h.inc"
+} // namespace meshfold::mf
+
+using namespace mlir;
+using namespace meshfold;
+using namespace meshfold::mf;
+
+namespace {
+struct MFSetPlanPass : public mf::impl::MFPartitionPlanPassBase<MFSetPlanPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    PlanSpec spec;
+    std::string error;
+    int64_t epSize = ep > 0 ? int64_t(ep) : tp * cp * dp;
+    if (!PlanSpec::fromFlags(tp, cp, dp, pp, epSize, order, gpusPerNode, spec,
+                             &error)) {
+      module.emitError() << error;
+      return signalPassFailure();
+    }
+    module->setAttr(MFDialect::getPlanAttrName(),
+                    PlanAttr::fromPlanSpec(&getContext(), spec));
+  }
+};
+} // namespace

@@ -1,0 +1,131 @@
+//===- ShardTP.cpp - tensor parallelism over attention heads --------------===//
+
+#include "PartitionUtils.h"
+#include "meshfold/Dialect/MF/Transforms/Passes.h"
+
+#define DEBUG_TYPE "mf-shard-tp"
+
+namespace meshfold::mf {
+#define GEN_PASS_DEF_MFSHARDTPPASS
+#include "meshfold/Dialect/MF/Transforms/Passes.h.inc"
+} // namespace meshfold::mf
+
+using namespace mlir;
+using namespace meshfold;
+using namespace meshfold::mf;
+
+namespace {
+RankedTensorType withDim(Type t, int64_t dim, int64_t size) {
+  auto rt = cast<RankedTensorType>(t);
+  SmallVector<int64_t> shape(rt.getShape());
+  shape[dim] = size;
+  return RankedTensorType::get(shape, rt.getElementType());
+}
+
+/// Rebuilds one projection with `heads` local heads: the weight slice, the
+/// linear and the head split.
+Value localHeads(OpBuilder &b, moe::LinearOp lin, tensor::ExpandShapeOp exp,
+                 int64_t heads, int64_t headDim, int64_t parts) {
+  moe::ParamOp w = paramOf(lin.getWeight());
+  RankedTensorType wType = w.getType();
+  auto local = shardParam(b, w, withDim(wType, 0, heads * headDim), 0,
+                          "attention", "tp", parts);
+  Value y = moe::LinearOp::create(
+      b, lin.getLoc(), withDim(lin.getType(), 1, heads * headDim),
+      lin.getInput(), local);
+  SmallVector<OpFoldResult> shape = exp.getMixedOutputShape();
+  shape[1] = b.getIndexAttr(heads);
+  return tensor::ExpandShapeOp::create(
+      b, exp.getLoc(), withDim(exp.getType(), 1, heads), y,
+      exp.getReassociationIndices(), shape);
+}
+
+struct MFShardTPPass : public mf::impl::MFShardTPPassBase<MFShardTPPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    FailureOr<MeshLayout> layout = requireLayout(module, "mf-shard-tp");
+    if (failed(layout))
+      return signalPassFailure();
+    int64_t tp = layout->axisSize("tp");
+    if (tp == 1)
+      return;
+    SmallVector<moe::AttentionOp> attentions;
+    module.walk([&](moe::AttentionOp op) { attentions.push_back(op); });
+    for (moe::AttentionOp att : attentions)
+      if (failed(shard(att, tp)))
+        return signalPassFailure();
+  }
+
+  LogicalResult shard(moe::AttentionOp att, int64_t tp) {
+    FailureOr<AttentionChain> chain = matchAttentionChain(att);
+    if (failed(chain))
+      return failure();
+    AttentionChain &c = *chain;
+    auto qType = att.getQuery().getType();
+    int64_t nh = qType.getDimSize(1), dh = qType.getDimSize(2);
+    int64_t nkv = att.getKey().getType().getDimSize(1);
+    // The rules mf-verify-plan checks, again here so that the pass alone
+    // never builds wrong IR.
+    if (nh % tp != 0)
+      return att.emitError() << "plan rule 'tp-heads': TP=" << tp
+                             << " must divide n_heads=" << nh;
+    if (nkv % tp != 0 && !(nkv < tp && tp % nkv == 0))
+      return att.emitError()
+             << "plan rule 'gqa': TP=" << tp << " must divide n_kv=" << nkv
+             << ", or be a multiple of it (KV-head replication)";
+    int64_t nhLocal = nh / tp;
+    // With n_kv < TP each rank holds one KV head, shared by TP/n_kv ranks.
+    int64_t kvParts = std::min(nkv, tp), nkvLocal = nkv / kvParts;
+
+    OpBuilder b(att);
+    Location loc = att.getLoc();
+    b.setInsertionPoint(c.qLin);
+    Value q = localHeads(b, c.qLin, c.qExp, nhLocal, dh, tp);
+    Value k = localHeads(b, c.kLin, c.kExp, nkvLocal, dh, kvParts);
+    Value v = localHeads(b, c.vLin, c.vExp, nkvLocal, dh, kvParts);
+    b.setInsertionPoint(att);
+    q = moe::RoPEOp::create(b, c.qRope.getLoc(), q.getType(), q,
+                            c.qRope.getPositions(), c.qRope.getThetaAttr());
+    k = moe::RoPEOp::create(b, c.kRope.getLoc(), k.getType(), k,
+                            c.kRope.getPositions(), c.kRope.getThetaAttr());
+    for (moe::KVCacheOp cache : c.caches) {
+      // This rank's KV heads start at (tp * kvParts / TP) * nkvLocal.
+      Value first = scaledCoord(b, loc, "attention", "tp", kvParts, tp);
+      Value offset = arith::MulIOp::create(
+          b, loc, first, arith::ConstantIndexOp::create(b, loc, nkvLocal));
+      Value cacheV = cache.getValue() == att.getValue() ? v : Value();
+      if (!cacheV)
+        return cache.emitError("partitioning: the KV cache must record the "
+                               "attention's value");
+      moe::KVCacheOp::create(b, cache.getLoc(), k, cacheV,
+                             cache.getPositions(), offset,
+                             cache.getLayerAttr());
+    }
+    Value out = moe::AttentionOp::create(b, loc, q.getType(), q, k, v,
+                                         att.getQPositions(),
+                                         att.getKvPositions(),
+                                         att.getScaleAttr());
+    auto flatType = withDim(c.collapse.getType(), 1, nhLocal * dh);
+    Value flat = tensor::CollapseShapeOp::create(
+        b, c.collapse.getLoc(), flatType, out,
+        c.collapse.getReassociationIndices());
+    b.setInsertionPoint(c.oLin);
+    moe::ParamOp wo = paramOf(c.oLin.getWeight());
+    auto woLocal = shardParam(b, wo, withDim(wo.getType(), 1, nhLocal * dh), 1,
+                              "attention", "tp", tp);
+    Value partial = moe::LinearOp::create(b, c.oLin.getLoc(), c.oLin.getType(),
+                                          flat, woLocal);
+    Value sum = AllReduceOp::create(b, c.oLin.getLoc(), ValueRange{partial},
+                                    "attention", {"tp"})
+                    .getResult(0);
+    c.oLin.getResult().replaceAllUsesWith(sum);
+    SmallVector<Operation *> old = {c.oLin, c.collapse, att};
+    for (moe::KVCacheOp cache : c.caches)
+      old.push_back(cache);
+    old.append({c.qRope, c.kRope, c.qExp, c.kExp, c.vExp, c.qLin, c.kLin,
+                c.vLin});
+    eraseAndClean(old);
+    return success();
+  }
+};
+} // namespace
