@@ -25,5 +25,17 @@ llvm_config.add_tool_substitutions(tools, tool_dirs)
 llvm_config.with_environment("PATH", config.meshfold_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
+# mlir-runner and its runtime libraries, for tests that run lowered IR
+# (REQUIRES: mlir-runner; -shared-libs=%mlir_runner_utils,%mlir_c_runner_utils).
+llvm_lib_dir = os.path.join(os.path.dirname(config.llvm_tools_dir), "lib")
+runner_libs = [os.path.join(llvm_lib_dir, lib) for lib in
+               ("libmlir_runner_utils.so", "libmlir_c_runner_utils.so")]
+if os.path.exists(os.path.join(config.llvm_tools_dir, "mlir-runner")) and \
+        all(os.path.exists(lib) for lib in runner_libs):
+    config.available_features.add("mlir-runner")
+    llvm_config.add_tool_substitutions(["mlir-runner"], [config.llvm_tools_dir])
+    config.substitutions.append(("%mlir_runner_utils", runner_libs[0]))
+    config.substitutions.append(("%mlir_c_runner_utils", runner_libs[1]))
+
 if config.meshfold_have_cuda:
     config.available_features.add("cuda")

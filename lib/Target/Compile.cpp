@@ -180,11 +180,16 @@ LogicalResult meshfold::linkExecutable(llvm::StringRef object,
     if (auto buf = llvm::MemoryBuffer::getFile(log)) {
       llvm::SmallVector<llvm::StringRef> lines;
       (*buf)->getBuffer().split(lines, '\n', -1, false);
-      for (llvm::StringRef line : lines)
-        if (line.contains("error")) {
-          first = line.trim().str();
+      // An undefined symbol says more than the driver's summary line.
+      for (llvm::StringRef key : {"undefined reference", "error"}) {
+        for (llvm::StringRef line : lines)
+          if (line.contains(key)) {
+            first = line.trim().str();
+            break;
+          }
+        if (!first.empty())
           break;
-        }
+      }
       if (first.empty() && !lines.empty())
         first = lines.front().trim().str();
     }

@@ -45,17 +45,21 @@ AffineMap pick(MLIRContext *ctx, unsigned numDims, ArrayRef<unsigned> dims) {
   return AffineMap::get(numDims, 0, exprs, ctx);
 }
 
-/// tensor.empty of `type`, dynamic dims taken from `sources` (one per dynamic
-/// dim of `type`, in order): (value, dim index) pairs.
+/// tensor.empty of `type`, dynamic dims taken from `sources`: (value, dim
+/// index) pairs, either one per dim of `type` (entries for static dims are
+/// ignored) or one per dynamic dim, in order.
 Value makeEmpty(OpBuilder &b, Location loc, RankedTensorType type,
                 ArrayRef<std::pair<Value, int64_t>> sources) {
   SmallVector<Value> dyn;
+  bool perDim = int64_t(sources.size()) == type.getRank();
   unsigned next = 0;
   for (int64_t i = 0; i < type.getRank(); ++i) {
     if (!type.isDynamicDim(i))
       continue;
-    assert(next < sources.size() && "missing dynamic size source");
-    auto [v, d] = sources[next++];
+    unsigned at = perDim ? unsigned(i) : next++;
+    assert(at < sources.size() && sources[at].first &&
+           "missing dynamic size source");
+    auto [v, d] = sources[at];
     dyn.push_back(tensor::DimOp::create(b, loc, v, d));
   }
   return tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType(),
@@ -310,7 +314,8 @@ std::pair<Value, Value> buildAttention(OpBuilder &b, Location loc, Value q,
   AffineExpr h = getAffineDimExpr(0, ctx), i = getAffineDimExpr(1, ctx),
              j = getAffineDimExpr(2, ctx), d = getAffineDimExpr(3, ctx);
   auto scoresType = tensorOf({nh, tq, tk}, elt);
-  SmallVector<std::pair<Value, int64_t>> hij = {{q, 0}, {k, 0}};
+  // Sizes by dim of [h, i, j]: h is static, i from q, j from k.
+  SmallVector<std::pair<Value, int64_t>> hij = {{Value(), 0}, {q, 0}, {k, 0}};
   Value scores = generic(
       b, loc, {q, k}, {zeros(b, loc, scoresType, hij)},
       {AffineMap::get(4, 0, {i, h, d}, ctx),

@@ -108,16 +108,30 @@ func.func @experts(%x: tensor<?x64xf32>, %w: tensor<?x2xf32>, %i: tensor<?x2xi64
 
 // -----
 
-// The LM head reads only row T-1.
+// The LM head finds the row whose global position is %last (-1 when none),
+// reads only that row, and gives zeros when no row holds %last.
 // CHECK-LABEL: func.func @lm_head
-// CHECK-SAME: (%[[X:.+]]: tensor<?x64xf32>
-// CHECK: %[[T:.+]] = tensor.dim %[[X]]
-// CHECK: %[[LAST:.+]] = arith.subi %[[T]], %{{.+}} : index
-// CHECK: linalg.generic
-// CHECK: tensor.extract %[[X]][%[[LAST]], %{{.+}}] : tensor<?x64xf32>
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<?x64xf32>, %[[W:[^:]+]]: tensor<512x64xf32>, %[[P:[^:]+]]: tensor<?xi64>, %[[LASTIDX:[^:]+]]: index)
+// CHECK: %[[LAST:.+]] = arith.index_cast %[[LASTIDX]] : index to i64
+// CHECK: %[[NONE:.+]] = arith.constant -1 : i64
+// CHECK: %[[INIT:.+]] = linalg.fill ins(%[[NONE]] : i64) outs(%{{.+}} : tensor<i64>)
+// CHECK: %[[ROWT:.+]] = linalg.generic {{.*}} iterator_types = ["reduction"]} ins(%[[P]] : tensor<?xi64>) outs(%[[INIT]] : tensor<i64>)
+// CHECK: ^bb0(%[[PI:.+]]: i64, %[[ACC:.+]]: i64):
+// CHECK: %[[HIT:.+]] = arith.cmpi eq, %[[PI]], %[[LAST]] : i64
+// CHECK: %[[I:.+]] = linalg.index 0
+// CHECK: %[[II:.+]] = arith.index_cast %[[I]] : index to i64
+// CHECK: arith.select %[[HIT]], %[[II]], %[[ACC]] : i64
+// CHECK: %[[ROW:.+]] = tensor.extract %[[ROWT]][] : tensor<i64>
+// CHECK: %[[FOUND:.+]] = arith.cmpi sge, %[[ROW]], %{{.+}} : i64
+// CHECK: %[[SAFE:.+]] = arith.select %[[FOUND]], %[[ROW]], %{{.+}} : i64
+// CHECK: %[[R:.+]] = arith.index_cast %[[SAFE]] : i64 to index
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%[[W]] : tensor<512x64xf32>)
+// CHECK: %[[XV:.+]] = tensor.extract %[[X]][%[[R]], %{{.+}}] : tensor<?x64xf32>
+// CHECK: arith.select %[[FOUND]], %[[XV]], %{{.+}} : f32
 // CHECK: -> tensor<512xf32>
-func.func @lm_head(%x: tensor<?x64xf32>, %w: tensor<512x64xf32>) -> tensor<512xf32> {
-  %y = moe.lm_head %x, %w : tensor<?x64xf32>, tensor<512x64xf32> -> tensor<512xf32>
+// CHECK-NOT: moe.
+func.func @lm_head(%x: tensor<?x64xf32>, %w: tensor<512x64xf32>, %p: tensor<?xi64>, %last: index) -> tensor<512xf32> {
+  %y = moe.lm_head %x, %w, %p, %last : tensor<?x64xf32>, tensor<512x64xf32>, tensor<?xi64> -> tensor<512xf32>
   return %y : tensor<512xf32>
 }
 
@@ -138,12 +152,125 @@ func.func @embed_positions(%t: tensor<?xi64>, %e: tensor<512x64xf32>) -> (tensor
 
 // -----
 
-// Weights and K/V outputs are left for convert-moe-to-runtime.
+// Weights and K/V and logits outputs are left for convert-moe-to-runtime.
 // CHECK-LABEL: func.func @leaves_io
 // CHECK: moe.param
 // CHECK: moe.kv_cache
-func.func @leaves_io(%k: tensor<?x2x16xf32>, %p: tensor<?xi64>) -> tensor<64xf32> {
+// CHECK: moe.logits
+func.func @leaves_io(%k: tensor<?x2x16xf32>, %p: tensor<?xi64>, %l: tensor<64xf32>) -> tensor<64xf32> {
   %w = moe.param "model.norm.weight" : tensor<64xf32>
   moe.kv_cache %k, %k, %p {layer = 0 : i64} : tensor<?x2x16xf32>, tensor<?x2x16xf32>, tensor<?xi64>
+  moe.logits %l : tensor<64xf32>
   return %w : tensor<64xf32>
+}
+
+// -----
+
+// Attention over one key block: the same chain as moe.attention, plus the
+// log-sum-exp [Tq, n_h] = row max + log(row sum), -inf for a fully masked row.
+// CHECK-DAG: #[[$HI:.+]] = affine_map<(d0, d1) -> (d1, d0)>
+// CHECK-DAG: #[[$IH:.+]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func @attention_partial
+// CHECK-SAME: %[[QP:[^:]+]]: tensor<?xi64>, %[[KP:[^:]+]]: tensor<?xi64>
+// CHECK: linalg.generic {{.*}} ins(%{{.+}}, %[[QP]], %[[KP]] :
+// CHECK: arith.cmpi sle
+// CHECK: %[[MAX:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK: arith.maximumf
+// CHECK: math.exp
+// CHECK: %[[SUM:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]
+// CHECK: %[[OUT:.+]] = linalg.generic {{.*}} ins(%{{.+}}, %[[SUM]] : tensor<?x8x16xf32>, tensor<8x?xf32>) outs(%{{.+}} : tensor<?x8x16xf32>)
+// CHECK: arith.divf
+// CHECK: %[[LSE:.+]] = linalg.generic {indexing_maps = [#[[$HI]], #[[$HI]], #[[$IH]]], iterator_types = ["parallel", "parallel"]} ins(%[[MAX]], %[[SUM]] : tensor<8x?xf32>, tensor<8x?xf32>) outs(%{{.+}} : tensor<?x8xf32>)
+// CHECK: ^bb0(%[[M:.+]]: f32, %[[S:.+]]: f32, %{{.+}}: f32):
+// CHECK: %[[NOKEY:.+]] = arith.cmpf oeq, %[[M]], %[[NEGINF:.+]] : f32
+// CHECK: %[[LOG:.+]] = math.log %[[S]] : f32
+// CHECK: %[[V:.+]] = arith.addf %[[M]], %[[LOG]] : f32
+// CHECK: arith.select %[[NOKEY]], %{{.+}}, %[[V]] : f32
+// CHECK: return %[[OUT]], %[[LSE]]
+// CHECK-NOT: moe.
+func.func @attention_partial(%q: tensor<?x8x16xf32>, %k: tensor<?x2x16xf32>, %v: tensor<?x2x16xf32>, %qp: tensor<?xi64>, %kp: tensor<?xi64>) -> (tensor<?x8x16xf32>, tensor<?x8xf32>) {
+  %o, %l = moe.attention_partial %q, %k, %v, %qp, %kp {scale = 0.25 : f32} : tensor<?x8x16xf32>, tensor<?x2x16xf32>, tensor<?x2x16xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x16xf32>, tensor<?x8xf32>
+  return %o, %l : tensor<?x8x16xf32>, tensor<?x8xf32>
+}
+
+// -----
+
+// Merge by log-sum-exp: with m = max(lse1, lse2) and w_i = exp(lse_i - m)
+// (0 when both are -inf), O = (w1 O1 + w2 O2) / (w1 + w2) and
+// lse = m + log(w1 + w2).
+// CHECK-LABEL: func.func @attention_merge
+// CHECK-SAME: (%[[O1:[^:]+]]: tensor<?x8x16xf32>, %[[L1:[^:]+]]: tensor<?x8xf32>, %[[O2:[^:]+]]: tensor<?x8x16xf32>, %[[L2:[^:]+]]: tensor<?x8xf32>)
+// CHECK: %[[OUT:.+]] = linalg.generic {{.*}} ins(%[[O1]], %[[L1]], %[[O2]], %[[L2]] : tensor<?x8x16xf32>, tensor<?x8xf32>, tensor<?x8x16xf32>, tensor<?x8xf32>)
+// CHECK: ^bb0(%[[A1:.+]]: f32, %[[B1:.+]]: f32, %[[A2:.+]]: f32, %[[B2:.+]]: f32, %{{.+}}: f32):
+// CHECK: %[[M:.+]] = arith.maximumf %[[B1]], %[[B2]] : f32
+// CHECK: %[[NONE:.+]] = arith.cmpf oeq, %[[M]], %{{.+}} : f32
+// CHECK: %[[D1:.+]] = arith.subf %[[B1]], %[[M]] : f32
+// CHECK: %[[E1:.+]] = math.exp %[[D1]] : f32
+// CHECK: %[[W1:.+]] = arith.select %[[NONE]], %{{.+}}, %[[E1]] : f32
+// CHECK: %[[D2:.+]] = arith.subf %[[B2]], %[[M]] : f32
+// CHECK: %[[E2:.+]] = math.exp %[[D2]] : f32
+// CHECK: %[[W2:.+]] = arith.select %[[NONE]], %{{.+}}, %[[E2]] : f32
+// CHECK-DAG: %[[P2:.+]] = arith.mulf %[[W2]], %[[A2]] : f32
+// CHECK-DAG: %[[P1:.+]] = arith.mulf %[[W1]], %[[A1]] : f32
+// CHECK: %[[NUM:.+]] = arith.addf %[[P1]], %[[P2]] : f32
+// CHECK: %[[DEN:.+]] = arith.addf %[[W1]], %[[W2]] : f32
+// CHECK: %[[Q:.+]] = arith.divf %[[NUM]], %[[DEN]] : f32
+// CHECK: arith.select %[[NONE]], %{{.+}}, %[[Q]] : f32
+// CHECK: %[[LSE:.+]] = linalg.generic {{.*}} ins(%[[L1]], %[[L2]] : tensor<?x8xf32>, tensor<?x8xf32>)
+// CHECK: arith.maximumf
+// CHECK: math.log
+// CHECK: return %[[OUT]], %[[LSE]]
+// CHECK-NOT: moe.
+func.func @attention_merge(%o1: tensor<?x8x16xf32>, %l1: tensor<?x8xf32>, %o2: tensor<?x8x16xf32>, %l2: tensor<?x8xf32>) -> (tensor<?x8x16xf32>, tensor<?x8xf32>) {
+  %o, %l = moe.attention_merge %o1, %l1, %o2, %l2 : tensor<?x8x16xf32>, tensor<?x8xf32> -> tensor<?x8x16xf32>, tensor<?x8xf32>
+  return %o, %l : tensor<?x8x16xf32>, tensor<?x8xf32>
+}
+
+// -----
+
+// An expert per row: w1 and w3 gathered by the row's expert id, silu(h1) * h3,
+// then w2 gathered by the same id; no routing weight.
+// CHECK-LABEL: func.func @expert_ffn
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<?x64xf32>, %[[E:[^:]+]]: tensor<?xi64>, %[[W1:[^:]+]]: tensor<4x32x64xf32>, %[[W2:[^:]+]]: tensor<4x64x32xf32>, %[[W3:[^:]+]]: tensor<4x32x64xf32>)
+// CHECK: %[[H:.+]]:2 = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[X]], %[[E]] : tensor<?x64xf32>, tensor<?xi64>)
+// CHECK: ^bb0(%{{.+}}: f32, %[[EI:.+]]: i64,
+// CHECK: %[[EX:.+]] = arith.index_cast %[[EI]] : i64 to index
+// CHECK: tensor.extract %[[W1]][%[[EX]], %{{.+}}, %{{.+}}] : tensor<4x32x64xf32>
+// CHECK: tensor.extract %[[W3]][%[[EX]], %{{.+}}, %{{.+}}] : tensor<4x32x64xf32>
+// CHECK: -> (tensor<?x32xf32>, tensor<?x32xf32>)
+// CHECK: %[[ACT:.+]] = linalg.generic {{.*}} ins(%[[H]]#0, %[[H]]#1 : tensor<?x32xf32>, tensor<?x32xf32>)
+// CHECK: math.exp
+// CHECK: arith.divf
+// CHECK: arith.mulf
+// CHECK: %[[Y:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[ACT]], %[[E]] : tensor<?x32xf32>, tensor<?xi64>)
+// CHECK: tensor.extract %[[W2]][%{{.+}}, %{{.+}}, %{{.+}}] : tensor<4x64x32xf32>
+// CHECK: -> tensor<?x64xf32>
+// CHECK: return %[[Y]]
+// CHECK-NOT: moe.
+func.func @expert_ffn(%x: tensor<?x64xf32>, %e: tensor<?xi64>, %w1: tensor<4x32x64xf32>, %w2: tensor<4x64x32xf32>, %w3: tensor<4x32x64xf32>) -> tensor<?x64xf32> {
+  %y = moe.expert_ffn %x, %e, %w1, %w2, %w3 : tensor<?x64xf32>, tensor<?xi64>, tensor<4x32x64xf32>, tensor<4x64x32xf32>, tensor<4x32x64xf32> -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}
+
+// -----
+
+// moe.layer is inlined: its block arguments become the operands, its yielded
+// values the results, and the ops inside are lowered in place.
+// CHECK-LABEL: func.func @layer
+// CHECK-SAME: (%[[H:[^:]+]]: tensor<?x64xf32>, %[[P:[^:]+]]: tensor<?xi64>, %[[K:[^:]+]]: tensor<?x8x8xf32>, %[[W:[^:]+]]: tensor<64x64xf32>)
+// CHECK-NOT: moe.layer
+// CHECK: %[[Y:.+]] = linalg.generic {{.*}} ins(%[[H]], %[[W]] : tensor<?x64xf32>, tensor<64x64xf32>)
+// CHECK: moe.kv_cache %[[K]], %[[K]], %[[P]] {layer = 2 : i64}
+// CHECK: %[[R:.+]] = arith.addf %[[H]], %[[Y]] : tensor<?x64xf32>
+// CHECK: return %[[R]] : tensor<?x64xf32>
+// CHECK-NOT: moe.yield
+func.func @layer(%h: tensor<?x64xf32>, %p: tensor<?xi64>, %k: tensor<?x8x8xf32>, %w: tensor<64x64xf32>) -> tensor<?x64xf32> {
+  %0 = moe.layer 2 (%h, %p, %k, %w) : (tensor<?x64xf32>, tensor<?xi64>, tensor<?x8x8xf32>, tensor<64x64xf32>) -> tensor<?x64xf32> {
+  ^bb0(%a: tensor<?x64xf32>, %ap: tensor<?xi64>, %ak: tensor<?x8x8xf32>, %aw: tensor<64x64xf32>):
+    %y = moe.linear %a, %aw : tensor<?x64xf32>, tensor<64x64xf32> -> tensor<?x64xf32>
+    moe.kv_cache %ak, %ak, %ap {layer = 2 : i64} : tensor<?x8x8xf32>, tensor<?x8x8xf32>, tensor<?xi64>
+    %r = arith.addf %a, %y : tensor<?x64xf32>
+    moe.yield %r : tensor<?x64xf32>
+  }
+  return %0 : tensor<?x64xf32>
 }

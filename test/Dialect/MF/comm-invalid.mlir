@@ -29,7 +29,7 @@ module attributes {mf.plan = #mf.plan<devices = 32, gpus_per_node = 8,
 // No axes.
 func.func @no_axes(%x: tensor<4x64xf32>) -> tensor<4x64xf32> {
   // expected-error @+1 {{needs at least one axis}}
-  %a = mf.all_reduce %x on "attention" [] : tensor<4x64xf32>
+  %a = mf.all_reduce %x on "attention" [] : tensor<4x64xf32> -> tensor<4x64xf32>
   return %a : tensor<4x64xf32>
 }
 
@@ -38,7 +38,7 @@ func.func @no_axes(%x: tensor<4x64xf32>) -> tensor<4x64xf32> {
 // An axis named twice.
 func.func @twice(%x: tensor<4x64xf32>) -> tensor<4x64xf32> {
   // expected-error @+1 {{axis "tp" named twice}}
-  %a = mf.all_reduce %x on "attention" ["tp", "tp"] : tensor<4x64xf32>
+  %a = mf.all_reduce %x on "attention" ["tp", "tp"] : tensor<4x64xf32> -> tensor<4x64xf32>
   return %a : tensor<4x64xf32>
 }
 

@@ -22,12 +22,12 @@ module attributes {mf.plan = #mf.plan<devices = 32, gpus_per_node = 8,
   // CHECK-LABEL: func.func @tp_collectives
   // CHECK: %[[AG:.+]] = mf.all_gather %{{.+}} on "attention" ["tp"] dim 0 : tensor<4x64xf32> -> tensor<8x64xf32>
   // CHECK: %[[RS:.+]] = mf.reduce_scatter %[[AG]] on "attention" ["tp"] dim 0 : tensor<8x64xf32> -> tensor<4x64xf32>
-  // CHECK: mf.all_reduce %[[RS]] on "attention" ["tp"] : tensor<4x64xf32>
+  // CHECK: mf.all_reduce %[[RS]] on "attention" ["tp"] : tensor<4x64xf32> -> tensor<4x64xf32>
   // CHECK: mf.all_gather %{{.+}} on "attention" ["tp", "cp"] dim 1 : tensor<?x16xbf16> -> tensor<?x64xbf16>
   func.func @tp_collectives(%x: tensor<4x64xf32>, %y: tensor<?x16xbf16>) -> (tensor<4x64xf32>, tensor<?x64xbf16>) {
     %a = mf.all_gather %x on "attention" ["tp"] dim 0 : tensor<4x64xf32> -> tensor<8x64xf32>
     %s = mf.reduce_scatter %a on "attention" ["tp"] dim 0 : tensor<8x64xf32> -> tensor<4x64xf32>
-    %r = mf.all_reduce %s on "attention" ["tp"] : tensor<4x64xf32>
+    %r = mf.all_reduce %s on "attention" ["tp"] : tensor<4x64xf32> -> tensor<4x64xf32>
     %b = mf.all_gather %y on "attention" ["tp", "cp"] dim 1 : tensor<?x16xbf16> -> tensor<?x64xbf16>
     return %r, %b : tensor<4x64xf32>, tensor<?x64xbf16>
   }

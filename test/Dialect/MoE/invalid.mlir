@@ -782,63 +782,91 @@ func.func @experts_result(%x: tensor<?x64xf32>, %w: tensor<?x2xf32>, %i: tensor<
 // -----
 
 // The input is [T, d].
-func.func @lm_head_input_rank(%x: tensor<64xf32>, %w: tensor<512x64xf32>) {
+func.func @lm_head_input_rank(%x: tensor<64xf32>, %w: tensor<512x64xf32>, %p: tensor<?xi64>, %last: index) {
   // expected-error @+1 {{input must have rank 2, got 'tensor<64xf32>'}}
-  %0 = moe.lm_head %x, %w : tensor<64xf32>, tensor<512x64xf32> -> tensor<512xf32>
+  %0 = moe.lm_head %x, %w, %p, %last : tensor<64xf32>, tensor<512x64xf32>, tensor<?xi64> -> tensor<512xf32>
   return
 }
 
 // -----
 
 // The weight is [V, d].
-func.func @lm_head_weight_rank(%x: tensor<?x64xf32>, %w: tensor<512xf32>) {
+func.func @lm_head_weight_rank(%x: tensor<?x64xf32>, %w: tensor<512xf32>, %p: tensor<?xi64>, %last: index) {
   // expected-error @+1 {{weight must have rank 2, got 'tensor<512xf32>'}}
-  %0 = moe.lm_head %x, %w : tensor<?x64xf32>, tensor<512xf32> -> tensor<512xf32>
+  %0 = moe.lm_head %x, %w, %p, %last : tensor<?x64xf32>, tensor<512xf32>, tensor<?xi64> -> tensor<512xf32>
   return
 }
 
 // -----
 
 // The weight is static.
-func.func @lm_head_weight_static(%x: tensor<?x64xf32>, %w: tensor<?x64xf32>) {
+func.func @lm_head_weight_static(%x: tensor<?x64xf32>, %w: tensor<?x64xf32>, %p: tensor<?xi64>, %last: index) {
   // expected-error @+1 {{weight dim 0 must be static, got 'tensor<?x64xf32>'}}
-  %0 = moe.lm_head %x, %w : tensor<?x64xf32>, tensor<?x64xf32> -> tensor<512xf32>
+  %0 = moe.lm_head %x, %w, %p, %last : tensor<?x64xf32>, tensor<?x64xf32>, tensor<?xi64> -> tensor<512xf32>
   return
 }
 
 // -----
 
 // The logits are [V], for the last position only.
-func.func @lm_head_result_rank(%x: tensor<?x64xf32>, %w: tensor<512x64xf32>) {
+func.func @lm_head_result_rank(%x: tensor<?x64xf32>, %w: tensor<512x64xf32>, %p: tensor<?xi64>, %last: index) {
   // expected-error @+1 {{result must have rank 1, got 'tensor<?x512xf32>'}}
-  %0 = moe.lm_head %x, %w : tensor<?x64xf32>, tensor<512x64xf32> -> tensor<?x512xf32>
+  %0 = moe.lm_head %x, %w, %p, %last : tensor<?x64xf32>, tensor<512x64xf32>, tensor<?xi64> -> tensor<?x512xf32>
   return
 }
 
 // -----
 
 // The weight is as wide as the input.
-func.func @lm_head_hidden(%x: tensor<?x64xf32>, %w: tensor<512x32xf32>) {
+func.func @lm_head_hidden(%x: tensor<?x64xf32>, %w: tensor<512x32xf32>, %p: tensor<?xi64>, %last: index) {
   // expected-error @+1 {{weight dim 1 (32) must equal input dim 1 (64)}}
-  %0 = moe.lm_head %x, %w : tensor<?x64xf32>, tensor<512x32xf32> -> tensor<512xf32>
+  %0 = moe.lm_head %x, %w, %p, %last : tensor<?x64xf32>, tensor<512x32xf32>, tensor<?xi64> -> tensor<512xf32>
   return
 }
 
 // -----
 
 // One logit per vocabulary entry.
-func.func @lm_head_vocab(%x: tensor<?x64xf32>, %w: tensor<512x64xf32>) {
+func.func @lm_head_vocab(%x: tensor<?x64xf32>, %w: tensor<512x64xf32>, %p: tensor<?xi64>, %last: index) {
   // expected-error @+1 {{result dim 0 (256) must equal weight dim 0 (512)}}
-  %0 = moe.lm_head %x, %w : tensor<?x64xf32>, tensor<512x64xf32> -> tensor<256xf32>
+  %0 = moe.lm_head %x, %w, %p, %last : tensor<?x64xf32>, tensor<512x64xf32>, tensor<?xi64> -> tensor<256xf32>
   return
 }
 
 // -----
 
 // Input, weight and logits share one element type.
-func.func @lm_head_element_type(%x: tensor<?x64xbf16>, %w: tensor<512x64xbf16>) {
+func.func @lm_head_element_type(%x: tensor<?x64xbf16>, %w: tensor<512x64xbf16>, %p: tensor<?xi64>, %last: index) {
   // expected-error @+1 {{must share one element type, got 'bf16' and 'f32'}}
-  %0 = moe.lm_head %x, %w : tensor<?x64xbf16>, tensor<512x64xbf16> -> tensor<512xf32>
+  %0 = moe.lm_head %x, %w, %p, %last : tensor<?x64xbf16>, tensor<512x64xbf16>, tensor<?xi64> -> tensor<512xf32>
+  return
+}
+
+// -----
+
+// Positions are a vector.
+func.func @lm_head_positions_rank(%x: tensor<?x64xf32>, %w: tensor<512x64xf32>, %p: tensor<?x1xi64>, %last: index) {
+  // expected-error @+1 {{positions must have rank 1, got 'tensor<?x1xi64>'}}
+  %0 = moe.lm_head %x, %w, %p, %last : tensor<?x64xf32>, tensor<512x64xf32>, tensor<?x1xi64> -> tensor<512xf32>
+  return
+}
+
+// -----
+
+// One position per input row.
+func.func @lm_head_positions_count(%x: tensor<5x64xf32>, %w: tensor<512x64xf32>, %p: tensor<6xi64>, %last: index) {
+  // expected-error @+1 {{positions dim 0 (6) must equal input dim 0 (5)}}
+  %0 = moe.lm_head %x, %w, %p, %last : tensor<5x64xf32>, tensor<512x64xf32>, tensor<6xi64> -> tensor<512xf32>
+  return
+}
+
+// -----
+
+// The last position is an index (type constraint).
+func.func @lm_head_last_type(%x: tensor<?x64xf32>, %w: tensor<512x64xf32>, %p: tensor<?xi64>, %last: i64) {
+  // expected-note @-1 {{prior use here}}
+  // expected-error @+1 {{use of value '%last' expects different type than prior uses: 'index' vs 'i64'}}
+  %0 = moe.lm_head %x, %w, %p, %last : tensor<?x64xf32>, tensor<512x64xf32>, tensor<?xi64> -> tensor<512xf32>
   return
 }
 
@@ -902,6 +930,464 @@ func.func @kv_cache_layer_negative(%k: tensor<?x4x8xf32>, %p: tensor<?xi64>) {
 
 // -----
 
+// The head offset is an index (type constraint).
+func.func @kv_cache_head_offset_type(%k: tensor<?x4x8xf32>, %p: tensor<?xi64>, %h: i64) {
+  // expected-note @-1 {{prior use here}}
+  // expected-error @+1 {{use of value '%h' expects different type than prior uses: 'index' vs 'i64'}}
+  moe.kv_cache %k, %k, %p heads from %h {layer = 0 : i64} : tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// moe.attention_partial
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// The query is [Tq, n_h, d_h].
+func.func @attention_partial_query_rank(%q: tensor<?x64xf32>, %k: tensor<?x4x8xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{query must have rank 3, got 'tensor<?x64xf32>'}}
+  %o, %l = moe.attention_partial %q, %k, %k, %p, %p {scale = 0.35 : f32} : tensor<?x64xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x64xf32>, tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// The key is [Tk, n_kv, d_h].
+func.func @attention_partial_key_rank(%q: tensor<?x8x8xf32>, %k: tensor<?x32xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{key must have rank 3, got 'tensor<?x32xf32>'}}
+  %o, %l = moe.attention_partial %q, %k, %k, %p, %p {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x32xf32>, tensor<?x32xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x8xf32>, tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// Query heads and head dim are static.
+func.func @attention_partial_query_static(%q: tensor<?x?x8xf32>, %k: tensor<?x4x8xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{query dim 1 must be static, got 'tensor<?x?x8xf32>'}}
+  %o, %l = moe.attention_partial %q, %k, %k, %p, %p {scale = 0.35 : f32} : tensor<?x?x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x?x8xf32>, tensor<?x?xf32>
+  return
+}
+
+// -----
+
+// KV heads and head dim are static.
+func.func @attention_partial_key_static(%q: tensor<?x8x8xf32>, %k: tensor<?x4x?xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{key dim 2 must be static, got 'tensor<?x4x?xf32>'}}
+  %o, %l = moe.attention_partial %q, %k, %k, %p, %p {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x4x?xf32>, tensor<?x4x?xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x8xf32>, tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// Query positions are a vector.
+func.func @attention_partial_q_positions_rank(%q: tensor<?x8x8xf32>, %k: tensor<?x4x8xf32>, %qp: tensor<?x1xi64>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{q_positions must have rank 1, got 'tensor<?x1xi64>'}}
+  %o, %l = moe.attention_partial %q, %k, %k, %qp, %p {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?x1xi64>, tensor<?xi64> -> tensor<?x8x8xf32>, tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// Key positions are a vector.
+func.func @attention_partial_kv_positions_rank(%q: tensor<?x8x8xf32>, %k: tensor<?x4x8xf32>, %p: tensor<?xi64>, %kp: tensor<?x1xi64>) {
+  // expected-error @+1 {{kv_positions must have rank 1, got 'tensor<?x1xi64>'}}
+  %o, %l = moe.attention_partial %q, %k, %k, %p, %kp {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>, tensor<?x1xi64> -> tensor<?x8x8xf32>, tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// The log-sum-exp is [Tq, n_h].
+func.func @attention_partial_lse_rank(%q: tensor<?x8x8xf32>, %k: tensor<?x4x8xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{lse must have rank 2, got 'tensor<?x8x1xf32>'}}
+  %o, %l = moe.attention_partial %q, %k, %k, %p, %p {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x8xf32>, tensor<?x8x1xf32>
+  return
+}
+
+// -----
+
+// One query position per query.
+func.func @attention_partial_q_positions_count(%q: tensor<3x8x8xf32>, %k: tensor<6x4x8xf32>, %kp: tensor<6xi64>) {
+  // expected-error @+1 {{q_positions dim 0 (6) must equal query dim 0 (3)}}
+  %o, %l = moe.attention_partial %q, %k, %k, %kp, %kp {scale = 0.35 : f32} : tensor<3x8x8xf32>, tensor<6x4x8xf32>, tensor<6x4x8xf32>, tensor<6xi64>, tensor<6xi64> -> tensor<3x8x8xf32>, tensor<3x8xf32>
+  return
+}
+
+// -----
+
+// One key position per key.
+func.func @attention_partial_kv_positions_count(%q: tensor<3x8x8xf32>, %k: tensor<6x4x8xf32>, %qp: tensor<3xi64>) {
+  // expected-error @+1 {{kv_positions dim 0 (3) must equal key dim 0 (6)}}
+  %o, %l = moe.attention_partial %q, %k, %k, %qp, %qp {scale = 0.35 : f32} : tensor<3x8x8xf32>, tensor<6x4x8xf32>, tensor<6x4x8xf32>, tensor<3xi64>, tensor<3xi64> -> tensor<3x8x8xf32>, tensor<3x8xf32>
+  return
+}
+
+// -----
+
+// Keys have the query's head dim.
+func.func @attention_partial_head_dim(%q: tensor<?x8x8xf32>, %k: tensor<?x4x16xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{key dim 2 (16) must equal query dim 2 (8)}}
+  %o, %l = moe.attention_partial %q, %k, %k, %p, %p {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x4x16xf32>, tensor<?x4x16xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x8xf32>, tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// One log-sum-exp row per query.
+func.func @attention_partial_lse_rows(%q: tensor<3x8x8xf32>, %k: tensor<6x4x8xf32>, %qp: tensor<3xi64>, %kp: tensor<6xi64>) {
+  // expected-error @+1 {{lse dim 0 (6) must equal query dim 0 (3)}}
+  %o, %l = moe.attention_partial %q, %k, %k, %qp, %kp {scale = 0.35 : f32} : tensor<3x8x8xf32>, tensor<6x4x8xf32>, tensor<6x4x8xf32>, tensor<3xi64>, tensor<6xi64> -> tensor<3x8x8xf32>, tensor<6x8xf32>
+  return
+}
+
+// -----
+
+// One log-sum-exp per query head (not per KV head).
+func.func @attention_partial_lse_heads(%q: tensor<?x8x8xf32>, %k: tensor<?x4x8xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{lse dim 1 (4) must equal query dim 1 (8)}}
+  %o, %l = moe.attention_partial %q, %k, %k, %p, %p {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x8xf32>, tensor<?x4xf32>
+  return
+}
+
+// -----
+
+// Query, key, value, result and log-sum-exp share one element type.
+func.func @attention_partial_element_type(%q: tensor<?x8x8xf32>, %k: tensor<?x4x8xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{must share one element type, got 'f32' and 'bf16'}}
+  %o, %l = moe.attention_partial %q, %k, %k, %p, %p {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x8xf32>, tensor<?x8xbf16>
+  return
+}
+
+// -----
+
+// The scale must be positive.
+func.func @attention_partial_scale(%q: tensor<?x8x8xf32>, %k: tensor<?x4x8xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{scale must be positive, got -1}}
+  %o, %l = moe.attention_partial %q, %k, %k, %p, %p {scale = -1.0 : f32} : tensor<?x8x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x8xf32>, tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// Key and value have the same type.
+func.func @attention_partial_kv_type(%q: tensor<?x8x8xf32>, %k: tensor<?x4x8xf32>, %v: tensor<?x2x8xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{key type 'tensor<?x4x8xf32>' and value type 'tensor<?x2x8xf32>' must be equal}}
+  %o, %l = moe.attention_partial %q, %k, %v, %p, %p {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x4x8xf32>, tensor<?x2x8xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x8xf32>, tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// GQA: query heads are a multiple of KV heads.
+func.func @attention_partial_gqa(%q: tensor<?x8x8xf32>, %k: tensor<?x3x8xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{GQA: query heads (8) must be a multiple of KV heads (3)}}
+  %o, %l = moe.attention_partial %q, %k, %k, %p, %p {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x3x8xf32>, tensor<?x3x8xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x8xf32>, tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// The result has exactly the query's type.
+func.func @attention_partial_result(%q: tensor<?x8x8xf32>, %k: tensor<?x4x8xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{result type 'tensor<5x8x8xf32>' must equal the query type 'tensor<?x8x8xf32>'}}
+  %o, %l = moe.attention_partial %q, %k, %k, %p, %p {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<5x8x8xf32>, tensor<?x8xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// moe.attention_merge
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// The two partial outputs and the result have one type.
+func.func @attention_merge_out_types(%o1: tensor<?x8x8xf32>, %o2: tensor<3x8x8xf32>, %l: tensor<?x8xf32>) {
+  // expected-error @+1 {{failed to verify that all of {out1, out2, result} have same type}}
+  %o, %lse = "moe.attention_merge"(%o1, %l, %o2, %l) : (tensor<?x8x8xf32>, tensor<?x8xf32>, tensor<3x8x8xf32>, tensor<?x8xf32>) -> (tensor<?x8x8xf32>, tensor<?x8xf32>)
+  return
+}
+
+// -----
+
+// The two log-sum-exps and the merged one have one type.
+func.func @attention_merge_lse_types(%o1: tensor<?x8x8xf32>, %l1: tensor<?x8xf32>, %l2: tensor<3x8xf32>) {
+  // expected-error @+1 {{failed to verify that all of {lse1, lse2, lse} have same type}}
+  %o, %lse = "moe.attention_merge"(%o1, %l1, %o1, %l2) : (tensor<?x8x8xf32>, tensor<?x8xf32>, tensor<?x8x8xf32>, tensor<3x8xf32>) -> (tensor<?x8x8xf32>, tensor<?x8xf32>)
+  return
+}
+
+// -----
+
+// The partial outputs are [Tq, n_h, d_h].
+func.func @attention_merge_out_rank(%o1: tensor<?x64xf32>, %l1: tensor<?x8xf32>) {
+  // expected-error @+1 {{out1 must have rank 3, got 'tensor<?x64xf32>'}}
+  %o, %l = moe.attention_merge %o1, %l1, %o1, %l1 : tensor<?x64xf32>, tensor<?x8xf32> -> tensor<?x64xf32>, tensor<?x8xf32>
+  return
+}
+
+// -----
+
+// The log-sum-exps are [Tq, n_h].
+func.func @attention_merge_lse_rank(%o1: tensor<?x8x8xf32>, %l1: tensor<?xf32>) {
+  // expected-error @+1 {{lse1 must have rank 2, got 'tensor<?xf32>'}}
+  %o, %l = moe.attention_merge %o1, %l1, %o1, %l1 : tensor<?x8x8xf32>, tensor<?xf32> -> tensor<?x8x8xf32>, tensor<?xf32>
+  return
+}
+
+// -----
+
+// One log-sum-exp row per query.
+func.func @attention_merge_lse_rows(%o1: tensor<3x8x8xf32>, %l1: tensor<4x8xf32>) {
+  // expected-error @+1 {{lse1 dim 0 (4) must equal out1 dim 0 (3)}}
+  %o, %l = moe.attention_merge %o1, %l1, %o1, %l1 : tensor<3x8x8xf32>, tensor<4x8xf32> -> tensor<3x8x8xf32>, tensor<4x8xf32>
+  return
+}
+
+// -----
+
+// One log-sum-exp per query head.
+func.func @attention_merge_lse_heads(%o1: tensor<?x8x8xf32>, %l1: tensor<?x4xf32>) {
+  // expected-error @+1 {{lse1 dim 1 (4) must equal out1 dim 1 (8)}}
+  %o, %l = moe.attention_merge %o1, %l1, %o1, %l1 : tensor<?x8x8xf32>, tensor<?x4xf32> -> tensor<?x8x8xf32>, tensor<?x4xf32>
+  return
+}
+
+// -----
+
+// Outputs and log-sum-exps share one element type.
+func.func @attention_merge_element_type(%o1: tensor<?x8x8xf32>, %l1: tensor<?x8xbf16>) {
+  // expected-error @+1 {{must share one element type, got 'f32' and 'bf16'}}
+  %o, %l = moe.attention_merge %o1, %l1, %o1, %l1 : tensor<?x8x8xf32>, tensor<?x8xbf16> -> tensor<?x8x8xf32>, tensor<?x8xbf16>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// moe.expert_ffn
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// The input is [rows, d].
+func.func @expert_ffn_input_rank(%x: tensor<64xf32>, %e: tensor<?xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<8x64x16xf32>) {
+  // expected-error @+1 {{input must have rank 2, got 'tensor<64xf32>'}}
+  %0 = moe.expert_ffn %x, %e, %w1, %w2, %w1 : tensor<64xf32>, tensor<?xi64>, tensor<8x16x64xf32>, tensor<8x64x16xf32>, tensor<8x16x64xf32> -> tensor<64xf32>
+  return
+}
+
+// -----
+
+// One expert id per row: a vector.
+func.func @expert_ffn_experts_rank(%x: tensor<?x64xf32>, %e: tensor<?x1xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<8x64x16xf32>) {
+  // expected-error @+1 {{experts must have rank 1, got 'tensor<?x1xi64>'}}
+  %0 = moe.expert_ffn %x, %e, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?x1xi64>, tensor<8x16x64xf32>, tensor<8x64x16xf32>, tensor<8x16x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// w1 is [E, ffn, d].
+func.func @expert_ffn_w1_rank(%x: tensor<?x64xf32>, %e: tensor<?xi64>, %w1: tensor<16x64xf32>, %w2: tensor<8x64x16xf32>) {
+  // expected-error @+1 {{w1 must have rank 3, got 'tensor<16x64xf32>'}}
+  %0 = moe.expert_ffn %x, %e, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?xi64>, tensor<16x64xf32>, tensor<8x64x16xf32>, tensor<16x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// w2 is [E, d, ffn].
+func.func @expert_ffn_w2_rank(%x: tensor<?x64xf32>, %e: tensor<?xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<64x16xf32>) {
+  // expected-error @+1 {{w2 must have rank 3, got 'tensor<64x16xf32>'}}
+  %0 = moe.expert_ffn %x, %e, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?xi64>, tensor<8x16x64xf32>, tensor<64x16xf32>, tensor<8x16x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// w1 is static.
+func.func @expert_ffn_w1_static(%x: tensor<?x64xf32>, %e: tensor<?xi64>, %w1: tensor<8x?x64xf32>, %w2: tensor<8x64x16xf32>) {
+  // expected-error @+1 {{w1 dim 1 must be static, got 'tensor<8x?x64xf32>'}}
+  %0 = moe.expert_ffn %x, %e, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?xi64>, tensor<8x?x64xf32>, tensor<8x64x16xf32>, tensor<8x?x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// w2 is static.
+func.func @expert_ffn_w2_static(%x: tensor<?x64xf32>, %e: tensor<?xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<?x64x16xf32>) {
+  // expected-error @+1 {{w2 dim 0 must be static, got 'tensor<?x64x16xf32>'}}
+  %0 = moe.expert_ffn %x, %e, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?xi64>, tensor<8x16x64xf32>, tensor<?x64x16xf32>, tensor<8x16x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// One expert id per row.
+func.func @expert_ffn_experts_count(%x: tensor<5x64xf32>, %e: tensor<4xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<8x64x16xf32>) {
+  // expected-error @+1 {{experts dim 0 (4) must equal input dim 0 (5)}}
+  %0 = moe.expert_ffn %x, %e, %w1, %w2, %w1 : tensor<5x64xf32>, tensor<4xi64>, tensor<8x16x64xf32>, tensor<8x64x16xf32>, tensor<8x16x64xf32> -> tensor<5x64xf32>
+  return
+}
+
+// -----
+
+// w1 reads the input's hidden size.
+func.func @expert_ffn_w1_hidden(%x: tensor<?x64xf32>, %e: tensor<?xi64>, %w1: tensor<8x16x32xf32>, %w2: tensor<8x64x16xf32>) {
+  // expected-error @+1 {{w1 dim 2 (32) must equal input dim 1 (64)}}
+  %0 = moe.expert_ffn %x, %e, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?xi64>, tensor<8x16x32xf32>, tensor<8x64x16xf32>, tensor<8x16x32xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// w2 has as many experts as w1.
+func.func @expert_ffn_w2_experts(%x: tensor<?x64xf32>, %e: tensor<?xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<4x64x16xf32>) {
+  // expected-error @+1 {{w2 dim 0 (4) must equal w1 dim 0 (8)}}
+  %0 = moe.expert_ffn %x, %e, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?xi64>, tensor<8x16x64xf32>, tensor<4x64x16xf32>, tensor<8x16x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// w2 writes the input's hidden size.
+func.func @expert_ffn_w2_hidden(%x: tensor<?x64xf32>, %e: tensor<?xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<8x32x16xf32>) {
+  // expected-error @+1 {{w2 dim 1 (32) must equal input dim 1 (64)}}
+  %0 = moe.expert_ffn %x, %e, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?xi64>, tensor<8x16x64xf32>, tensor<8x32x16xf32>, tensor<8x16x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// w2 reads w1's ffn size.
+func.func @expert_ffn_w2_ffn(%x: tensor<?x64xf32>, %e: tensor<?xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<8x64x24xf32>) {
+  // expected-error @+1 {{w2 dim 2 (24) must equal w1 dim 1 (16)}}
+  %0 = moe.expert_ffn %x, %e, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?xi64>, tensor<8x16x64xf32>, tensor<8x64x24xf32>, tensor<8x16x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// All float operands and the result share one element type.
+func.func @expert_ffn_element_type(%x: tensor<?x64xf32>, %e: tensor<?xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<8x64x16xbf16>) {
+  // expected-error @+1 {{must share one element type, got 'f32' and 'bf16'}}
+  %0 = moe.expert_ffn %x, %e, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?xi64>, tensor<8x16x64xf32>, tensor<8x64x16xbf16>, tensor<8x16x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// w1 and w3 have the same type.
+func.func @expert_ffn_w1_w3(%x: tensor<?x64xf32>, %e: tensor<?xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<8x64x16xf32>, %w3: tensor<8x32x64xf32>) {
+  // expected-error @+1 {{w1 'tensor<8x16x64xf32>' and w3 'tensor<8x32x64xf32>' must have the same type}}
+  %0 = moe.expert_ffn %x, %e, %w1, %w2, %w3 : tensor<?x64xf32>, tensor<?xi64>, tensor<8x16x64xf32>, tensor<8x64x16xf32>, tensor<8x32x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// The result has exactly the input's type.
+func.func @expert_ffn_result(%x: tensor<?x64xf32>, %e: tensor<?xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<8x64x16xf32>) {
+  // expected-error @+1 {{result type 'tensor<3x64xf32>' must equal the input type 'tensor<?x64xf32>'}}
+  %0 = moe.expert_ffn %x, %e, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?xi64>, tensor<8x16x64xf32>, tensor<8x64x16xf32>, tensor<8x16x64xf32> -> tensor<3x64xf32>
+  return
+}
+
+// -----
+
+// Expert ids are i64 (type constraint).
+func.func @expert_ffn_experts_type(%x: tensor<?x64xf32>, %e: tensor<?xi32>, %w1: tensor<8x16x64xf32>, %w2: tensor<8x64x16xf32>) {
+  // expected-error @+1 {{operand #1 must be ranked tensor of 64-bit signless integer values, but got 'tensor<?xi32>'}}
+  %0 = moe.expert_ffn %x, %e, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?xi32>, tensor<8x16x64xf32>, tensor<8x64x16xf32>, tensor<8x16x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// moe.layer, moe.yield
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// The block arguments have the operands' types.
+func.func @layer_block_args(%h: tensor<?x64xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{block arguments must have the types of the operands}}
+  %0 = moe.layer 0 (%h, %p) : (tensor<?x64xf32>, tensor<?xi64>) -> tensor<?x64xf32> {
+  ^bb0(%a: tensor<?x64xf32>):
+    moe.yield %a : tensor<?x64xf32>
+  }
+  return
+}
+
+// -----
+
+// The yielded values have the results' types.
+func.func @layer_yield_types(%h: tensor<?x64xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{yielded values must have the types of the results}}
+  %0 = moe.layer 0 (%h, %p) : (tensor<?x64xf32>, tensor<?xi64>) -> tensor<?x64xf32> {
+  ^bb0(%a: tensor<?x64xf32>, %ap: tensor<?xi64>):
+    moe.yield %ap : tensor<?xi64>
+  }
+  return
+}
+
+// -----
+
+// Layers are numbered from 0 (attribute constraint).
+func.func @layer_index_negative(%h: tensor<?x64xf32>) {
+  // expected-error @+1 {{attribute 'index' failed to satisfy constraint: 64-bit signless integer attribute whose value is non-negative}}
+  %0 = moe.layer -1 (%h) : (tensor<?x64xf32>) -> tensor<?x64xf32> {
+  ^bb0(%a: tensor<?x64xf32>):
+    moe.yield %a : tensor<?x64xf32>
+  }
+  return
+}
+
+// -----
+
+// A layer is isolated from above: values from outside come in as operands.
+func.func @layer_isolated(%h: tensor<?x64xf32>, %x: tensor<?x64xf32>) {
+  // expected-note @+1 {{required by region isolation constraints}}
+  %0 = moe.layer 0 (%h) : (tensor<?x64xf32>) -> tensor<?x64xf32> {
+  ^bb0(%a: tensor<?x64xf32>):
+    // expected-error @+1 {{'arith.addf' op using value defined outside the region}}
+    %d = arith.addf %a, %x : tensor<?x64xf32>
+    moe.yield %d : tensor<?x64xf32>
+  }
+  return
+}
+
+// -----
+
+// moe.yield ends a moe.layer only.
+func.func @yield_outside_layer(%h: tensor<?x64xf32>) {
+  // expected-error @+1 {{'moe.yield' op expects parent op 'moe.layer'}}
+  moe.yield %h : tensor<?x64xf32>
+}
+
+//===----------------------------------------------------------------------===//
+// moe.logits
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// The logits are [V].
+func.func @logits_rank(%l: tensor<1x512xf32>) {
+  // expected-error @+1 {{logits must have rank 1, got 'tensor<1x512xf32>'}}
+  moe.logits %l : tensor<1x512xf32>
+  return
+}
+
+// -----
+
+// The validity flag is an i1 (type constraint).
+func.func @logits_valid_type(%l: tensor<512xf32>, %v: i32) {
+  // expected-note @-1 {{prior use here}}
+  // expected-error @+1 {{use of value '%v' expects different type than prior uses: 'i1' vs 'i32'}}
+  moe.logits %l if %v : tensor<512xf32>
+  return
+}
+
+// -----
+
 // A NaN epsilon is not positive.
 func.func @rms_norm_nan_eps(%x: tensor<?x64xf32>, %w: tensor<64xf32>) -> tensor<?x64xf32> {
   // expected-error @+1 {{epsilon must be positive}}
@@ -916,4 +1402,31 @@ func.func @attention_bad_scale(%q: tensor<?x8x16xf32>, %k: tensor<?x4x16xf32>, %
   // expected-error @+1 {{scale must be positive, got 0}}
   %o = moe.attention %q, %k, %k, %p, %p {scale = 0.0 : f32} : tensor<?x8x16xf32>, tensor<?x4x16xf32>, tensor<?x4x16xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x16xf32>
   return %o : tensor<?x8x16xf32>
+}
+
+// -----
+
+// The LM head's logits have a static vocab.
+func.func @lm_head_dynamic_vocab(%x: tensor<?x64xf32>, %w: tensor<512x64xf32>, %p: tensor<?xi64>, %l: index) -> tensor<?xf32> {
+  // expected-error @+1 {{result dim 0 must be static}}
+  %y = moe.lm_head %x, %w, %p, %l : tensor<?x64xf32>, tensor<512x64xf32>, tensor<?xi64> -> tensor<?xf32>
+  return %y : tensor<?xf32>
+}
+
+// -----
+
+// A rank-0 input is rejected before its dims are compared.
+func.func @lm_head_rank0(%x: tensor<f32>, %w: tensor<512x64xf32>, %p: tensor<?xi64>, %l: index) -> tensor<512xf32> {
+  // expected-error @+1 {{input must have rank 2}}
+  %y = moe.lm_head %x, %w, %p, %l : tensor<f32>, tensor<512x64xf32>, tensor<?xi64> -> tensor<512xf32>
+  return %y : tensor<512xf32>
+}
+
+// -----
+
+// A linear layer's output features are static.
+func.func @linear_dynamic_out(%x: tensor<?x64xf32>, %w: tensor<32x64xf32>) -> tensor<?x?xf32> {
+  // expected-error @+1 {{result dim 1 must be static}}
+  %y = moe.linear %x, %w : tensor<?x64xf32>, tensor<32x64xf32> -> tensor<?x?xf32>
+  return %y : tensor<?x?xf32>
 }

@@ -152,33 +152,143 @@ func.func @experts_bf16(%x: tensor<5x64xbf16>, %w: tensor<5x2xbf16>, %i: tensor<
   return %0 : tensor<5x64xbf16>
 }
 
-// LM head on the last position: f32 dynamic, bf16 static.
+// LM head at the row whose global position is %last: f32 dynamic, bf16 static.
 // CHECK-LABEL: func.func @lm_head
-// CHECK-SAME: ([[X:%.+]]: tensor<?x64xf32>, [[XB:%.+]]: tensor<5x64xbf16>)
+// CHECK-SAME: ([[X:%.+]]: tensor<?x64xf32>, [[XB:%.+]]: tensor<5x64xbf16>, [[P:%.+]]: tensor<?xi64>, [[PB:%.+]]: tensor<5xi64>, [[LAST:%.+]]: index)
 // CHECK: [[W:%.+]] = moe.param "lm_head.weight" : tensor<512x64xf32>
-// CHECK: moe.lm_head [[X]], [[W]] : tensor<?x64xf32>, tensor<512x64xf32> -> tensor<512xf32>
-// CHECK: moe.lm_head [[XB]], %{{.+}} : tensor<5x64xbf16>, tensor<512x64xbf16> -> tensor<512xbf16>
+// CHECK: moe.lm_head [[X]], [[W]], [[P]], [[LAST]] : tensor<?x64xf32>, tensor<512x64xf32>, tensor<?xi64> -> tensor<512xf32>
+// CHECK: moe.lm_head [[XB]], %{{.+}}, [[PB]], [[LAST]] : tensor<5x64xbf16>, tensor<512x64xbf16>, tensor<5xi64> -> tensor<512xbf16>
 // GENERIC-LABEL: sym_name = "lm_head"
-// GENERIC: "moe.lm_head"(%{{.*}}, %{{.*}}) : (tensor<?x64xf32>, tensor<512x64xf32>) -> tensor<512xf32>
-func.func @lm_head(%x: tensor<?x64xf32>, %xb: tensor<5x64xbf16>) -> (tensor<512xf32>, tensor<512xbf16>) {
+// GENERIC: "moe.lm_head"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (tensor<?x64xf32>, tensor<512x64xf32>, tensor<?xi64>, index) -> tensor<512xf32>
+func.func @lm_head(%x: tensor<?x64xf32>, %xb: tensor<5x64xbf16>, %p: tensor<?xi64>, %pb: tensor<5xi64>, %last: index) -> (tensor<512xf32>, tensor<512xbf16>) {
   %w = moe.param "lm_head.weight" : tensor<512x64xf32>
-  %0 = moe.lm_head %x, %w : tensor<?x64xf32>, tensor<512x64xf32> -> tensor<512xf32>
+  %0 = moe.lm_head %x, %w, %p, %last : tensor<?x64xf32>, tensor<512x64xf32>, tensor<?xi64> -> tensor<512xf32>
   %wb = moe.param "lm_head.weight" : tensor<512x64xbf16>
-  %1 = moe.lm_head %xb, %wb : tensor<5x64xbf16>, tensor<512x64xbf16> -> tensor<512xbf16>
+  %1 = moe.lm_head %xb, %wb, %pb, %last : tensor<5x64xbf16>, tensor<512x64xbf16>, tensor<5xi64> -> tensor<512xbf16>
   return %0, %1 : tensor<512xf32>, tensor<512xbf16>
 }
 
-// KV cache outputs of layers 0 and 3 (result-less, side-effecting), dynamic f32 and static bf16.
+// KV cache outputs of layers 0 and 3 (result-less, side-effecting), dynamic f32 and static bf16;
+// the second holds the KV heads from %h on (tensor parallelism).
 // CHECK-LABEL: func.func @kv_cache
 // CHECK-SAME: ([[K:%.+]]: tensor<?x4x8xf32>, [[V:%.+]]: tensor<?x4x8xf32>, [[P:%.+]]: tensor<?xi64>,
+// CHECK-SAME: [[H:%[^:]+]]: index)
 // CHECK: moe.kv_cache [[K]], [[V]], [[P]] {layer = 0 : i64} : tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>
-// CHECK: moe.kv_cache %{{.+}} {layer = 3 : i64} : tensor<5x4x8xbf16>, tensor<5x4x8xbf16>, tensor<5xi64>
+// CHECK: moe.kv_cache %{{.+}}, %{{.+}}, %{{.+}} heads from [[H]] {layer = 3 : i64} : tensor<5x4x8xbf16>, tensor<5x4x8xbf16>, tensor<5xi64>
 // GENERIC-LABEL: sym_name = "kv_cache"
 // GENERIC: "moe.kv_cache"(%{{.*}}, %{{.*}}, %{{.*}}) <{layer = 0 : i64}> : (tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>) -> ()
+// GENERIC: "moe.kv_cache"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{layer = 3 : i64}> : (tensor<5x4x8xbf16>, tensor<5x4x8xbf16>, tensor<5xi64>, index) -> ()
 func.func @kv_cache(%k: tensor<?x4x8xf32>, %v: tensor<?x4x8xf32>, %p: tensor<?xi64>,
-                    %kb: tensor<5x4x8xbf16>, %vb: tensor<5x4x8xbf16>, %pb: tensor<5xi64>) {
+                    %kb: tensor<5x4x8xbf16>, %vb: tensor<5x4x8xbf16>, %pb: tensor<5xi64>, %h: index) {
   moe.kv_cache %k, %v, %p {layer = 0 : i64} : tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>
-  moe.kv_cache %kb, %vb, %pb {layer = 3 : i64} : tensor<5x4x8xbf16>, tensor<5x4x8xbf16>, tensor<5xi64>
+  moe.kv_cache %kb, %vb, %pb heads from %h {layer = 3 : i64} : tensor<5x4x8xbf16>, tensor<5x4x8xbf16>, tensor<5xi64>
+  return
+}
+
+// Attention over one key block with its log-sum-exp [Tq, n_h]: dynamic f32, static bf16 with Tq != Tk.
+// CHECK-LABEL: func.func @attention_partial
+// CHECK-SAME: ([[Q:%.+]]: tensor<?x8x8xf32>, [[K:%.+]]: tensor<?x4x8xf32>, [[V:%.+]]: tensor<?x4x8xf32>, [[QP:%.+]]: tensor<?xi64>, [[KP:%.+]]: tensor<?xi64>,
+// CHECK: [[O:%.+]], [[L:%.+]] = moe.attention_partial [[Q]], [[K]], [[V]], [[QP]], [[KP]] {scale = 0.353553385 : f32} : tensor<?x8x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x8xf32>, tensor<?x8xf32>
+// CHECK: moe.attention_partial %{{.+}} {scale = 1.250000e-01 : f32} : tensor<3x8x8xbf16>, tensor<6x4x8xbf16>, tensor<6x4x8xbf16>, tensor<3xi64>, tensor<6xi64> -> tensor<3x8x8xbf16>, tensor<3x8xbf16>
+// CHECK: return [[O]], [[L]]
+// GENERIC-LABEL: sym_name = "attention_partial"
+// GENERIC: "moe.attention_partial"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) <{scale = 0.353553385 : f32}> : (tensor<?x8x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>, tensor<?xi64>) -> (tensor<?x8x8xf32>, tensor<?x8xf32>)
+func.func @attention_partial(%q: tensor<?x8x8xf32>, %k: tensor<?x4x8xf32>, %v: tensor<?x4x8xf32>, %qp: tensor<?xi64>, %kp: tensor<?xi64>,
+                             %qb: tensor<3x8x8xbf16>, %kb: tensor<6x4x8xbf16>, %vb: tensor<6x4x8xbf16>, %qpb: tensor<3xi64>, %kpb: tensor<6xi64>)
+    -> (tensor<?x8x8xf32>, tensor<?x8xf32>, tensor<3x8x8xbf16>, tensor<3x8xbf16>) {
+  %o, %l = moe.attention_partial %q, %k, %v, %qp, %kp {scale = 0.353553385 : f32} : tensor<?x8x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x8xf32>, tensor<?x8xf32>
+  %ob, %lb = moe.attention_partial %qb, %kb, %vb, %qpb, %kpb {scale = 0.125 : f32} : tensor<3x8x8xbf16>, tensor<6x4x8xbf16>, tensor<6x4x8xbf16>, tensor<3xi64>, tensor<6xi64> -> tensor<3x8x8xbf16>, tensor<3x8xbf16>
+  return %o, %l, %ob, %lb : tensor<?x8x8xf32>, tensor<?x8xf32>, tensor<3x8x8xbf16>, tensor<3x8xbf16>
+}
+
+// Merge of two partial results by their log-sum-exps (ring attention), dynamic and static.
+// CHECK-LABEL: func.func @attention_merge
+// CHECK-SAME: ([[O1:%.+]]: tensor<?x8x8xf32>, [[L1:%.+]]: tensor<?x8xf32>, [[O2:%.+]]: tensor<?x8x8xf32>, [[L2:%.+]]: tensor<?x8xf32>,
+// CHECK: [[O:%.+]], [[L:%.+]] = moe.attention_merge [[O1]], [[L1]], [[O2]], [[L2]] : tensor<?x8x8xf32>, tensor<?x8xf32> -> tensor<?x8x8xf32>, tensor<?x8xf32>
+// CHECK: moe.attention_merge %{{.+}} : tensor<3x8x8xbf16>, tensor<3x8xbf16> -> tensor<3x8x8xbf16>, tensor<3x8xbf16>
+// CHECK: return [[O]], [[L]]
+// GENERIC-LABEL: sym_name = "attention_merge"
+// GENERIC: "moe.attention_merge"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (tensor<?x8x8xf32>, tensor<?x8xf32>, tensor<?x8x8xf32>, tensor<?x8xf32>) -> (tensor<?x8x8xf32>, tensor<?x8xf32>)
+func.func @attention_merge(%o1: tensor<?x8x8xf32>, %l1: tensor<?x8xf32>, %o2: tensor<?x8x8xf32>, %l2: tensor<?x8xf32>,
+                           %ob: tensor<3x8x8xbf16>, %lb: tensor<3x8xbf16>)
+    -> (tensor<?x8x8xf32>, tensor<?x8xf32>, tensor<3x8x8xbf16>, tensor<3x8xbf16>) {
+  %o, %l = moe.attention_merge %o1, %l1, %o2, %l2 : tensor<?x8x8xf32>, tensor<?x8xf32> -> tensor<?x8x8xf32>, tensor<?x8xf32>
+  %o3, %l3 = moe.attention_merge %ob, %lb, %ob, %lb : tensor<3x8x8xbf16>, tensor<3x8xbf16> -> tensor<3x8x8xbf16>, tensor<3x8xbf16>
+  return %o, %l, %o3, %l3 : tensor<?x8x8xf32>, tensor<?x8xf32>, tensor<3x8x8xbf16>, tensor<3x8xbf16>
+}
+
+// One SwiGLU expert per row (rows grouped by expert parallelism): dynamic f32, static bf16.
+// CHECK-LABEL: func.func @expert_ffn
+// CHECK-SAME: ([[X:%.+]]: tensor<?x64xf32>, [[E:%.+]]: tensor<?xi64>,
+// CHECK: [[W1:%.+]] = moe.param "model.layers.0.block_sparse_moe.experts.{e}.w1.weight" : tensor<32x128x64xf32>
+// CHECK: [[W2:%.+]] = moe.param "model.layers.0.block_sparse_moe.experts.{e}.w2.weight" : tensor<32x64x128xf32>
+// CHECK: [[W3:%.+]] = moe.param "model.layers.0.block_sparse_moe.experts.{e}.w3.weight" : tensor<32x128x64xf32>
+// CHECK: moe.expert_ffn [[X]], [[E]], [[W1]], [[W2]], [[W3]] : tensor<?x64xf32>, tensor<?xi64>, tensor<32x128x64xf32>, tensor<32x64x128xf32>, tensor<32x128x64xf32> -> tensor<?x64xf32>
+// CHECK: moe.expert_ffn %{{.+}} : tensor<5x64xbf16>, tensor<5xi64>, tensor<8x16x64xbf16>, tensor<8x64x16xbf16>, tensor<8x16x64xbf16> -> tensor<5x64xbf16>
+// GENERIC-LABEL: sym_name = "expert_ffn"
+// GENERIC: "moe.expert_ffn"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (tensor<?x64xf32>, tensor<?xi64>, tensor<32x128x64xf32>, tensor<32x64x128xf32>, tensor<32x128x64xf32>) -> tensor<?x64xf32>
+func.func @expert_ffn(%x: tensor<?x64xf32>, %e: tensor<?xi64>,
+                      %xb: tensor<5x64xbf16>, %eb: tensor<5xi64>, %w1b: tensor<8x16x64xbf16>, %w2b: tensor<8x64x16xbf16>)
+    -> (tensor<?x64xf32>, tensor<5x64xbf16>) {
+  %w1 = moe.param "model.layers.0.block_sparse_moe.experts.{e}.w1.weight" : tensor<32x128x64xf32>
+  %w2 = moe.param "model.layers.0.block_sparse_moe.experts.{e}.w2.weight" : tensor<32x64x128xf32>
+  %w3 = moe.param "model.layers.0.block_sparse_moe.experts.{e}.w3.weight" : tensor<32x128x64xf32>
+  %0 = moe.expert_ffn %x, %e, %w1, %w2, %w3 : tensor<?x64xf32>, tensor<?xi64>, tensor<32x128x64xf32>, tensor<32x64x128xf32>, tensor<32x128x64xf32> -> tensor<?x64xf32>
+  %1 = moe.expert_ffn %xb, %eb, %w1b, %w2b, %w1b : tensor<5x64xbf16>, tensor<5xi64>, tensor<8x16x64xbf16>, tensor<8x64x16xbf16>, tensor<8x16x64xbf16> -> tensor<5x64xbf16>
+  return %0, %1 : tensor<?x64xf32>, tensor<5x64xbf16>
+}
+
+// A decoder layer: a region isolated from above whose block arguments are the
+// operands (residual stream, positions) and whose moe.yield gives the results;
+// a second layer chains on the first, and an empty layer yields nothing.
+// CHECK-LABEL: func.func @layer
+// CHECK-SAME: ([[H:%.+]]: tensor<?x64xf32>, [[P:%.+]]: tensor<?xi64>)
+// CHECK: [[H1:%.+]] = moe.layer 0([[H]], [[P]]) : (tensor<?x64xf32>, tensor<?xi64>) -> tensor<?x64xf32> {
+// CHECK-NEXT: ^bb0([[A:%.+]]: tensor<?x64xf32>, [[AP:%.+]]: tensor<?xi64>):
+// CHECK-NEXT: [[W:%.+]] = moe.param "model.layers.0.input_layernorm.weight" : tensor<64xf32>
+// CHECK-NEXT: [[N:%.+]] = moe.rms_norm [[A]], [[W]]
+// CHECK-NEXT: moe.yield [[N]] : tensor<?x64xf32>
+// CHECK-NEXT: }
+// CHECK: [[H2:%.+]] = moe.layer 7([[H1]], [[P]]) : (tensor<?x64xf32>, tensor<?xi64>) -> tensor<?x64xf32> {
+// CHECK: moe.yield %{{.+}} : tensor<?x64xf32>
+// CHECK: moe.layer 1() : () -> () {
+// CHECK-NEXT: }
+// CHECK: return [[H2]]
+// GENERIC-LABEL: sym_name = "layer"
+// GENERIC: "moe.layer"(%{{.*}}, %{{.*}}) <{index = 0 : i64}> ({
+// GENERIC-NEXT: ^bb0(%{{.*}}: tensor<?x64xf32>, %{{.*}}: tensor<?xi64>):
+// GENERIC: "moe.yield"(%{{.*}}) : (tensor<?x64xf32>) -> ()
+// GENERIC-NEXT: }) : (tensor<?x64xf32>, tensor<?xi64>) -> tensor<?x64xf32>
+// GENERIC: "moe.layer"() <{index = 1 : i64}> ({
+// GENERIC-NEXT: "moe.yield"() : () -> ()
+// GENERIC-NEXT: }) : () -> ()
+func.func @layer(%h: tensor<?x64xf32>, %p: tensor<?xi64>) -> tensor<?x64xf32> {
+  %0 = moe.layer 0 (%h, %p) : (tensor<?x64xf32>, tensor<?xi64>) -> tensor<?x64xf32> {
+  ^bb0(%a: tensor<?x64xf32>, %ap: tensor<?xi64>):
+    %w = moe.param "model.layers.0.input_layernorm.weight" : tensor<64xf32>
+    %n = moe.rms_norm %a, %w {epsilon = 1.0e-5 : f32} : tensor<?x64xf32>, tensor<64xf32> -> tensor<?x64xf32>
+    moe.yield %n : tensor<?x64xf32>
+  }
+  %1 = moe.layer 7 (%0, %p) : (tensor<?x64xf32>, tensor<?xi64>) -> tensor<?x64xf32> {
+  ^bb0(%a: tensor<?x64xf32>, %ap: tensor<?xi64>):
+    moe.yield %a : tensor<?x64xf32>
+  }
+  moe.layer 1 () : () -> () {
+  }
+  return %1 : tensor<?x64xf32>
+}
+
+// The logits output: recorded unconditionally, or only where %valid holds (f32 and bf16).
+// CHECK-LABEL: func.func @logits
+// CHECK-SAME: ([[L:%.+]]: tensor<512xf32>, [[LB:%.+]]: tensor<?xbf16>, [[VALID:%.+]]: i1)
+// CHECK: moe.logits [[L]] : tensor<512xf32>
+// CHECK: moe.logits [[LB]] if [[VALID]] : tensor<?xbf16>
+// GENERIC-LABEL: sym_name = "logits"
+// GENERIC: "moe.logits"(%{{.*}}) : (tensor<512xf32>) -> ()
+// GENERIC: "moe.logits"(%{{.*}}, %{{.*}}) : (tensor<?xbf16>, i1) -> ()
+func.func @logits(%l: tensor<512xf32>, %lb: tensor<?xbf16>, %valid: i1) {
+  moe.logits %l : tensor<512xf32>
+  moe.logits %lb if %valid : tensor<?xbf16>
   return
 }
 

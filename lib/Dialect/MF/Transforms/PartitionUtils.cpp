@@ -20,6 +20,14 @@ FailureOr<MeshLayout> mf::requireLayout(ModuleOp module, StringRef pass) {
       MeshLayout::create(plan.toPlanSpec(), &error);
   if (!layout)
     return module.emitError() << error;
+  // Partitioning makes the ops local: keep the global dimensions.
+  if (!module->hasAttr(moe::getModelInfoAttrName())) {
+    FailureOr<moe::ModelInfo> info = moe::getModelInfo(module);
+    if (failed(info))
+      return failure();
+    if (info->numLayers > 0)
+      moe::setModelInfoAttr(module, *info);
+  }
   return *layout;
 }
 
@@ -68,6 +76,8 @@ void mf::eraseAndClean(ArrayRef<Operation *> ops) {
 Value mf::scaledCoord(OpBuilder &b, Location loc, StringRef mesh,
                       StringRef axis, int64_t num, int64_t den) {
   Value c = CoordOp::create(b, loc, b.getIndexType(), mesh, axis);
+  if (num == den)
+    return c;
   if (num != 1)
     c = arith::MulIOp::create(b, loc, c,
                               arith::ConstantIndexOp::create(b, loc, num));

@@ -21,7 +21,8 @@
 namespace meshfold::mf {
 
 /// The layout of the module's plan; emits an error naming `pass` and fails
-/// when there is no (valid) plan.
+/// when there is no (valid) plan. Records the model's global dimensions on
+/// the module (moe.model_info) before the first pass makes them local.
 mlir::FailureOr<MeshLayout> requireLayout(mlir::ModuleOp module,
                                           llvm::StringRef pass);
 

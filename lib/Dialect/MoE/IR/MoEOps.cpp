@@ -97,6 +97,7 @@ LogicalResult EmbedOp::verify() {
       failed(checkRank(*this, "result", res, 2)) ||
       failed(checkDim(*this, "result", res, 0, "tokens", tokens, 0)) ||
       failed(checkDim(*this, "result", res, 1, "table", table, 1)) ||
+      failed(checkStatic(*this, "result", res, 1)) ||
       failed(checkSameElementType(*this, {table, res})))
     return failure();
   return success();
@@ -127,6 +128,7 @@ LogicalResult LinearOp::verify() {
       failed(checkDim(*this, "weight", w, 1, "input", in, 1)) ||
       failed(checkDim(*this, "result", res, 0, "input", in, 0)) ||
       failed(checkDim(*this, "result", res, 1, "weight", w, 0)) ||
+      failed(checkStatic(*this, "result", res, 1)) ||
       failed(checkSameElementType(*this, {in, w, res})))
     return failure();
   return success();
@@ -245,8 +247,11 @@ LogicalResult ExpertsOp::verify() {
 LogicalResult LMHeadOp::verify() {
   Type in = getInput().getType(), w = getWeight().getType(), res = getType(),
        pos = getPositions().getType();
-  if (failed(checkRank(*this, "positions", pos, 1)) ||
-      failed(checkDim(*this, "positions", pos, 0, "input", in, 0)))
+  if (failed(checkRank(*this, "input", in, 2)) ||
+      failed(checkRank(*this, "positions", pos, 1)) ||
+      failed(checkDim(*this, "positions", pos, 0, "input", in, 0)) ||
+      failed(checkRank(*this, "result", res, 1)) ||
+      failed(checkStatic(*this, "result", res)))
     return failure();
   if (failed(checkRank(*this, "input", in, 2)) ||
       failed(checkRank(*this, "weight", w, 2)) ||

@@ -2,6 +2,7 @@
 
 #include "meshfold/Dialect/MoE/IR/MoE.h"
 
+#include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 
 using namespace mlir;
@@ -25,17 +26,39 @@ int64_t dim(Value v, unsigned i) {
 } // namespace
 
 FailureOr<ModelInfo> meshfold::moe::getModelInfo(ModuleOp module) {
+  // A partitioned module keeps its global dimensions in an attribute.
+  if (auto dict =
+          module->getAttrOfType<DictionaryAttr>(getModelInfoAttrName())) {
+    ModelInfo info;
+    auto get = [&](StringRef key, int64_t &slot) {
+      if (auto v = dict.getAs<IntegerAttr>(key))
+        slot = v.getInt();
+    };
+    get("hidden", info.hidden);
+    get("heads", info.numHeads);
+    get("kv_heads", info.numKVHeads);
+    get("head_dim", info.headDim);
+    get("experts", info.numExperts);
+    get("top_k", info.topK);
+    get("ffn", info.ffn);
+    get("layers", info.numLayers);
+    get("vocab", info.vocab);
+    return info;
+  }
   ModelInfo info;
+  int64_t layers = 0, attentions = 0;
   WalkResult result = module.walk([&](Operation *op) -> WalkResult {
     LogicalResult ok = success();
-    if (auto attn = dyn_cast<AttentionOp>(op)) {
-      ++info.numLayers;
-      ok = success(succeeded(agree(op, "n_heads", info.numHeads,
-                                   dim(attn.getQuery(), 1))) &&
-                   succeeded(agree(op, "n_kv_heads", info.numKVHeads,
-                                   dim(attn.getKey(), 1))) &&
-                   succeeded(agree(op, "head_dim", info.headDim,
-                                   dim(attn.getQuery(), 2))));
+    if (isa<AttentionOp, AttentionPartialOp>(op)) {
+      Value q = op->getOperand(0), k = op->getOperand(1);
+      if (isa<AttentionOp>(op))
+        ++attentions;
+      ok = success(
+          succeeded(agree(op, "n_heads", info.numHeads, dim(q, 1))) &&
+          succeeded(agree(op, "n_kv_heads", info.numKVHeads, dim(k, 1))) &&
+          succeeded(agree(op, "head_dim", info.headDim, dim(q, 2))));
+    } else if (isa<LayerOp>(op)) {
+      ++layers;
     } else if (auto router = dyn_cast<RouterOp>(op)) {
       ok = success(succeeded(agree(op, "n_experts", info.numExperts,
                                    dim(router.getGate(), 0))) &&
@@ -57,5 +80,26 @@ FailureOr<ModelInfo> meshfold::moe::getModelInfo(ModuleOp module) {
   });
   if (result.wasInterrupted())
     return failure();
+  // Layers are moe.layer ops; a model written without them has one
+  // attention per layer.
+  info.numLayers = layers > 0 ? layers : attentions;
   return info;
+}
+
+void meshfold::moe::setModelInfoAttr(ModuleOp module, const ModelInfo &info) {
+  Builder b(module.getContext());
+  SmallVector<NamedAttribute> entries;
+  auto add = [&](StringRef key, int64_t v) {
+    entries.push_back(b.getNamedAttr(key, b.getI64IntegerAttr(v)));
+  };
+  add("hidden", info.hidden);
+  add("heads", info.numHeads);
+  add("kv_heads", info.numKVHeads);
+  add("head_dim", info.headDim);
+  add("experts", info.numExperts);
+  add("top_k", info.topK);
+  add("ffn", info.ffn);
+  add("layers", info.numLayers);
+  add("vocab", info.vocab);
+  module->setAttr(getModelInfoAttrName(), b.getDictionaryAttr(entries));
 }

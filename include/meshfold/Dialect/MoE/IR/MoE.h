@@ -32,7 +32,15 @@ struct ModelInfo {
 /// Reads the model's dimensions off `module`'s ops. Emits an error naming the
 /// op and fails when ops disagree (e.g. two layers with different head counts).
 /// A module without attention ops gives numLayers == 0.
+/// A module whose ops no longer show the global dimensions (after
+/// partitioning) carries them in the attribute `moe.model_info`, which
+/// getModelInfo returns instead.
 mlir::FailureOr<ModelInfo> getModelInfo(mlir::ModuleOp module);
+
+inline llvm::StringRef getModelInfoAttrName() { return "moe.model_info"; }
+
+/// Records `info` on `module` as `moe.model_info`.
+void setModelInfoAttr(mlir::ModuleOp module, const ModelInfo &info);
 } // namespace meshfold::moe
 
 #endif // MESHFOLD_DIALECT_MOE_IR_MOE_H
