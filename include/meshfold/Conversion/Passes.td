@@ -79,4 +79,36 @@ def ConvertMFToLLVMPass : Pass<"convert-mf-to-llvm", "::mlir::ModuleOp"> {
   let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
+def ConvertMFToRuntimePass : Pass<"convert-mf-to-runtime", "::mlir::ModuleOp"> {
+  let summary = "lower mf mesh queries and collectives to calls into mfrt";
+  let description = [{
+    Every (mesh, axes) group the program uses gets an id, listed in the
+    module attribute `mf.groups` (the manifest carries it; the runtime makes
+    the groups from MeshLayout at start-up). Then:
+    - `mf.coord` becomes `mfrt_cg_group_rank(id)`;
+    - `mf.slice`, `mf.take` and `mf.zigzag_positions` become tensor/linalg
+      code on this rank's coordinates (no communication);
+    - each collective becomes one call on buffers (`mfrt_cg_all_gather_f32`,
+      `..._reduce_scatter_f32`, `..._all_reduce_f32` (a grouped all-reduce
+      packs its tensors into one buffer), `..._ring_step*`, `..._send_f32`,
+      `..._recv_f32`, `..._gather_f32`, `..._dispatch_f32` +
+      `..._dispatch_fetch` + `..._combine_f32`); results are new buffers
+      (`memref.alloc`) seen as tensors.
+
+    ```mlir
+    %y = mf.all_gather %x on "attention" ["tp"] dim 0 : tensor<?x64xf32> -> tensor<?x64xf32>
+    // becomes
+    %b = memref.alloc(%rows) : memref<?x64xf32>
+    call @mfrt_cg_all_gather_f32(%c0_i64, %x_buffer, %b_unranked) ...
+    %y = bufferization.to_tensor %b restrict writable ...
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::func::FuncDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::arith::ArithDialect", "::mlir::tensor::TensorDialect",
+    "::mlir::linalg::LinalgDialect"
+  ];
+}
+
 #endif // MESHFOLD_CONVERSION_PASSES_TD

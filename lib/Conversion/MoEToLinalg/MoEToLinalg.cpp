@@ -810,6 +810,59 @@ struct LMHeadLowering : OpConversionPattern<LMHeadOp> {
   }
 };
 
+struct TakePositionLowering : OpConversionPattern<TakePositionOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(TakePositionOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = getContext();
+    auto &b = rewriter;
+    Value x = adaptor.getInput(), pos = adaptor.getPositions();
+    Type i64 = cast<RankedTensorType>(pos.getType()).getElementType();
+    auto rowType = op.getRow().getType();
+    Type elt = rowType.getElementType();
+    Value target = arith::IndexCastOp::create(b, loc, i64, adaptor.getTarget());
+    // The row holding `target` (-1 when none does).
+    auto scalar = RankedTensorType::get({}, i64);
+    Value none = makeFilled(b, loc, scalar, {}, b.getIntegerAttr(i64, -1));
+    Value rowT = generic(
+        b, loc, {pos}, {none},
+        {pick(ctx, 1, {0}), AffineMap::get(1, 0, {}, ctx)}, {kRed},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value hit = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq,
+                                            a[0], target);
+          Value i = arith::IndexCastOp::create(nb, l, i64, idx(nb, l, 0));
+          linalg::YieldOp::create(
+              nb, l, Value(arith::SelectOp::create(nb, l, hit, i, a[1])));
+        })[0];
+    Value row = tensor::ExtractOp::create(b, loc, rowT, ValueRange{});
+    Value found = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::sge, row,
+        arith::ConstantOp::create(b, loc, b.getIntegerAttr(i64, 0)));
+    Value rowIdx = arith::IndexCastOp::create(
+        b, loc, b.getIndexType(),
+        arith::SelectOp::create(
+            b, loc, found, row,
+            arith::ConstantOp::create(b, loc, b.getIntegerAttr(i64, 0))));
+    Value picked = generic(
+        b, loc, {}, {makeEmpty(b, loc, rowType, {})}, {pick(ctx, 2, {0, 1})},
+        {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange) {
+          Value v = tensor::ExtractOp::create(nb, l, x,
+                                              ValueRange{rowIdx, idx(nb, l, 1)});
+          linalg::YieldOp::create(
+              nb, l,
+              Value(arith::SelectOp::create(nb, l, found, v,
+                                            cstF(nb, l, elt, 0.0))));
+        })[0];
+    Value flag = arith::SelectOp::create(b, loc, found, cstF(b, loc, elt, 1.0),
+                                         cstF(b, loc, elt, 0.0));
+    Value flagT = tensor::FromElementsOp::create(b, loc, ValueRange{flag});
+    rewriter.replaceOp(op, {picked, flagT});
+    return success();
+  }
+};
+
 struct ConvertMoEToLinalgPass
     : public meshfold::impl::ConvertMoEToLinalgPassBase<
           ConvertMoEToLinalgPass> {
@@ -820,7 +873,8 @@ struct ConvertMoEToLinalgPass
                            arith::ArithDialect, math::MathDialect>();
     target.addIllegalOp<PositionsOp, EmbedOp, RMSNormOp, LinearOp, RoPEOp,
                         AttentionOp, AttentionPartialOp, AttentionMergeOp,
-                        RouterOp, ExpertsOp, ExpertFFNOp, LMHeadOp, LayerOp>();
+                        RouterOp, ExpertsOp, ExpertFFNOp, LMHeadOp, LayerOp,
+                        TakePositionOp>();
     inlineLayers(getOperation());
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
@@ -837,6 +891,7 @@ void meshfold::populateMoEToLinalgConversionPatterns(
   patterns.add<PositionsLowering, EmbedLowering, RMSNormLowering,
                LinearLowering, RoPELowering, AttentionLowering,
                AttentionPartialLowering, AttentionMergeLowering, RouterLowering,
-               ExpertsLowering, ExpertFFNLowering, LMHeadLowering>(
+               ExpertsLowering, ExpertFFNLowering, LMHeadLowering,
+               TakePositionLowering>(
       patterns.getContext());
 }

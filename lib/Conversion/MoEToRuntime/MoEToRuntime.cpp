@@ -9,6 +9,7 @@
 
 #include "meshfold/Conversion/MoEToRuntime/MoEToRuntime.h"
 #include "meshfold/Conversion/Passes.h"
+#include "meshfold/Conversion/RuntimeCalls.h"
 #include "meshfold/Dialect/MF/IR/MF.h"
 #include "meshfold/Dialect/MoE/IR/MoE.h"
 
@@ -38,24 +39,8 @@ namespace {
 constexpr StringLiteral kKVCacheFn = "mfrt_kv_cache_f32";
 constexpr StringLiteral kLogitsFn = "mfrt_logits_f32";
 
-/// A memref type with the given shape and a fully dynamic strided layout, so
-/// that any buffer bufferization picks can be passed without a copy.
-MemRefType dynamicStrided(ArrayRef<int64_t> shape, Type elt) {
-  SmallVector<int64_t> strides(shape.size(), ShapedType::kDynamic);
-  return MemRefType::get(
-      shape, elt,
-      StridedLayoutAttr::get(elt.getContext(), ShapedType::kDynamic, strides));
-}
-
-/// Declares `name` as an external function with the C interface, once.
 func::FuncOp declare(ModuleOp module, StringRef name, FunctionType type) {
-  if (auto fn = module.lookupSymbol<func::FuncOp>(name))
-    return fn;
-  OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
-  auto fn = func::FuncOp::create(b, module.getLoc(), name, type);
-  fn.setPrivate();
-  fn->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(), b.getUnitAttr());
-  return fn;
+  return declareRuntimeFunction(module, name, type);
 }
 
 struct ConvertMoEToRuntimePass

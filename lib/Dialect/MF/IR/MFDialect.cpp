@@ -53,6 +53,13 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
              << attr.getValue();
     return success();
   }
+  if (attr.getName() == "mf.groups") {
+    auto list = dyn_cast<ArrayAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !list ||
+        !llvm::all_of(list, [](Attribute a) { return isa<StringAttr>(a); }))
+      return op->emitError("'mf.groups' is a module's list of group names");
+    return success();
+  }
   if (attr.getName() == getShardAttrName()) {
     auto shard = dyn_cast<ShardAttr>(attr.getValue());
     if (!shard)

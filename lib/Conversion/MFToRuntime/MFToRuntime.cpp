@@ -1,0 +1,601 @@
+//===- MFToRuntime.cpp - mf queries and collectives to mfrt calls ---------===//
+//
+// Runs before bufferization: tensors are handed to the runtime as buffers
+// (bufferization.to_buffer, read-only) and results come back in fresh
+// buffers (memref.alloc) that the program owns, so buffer deallocation
+// frees them like any other.
+//
+//===----------------------------------------------------------------------===//
+
+#include "meshfold/Conversion/Passes.h"
+#include "meshfold/Conversion/RuntimeCalls.h"
+#include "meshfold/Dialect/MF/IR/MF.h"
+
+#include "mlir/Dialect/Bufferization/IR/Bufferization.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/IR/Builders.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#define DEBUG_TYPE "convert-mf-to-runtime"
+
+namespace meshfold {
+#define GEN_PASS_DEF_CONVERTMFTORUNTIMEPASS
+#include "meshfold/Conversion/Passes.h.inc"
+} // namespace meshfold
+
+using namespace mlir;
+using namespace meshfold;
+using namespace meshfold::mf;
+
+namespace {
+class Lowering {
+public:
+  Lowering(ModuleOp module, const MeshLayout &layout)
+      : module(module), layout(layout), ctx(module.getContext()) {}
+
+  LogicalResult run();
+
+private:
+  /// The id of the group (mesh, axes), registering it on first use.
+  int64_t groupId(StringRef mesh, ArrayAttr axes);
+  int64_t groupId(StringRef mesh, ArrayRef<StringRef> axes);
+  int64_t groupSize(ArrayAttr axes);
+  Value i64(OpBuilder &b, Location loc, int64_t v) {
+    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(v));
+  }
+  /// This rank's index in group `id`, as an index value.
+  Value groupRank(OpBuilder &b, Location loc, int64_t id);
+  /// A read-only buffer of `t`, erased to an unranked memref.
+  Value inBuffer(OpBuilder &b, Location loc, Value t);
+  /// A new buffer of `type` (dynamic sizes given) and its unranked view.
+  std::pair<Value, Value> outBuffer(OpBuilder &b, Location loc,
+                                    RankedTensorType type,
+                                    ValueRange dynSizes);
+  Value asTensor(OpBuilder &b, Location loc, Value buffer,
+                 RankedTensorType type);
+  func::FuncOp fn(StringRef name, TypeRange args, TypeRange results = {}) {
+    return declareRuntimeFunction(module, name,
+                                  FunctionType::get(ctx, args, results));
+  }
+  Type unranked(Type elt) { return UnrankedMemRefType::get(elt, 0); }
+  /// The row count of `t` times `num` / `den`, as an index.
+  Value scaledRows(OpBuilder &b, Location loc, Value t, int64_t num,
+                   int64_t den);
+  LogicalResult checkF32Rows(Operation *op, RankedTensorType type,
+                             int64_t dim);
+
+  LogicalResult lower(CoordOp op);
+  LogicalResult lower(SliceOp op);
+  LogicalResult lower(TakeOp op);
+  LogicalResult lower(ZigzagPositionsOp op);
+  LogicalResult lower(AllGatherOp op);
+  LogicalResult lower(ReduceScatterOp op);
+  LogicalResult lower(AllReduceOp op);
+  LogicalResult lower(RingStepOp op);
+  LogicalResult lower(SendOp op);
+  LogicalResult lower(RecvOp op);
+  LogicalResult lower(GatherOp op);
+  LogicalResult lower(DispatchOp op);
+  LogicalResult lower(CombineOp op);
+
+  ModuleOp module;
+  const MeshLayout &layout;
+  MLIRContext *ctx;
+  SmallVector<std::string> groups;
+  /// The runtime handle of each dispatch's routing (an i64).
+  DenseMap<Value, Value> routing;
+};
+
+int64_t Lowering::groupId(StringRef mesh, ArrayRef<StringRef> axes) {
+  std::string key = (mesh + ":" + llvm::join(axes, ",")).str();
+  for (auto [i, g] : llvm::enumerate(groups))
+    if (g == key)
+      return i;
+  groups.push_back(key);
+  return groups.size() - 1;
+}
+
+int64_t Lowering::groupId(StringRef mesh, ArrayAttr axes) {
+  SmallVector<StringRef> names;
+  for (Attribute a : axes)
+    names.push_back(cast<StringAttr>(a).getValue());
+  return groupId(mesh, names);
+}
+
+int64_t Lowering::groupSize(ArrayAttr axes) {
+  std::vector<std::string> names;
+  for (Attribute a : axes)
+    names.push_back(cast<StringAttr>(a).str());
+  return layout.groupSize(names);
+}
+
+Value Lowering::groupRank(OpBuilder &b, Location loc, int64_t id) {
+  Type i64t = b.getI64Type();
+  Value r = func::CallOp::create(b, loc, fn("mfrt_cg_group_rank", {i64t}, {i64t}),
+                                 ValueRange{i64(b, loc, id)})
+                .getResult(0);
+  return arith::IndexCastOp::create(b, loc, b.getIndexType(), r);
+}
+
+Value Lowering::inBuffer(OpBuilder &b, Location loc, Value t) {
+  auto type = cast<RankedTensorType>(t.getType());
+  Value m = bufferization::ToBufferOp::create(
+      b, loc, dynamicStrided(type.getShape(), type.getElementType()), t,
+      /*read_only=*/true);
+  return memref::CastOp::create(b, loc, unranked(type.getElementType()), m);
+}
+
+std::pair<Value, Value> Lowering::outBuffer(OpBuilder &b, Location loc,
+                                            RankedTensorType type,
+                                            ValueRange dynSizes) {
+  auto mType = MemRefType::get(type.getShape(), type.getElementType());
+  Value m = memref::AllocOp::create(b, loc, mType, dynSizes);
+  Value u = memref::CastOp::create(b, loc, unranked(type.getElementType()), m);
+  return {m, u};
+}
+
+Value Lowering::asTensor(OpBuilder &b, Location loc, Value buffer,
+                         RankedTensorType type) {
+  return bufferization::ToTensorOp::create(b, loc, type, buffer,
+                                           b.getUnitAttr(), b.getUnitAttr());
+}
+
+Value Lowering::scaledRows(OpBuilder &b, Location loc, Value t, int64_t num,
+                           int64_t den) {
+  Value rows = tensor::DimOp::create(b, loc, t, 0);
+  if (num != 1)
+    rows = arith::MulIOp::create(b, loc, rows,
+                                 arith::ConstantIndexOp::create(b, loc, num));
+  if (den != 1)
+    rows = arith::DivUIOp::create(b, loc, rows,
+                                  arith::ConstantIndexOp::create(b, loc, den));
+  return rows;
+}
+
+LogicalResult Lowering::checkF32Rows(Operation *op, RankedTensorType type,
+                                     int64_t dim) {
+  if (!type.getElementType().isF32())
+    return op->emitError() << "the CPU runtime moves f32 tensors here, got "
+                           << type;
+  if (dim != 0)
+    return op->emitError() << "the runtime splits and joins along dim 0 only, "
+                              "got dim "
+                           << dim;
+  for (int64_t i = 1; i < type.getRank(); ++i)
+    if (type.isDynamicDim(i))
+      return op->emitError() << "only the leading dim may be dynamic: "
+                             << type;
+  return success();
+}
+
+LogicalResult Lowering::lower(CoordOp op) {
+  OpBuilder b(op);
+  int64_t id = groupId(op.getMesh(), {op.getAxis()});
+  op.replaceAllUsesWith(groupRank(b, op.getLoc(), id));
+  op.erase();
+  return success();
+}
+
+LogicalResult Lowering::lower(SliceOp op) {
+  if (op.getDim() != 0)
+    return op.emitError("convert-mf-to-runtime: slices along dim 0 only");
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  int64_t n = groupSize(op.getAxes());
+  Value rank = groupRank(b, loc, groupId(op.getMesh(), op.getAxes()));
+  Value rows = scaledRows(b, loc, op.getInput(), 1, n);
+  Value offset = arith::MulIOp::create(b, loc, rank, rows);
+  auto type = op.getType();
+  SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
+  SmallVector<OpFoldResult> sizes, strides(type.getRank(), b.getIndexAttr(1));
+  offsets[0] = offset;
+  sizes.push_back(rows);
+  for (int64_t i = 1; i < type.getRank(); ++i)
+    sizes.push_back(b.getIndexAttr(type.getDimSize(i)));
+  Value s = tensor::ExtractSliceOp::create(b, loc, type, op.getInput(),
+                                           offsets, sizes, strides);
+  op.replaceAllUsesWith(s);
+  op.erase();
+  return success();
+}
+
+LogicalResult Lowering::lower(TakeOp op) {
+  auto type = op.getType();
+  if (type.getRank() != 1)
+    return op.emitError("convert-mf-to-runtime: mf.take of 1-D tensors only");
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  Value src = op.getInput(), idx = op.getIndices();
+  Value n = tensor::DimOp::create(b, loc, idx, 0);
+  Value srcLen = arith::IndexCastOp::create(
+      b, loc, b.getI64Type(), tensor::DimOp::create(b, loc, src, 0));
+  Value init = tensor::EmptyOp::create(b, loc, type.getShape(),
+                                       type.getElementType(), ValueRange{n});
+  Type elt = type.getElementType();
+  AffineMap id1 = AffineMap::getMultiDimIdentityMap(1, ctx);
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange{type}, ValueRange{idx}, ValueRange{init},
+      ArrayRef<AffineMap>{id1, id1},
+      ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
+      [&](OpBuilder &nb, Location l, ValueRange a) {
+        Value inRange = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::slt,
+                                              a[0], srcLen);
+        Value zero = arith::ConstantOp::create(nb, l, nb.getI64IntegerAttr(0));
+        Value safe = arith::SelectOp::create(nb, l, inRange, a[0], zero);
+        Value at = arith::IndexCastOp::create(nb, l, nb.getIndexType(), safe);
+        Value v = tensor::ExtractOp::create(nb, l, src, ValueRange{at});
+        Value fill = arith::ConstantOp::create(
+            nb, l, nb.getIntegerAttr(elt, op.getFill()));
+        linalg::YieldOp::create(
+            nb, l, Value(arith::SelectOp::create(nb, l, inRange, v, fill)));
+      });
+  op.replaceAllUsesWith(generic.getResult(0));
+  op.erase();
+  return success();
+}
+
+LogicalResult Lowering::lower(ZigzagPositionsOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  int64_t cp = layout.axisSize(op.getAxis().str());
+  int64_t pad = op.getPadTo();
+  // Tp = ceil(T / pad) * pad; chunk = Tp / (2 CP); rank r owns chunks r and
+  // 2 CP - 1 - r.
+  Value t = op.getLength();
+  Value padV = arith::ConstantIndexOp::create(b, loc, pad);
+  Value tp = arith::MulIOp::create(
+      b, loc, arith::CeilDivUIOp::create(b, loc, t, padV), padV);
+  Value chunk = arith::DivUIOp::create(
+      b, loc, tp, arith::ConstantIndexOp::create(b, loc, 2 * cp));
+  Value r = groupRank(b, loc, groupId(op.getMesh(), {op.getAxis()}));
+  Value mirror = arith::SubIOp::create(
+      b, loc, arith::ConstantIndexOp::create(b, loc, 2 * cp - 1), r);
+  Value firstStart = arith::MulIOp::create(b, loc, r, chunk);
+  Value secondStart = arith::MulIOp::create(b, loc, mirror, chunk);
+  Value n = arith::MulIOp::create(b, loc, chunk,
+                                  arith::ConstantIndexOp::create(b, loc, 2));
+  auto type = op.getType();
+  Value init = tensor::EmptyOp::create(b, loc, type.getShape(),
+                                       type.getElementType(), ValueRange{n});
+  AffineMap id1 = AffineMap::getMultiDimIdentityMap(1, ctx);
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange{type}, ValueRange{}, ValueRange{init},
+      ArrayRef<AffineMap>{id1},
+      ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
+      [&](OpBuilder &nb, Location l, ValueRange) {
+        Value i = linalg::IndexOp::create(nb, l, 0);
+        Value inFirst =
+            arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, i, chunk);
+        Value a = arith::AddIOp::create(nb, l, firstStart, i);
+        Value c = arith::AddIOp::create(
+            nb, l, secondStart, arith::SubIOp::create(nb, l, i, chunk));
+        Value p = arith::SelectOp::create(nb, l, inFirst, a, c);
+        linalg::YieldOp::create(
+            nb, l,
+            Value(arith::IndexCastOp::create(nb, l, type.getElementType(), p)));
+      });
+  op.replaceAllUsesWith(generic.getResult(0));
+  op.erase();
+  return success();
+}
+
+LogicalResult Lowering::lower(AllGatherOp op) {
+  if (failed(checkF32Rows(op, op.getType(), op.getDim())))
+    return failure();
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  int64_t n = groupSize(op.getAxes());
+  SmallVector<Value> dyn;
+  if (op.getType().isDynamicDim(0))
+    dyn.push_back(scaledRows(b, loc, op.getInput(), n, 1));
+  auto [buf, view] = outBuffer(b, loc, op.getType(), dyn);
+  Type u = unranked(b.getF32Type());
+  func::CallOp::create(b, loc, fn("mfrt_cg_all_gather_f32", {b.getI64Type(), u, u}),
+                       ValueRange{i64(b, loc, groupId(op.getMesh(), op.getAxes())),
+                                  inBuffer(b, loc, op.getInput()), view});
+  op.replaceAllUsesWith(asTensor(b, loc, buf, op.getType()));
+  op.erase();
+  return success();
+}
+
+LogicalResult Lowering::lower(ReduceScatterOp op) {
+  if (failed(checkF32Rows(op, op.getType(), op.getDim())))
+    return failure();
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  int64_t n = groupSize(op.getAxes());
+  SmallVector<Value> dyn;
+  if (op.getType().isDynamicDim(0))
+    dyn.push_back(scaledRows(b, loc, op.getInput(), 1, n));
+  auto [buf, view] = outBuffer(b, loc, op.getType(), dyn);
+  Type u = unranked(b.getF32Type());
+  func::CallOp::create(
+      b, loc, fn("mfrt_cg_reduce_scatter_f32", {b.getI64Type(), u, u}),
+      ValueRange{i64(b, loc, groupId(op.getMesh(), op.getAxes())),
+                 inBuffer(b, loc, op.getInput()), view});
+  op.replaceAllUsesWith(asTensor(b, loc, buf, op.getType()));
+  op.erase();
+  return success();
+}
+
+LogicalResult Lowering::lower(AllReduceOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  // One call: a grouped all-reduce packs its tensors into one flat buffer.
+  SmallVector<Value> flats, sizes;
+  for (Value in : op.getInputs()) {
+    auto type = cast<RankedTensorType>(in.getType());
+    if (failed(checkF32Rows(op, type, 0)))
+      return failure();
+    SmallVector<ReassociationIndices> all(1);
+    for (int64_t i = 0; i < type.getRank(); ++i)
+      all[0].push_back(i);
+    auto flatType = RankedTensorType::get(
+        {type.hasStaticShape() ? type.getNumElements() : ShapedType::kDynamic},
+        type.getElementType());
+    Value flat = type.getRank() == 1
+                     ? in
+                     : Value(tensor::CollapseShapeOp::create(b, loc, flatType,
+                                                             in, all));
+    flats.push_back(flat);
+    sizes.push_back(tensor::DimOp::create(b, loc, flat, 0));
+  }
+  Value packed = flats.front();
+  if (flats.size() > 1)
+    packed = tensor::ConcatOp::create(b, loc, 0, flats);
+  auto packedType = cast<RankedTensorType>(packed.getType());
+  SmallVector<Value> dyn;
+  if (packedType.isDynamicDim(0))
+    dyn.push_back(tensor::DimOp::create(b, loc, packed, 0));
+  auto [buf, view] = outBuffer(b, loc, packedType, dyn);
+  Type u = unranked(b.getF32Type());
+  func::CallOp::create(b, loc, fn("mfrt_cg_all_reduce_f32", {b.getI64Type(), u, u}),
+                       ValueRange{i64(b, loc, groupId(op.getMesh(), op.getAxes())),
+                                  inBuffer(b, loc, packed), view});
+  Value sum = asTensor(b, loc, buf, packedType);
+  Value offset = arith::ConstantIndexOp::create(b, loc, 0);
+  for (auto [i, in] : llvm::enumerate(op.getInputs())) {
+    auto type = cast<RankedTensorType>(in.getType());
+    Value part = sum;
+    if (flats.size() > 1)
+      part = tensor::ExtractSliceOp::create(
+          b, loc, cast<RankedTensorType>(flats[i].getType()), sum,
+          ArrayRef<OpFoldResult>{offset}, ArrayRef<OpFoldResult>{sizes[i]},
+          ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+    offset = arith::AddIOp::create(b, loc, offset, sizes[i]);
+    if (type.getRank() != 1) {
+      SmallVector<ReassociationIndices> all(1);
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        all[0].push_back(d);
+      SmallVector<OpFoldResult> shape;
+      for (int64_t d = 0; d < type.getRank(); ++d)
+        shape.push_back(type.isDynamicDim(d)
+                            ? OpFoldResult(tensor::DimOp::create(b, loc, in, d)
+                                               .getResult())
+                            : OpFoldResult(b.getIndexAttr(type.getDimSize(d))));
+      part = tensor::ExpandShapeOp::create(b, loc, type, part, all, shape);
+    }
+    op.getResult(i).replaceAllUsesWith(part);
+  }
+  op.erase();
+  return success();
+}
+
+LogicalResult Lowering::lower(RingStepOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  int64_t id = groupId(op.getMesh(), op.getAxes());
+  // Up to three tensors (K, V and their positions) travel as one message.
+  SmallVector<Value> ins, outs, bufs;
+  std::string name = "mfrt_cg_ring_step";
+  SmallVector<Type> args = {b.getI64Type()};
+  for (Value in : op.getInputs()) {
+    auto type = cast<RankedTensorType>(in.getType());
+    Type elt = type.getElementType();
+    if (!elt.isF32() && !elt.isInteger(64))
+      return op.emitError() << "convert-mf-to-runtime: ring steps carry f32 "
+                               "and i64 tensors, got "
+                            << type;
+    name += elt.isF32() ? "_f32" : "_i64";
+    ins.push_back(inBuffer(b, loc, in));
+    args.push_back(unranked(elt));
+  }
+  if (op.getInputs().size() > 3)
+    return op.emitError("convert-mf-to-runtime: at most 3 tensors per ring "
+                        "step");
+  for (Value in : op.getInputs()) {
+    auto type = cast<RankedTensorType>(in.getType());
+    SmallVector<Value> dyn;
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      if (type.isDynamicDim(d))
+        dyn.push_back(tensor::DimOp::create(b, loc, in, d));
+    auto [buf, view] = outBuffer(b, loc, type, dyn);
+    bufs.push_back(buf);
+    outs.push_back(view);
+    args.push_back(unranked(type.getElementType()));
+  }
+  SmallVector<Value> operands = {i64(b, loc, id)};
+  llvm::append_range(operands, ins);
+  llvm::append_range(operands, outs);
+  func::CallOp::create(b, loc, fn(name, args), operands);
+  for (auto [i, res] : llvm::enumerate(op.getResults()))
+    res.replaceAllUsesWith(
+        asTensor(b, loc, bufs[i], cast<RankedTensorType>(res.getType())));
+  op.erase();
+  return success();
+}
+
+LogicalResult Lowering::lower(SendOp op) {
+  auto type = op.getInput().getType();
+  if (failed(checkF32Rows(op, type, 0)))
+    return failure();
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  Type u = unranked(b.getF32Type());
+  func::CallOp::create(
+      b, loc, fn("mfrt_cg_send_f32", {b.getI64Type(), b.getI64Type(), u}),
+      ValueRange{i64(b, loc, groupId(op.getMesh(), {op.getAxis()})),
+                 i64(b, loc, op.getOffset()), inBuffer(b, loc, op.getInput())});
+  op.erase();
+  return success();
+}
+
+LogicalResult Lowering::lower(RecvOp op) {
+  if (failed(checkF32Rows(op, op.getType(), 0)))
+    return failure();
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  auto [buf, view] = outBuffer(b, loc, op.getType(), op.getDynamicSizes());
+  Type u = unranked(b.getF32Type());
+  func::CallOp::create(
+      b, loc, fn("mfrt_cg_recv_f32", {b.getI64Type(), b.getI64Type(), u}),
+      ValueRange{i64(b, loc, groupId(op.getMesh(), {op.getAxis()})),
+                 i64(b, loc, op.getOffset()), view});
+  op.replaceAllUsesWith(asTensor(b, loc, buf, op.getType()));
+  op.erase();
+  return success();
+}
+
+LogicalResult Lowering::lower(GatherOp op) {
+  if (failed(checkF32Rows(op, op.getType(), op.getDim())))
+    return failure();
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  int64_t n = groupSize(op.getAxes());
+  SmallVector<Value> dyn;
+  if (op.getType().isDynamicDim(0))
+    dyn.push_back(scaledRows(b, loc, op.getInput(), n, 1));
+  auto [buf, view] = outBuffer(b, loc, op.getType(), dyn);
+  Type u = unranked(b.getF32Type());
+  func::CallOp::create(
+      b, loc,
+      fn("mfrt_cg_gather_f32", {b.getI64Type(), b.getI64Type(), u, u}),
+      ValueRange{i64(b, loc, groupId(op.getMesh(), op.getAxes())),
+                 i64(b, loc, op.getRoot()), inBuffer(b, loc, op.getInput()),
+                 view});
+  op.replaceAllUsesWith(asTensor(b, loc, buf, op.getType()));
+  op.erase();
+  return success();
+}
+
+LogicalResult Lowering::lower(DispatchOp op) {
+  auto xType = op.getInput().getType();
+  if (failed(checkF32Rows(op, xType, 0)) ||
+      !op.getWeights().getType().getElementType().isF32())
+    return op.emitError("convert-mf-to-runtime: dispatch moves f32 rows");
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  Type i64t = b.getI64Type();
+  Type uf = unranked(b.getF32Type()), ui = unranked(i64t);
+  // The call routes and exchanges counts and rows; the rows wait in the
+  // runtime until fetched into buffers of the count it returns.
+  Value handle =
+      func::CallOp::create(
+          b, loc, fn("mfrt_cg_dispatch_f32", {i64t, i64t, i64t, uf, ui, uf}, {i64t}),
+          ValueRange{i64(b, loc, groupId(op.getMesh(), op.getAxes())),
+                     i64(b, loc, op.getMode() == DispatchMode::hierarchical),
+                     i64(b, loc, op.getNumExperts()),
+                     inBuffer(b, loc, op.getInput()),
+                     inBuffer(b, loc, op.getIndices()),
+                     inBuffer(b, loc, op.getWeights())})
+          .getResult(0);
+  Value count = arith::IndexCastOp::create(
+      b, loc, b.getIndexType(),
+      func::CallOp::create(b, loc, fn("mfrt_cg_dispatch_count", {i64t}, {i64t}),
+                           ValueRange{handle})
+          .getResult(0));
+  auto [rows, rowsView] = outBuffer(b, loc, op.getRows().getType(), {count});
+  auto [local, localView] =
+      outBuffer(b, loc, op.getLocalExperts().getType(), {count});
+  func::CallOp::create(b, loc, fn("mfrt_cg_dispatch_fetch", {i64t, uf, ui}),
+                       ValueRange{handle, rowsView, localView});
+  op.getRows().replaceAllUsesWith(
+      asTensor(b, loc, rows, op.getRows().getType()));
+  op.getLocalExperts().replaceAllUsesWith(
+      asTensor(b, loc, local, op.getLocalExperts().getType()));
+  routing[op.getRouting()] = handle;
+  for (OpOperand &use : llvm::make_early_inc_range(op.getRouting().getUses()))
+    if (!isa<CombineOp>(use.getOwner()))
+      return use.getOwner()->emitError("a dispatch's routing may only feed "
+                                       "mf.combine");
+  return success();
+}
+
+LogicalResult Lowering::lower(CombineOp op) {
+  Value handle = routing.lookup(op.getRouting());
+  if (!handle)
+    return op.emitError("mf.combine needs the mf.dispatch it answers");
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  Type i64t = b.getI64Type();
+  Type uf = unranked(b.getF32Type());
+  auto [y, yView] = outBuffer(b, loc, op.getType(), {op.getNumTokens()});
+  func::CallOp::create(b, loc, fn("mfrt_cg_combine_f32", {i64t, uf, uf}),
+                       ValueRange{handle, inBuffer(b, loc, op.getExpertOut()),
+                                  yView});
+  op.replaceAllUsesWith(asTensor(b, loc, y, op.getType()));
+  op.erase();
+  return success();
+}
+
+LogicalResult Lowering::run() {
+  SmallVector<Operation *> ops;
+  module.walk([&](Operation *op) {
+    if (isa<MFDialect>(op->getDialect()) && !isa<WeightOp>(op))
+      ops.push_back(op);
+  });
+  SmallVector<DispatchOp> dispatches;
+  for (Operation *op : ops) {
+    LogicalResult ok =
+        llvm::TypeSwitch<Operation *, LogicalResult>(op)
+            .Case<CoordOp, SliceOp, TakeOp, ZigzagPositionsOp, AllGatherOp,
+                  ReduceScatterOp, AllReduceOp, RingStepOp, SendOp, RecvOp,
+                  GatherOp, CombineOp>([&](auto o) { return lower(o); })
+            .Case<DispatchOp>([&](DispatchOp o) {
+              dispatches.push_back(o);
+              return lower(o);
+            })
+            .Default([](Operation *o) {
+              return o->emitError("convert-mf-to-runtime: no lowering");
+            });
+    if (failed(ok))
+      return failure();
+  }
+  for (DispatchOp op : dispatches)
+    op.erase();
+  SmallVector<Attribute> names;
+  for (const std::string &g : groups)
+    names.push_back(StringAttr::get(ctx, g));
+  module->setAttr(getRuntimeGroupsAttrName(), ArrayAttr::get(ctx, names));
+  return success();
+}
+
+struct ConvertMFToRuntimePass
+    : public meshfold::impl::ConvertMFToRuntimePassBase<
+          ConvertMFToRuntimePass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto plan = module->getAttrOfType<PlanAttr>(MFDialect::getPlanAttrName());
+    PlanSpec spec;
+    if (plan) {
+      spec = plan.toPlanSpec();
+    } else {
+      // A one-rank program: every group has one member.
+      spec.devices = 1;
+      spec.gpusPerNode = 1;
+      spec.attention = {{"tp", 1}, {"cp", 1}, {"dp", 1}, {"pp", 1}};
+      spec.experts = {{"ep", 1, {"tp", "cp", "dp"}}, {"pp", 1, {"pp"}}};
+    }
+    std::string error;
+    std::optional<MeshLayout> layout = MeshLayout::create(spec, &error);
+    if (!layout) {
+      module.emitError() << error;
+      return signalPassFailure();
+    }
+    Lowering lowering(module, *layout);
+    if (failed(lowering.run()))
+      signalPassFailure();
+  }
+};
+} // namespace
