@@ -49,6 +49,7 @@ void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
   pm.addPass(mf::createMFVerifyPlanPass());
   ConvertMoEToRuntimePassOptions rt;
   rt.entryName = options.entry;
+  pm.addPass(createConvertMFToRuntimePass());
   pm.addPass(createConvertMoEToRuntimePass(rt));
   pm.addPass(createConvertMoEToLinalgPass());
   pm.addPass(createConvertElementwiseToLinalgPass());

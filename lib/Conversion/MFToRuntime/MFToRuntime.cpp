@@ -359,10 +359,17 @@ LogicalResult Lowering::lower(AllReduceOp op) {
     auto type = cast<RankedTensorType>(in.getType());
     Value part = sum;
     if (flats.size() > 1)
+    {
+      auto flatType = cast<RankedTensorType>(flats[i].getType());
+      OpFoldResult size =
+          flatType.isDynamicDim(0)
+              ? OpFoldResult(sizes[i])
+              : OpFoldResult(b.getIndexAttr(flatType.getDimSize(0)));
       part = tensor::ExtractSliceOp::create(
-          b, loc, cast<RankedTensorType>(flats[i].getType()), sum,
-          ArrayRef<OpFoldResult>{offset}, ArrayRef<OpFoldResult>{sizes[i]},
+          b, loc, flatType, sum, ArrayRef<OpFoldResult>{offset},
+          ArrayRef<OpFoldResult>{size},
           ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+    }
     offset = arith::AddIOp::create(b, loc, offset, sizes[i]);
     if (type.getRank() != 1) {
       SmallVector<ReassociationIndices> all(1);

@@ -11,6 +11,7 @@
 #include "meshfold/Conversion/Passes.h"
 #include "meshfold/Conversion/RuntimeCalls.h"
 #include "meshfold/Dialect/MF/IR/MF.h"
+#include "llvm/ADT/StringExtras.h"
 #include "meshfold/Dialect/MoE/IR/MoE.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -43,6 +44,27 @@ func::FuncOp declare(ModuleOp module, StringRef name, FunctionType type) {
   return declareRuntimeFunction(module, name, type);
 }
 
+/// The plan as the runtime's plan text: "devices=32 gpus_per_node=8
+/// attention=tp:2,cp:2,dp:4,pp:2 experts=ep:16:tp+cp+dp,pp:2:pp ...".
+std::string formatPlan(const PlanSpec &spec) {
+  std::string out;
+  llvm::raw_string_ostream os(out);
+  os << "devices=" << spec.devices << " gpus_per_node=" << spec.gpusPerNode
+     << " nvlink_gbps=" << spec.nvlinkGBps << " ib_gbps=" << spec.ibGBps
+     << " attention=";
+  llvm::interleave(
+      spec.attention, os,
+      [&](const MeshAxis &a) { os << a.name << ":" << a.size; }, ",");
+  os << " experts=";
+  llvm::interleave(
+      spec.experts, os,
+      [&](const ExpertAxis &a) {
+        os << a.name << ":" << a.size << ":" << llvm::join(a.composedOf, "+");
+      },
+      ",");
+  return out;
+}
+
 struct ConvertMoEToRuntimePass
     : public meshfold::impl::ConvertMoEToRuntimePassBase<
           ConvertMoEToRuntimePass> {
@@ -61,7 +83,7 @@ struct ConvertMoEToRuntimePass
     if (failed(info))
       return signalPassFailure();
 
-    // Weights: one id per distinct name, in order of first use.
+    // Weights: one id per distinct (name, slice), in order of first use.
     Type f32 = Float32Type::get(ctx), i64 = IntegerType::get(ctx, 64);
     std::string manifest;
     llvm::raw_string_ostream os(manifest);
@@ -69,6 +91,15 @@ struct ConvertMoEToRuntimePass
     SmallVector<ParamOp> params;
     module.walk([&](ParamOp op) { params.push_back(op); });
     SmallVector<std::string> paramLines;
+    auto keyOf = [](ParamOp op) {
+      std::string key = op.getName().str();
+      if (auto shard =
+              op->getAttrOfType<mf::ShardAttr>(mf::MFDialect::getShardAttrName()))
+        key += " shard " + std::to_string(shard.getDim()) + " " +
+               shard.getMesh().str() + " " + shard.getAxis().str() + " " +
+               std::to_string(shard.getParts());
+      return key;
+    };
     for (ParamOp op : params) {
       RankedTensorType type = op.getType();
       if (type.getElementType() != f32) {
@@ -76,8 +107,8 @@ struct ConvertMoEToRuntimePass
                        << op.getName() << "' is " << type.getElementType();
         return signalPassFailure();
       }
-      auto [it, inserted] =
-          ids.try_emplace(op.getName(), int64_t(ids.size()), type);
+      std::string key = keyOf(op);
+      auto [it, inserted] = ids.try_emplace(key, int64_t(ids.size()), type);
       if (!inserted && it->second.second != type) {
         op.emitError() << "weight '" << op.getName() << "' used as " << type
                        << " and as " << it->second.second;
@@ -90,6 +121,8 @@ struct ConvertMoEToRuntimePass
            << type.getRank();
         for (int64_t d : type.getShape())
           ls << " " << d;
+        if (key.size() > op.getName().size())
+          ls << key.substr(op.getName().size());
         paramLines.push_back(line);
       }
     }
@@ -99,7 +132,7 @@ struct ConvertMoEToRuntimePass
       RankedTensorType type = op.getType();
       Value buffer = mf::WeightOp::create(
           b, op.getLoc(), MemRefType::get(type.getShape(), f32),
-          ids.lookup(op.getName()).first, op.getName());
+          ids.lookup(keyOf(op)).first, op.getName());
       Value tensor = bufferization::ToTensorOp::create(
           b, op.getLoc(), type, buffer, b.getUnitAttr(), /*writable=*/nullptr);
       op.replaceAllUsesWith(tensor);
@@ -186,6 +219,14 @@ struct ConvertMoEToRuntimePass
        << "experts " << info->numExperts << "\n"
        << "top_k " << info->topK << "\n"
        << "ffn " << info->ffn << "\n";
+    // The plan (absent: one rank) and the groups the program uses, by id.
+    if (auto plan =
+            module->getAttrOfType<mf::PlanAttr>(mf::MFDialect::getPlanAttrName()))
+      os << "plan " << formatPlan(plan.toPlanSpec()) << "\n";
+    if (auto groups =
+            module->getAttrOfType<ArrayAttr>(getRuntimeGroupsAttrName()))
+      for (auto [i, g] : llvm::enumerate(groups))
+        os << "group " << i << " " << cast<StringAttr>(g).getValue() << "\n";
     for (const std::string &line : paramLines)
       os << line << "\n";
     os << "end\n";
