@@ -1,24 +1,33 @@
 //===- Driver.cpp - the emitted executable's main and runtime hooks -------===//
 //
 // Every executable meshfold emits links this file: it parses the command
-// line, checks the weights file against the embedded manifest, loads the
-// weights, reads the prompts, runs the compiled `prefill` entry once per
-// request, and writes the outputs (last-token logits and the KV cache).
+// line, checks the weights file against the embedded manifest, reads the
+// prompts and runs the compiled `prefill` SPMD program on every rank of the
+// plan (threads of the local backend, or MPI processes). Each rank loads
+// only its slices of the weights; requests are spread over the DP replicas
+// by a load balancer, a replica without a request runs a dummy batch so the
+// MoE rendezvous completes; the outputs (last-token logits and the KV cache)
+// are assembled and written once.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Manifest.h"
 #include "Prompts.h"
+#include "RankState.h"
 #include "Safetensors.h"
+#include "mfrt.h"
 
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -35,29 +44,23 @@ void _mlir_ciface_prefill(StridedMemRefType<int64_t, 1> *tokens);
 
 namespace {
 const char *gProgram = "prefill";
+thread_local RankState tRank;
+
+/// What every rank shares: the manifest, the mapped weights file, the
+/// requests and their outputs.
+struct Program {
+  Manifest manifest;
+  std::unique_ptr<SafetensorsFile> weights;
+  std::vector<std::vector<int64_t>> requests;
+  std::vector<std::unique_ptr<RequestOutput>> outputs;
+};
+Program gProgramState;
 
 [[noreturn]] void die(const std::string &msg) {
   std::fprintf(stderr, "%s: error: %s\n", gProgram, msg.c_str());
-  std::exit(1);
+  std::fflush(stderr);
+  std::_Exit(1);
 }
-
-std::string shapeStr(const std::vector<int64_t> &shape) {
-  return formatShape(shape);
-}
-
-struct Runtime {
-  Manifest manifest;
-  /// Weights by manifest id, as f32.
-  std::vector<std::vector<float>> params;
-  /// The request being run: its length and K/V buffers per layer
-  /// ([T, n_kv, d_h] each) with a mark per written position.
-  int64_t tokens = 0;
-  std::vector<std::vector<float>> keys, values;
-  std::vector<std::vector<uint8_t>> written;
-  std::vector<float> logits;
-  bool haveLogits = false;
-};
-Runtime gRuntime;
 
 std::string replaceAll(std::string s, const std::string &from,
                        const std::string &to) {
@@ -67,137 +70,271 @@ std::string replaceAll(std::string s, const std::string &from,
   return s;
 }
 
-/// Reads one tensor, checking its presence, dtype and shape.
-void loadTensor(const SafetensorsFile &file, const std::string &name,
-                const std::vector<int64_t> &shape, float *dst) {
-  const TensorInfo *t = file.find(name);
-  if (!t)
-    die(file.path() + ": weight '" + name + "' is missing (expected shape " +
-        shapeStr(shape) + ")");
-  if (t->dtype != DType::F32 && t->dtype != DType::BF16 &&
-      t->dtype != DType::F16)
-    die(file.path() + ": weight '" + name + "' has dtype " +
-        dtypeName(t->dtype) + ", expected F32, BF16 or F16");
-  if (t->shape != shape)
-    die(file.path() + ": weight '" + name + "' has shape " +
-        shapeStr(t->shape) + ", the model expects " + shapeStr(shape) +
-        " (a weights file for a different model?)");
-  std::string error;
-  int64_t count = 1;
+int64_t product(const std::vector<int64_t> &shape) {
+  int64_t n = 1;
   for (int64_t d : shape)
-    count *= d;
-  if (!readAsF32(*t, dst, size_t(count), &error))
-    die(error);
+    n *= d;
+  return n;
 }
 
-void loadWeights(const std::string &path) {
+/// Reads one checkpoint tensor whole, checking presence, dtype and shape.
+std::vector<float> readTensor(const SafetensorsFile &file,
+                              const std::string &name,
+                              const std::vector<int64_t> &shape) {
+  const TensorInfo *t = file.find(name);
+  if (!t)
+    fatal(file.path() + ": weight '" + name + "' is missing (expected shape " +
+          formatShape(shape) + ")");
+  if (t->dtype != DType::F32 && t->dtype != DType::BF16 &&
+      t->dtype != DType::F16)
+    fatal(file.path() + ": weight '" + name + "' has dtype " +
+          dtypeName(t->dtype) + ", expected F32, BF16 or F16");
+  if (t->shape != shape)
+    fatal(file.path() + ": weight '" + name + "' has shape " +
+          formatShape(t->shape) + ", the model expects " + formatShape(shape) +
+          " (a weights file for a different model?)");
+  std::vector<float> out(size_t(product(shape)));
   std::string error;
-  std::unique_ptr<SafetensorsFile> file = SafetensorsFile::open(path, &error);
-  if (!file)
-    die(error);
-  Runtime &rt = gRuntime;
-  rt.params.resize(rt.manifest.params.size());
-  for (const ManifestParam &p : rt.manifest.params) {
-    int64_t count = 1;
-    for (int64_t d : p.shape)
-      count *= d;
-    std::vector<float> &buf = rt.params[p.id];
-    buf.resize(size_t(count));
+  if (!readAsF32(*t, out.data(), out.size(), &error))
+    fatal(error);
+  return out;
+}
+
+/// Slice `index` of `parts` of `full` (shape `shape`) along `dim`.
+std::vector<float> sliceAlong(const std::vector<float> &full,
+                              const std::vector<int64_t> &shape, int64_t dim,
+                              int64_t parts, int64_t index) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d)
+    outer *= shape[d];
+  for (size_t d = dim + 1; d < shape.size(); ++d)
+    inner *= shape[d];
+  int64_t len = shape[dim] / parts;
+  std::vector<float> out(size_t(outer * len * inner));
+  for (int64_t o = 0; o < outer; ++o)
+    std::memcpy(&out[size_t(o * len * inner)],
+                &full[size_t((o * shape[dim] + index * len) * inner)],
+                size_t(len * inner) * sizeof(float));
+  return out;
+}
+
+/// The runtime group of `axes` for this rank, made once per rank.
+int64_t groupOf(std::map<std::string, int64_t> &cache,
+                const std::string &axes) {
+  auto it = cache.find(axes);
+  if (it != cache.end())
+    return it->second;
+  int64_t g = mfrt_group(axes.c_str());
+  if (g < 0)
+    fatal(std::string("group '") + axes + "': " + mfrt_last_error());
+  cache[axes] = g;
+  return g;
+}
+
+/// Loads this rank's slice of every weight.
+void loadWeights(RankState &rs, std::map<std::string, int64_t> &groups) {
+  const Program &prog = gProgramState;
+  rs.params.resize(prog.manifest.params.size());
+  for (const ManifestParam &p : prog.manifest.params) {
+    std::vector<int64_t> global = p.shape;
+    int64_t index = 0;
+    if (p.shardDim >= 0) {
+      global[p.shardDim] *= p.shardParts;
+      int64_t g = groupOf(groups, p.shardAxis);
+      index = int64_t(mfrt_group_rank(g)) * p.shardParts / mfrt_group_size(g);
+    }
+    std::vector<float> &buf = rs.params[p.id];
     if (!p.isStacked()) {
-      loadTensor(*file, p.name, p.shape, buf.data());
+      std::vector<float> full = readTensor(*prog.weights, p.name, global);
+      buf = p.shardDim >= 0
+                ? sliceAlong(full, global, p.shardDim, p.shardParts, index)
+                : std::move(full);
       continue;
     }
+    // Stacked experts: this rank's block, one checkpoint tensor per expert.
     std::vector<int64_t> one(p.shape.begin() + 1, p.shape.end());
-    int64_t per = count / p.shape[0];
-    for (int64_t e = 0; e < p.shape[0]; ++e)
-      loadTensor(*file, replaceAll(p.name, "{e}", std::to_string(e)), one,
-                 buf.data() + e * per);
+    std::vector<int64_t> oneGlobal(global.begin() + 1, global.end());
+    int64_t first = p.shardDim == 0 ? index * p.shape[0] : 0;
+    for (int64_t e = 0; e < p.shape[0]; ++e) {
+      std::string name = replaceAll(p.name, "{e}", std::to_string(first + e));
+      std::vector<float> full = readTensor(*prog.weights, name, oneGlobal);
+      if (p.shardDim > 0)
+        full = sliceAlong(full, oneGlobal, p.shardDim - 1, p.shardParts, index);
+      buf.insert(buf.end(), full.begin(), full.end());
+    }
+    if (int64_t(buf.size()) != product(p.shape))
+      fatal("internal: weight '" + p.name + "' slice has the wrong size");
   }
+}
+
+/// Requests per DP replica: longest first, each to the replica with the
+/// least work so far (token counts), so that replicas finish together.
+std::vector<std::vector<int64_t>>
+balance(const std::vector<std::vector<int64_t>> &requests, int64_t replicas) {
+  std::vector<int64_t> order(requests.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = int64_t(i);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return requests[a].size() > requests[b].size();
+  });
+  std::vector<std::vector<int64_t>> assigned(static_cast<size_t>(replicas));
+  std::vector<int64_t> load(static_cast<size_t>(replicas), 0);
+  for (int64_t r : order) {
+    size_t best = size_t(std::min_element(load.begin(), load.end()) -
+                         load.begin());
+    assigned[best].push_back(r);
+    load[best] += int64_t(requests[r].size());
+  }
+  // Each replica runs its requests in prompt order.
+  for (auto &list : assigned)
+    std::sort(list.begin(), list.end());
+  return assigned;
+}
+
+int rankMain(void *) {
+  Program &prog = gProgramState;
+  RankState &rs = tRank;
+  rs.manifest = &prog.manifest;
+  rs.rank = mfrt_rank();
+  std::map<std::string, int64_t> groups;
+  for (const ManifestGroup &g : prog.manifest.groups)
+    rs.groups.push_back(groupOf(groups, g.axes));
+  loadWeights(rs, groups);
+
+  int64_t replicas = 1, replica = 0;
+  if (prog.manifest.plan.find("dp:") != std::string::npos) {
+    int64_t dp = groupOf(groups, "dp");
+    replicas = mfrt_group_size(dp);
+    replica = mfrt_group_rank(dp);
+  }
+  std::vector<std::vector<int64_t>> assigned =
+      balance(prog.requests, replicas);
+  size_t rounds = 0;
+  for (const auto &list : assigned)
+    rounds = std::max(rounds, list.size());
+  std::vector<int64_t> dummy = {0};
+  for (size_t round = 0; round < rounds; ++round) {
+    const std::vector<int64_t> &mine = assigned[replica];
+    bool real = round < mine.size();
+    std::vector<int64_t> tokens = real ? prog.requests[mine[round]] : dummy;
+    rs.output = real ? prog.outputs[mine[round]].get() : nullptr;
+    StridedMemRefType<int64_t, 1> in;
+    in.basePtr = in.data = tokens.data();
+    in.offset = 0;
+    in.sizes[0] = int64_t(tokens.size());
+    in.strides[0] = 1;
+    _mlir_ciface_prefill(&in);
+  }
+  rs.output = nullptr;
+  return 0;
 }
 
 void usage() {
   std::printf(
       "usage: %s --weights W.safetensors --prompts PROMPTS.txt --out "
-      "OUT.safetensors [--quiet]\n\n"
+      "OUT.safetensors [--backend local|mpi] [--timeout S] [--quiet]\n\n"
       "Runs prefill for every prompt (one request per line, token ids "
-      "separated by spaces)\nand writes, per request r, req{r}.logits [V] "
-      "(last prompt position) and\nreq{r}.layers.{i}.k / .v [T, n_kv, d_h] "
-      "(K after RoPE), all f32.\n\n"
+      "separated by spaces)\non every rank of the compiled plan and writes, "
+      "per request r, req{r}.logits [V]\n(last prompt position) and "
+      "req{r}.layers.{i}.k / .v [T, n_kv, d_h] (K after RoPE), f32.\n\n"
       "  --weights FILE   safetensors with Hugging Face Mixtral names (F32, "
       "BF16 or F16)\n"
       "  --prompts FILE   prompts, one request per line\n"
       "  --out FILE       output safetensors (written only on success)\n"
+      "  --backend NAME   local (default: every rank a thread of this "
+      "process) or mpi\n"
+      "                   (one process per rank under mpirun)\n"
+      "  --timeout S      seconds a collective waits for its peers (default "
+      "60)\n"
       "  --quiet          print nothing but errors\n"
       "  --help           this text\n",
       gProgram);
 }
 } // namespace
 
+RankState &mfrt::currentRank() { return tRank; }
+
+void mfrt::fatal(const std::string &msg) {
+  if (tRank.manifest && !tRank.manifest->plan.empty())
+    die("rank " + std::to_string(tRank.rank) + ": " + msg);
+  die(msg);
+}
+
 extern "C" {
-/// The data of weight `id` of the manifest (f32, row-major, full shape).
-/// The runtime owns it; the program only reads it.
+/// The data of weight `id` of the manifest: this rank's slice, f32,
+/// row-major. The runtime owns it; the program only reads it.
 void *mfrt_weight(int64_t id) {
-  Runtime &rt = gRuntime;
-  if (id < 0 || size_t(id) >= rt.params.size())
-    die("internal: weight id " + std::to_string(id) + " out of range");
-  return rt.params[id].data();
+  RankState &rs = tRank;
+  if (id < 0 || size_t(id) >= rs.params.size())
+    fatal("internal: weight id " + std::to_string(id) + " out of range");
+  return rs.params[id].data();
 }
 
 /// K/V cache entries of `layer` for the tokens at `positions`, KV heads
 /// `headOffset ..` of the model's; positions past the prompt (padding) are
-/// dropped.
+/// dropped, and so is everything of a dummy batch.
 void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
                                     StridedMemRefType<float, 3> *k,
                                     StridedMemRefType<float, 3> *v,
                                     StridedMemRefType<int64_t, 1> *positions,
                                     int64_t headOffset) {
-  Runtime &rt = gRuntime;
-  const Manifest &m = rt.manifest;
+  RankState &rs = tRank;
+  const Manifest &m = *rs.manifest;
   if (layer < 0 || layer >= m.layers)
-    die("internal: K/V for layer " + std::to_string(layer) +
-        " outside the model's " + std::to_string(m.layers) + " layers");
+    fatal("internal: K/V for layer " + std::to_string(layer) +
+          " outside the model's " + std::to_string(m.layers) + " layers");
   int64_t heads = k->sizes[1];
   if (k->sizes[2] != m.headDim || v->sizes[0] != k->sizes[0] ||
       v->sizes[1] != heads || v->sizes[2] != m.headDim ||
       positions->sizes[0] != k->sizes[0] || headOffset < 0 ||
       headOffset + heads > m.kvHeads)
-    die("internal: K/V entries of layer " + std::to_string(layer) +
-        " have an unexpected shape");
+    fatal("internal: K/V entries of layer " + std::to_string(layer) +
+          " have an unexpected shape");
+  RequestOutput *out = rs.output;
+  if (!out)
+    return;
+  std::lock_guard<std::mutex> lock(out->mutex);
   int64_t row = m.kvHeads * m.headDim;
   for (int64_t t = 0; t < k->sizes[0]; ++t) {
     int64_t pos =
         positions->data[positions->offset + t * positions->strides[0]];
     if (pos < 0)
-      die("internal: negative K/V position " + std::to_string(pos));
-    if (pos >= rt.tokens)
+      fatal("internal: negative K/V position " + std::to_string(pos));
+    if (pos >= out->tokens)
       continue; // padding
-    rt.written[layer][pos] = 1;
-    for (int64_t h = 0; h < heads; ++h)
+    for (int64_t h = 0; h < heads; ++h) {
+      out->written[layer][pos * m.kvHeads + headOffset + h] = 1;
       for (int64_t d = 0; d < m.headDim; ++d) {
         int64_t kIdx = k->offset + t * k->strides[0] + h * k->strides[1] +
                        d * k->strides[2];
         int64_t vIdx = v->offset + t * v->strides[0] + h * v->strides[1] +
                        d * v->strides[2];
         int64_t at = pos * row + (headOffset + h) * m.headDim + d;
-        rt.keys[layer][at] = k->data[kIdx];
-        rt.values[layer][at] = v->data[vIdx];
+        out->keys[layer][at] = k->data[kIdx];
+        out->values[layer][at] = v->data[vIdx];
       }
+    }
   }
 }
 
 /// The request's last-token logits, recorded when `valid` is non-zero.
 void _mlir_ciface_mfrt_logits_f32(StridedMemRefType<float, 1> *logits,
                                   int64_t valid) {
-  Runtime &rt = gRuntime;
-  if (!valid)
+  RankState &rs = tRank;
+  const Manifest &m = *rs.manifest;
+  if (!valid || !rs.output)
     return;
-  if (logits->sizes[0] != rt.manifest.vocab)
-    die("internal: logits have " + std::to_string(logits->sizes[0]) +
-        " entries, expected " + std::to_string(rt.manifest.vocab));
-  rt.logits.resize(size_t(rt.manifest.vocab));
-  for (int64_t i = 0; i < rt.manifest.vocab; ++i)
-    rt.logits[i] = logits->data[logits->offset + i * logits->strides[0]];
-  rt.haveLogits = true;
+  if (logits->sizes[0] != m.vocab)
+    fatal("internal: logits have " + std::to_string(logits->sizes[0]) +
+          " entries, expected " + std::to_string(m.vocab));
+  RequestOutput *out = rs.output;
+  std::lock_guard<std::mutex> lock(out->mutex);
+  if (out->haveLogits)
+    fatal("internal: two ranks recorded logits for one request");
+  out->logits.resize(size_t(m.vocab));
+  for (int64_t i = 0; i < m.vocab; ++i)
+    out->logits[i] = logits->data[logits->offset + i * logits->strides[0]];
+  out->haveLogits = true;
 }
 } // extern "C"
 
@@ -206,7 +343,7 @@ int main(int argc, char **argv) {
     const char *slash = std::strrchr(argv[0], '/');
     gProgram = slash ? slash + 1 : argv[0];
   }
-  std::string weights, prompts, out;
+  std::string weights, prompts, out, backend = "local", timeout;
   bool quiet = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -231,6 +368,10 @@ int main(int argc, char **argv) {
       value(prompts);
     else if (name == "--out")
       value(out);
+    else if (name == "--backend")
+      value(backend);
+    else if (name == "--timeout")
+      value(timeout);
     else if (name == "--quiet")
       quiet = true;
     else
@@ -242,6 +383,20 @@ int main(int argc, char **argv) {
                              {"--out", &out}})
     if (value->empty())
       die(std::string("missing ") + flag + " (see --help)");
+  mfrt_options options{};
+  if (backend == "local")
+    options.backend = MFRT_BACKEND_LOCAL;
+  else if (backend == "mpi")
+    options.backend = MFRT_BACKEND_MPI;
+  else
+    die("--backend must be local or mpi, got '" + backend + "'");
+  if (!timeout.empty()) {
+    char *end = nullptr;
+    options.timeout_s = std::strtod(timeout.c_str(), &end);
+    if (!end || *end || !(options.timeout_s > 0))
+      die("--timeout must be a positive number of seconds, got '" + timeout +
+          "'");
+  }
   // Fail before the work, not after it, when the output cannot be written.
   {
     std::string dir = out.find('/') == std::string::npos
@@ -252,70 +407,83 @@ int main(int argc, char **argv) {
           std::strerror(errno) + ")");
   }
 
-  Runtime &rt = gRuntime;
+  Program &prog = gProgramState;
   std::string error;
-  if (!parseManifest(__mf_manifest, rt.manifest, error))
+  if (!parseManifest(__mf_manifest, prog.manifest, error))
     die(error);
-  const Manifest &m = rt.manifest;
+  const Manifest &m = prog.manifest;
+  if (!parsePrompts(prompts, m.vocab, prog.requests, &error))
+    die(error);
+  prog.weights = SafetensorsFile::open(weights, &error);
+  if (!prog.weights)
+    die(error);
+  for (const std::vector<int64_t> &r : prog.requests) {
+    auto o = std::make_unique<RequestOutput>();
+    o->tokens = int64_t(r.size());
+    size_t row = size_t(m.kvHeads * m.headDim);
+    o->keys.assign(m.layers, std::vector<float>(r.size() * row));
+    o->values.assign(m.layers, std::vector<float>(r.size() * row));
+    o->written.assign(m.layers,
+                      std::vector<uint8_t>(r.size() * size_t(m.kvHeads), 0));
+    prog.outputs.push_back(std::move(o));
+  }
 
-  std::vector<std::vector<int64_t>> requests;
-  if (!parsePrompts(prompts, m.vocab, requests, &error))
-    die(error);
+  if (options.backend != MFRT_BACKEND_LOCAL && !m.plan.empty() &&
+      m.plan.rfind("devices=1 ", 0) != 0)
+    die("--backend " + backend +
+        ": assembling the outputs of a multi-process run is not supported "
+        "yet; use --backend local");
+  std::string plan = m.plan.empty()
+                         ? "devices=1 gpus_per_node=1 "
+                           "attention=tp:1,cp:1,dp:1,pp:1 "
+                           "experts=ep:1:tp+cp+dp,pp:1:pp"
+                         : m.plan;
+  options.plan = plan.c_str();
   auto t0 = std::chrono::steady_clock::now();
-  loadWeights(weights);
+  if (mfrt_launch(&options, rankMain, nullptr) != MFRT_OK)
+    die(mfrt_last_error());
+  if (options.backend != MFRT_BACKEND_LOCAL && mfrt_rank() > 0)
+    return 0; // Under MPI, rank 0 writes the outputs.
 
   SafetensorsWriter writer;
   writer.setMetadata("format", "meshfold-prefill-output");
-  for (size_t r = 0; r < requests.size(); ++r) {
-    std::vector<int64_t> &toks = requests[r];
-    int64_t t = int64_t(toks.size());
-    int64_t row = m.kvHeads * m.headDim;
-    rt.tokens = t;
-    rt.keys.assign(m.layers, std::vector<float>(size_t(t * row)));
-    rt.values.assign(m.layers, std::vector<float>(size_t(t * row)));
-    rt.written.assign(m.layers, std::vector<uint8_t>(size_t(t), 0));
-
-    StridedMemRefType<int64_t, 1> in;
-    in.basePtr = in.data = toks.data();
-    in.offset = 0;
-    in.sizes[0] = t;
-    in.strides[0] = 1;
-    rt.haveLogits = false;
-    _mlir_ciface_prefill(&in);
-    if (!rt.haveLogits)
-      die("internal: the program produced no logits for request " +
+  for (size_t r = 0; r < prog.requests.size(); ++r) {
+    RequestOutput &o = *prog.outputs[r];
+    int64_t t = o.tokens;
+    if (!o.haveLogits)
+      die("internal: no rank recorded logits for request " +
           std::to_string(r));
-    const std::vector<float> &lg = rt.logits;
-
     for (int64_t l = 0; l < m.layers; ++l)
-      for (int64_t p = 0; p < t; ++p)
-        if (!rt.written[l][p])
-          die("internal: no K/V for layer " + std::to_string(l) + " position " +
-              std::to_string(p));
+      for (int64_t p = 0; p < t * m.kvHeads; ++p)
+        if (!o.written[l][p])
+          die("internal: no K/V for request " + std::to_string(r) +
+              " layer " + std::to_string(l) + " position " +
+              std::to_string(p / m.kvHeads) + " head " +
+              std::to_string(p % m.kvHeads));
     std::string prefix = "req" + std::to_string(r);
-    writer.addF32(prefix + ".logits", {m.vocab}, lg);
+    writer.addF32(prefix + ".logits", {m.vocab}, o.logits);
     for (int64_t l = 0; l < m.layers; ++l) {
       std::string layer = prefix + ".layers." + std::to_string(l);
-      writer.addF32(layer + ".k", {t, m.kvHeads, m.headDim}, rt.keys[l]);
-      writer.addF32(layer + ".v", {t, m.kvHeads, m.headDim}, rt.values[l]);
+      writer.addF32(layer + ".k", {t, m.kvHeads, m.headDim}, o.keys[l]);
+      writer.addF32(layer + ".v", {t, m.kvHeads, m.headDim}, o.values[l]);
     }
     if (!quiet) {
       int64_t best = 0;
       for (int64_t i = 1; i < m.vocab; ++i)
-        if (lg[i] > lg[best])
+        if (o.logits[i] > o.logits[best])
           best = i;
       std::printf("req %zu: %lld tokens -> next token %lld (logit %.4f)\n", r,
-                  (long long)t, (long long)best, lg[best]);
+                  (long long)t, (long long)best, o.logits[best]);
     }
   }
   if (!writer.write(out, &error))
     die(error);
   if (!quiet) {
-    double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-            .count();
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() -
+                                             t0)
+                   .count();
     std::printf("wrote %s: %zu requests, %lld layers (%.3f s)\n", out.c_str(),
-                requests.size(), (long long)m.layers, s);
+                prog.requests.size(), (long long)m.layers, s);
   }
   return 0;
 }

@@ -37,6 +37,20 @@ bool mfrt::parseManifest(const char *text, Manifest &out, std::string &error) {
       ls >> out.entry;
       continue;
     }
+    if (key == "plan") {
+      std::getline(ls >> std::ws, out.plan);
+      continue;
+    }
+    if (key == "group") {
+      int64_t id = -1;
+      std::string spec;
+      if (!(ls >> id >> spec) || id != int64_t(out.groups.size()) ||
+          spec.find(':') == std::string::npos)
+        return bad("malformed group entry");
+      out.groups.push_back(
+          {spec.substr(0, spec.find(':')), spec.substr(spec.find(':') + 1)});
+      continue;
+    }
     if (key == "param") {
       ManifestParam p;
       std::string dtype;
@@ -47,6 +61,13 @@ bool mfrt::parseManifest(const char *text, Manifest &out, std::string &error) {
       for (int64_t &d : p.shape)
         if (!(ls >> d) || d < 0)
           return bad("malformed shape of param '" + p.name + "'");
+      std::string word;
+      if (ls >> word) {
+        if (word != "shard" ||
+            !(ls >> p.shardDim >> p.shardMesh >> p.shardAxis >> p.shardParts) ||
+            p.shardDim < 0 || p.shardDim >= rank || p.shardParts < 1)
+          return bad("malformed shard of param '" + p.name + "'");
+      }
       if (p.id != int64_t(out.params.size()))
         return bad("param ids must be dense and in order");
       out.params.push_back(std::move(p));

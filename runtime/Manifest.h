@@ -22,6 +22,16 @@ struct ManifestParam {
   /// Full shape; for a stacked weight the leading dimension counts experts.
   std::vector<int64_t> shape;
   bool isStacked() const { return name.find("{e}") != std::string::npos; }
+  /// The slice this program holds: `parts` equal slices along `shardDim`,
+  /// slice i = coord(shardAxis) * parts / size(shardAxis). shardDim < 0: the
+  /// whole tensor.
+  int64_t shardDim = -1, shardParts = 1;
+  std::string shardMesh, shardAxis;
+};
+
+/// A group the program uses: its mesh and comma-separated axes.
+struct ManifestGroup {
+  std::string mesh, axes;
 };
 
 struct Manifest {
@@ -29,6 +39,9 @@ struct Manifest {
   int64_t hidden = 0, vocab = 0, layers = 0, heads = 0, kvHeads = 0,
           headDim = 0, experts = 0, topK = 0, ffn = 0;
   std::vector<ManifestParam> params;
+  /// The plan in the runtime's text form ("" for a one-rank program).
+  std::string plan;
+  std::vector<ManifestGroup> groups;
 };
 
 /// Parses the manifest text; returns false and sets `error` on bad input.

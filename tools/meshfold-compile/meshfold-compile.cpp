@@ -74,6 +74,11 @@ static cl::opt<int64_t> ep("ep",
 static cl::opt<std::string>
     order("order", cl::desc("Attention mesh axis order, fastest first"),
           cl::init("tp,cp,dp,pp"), cl::cat(cat));
+static cl::opt<std::string>
+    dispatch("dispatch",
+             cl::desc("EP dispatch: auto (hierarchical when an EP group "
+                      "spans nodes), flat or hierarchical"),
+             cl::init("auto"), cl::cat(cat));
 static cl::opt<int64_t> gpusPerNode("gpus-per-node", cl::desc("GPUs per node"),
                                     cl::init(8), cl::cat(cat));
 
@@ -146,17 +151,19 @@ int main(int argc, char **argv) {
     (*module)->setAttr(mf::MFDialect::getPlanAttrName(),
                        mf::PlanAttr::fromPlanSpec(&context, spec));
   }
+  // A plan over several devices: partition first (the plan is on the module).
   if (auto plan = (*module)->getAttrOfType<mf::PlanAttr>(
           mf::MFDialect::getPlanAttrName());
       plan && plan.getDevices() > 1) {
-    // Verify first so that a bad plan is reported by its rule.
-    PassManager verify(&context);
-    verify.addPass(mf::createMFVerifyPlanPass());
-    if (failed(verify.run(*module)))
+    PassManager partition(&context);
+    if (failed(applyPassManagerCLOptions(partition)))
+      return fail("bad pass manager options");
+    PartitionPipelineOptions options;
+    options.dispatch = dispatch;
+    buildPartitionPipeline(partition, options);
+    if (failed(partition.run(*module)))
       return 1;
-    return fail("plans over more than one device need the partitioning "
-                "passes, which this build does not have yet; compile without "
-                "plan flags for a one-rank program");
+    stage("partitioned");
   }
 
   PassManager pm(&context);

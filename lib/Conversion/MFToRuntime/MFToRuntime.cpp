@@ -574,7 +574,8 @@ LogicalResult Lowering::run() {
   SmallVector<Attribute> names;
   for (const std::string &g : groups)
     names.push_back(StringAttr::get(ctx, g));
-  module->setAttr(getRuntimeGroupsAttrName(), ArrayAttr::get(ctx, names));
+  if (!names.empty())
+    module->setAttr(getRuntimeGroupsAttrName(), ArrayAttr::get(ctx, names));
   return success();
 }
 

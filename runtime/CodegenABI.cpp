@@ -1,0 +1,219 @@
+//===- CodegenABI.cpp - the collective calls of emitted programs ----------===//
+//
+// convert-mf-to-runtime lowers every mf collective to one of these calls on
+// buffers (unranked memref descriptors). They resolve the manifest's group
+// ids to the runtime's groups and call the mfrt C ABI of mfrt.h.
+//
+//===----------------------------------------------------------------------===//
+
+#include "RankState.h"
+#include "mfrt.h"
+
+#include "mlir/ExecutionEngine/CRunnerUtils.h"
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+using namespace mfrt;
+
+namespace {
+/// A buffer passed by the program: its first element and element count, with
+/// a contiguous copy when the view is strided.
+template <typename T>
+struct Buffer {
+  T *data = nullptr;
+  int64_t count = 1;
+  int64_t rows = 1;
+  std::vector<T> copy;
+
+  explicit Buffer(UnrankedMemRefType<T> *m) {
+    auto *desc = static_cast<char *>(m->descriptor);
+    T *aligned = *reinterpret_cast<T **>(desc + sizeof(T *));
+    int64_t offset = *reinterpret_cast<int64_t *>(desc + 2 * sizeof(T *));
+    auto *sizes = reinterpret_cast<int64_t *>(desc + 2 * sizeof(T *) +
+                                              sizeof(int64_t));
+    int64_t *strides = sizes + m->rank;
+    bool contiguous = true;
+    int64_t expect = 1;
+    for (int64_t d = m->rank - 1; d >= 0; --d) {
+      if (sizes[d] != 1 && strides[d] != expect)
+        contiguous = false;
+      expect *= sizes[d];
+    }
+    count = expect;
+    rows = m->rank > 0 ? sizes[0] : 1;
+    data = aligned + offset;
+    if (contiguous || count == 0)
+      return;
+    // Gather the strided view into a contiguous copy.
+    copy.resize(size_t(count));
+    std::vector<int64_t> idx(size_t(m->rank), 0);
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t at = 0;
+      for (int64_t d = 0; d < m->rank; ++d)
+        at += idx[d] * strides[d];
+      copy[i] = data[at];
+      for (int64_t d = m->rank - 1; d >= 0; --d) {
+        if (++idx[d] < sizes[d])
+          break;
+        idx[d] = 0;
+      }
+    }
+    data = copy.data();
+  }
+};
+
+int64_t group(int64_t id) {
+  RankState &rs = currentRank();
+  if (id < 0 || size_t(id) >= rs.groups.size())
+    fatal("internal: group id " + std::to_string(id) + " is not in the manifest");
+  return rs.groups[id];
+}
+
+void check(mfrt_status status, const char *what) {
+  if (status != MFRT_OK)
+    fatal(std::string(what) + ": " + mfrt_last_error());
+}
+} // namespace
+
+extern "C" {
+int64_t _mlir_ciface_mfrt_cg_group_rank(int64_t id) { return mfrt_group_rank(group(id)); }
+
+void _mlir_ciface_mfrt_cg_all_gather_f32(int64_t id,
+                                         UnrankedMemRefType<float> *in,
+                                         UnrankedMemRefType<float> *out) {
+  Buffer<float> a(in), b(out);
+  check(mfrt_all_gather(group(id), a.data, b.data, a.count, MFRT_F32),
+        "all_gather");
+}
+
+void _mlir_ciface_mfrt_cg_reduce_scatter_f32(int64_t id,
+                                             UnrankedMemRefType<float> *in,
+                                             UnrankedMemRefType<float> *out) {
+  Buffer<float> a(in), b(out);
+  check(mfrt_reduce_scatter(group(id), a.data, b.data, b.count, MFRT_F32),
+        "reduce_scatter");
+}
+
+void _mlir_ciface_mfrt_cg_all_reduce_f32(int64_t id,
+                                         UnrankedMemRefType<float> *in,
+                                         UnrankedMemRefType<float> *out) {
+  Buffer<float> a(in), b(out);
+  check(mfrt_all_reduce(group(id), a.data, b.data, a.count, MFRT_F32),
+        "all_reduce");
+}
+
+void _mlir_ciface_mfrt_cg_gather_f32(int64_t id, int64_t root,
+                                     UnrankedMemRefType<float> *in,
+                                     UnrankedMemRefType<float> *out) {
+  Buffer<float> a(in), b(out);
+  check(mfrt_gather(group(id), int(root), a.data, b.data, a.count, MFRT_F32),
+        "gather");
+}
+
+/// Point to point along a group (pipeline stages): the peer is the member
+/// `offset` places away.
+static int peerOf(int64_t id, int64_t offset) {
+  int64_t g = group(id);
+  int r = mfrt_group_rank(g), n = mfrt_group_size(g);
+  int64_t to = r + offset;
+  if (to < 0 || to >= n)
+    fatal("internal: pipeline peer " + std::to_string(to) +
+          " outside the group of " + std::to_string(n));
+  return mfrt_group_member(g, int(to));
+}
+
+void _mlir_ciface_mfrt_cg_send_f32(int64_t id, int64_t offset,
+                                   UnrankedMemRefType<float> *in) {
+  Buffer<float> a(in);
+  check(mfrt_send(peerOf(id, offset), a.data, a.count, MFRT_F32), "send");
+}
+
+void _mlir_ciface_mfrt_cg_recv_f32(int64_t id, int64_t offset,
+                                   UnrankedMemRefType<float> *out) {
+  Buffer<float> b(out);
+  check(mfrt_recv(peerOf(id, offset), b.data, b.count, MFRT_F32), "recv");
+}
+
+/// K, V and their positions as one message around the ring.
+void _mlir_ciface_mfrt_cg_ring_step_f32_f32_i64(
+    int64_t id, UnrankedMemRefType<float> *k, UnrankedMemRefType<float> *v,
+    UnrankedMemRefType<int64_t> *p, UnrankedMemRefType<float> *kOut,
+    UnrankedMemRefType<float> *vOut, UnrankedMemRefType<int64_t> *pOut) {
+  Buffer<float> a(k), b(v), ao(kOut), bo(vOut);
+  Buffer<int64_t> c(p), co(pOut);
+  size_t kb = size_t(a.count) * 4, vb = size_t(b.count) * 4,
+         pb = size_t(c.count) * 8;
+  std::vector<char> send(kb + vb + pb), recv(send.size());
+  std::memcpy(send.data(), a.data, kb);
+  std::memcpy(send.data() + kb, b.data, vb);
+  std::memcpy(send.data() + kb + vb, c.data, pb);
+  check(mfrt_ring_step_bytes(group(id), send.data(), recv.data(),
+                             int64_t(send.size())),
+        "ring_step");
+  std::memcpy(ao.data, recv.data(), kb);
+  std::memcpy(bo.data, recv.data() + kb, vb);
+  std::memcpy(co.data, recv.data() + kb + vb, pb);
+}
+
+void _mlir_ciface_mfrt_cg_ring_step_f32(int64_t id,
+                                        UnrankedMemRefType<float> *x,
+                                        UnrankedMemRefType<float> *out) {
+  Buffer<float> a(x), b(out);
+  check(mfrt_ring_step_bytes(group(id), a.data, b.data, a.count * 4),
+        "ring_step");
+}
+
+void _mlir_ciface_mfrt_cg_ring_step_i64(int64_t id,
+                                        UnrankedMemRefType<int64_t> *x,
+                                        UnrankedMemRefType<int64_t> *out) {
+  Buffer<int64_t> a(x), b(out);
+  check(mfrt_ring_step_bytes(group(id), a.data, b.data, a.count * 8),
+        "ring_step");
+}
+
+/// Dispatch: the handle keeps the routing; rows wait in it until fetched.
+int64_t _mlir_ciface_mfrt_cg_dispatch_f32(int64_t id, int64_t hierarchical,
+                                          int64_t numExperts,
+                                          UnrankedMemRefType<float> *x,
+                                          UnrankedMemRefType<int64_t> *experts,
+                                          UnrankedMemRefType<float> *weights) {
+  Buffer<float> a(x), w(weights);
+  Buffer<int64_t> e(experts);
+  int64_t tokens = a.rows, k = tokens > 0 ? e.count / tokens : 0;
+  int64_t hidden = tokens > 0 ? a.count / tokens : 0;
+  mfrt_dispatch *h = nullptr;
+  check(mfrt_dispatch_tokens(group(id),
+                             hierarchical ? MFRT_DISPATCH_HIERARCHICAL
+                                          : MFRT_DISPATCH_FLAT,
+                             a.data, tokens, hidden, MFRT_F32, e.data, w.data,
+                             k, numExperts, &h),
+        "dispatch");
+  return int64_t(reinterpret_cast<intptr_t>(h));
+}
+
+int64_t _mlir_ciface_mfrt_cg_dispatch_count(int64_t handle) {
+  return mfrt_dispatch_count(
+      reinterpret_cast<const mfrt_dispatch *>(intptr_t(handle)));
+}
+
+void _mlir_ciface_mfrt_cg_dispatch_fetch(int64_t handle,
+                                         UnrankedMemRefType<float> *rows,
+                                         UnrankedMemRefType<int64_t> *local) {
+  auto *h = reinterpret_cast<const mfrt_dispatch *>(intptr_t(handle));
+  Buffer<float> r(rows);
+  Buffer<int64_t> l(local);
+  std::memcpy(r.data, mfrt_dispatch_rows(h), size_t(r.count) * sizeof(float));
+  std::memcpy(l.data, mfrt_dispatch_experts(h),
+              size_t(l.count) * sizeof(int64_t));
+}
+
+void _mlir_ciface_mfrt_cg_combine_f32(int64_t handle,
+                                      UnrankedMemRefType<float> *out,
+                                      UnrankedMemRefType<float> *y) {
+  auto *h = reinterpret_cast<mfrt_dispatch *>(intptr_t(handle));
+  Buffer<float> o(out), r(y);
+  check(mfrt_combine_tokens(h, o.data, r.data), "combine");
+}
+} // extern "C"

@@ -1,0 +1,51 @@
+//===- RankState.h - what the emitted program's hooks see on a rank -------===//
+//
+// The program's runtime hooks (weights, outputs, the collective calls of
+// CodegenABI.cpp) act for the calling rank: each rank (a thread of the local
+// backend, or a process) has one RankState, reached through currentRank().
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MESHFOLD_RUNTIME_RANKSTATE_H
+#define MESHFOLD_RUNTIME_RANKSTATE_H
+
+#include "Manifest.h"
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace mfrt {
+
+/// The outputs of one request, filled by all the ranks that hold a part.
+struct RequestOutput {
+  int64_t tokens = 0;
+  std::vector<std::vector<float>> keys, values; // [layer][T * n_kv * d_h]
+  std::vector<std::vector<uint8_t>> written;    // [layer][T * n_kv]
+  std::vector<float> logits;
+  bool haveLogits = false;
+  std::mutex mutex;
+};
+
+struct RankState {
+  const Manifest *manifest = nullptr;
+  int rank = 0;
+  /// Weights by manifest id: this rank's slice of each, as f32.
+  std::vector<std::vector<float>> params;
+  /// Runtime group handles by manifest group id.
+  std::vector<int64_t> groups;
+  /// The request being run (null for a dummy batch, whose outputs are
+  /// dropped).
+  RequestOutput *output = nullptr;
+};
+
+/// The calling rank's state (thread-local).
+RankState &currentRank();
+
+/// Fails the program with a one-line message naming the rank.
+[[noreturn]] void fatal(const std::string &msg);
+
+} // namespace mfrt
+
+#endif // MESHFOLD_RUNTIME_RANKSTATE_H
