@@ -335,6 +335,12 @@ std::string MeshLayout::checkModel(const ModelDims &m) const {
                                         " must divide n_layers=" +
                                         std::to_string(m.numLayers) +
                                         " (and n_layers must be >= 1)");
+
+  if (m.vocab > 0 && m.vocab % tp)
+    return ruleMessage("tp-vocab", "TP=" + tpStr +
+                                       " must divide the vocab (" +
+                                       std::to_string(m.vocab) +
+                                       ") to split the LM head");
   return "";
 }
 

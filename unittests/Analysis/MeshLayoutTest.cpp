@@ -592,3 +592,19 @@ TEST(MeshLayoutModelRules, PpLayers) {
 }
 
 } // namespace
+
+TEST(MeshLayoutRules, TPVocab) {
+  meshfold::PlanSpec spec;
+  std::string error;
+  ASSERT_TRUE(
+      meshfold::PlanSpec::fromFlags(8, 1, 1, 1, 8, "tp,cp,dp,pp", 8, spec, &error))
+      << error;
+  auto layout = meshfold::MeshLayout::create(spec, &error);
+  ASSERT_TRUE(layout.has_value()) << error;
+  meshfold::ModelDims dims{8, 8, 8, 2, 500};
+  std::string msg = layout->checkModel(dims);
+  EXPECT_NE(msg.find("plan rule 'tp-vocab'"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("500"), std::string::npos) << msg;
+  dims.vocab = 512;
+  EXPECT_EQ(layout->checkModel(dims), "");
+}

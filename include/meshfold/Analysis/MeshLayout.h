@@ -67,6 +67,8 @@ const char *linkClassName(LinkClass link);
 /// The model dimensions that the plan rules constrain.
 struct ModelDims {
   int64_t numHeads, numKVHeads, numExperts, numLayers;
+  /// The LM head's vocab, split over TP (0: not checked).
+  int64_t vocab = 0;
 };
 
 /// Answers every question about groups for one validated plan.
@@ -86,7 +88,7 @@ public:
                                           std::string *error);
 
   /// Checks a model against the plan (rules tp-heads, gqa, ep-experts,
-  /// pp-layers); returns "" when fine, else the first violation as a message
+  /// pp-layers, tp-vocab); returns "" when fine, else the first violation as a message
   /// in the same form as create()'s ("plan rule 'tp-heads': ...").
   std::string checkModel(const ModelDims &m) const;
 

@@ -33,14 +33,19 @@ struct MFFoldExpertsPass
     int64_t ep = layout->axisSize("ep");
     if (ep == 1)
       return;
-    // Hierarchical routing pays when an EP group spans nodes.
-    std::set<int64_t> nodes;
-    for (int64_t r : layout->group(0, {"ep"}))
-      nodes.insert(layout->node(r));
+    // Hierarchical routing pays when an EP group spans nodes (any group:
+    // stages may sit differently on the nodes).
+    bool spansNodes = false;
+    for (int64_t rank = 0; rank < layout->numDevices(); ++rank) {
+      std::set<int64_t> nodes;
+      for (int64_t r : layout->group(rank, {"ep"}))
+        nodes.insert(layout->node(r));
+      spansNodes |= nodes.size() > 1;
+    }
     DispatchMode dispatchMode;
     if (mode == "auto")
       dispatchMode =
-          nodes.size() > 1 ? DispatchMode::hierarchical : DispatchMode::flat;
+          spansNodes ? DispatchMode::hierarchical : DispatchMode::flat;
     else if (mode == "flat")
       dispatchMode = DispatchMode::flat;
     else if (mode == "hierarchical")

@@ -57,9 +57,15 @@ void mergeAdjacent(Block &block) {
     }
     if (run.empty())
       continue;
-    bool usesRun = llvm::any_of(op.getOperands(), [&](Value v) {
-      return llvm::any_of(
-          run, [&](OpTy r) { return v.getDefiningOp() == r.getOperation(); });
+    // Uses inside regions count: a later collective may depend on the run
+    // through this op.
+    bool usesRun = false;
+    op.walk([&](Operation *nested) {
+      for (Value v : nested->getOperands())
+        if (llvm::any_of(run, [&](OpTy r) {
+              return v.getDefiningOp() == r.getOperation();
+            }))
+          usesRun = true;
     });
     if (usesRun || !isPure(&op))
       flush();
@@ -110,10 +116,12 @@ bool rewriteAllReduceSlice(AllReduceOp ar) {
   if (!slice || slice.getMesh() != ar.getMesh() ||
       slice.getAxes() != ar.getAxes())
     return false;
+  // Everything after the rewrite has the slice's (local) type.
+  Type sliced = slice.getType();
   OpBuilder b(ar);
-  Value x = ReduceScatterOp::create(b, ar.getLoc(), ar.getResult(0).getType(),
-                                    ar.getInputs()[0], ar.getMeshAttr(),
-                                    ar.getAxesAttr(), slice.getDimAttr());
+  Value x = ReduceScatterOp::create(b, ar.getLoc(), sliced, ar.getInputs()[0],
+                                    ar.getMeshAttr(), ar.getAxesAttr(),
+                                    slice.getDimAttr());
   Value prev = ar.getResult(0);
   for (Operation *op : chain) {
     b.setInsertionPoint(op);
@@ -123,13 +131,14 @@ bool rewriteAllReduceSlice(AllReduceOp ar) {
         operands.push_back(x);
         continue;
       }
-      operands.push_back(SliceOp::create(b, op->getLoc(), v.getType(), v,
+      operands.push_back(SliceOp::create(b, op->getLoc(), sliced, v,
                                          slice.getMeshAttr(),
                                          slice.getAxesAttr(),
                                          slice.getDimAttr()));
     }
     Operation *clone = b.clone(*op);
     clone->setOperands(operands);
+    clone->getResult(0).setType(sliced);
     prev = op->getResult(0);
     x = clone->getResult(0);
   }

@@ -15,8 +15,10 @@ using namespace meshfold;
 using namespace meshfold::mf;
 
 namespace {
+/// This rank's 1/TP of `v`'s rows (token dims are dynamic, see below).
 Value sliceTP(OpBuilder &b, Location loc, Value v) {
-  return SliceOp::create(b, loc, v.getType(), v, b.getStringAttr("attention"),
+  return SliceOp::create(b, loc, v.getType(), v,
+                         b.getStringAttr("attention"),
                          b.getStrArrayAttr({"tp"}), b.getI64IntegerAttr(0));
 }
 
@@ -41,6 +43,10 @@ struct MFInsertSPPass : public mf::impl::MFInsertSPPassBase<MFInsertSPPass> {
     if (layers.empty())
       return success();
     Value pos = layers.front().getInputs()[1];
+    // Token counts change per rank: the model's token dims must be dynamic
+    // (as meshfold-import-hf makes them).
+    if (!cast<RankedTensorType>(pos.getType()).isDynamicDim(0))
+      return fn.emitError("mf-insert-sp: the token dimension must be dynamic");
     for (moe::LayerOp layer : layers)
       if (layer.getInputs().size() != 2 || layer.getInputs()[1] != pos)
         return layer.emitError("mf-insert-sp: every layer must take (residual, "

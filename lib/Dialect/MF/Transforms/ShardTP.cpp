@@ -61,6 +61,9 @@ struct MFShardTPPass : public mf::impl::MFShardTPPassBase<MFShardTPPass> {
     if (failed(chain))
       return failure();
     AttentionChain &c = *chain;
+    // Already sharded (the pass ran before): leave it.
+    if (paramOf(c.qLin.getWeight())->hasAttr(MFDialect::getShardAttrName()))
+      return success();
     auto qType = att.getQuery().getType();
     int64_t nh = qType.getDimSize(1), dh = qType.getDimSize(2);
     int64_t nkv = att.getKey().getType().getDimSize(1);

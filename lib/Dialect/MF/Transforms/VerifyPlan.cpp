@@ -37,7 +37,7 @@ struct MFVerifyPlanPass
     if (info->numLayers == 0)
       return; // No model in this module: only the plan is checked.
     ModelDims dims{info->numHeads, info->numKVHeads, info->numExperts,
-                   info->numLayers};
+                   info->numLayers, info->vocab};
     std::string modelError = layout->checkModel(dims);
     if (!modelError.empty()) {
       module.emitError() << modelError;

@@ -22,7 +22,9 @@ def MFVerifyPlanPass : Pass<"mf-verify-plan", "::mlir::ModuleOp"> {
     - `gqa`: TP must divide n_kv, or (KV-head replication) n_kv < TP and TP
       a multiple of n_kv;
     - `ep-experts`: EP does not divide the number of experts;
-    - `pp-layers`: PP does not divide the number of layers.
+    - `pp-layers`: PP does not divide the number of layers;
+    - `tp-vocab`: TP does not divide the vocab (the LM head is split by
+      vocab over the TP group).
 
     Example: this plan is rejected with `plan rule 'tp-heads'` for a model
     with 6 query heads.
