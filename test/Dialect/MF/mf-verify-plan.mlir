@@ -372,16 +372,16 @@ module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
 
 // -----
 
-// tp-vocab: the LM head is split by vocab over TP=4, which 500 does not allow.
-// expected-error @+1 {{plan rule 'tp-vocab': TP=4 must divide the vocab (500) to split the LM head}}
+// tp-vocab: the LM head is split by vocab over TP=4, which 510 does not allow.
+// expected-error @+1 {{plan rule 'tp-vocab': TP=4 must divide the vocab (510) to split the LM head}}
 module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
     attention = [tp = 4], experts = [ep = 4 : (tp)]>} {
   func.func @tp_vocab(%q: tensor<?x8x8xf32>, %k: tensor<?x4x8xf32>, %p: tensor<?xi64>, %x: tensor<?x64xf32>,
-                      %g: tensor<32x64xf32>, %w: tensor<500x64xf32>, %last: index)
-      -> (tensor<?x8x8xf32>, tensor<?x2xf32>, tensor<?x2xi64>, tensor<500xf32>) {
+                      %g: tensor<32x64xf32>, %w: tensor<510x64xf32>, %last: index)
+      -> (tensor<?x8x8xf32>, tensor<?x2xf32>, tensor<?x2xi64>, tensor<510xf32>) {
     %a0 = moe.attention %q, %k, %k, %p, %p {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x8xf32>
     %wt, %i = moe.router %x, %g {top_k = 2 : i64} : tensor<?x64xf32>, tensor<32x64xf32> -> tensor<?x2xf32>, tensor<?x2xi64>
-    %l = moe.lm_head %x, %w, %p, %last : tensor<?x64xf32>, tensor<500x64xf32>, tensor<?xi64> -> tensor<500xf32>
-    return %a0, %wt, %i, %l : tensor<?x8x8xf32>, tensor<?x2xf32>, tensor<?x2xi64>, tensor<500xf32>
+    %l = moe.lm_head %x, %w, %p, %last : tensor<?x64xf32>, tensor<510x64xf32>, tensor<?xi64> -> tensor<510xf32>
+    return %a0, %wt, %i, %l : tensor<?x8x8xf32>, tensor<?x2xf32>, tensor<?x2xi64>, tensor<510xf32>
   }
 }
