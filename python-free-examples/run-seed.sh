@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The seed example end to end, no Python anywhere: import the model from its
-# Hugging Face config, generate deterministic weights, compile it to an
-# executable for the CPU, run prefill on the prompts, and check the result
-# against the plain reference implementation.
+# Hugging Face config, generate deterministic weights, compile it for the
+# seed plan (TP2 x CP2 x DP4 x PP2 attention, EP16 x PP2 experts, 4 nodes of
+# 8 GPUs: 32 ranks) and for one rank, run both on the CPU (the 32 ranks as
+# threads of one process, a simulated cluster), and check the 32-rank run
+# against the one-rank run and against the plain reference implementation.
 #
 #   python-free-examples/run-seed.sh [BUILD_DIR] [WORK_DIR]
 set -euo pipefail
@@ -15,6 +17,7 @@ mkdir -p "$work"
 
 config="$here/seed/config.json"
 prompts="$here/seed/prompts.txt"
+plan=(--tp 2 --cp 2 --dp 4 --pp 2 --order tp,cp,dp,pp --gpus-per-node 8)
 
 step() { printf '\n== %s\n' "$*"; }
 
@@ -25,14 +28,29 @@ head -n 1 "$work/model.mlir"
 step "generate weights (meshfold-gen-weights --seed 1)"
 "$bin/meshfold-gen-weights" "$work/model.mlir" --seed 1 -o "$work/weights.safetensors"
 
-step "compile for the CPU, one rank (meshfold-compile)"
-"$bin/meshfold-compile" "$work/model.mlir" --target cpu -o "$work/prefill" -v
+step "compile for the seed plan, 32 ranks: ${plan[*]}"
+"$bin/meshfold-compile" "$work/model.mlir" "${plan[@]}" --target cpu \
+  -o "$work/prefill-32" -v
 
-step "run prefill on $(wc -l < "$prompts") prompts"
-"$work/prefill" --weights "$work/weights.safetensors" --prompts "$prompts" \
-  --out "$work/out.safetensors"
+step "run prefill on $(wc -l < "$prompts") prompts on 32 ranks (local backend)"
+"$work/prefill-32" --weights "$work/weights.safetensors" --prompts "$prompts" \
+  --out "$work/out-32.safetensors" | tee "$work/run-32.txt"
 
-step "check against the plain reference (meshfold-reference)"
+step "compile and run the same model on one rank"
+"$bin/meshfold-compile" "$work/model.mlir" --target cpu -o "$work/prefill-1"
+"$work/prefill-1" --weights "$work/weights.safetensors" --prompts "$prompts" \
+  --out "$work/out-1.safetensors" > "$work/run-1.txt"
+
+step "32 ranks vs one rank"
+if diff <(grep '^req' "$work/run-32.txt") <(grep '^req' "$work/run-1.txt"); then
+  echo "same next token for every request"
+else
+  echo "the next tokens differ" >&2
+  exit 1
+fi
+"$bin/meshfold-compare" "$work/out-32.safetensors" "$work/out-1.safetensors" --rtol 1e-4
+
+step "32 ranks vs the plain reference (meshfold-reference)"
 "$bin/meshfold-reference" --config "$config" --weights "$work/weights.safetensors" \
   --prompts "$prompts" --out "$work/reference.safetensors"
-"$bin/meshfold-compare" "$work/out.safetensors" "$work/reference.safetensors" --rtol 1e-4
+"$bin/meshfold-compare" "$work/out-32.safetensors" "$work/reference.safetensors" --rtol 1e-4
