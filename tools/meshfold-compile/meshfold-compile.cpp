@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "meshfold/Analysis/MemoryReport.h"
 #include "meshfold/InitAll.h"
 #include "meshfold/Target/Compile.h"
 
@@ -21,6 +22,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
@@ -35,8 +37,26 @@ static cl::OptionCategory cat("meshfold-compile options");
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir>"),
                                       cl::Required, cl::cat(cat));
 static cl::opt<std::string> outputFile("o", cl::desc("Output file"),
-                                       cl::value_desc("file"), cl::Required,
-                                       cl::cat(cat));
+                                       cl::value_desc("file"), cl::cat(cat));
+static cl::opt<std::string>
+    report("report",
+           cl::desc("Print a report: memory (per-rank weights and KV cache)"),
+           cl::cat(cat));
+static cl::opt<int64_t>
+    maxPrompt("max-prompt",
+              cl::desc("Prompt length the memory report sizes the KV cache "
+                       "for"),
+              cl::init(4096), cl::cat(cat));
+static cl::opt<std::string>
+    memoryDType("memory-dtype",
+                cl::desc("Element type the memory report assumes: bf16 "
+                         "(default, as on GPUs) or f32"),
+                cl::init("bf16"), cl::cat(cat));
+static cl::opt<std::string>
+    deviceMemory("device-memory",
+                 cl::desc("Fail when a rank needs more than this (e.g. "
+                          "141GB, 80GiB)"),
+                 cl::cat(cat));
 static cl::opt<std::string> target("target",
                                    cl::desc("Target: cpu (default) or cuda"),
                                    cl::init("cpu"), cl::cat(cat));
@@ -100,6 +120,20 @@ int main(int argc, char **argv) {
       "  ./prefill --weights w.safetensors --prompts prompts.txt --out "
       "out.safetensors\n");
 
+  if (outputFile.empty() && report.empty())
+    return fail("-o FILE is required (or --report)");
+  if (!report.empty() && report != "memory")
+    return fail("--report must be memory, got '" + report + "'");
+  if (memoryDType != "bf16" && memoryDType != "f32")
+    return fail("--memory-dtype must be bf16 or f32, got '" + memoryDType +
+                "'");
+  int64_t deviceBytes = -1;
+  if (!deviceMemory.empty() &&
+      (deviceBytes = parseByteSize(deviceMemory)) <= 0)
+    return fail("--device-memory must be a size such as 141GB or 80GiB, got '" +
+                deviceMemory + "'");
+  if (maxPrompt < 1)
+    return fail("--max-prompt must be positive");
   if (target != "cpu" && target != "cuda")
     return fail("--target must be cpu or cuda, got '" + target + "'");
   if (target == "cuda")
@@ -164,6 +198,39 @@ int main(int argc, char **argv) {
     if (failed(partition.run(*module)))
       return 1;
     stage("partitioned");
+  }
+
+  if (report == "memory") {
+    FailureOr<std::vector<RankMemory>> memory = computeMemoryReport(
+        *module, maxPrompt, memoryDType == "bf16" ? 2 : 4);
+    if (failed(memory))
+      return 1;
+    auto gb = [](int64_t b) { return double(b) / 1e9; };
+    llvm::outs() << llvm::format(
+        "memory per rank (%s, KV cache for a %lld-token prompt):\n",
+        memoryDType.c_str(), (long long)maxPrompt);
+    llvm::outs()
+        << "  rank stage  weights (bytes)  KV cache (bytes)     total GB\n";
+    const RankMemory *worst = &memory->front();
+    for (const RankMemory &m : *memory) {
+      llvm::outs() << llvm::format("  %4lld %5lld %16lld %17lld %12.3f\n",
+                                   (long long)m.rank, (long long)m.stage,
+                                   (long long)m.weightBytes,
+                                   (long long)m.kvBytes,
+                                   gb(m.weightBytes + m.kvBytes));
+      if (m.weightBytes + m.kvBytes > worst->weightBytes + worst->kvBytes)
+        worst = &m;
+    }
+    int64_t need = worst->weightBytes + worst->kvBytes;
+    if (deviceBytes > 0 && need > deviceBytes)
+      return fail(llvm::formatv("rank {0} needs {1:F3} GB (weights {2:F3} GB, "
+                                "KV cache {3:F3} GB), more than the device "
+                                "memory {4}",
+                                worst->rank, gb(need), gb(worst->weightBytes),
+                                gb(worst->kvBytes), deviceMemory)
+                      .str());
+    if (outputFile.empty())
+      return 0;
   }
 
   PassManager pm(&context);
