@@ -14,6 +14,23 @@
 |* (an error, a timeout, a dead peer) is reported by every rank that       *|
 |* waits on it within the timeout, naming the rank, the op and the group;  *|
 |* mfrt_last_error() gives the message.                                    *|
+|*                                                                          *|
+|* Implementation notes (runtime/Comm.h has the design):                   *|
+|*  - A failure anywhere aborts the launch: every rank's blocked or later  *|
+|*    call fails with MFRT_ERR_PEER ("... rank R failed: <its message>");  *|
+|*    a rank's own failure also fails its later calls (MFRT_ERR_STATE).    *|
+|*    Argument errors of a collective count as failures (the peers would   *|
+|*    otherwise wait for the call forever).                                *|
+|*  - `mpi` and `nccl` are plugins, libmfrt_mpi.so and libmfrt_nccl.so,    *|
+|*    that mfrt_launch loads with dlopen from $MFRT_PLUGIN_DIR, the         *|
+|*    executable's directory or its ../lib, the build's lib directory, or  *|
+|*    the loader path; executables link only libmfrt.a. One mfrt_launch    *|
+|*    per process for these backends (MPI cannot be initialized twice).    *|
+|*  - `nccl`: buffers are device pointers; dispatch's experts and weights  *|
+|*    may be host or device memory; mfrt_dispatch_rows is device memory,  *|
+|*    mfrt_dispatch_experts host memory; mfrt_send returns once received.  *|
+|*  - MFRT_FAULT_EXIT="<rank>:<op>" (testing): that rank calls _exit(3)    *|
+|*    inside the named op (e.g. all_gather) after posting its messages.    *|
 \*===----------------------------------------------------------------------===*/
 
 #ifndef MESHFOLD_RUNTIME_MFRT_H
@@ -84,7 +101,9 @@ typedef struct mfrt_options {
      Optional "nvlink_gbps=450 ib_gbps=50". */
   const char *plan;
   /* Seconds a blocking call waits for its peers before failing; <= 0 means
-     the default (MFRT_DEFAULT_TIMEOUT_S, or env MFRT_TIMEOUT_S). */
+     env MFRT_TIMEOUT_S if set, else MFRT_DEFAULT_TIMEOUT_S. The error text
+     names the rank, the op and the group, e.g. "mfrt: rank 5: all_gather on
+     group tp{4,5}: timed out after 2.0 s waiting for rank 4". */
   double timeout_s;
 } mfrt_options;
 
@@ -94,14 +113,22 @@ typedef struct mfrt_options {
    are done: local = one thread per rank; mpi/nccl = this process is the
    rank MPI gives it (the world size must equal the plan's devices). Returns
    MFRT_OK only if every rank's fn returned 0 and no collective failed;
-   otherwise the first failure (mfrt_last_error() has its message). */
+   otherwise the first failure (mfrt_last_error() has its message; a fn
+   that returned N without a failed call: MFRT_ERR_PEER, "mfrt: rank R: fn
+   returned N"). The plan text is parsed into a meshfold::PlanSpec and
+   checked by MeshLayout::create (its error is returned as
+   MFRT_ERR_ARGUMENT). For mpi / nccl, the ranks agree on the outcome at the
+   end (a collective, bounded by the timeout), and after a failure MPI is
+   not finalized (the process should exit non-zero). */
 mfrt_status mfrt_launch(const mfrt_options *options, int (*fn)(void *user),
                         void *user);
 
 /* The message of the calling thread's last failure ("" if none). */
 const char *mfrt_last_error(void);
 
-/* Inside mfrt_launch: the calling rank and the world size. */
+/* Inside mfrt_launch: the calling rank and the world size (-1 and 0
+   outside). Under mpi / nccl they keep this process's values after
+   mfrt_launch returns (so that rank 0 can write the outputs). */
 int mfrt_rank(void);
 int mfrt_world_size(void);
 
@@ -109,7 +136,8 @@ int mfrt_world_size(void);
    expert axis names, e.g. "tp", "cp", "tp,cp", "ep", "pp"), from MeshLayout.
    Members are ordered by their coordinate along the axes (first fastest).
    Returns a handle >= 0, or -1 (see mfrt_last_error). Collective: every
-   rank must create the same groups in the same order. */
+   rank must create the same groups in the same order. The same axes text
+   gives the same handle again. At most 254 groups. */
 int64_t mfrt_group(const char *axes);
 int mfrt_group_size(int64_t group);
 int mfrt_group_rank(int64_t group);
@@ -119,21 +147,38 @@ int mfrt_group_member(int64_t group, int i);
 /* Tags the calling rank's following traffic with a layer (-1: none). */
 void mfrt_set_layer(int64_t layer);
 
+/* Collectives over a group: every member calls them in the same order.
+   The local and mpi backends use direct algorithms (each member exchanges
+   its blocks with every other member), so the byte counters attribute each
+   block to the link class of its real destination; nccl counts the same
+   figures. */
 /* recv[i*count .. (i+1)*count) = send of group member i. */
 mfrt_status mfrt_all_gather(int64_t group, const void *send, void *recv,
                             int64_t count, mfrt_dtype dtype);
 /* send has group_size*count elements; recv[count] = sum over members of
-   their send[rank*count .. (rank+1)*count). fp32 accumulation. */
+   their send[rank*count .. (rank+1)*count). fp32 accumulation, in group
+   rank order (local / mpi), rounded once; recv may be send's own block. */
 mfrt_status mfrt_reduce_scatter(int64_t group, const void *send, void *recv,
                                 int64_t count, mfrt_dtype dtype);
+/* recv[count] = sum over members of send[count]; bitwise identical on every
+   member. recv may be send (in place). */
 mfrt_status mfrt_all_reduce(int64_t group, const void *send, void *recv,
                             int64_t count, mfrt_dtype dtype);
 /* One ring step over the group: K and V travel together as one message to
-   group rank (r+1) % n; k_out/v_out receive those of rank (r-1+n) % n. */
+   group rank (r+1) % n; k_out/v_out receive those of rank (r-1+n) % n.
+   k_out / v_out must not be k or v. */
 mfrt_status mfrt_kv_ring_step(int64_t group, const void *k, const void *v,
                               void *k_out, void *v_out, int64_t count,
                               mfrt_dtype dtype);
-/* Point to point between global ranks (pipeline stages). */
+/* The same ring step for one opaque buffer of `bytes` bytes (e.g. K, V and
+   their positions packed together by the caller): one message, counted as
+   MFRT_OP_KV_RING. recv must not be send. */
+mfrt_status mfrt_ring_step_bytes(int64_t group, const void *send, void *recv,
+                                 int64_t bytes);
+/* Point to point between global ranks (pipeline stages), counted as
+   MFRT_OP_PP. Sends to one peer are received in order. local / mpi:
+   mfrt_send copies the data out and returns at once (a symmetric exchange
+   cannot deadlock); nccl: it returns once the peer received it. */
 mfrt_status mfrt_send(int peer, const void *buf, int64_t count,
                       mfrt_dtype dtype);
 mfrt_status mfrt_recv(int peer, void *buf, int64_t count, mfrt_dtype dtype);
@@ -144,10 +189,16 @@ mfrt_status mfrt_barrier(int64_t group);
 
 /* MoE dispatch over an EP group. Token t of x [n_tokens, hidden] goes to the
    owners of its k experts experts[t*k + j] (expert e lives on group rank
-   e / (n_experts / group_size)) with its routing weight weights[t*k + j].
+   e / (n_experts / group_size); for the expert mesh's "ep" group that is
+   MeshLayout::expertOwner) with its routing weight weights[t*k + j].
    Counts are exchanged inside the call. On return *h holds the rows this
    rank received: mfrt_dispatch_rows / mfrt_dispatch_experts describe them.
-   Rows arrive ordered by (source group rank, source token, j). */
+   Rows arrive ordered by (source group rank, source token, j), one row per
+   (token, j) (a token choosing two experts of one rank arrives twice).
+   n_tokens may be 0 (an idle replica still takes part). Both modes give the
+   same rows and, from combine, bit-identical y; hierarchical uses
+   MeshLayout::relay, and slots whose relay is not in the group go
+   directly. */
 typedef struct mfrt_dispatch mfrt_dispatch;
 mfrt_status mfrt_dispatch_tokens(int64_t group, mfrt_dispatch_mode mode,
                                  const void *x, int64_t n_tokens,
@@ -162,7 +213,12 @@ const void *mfrt_dispatch_rows(const mfrt_dispatch *h);
 const int64_t *mfrt_dispatch_experts(const mfrt_dispatch *h);
 /* Returns expert outputs out [count, hidden] (row i for received row i) to
    the tokens' ranks: y[t] = sum_j weights[t*k+j] * out(row of (t, j)).
-   Frees h. */
+   Collective over the dispatch's group. Summation (both modes, so that they
+   agree bit for bit): per destination node N in ascending order, the
+   partial P_N = sum over j ascending with the expert on N of
+   w * out, accumulated in fp32 and rounded to the dtype (what a relay
+   sends back: one row), then y[t] = sum over N ascending of P_N in fp32,
+   rounded once. Tokens with k = 0 get y = 0. Frees h (also on failure). */
 mfrt_status mfrt_combine_tokens(mfrt_dispatch *h, const void *out, void *y);
 
 /* Byte accounting: bytes the calling rank sent, by op kind, link class and

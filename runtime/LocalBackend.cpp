@@ -1,0 +1,311 @@
+//===- LocalBackend.cpp - Every rank a thread of this process -------------===//
+
+#include "LocalBackend.h"
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <set>
+
+using namespace mfrt::comm;
+
+namespace mfrt::comm {
+
+/// A send or receive. Its state goes Posted -> Matched -> Done (or Posted ->
+/// Cancelled). Posted -> Matched happens under the mutex of the mailbox whose
+/// queue holds the request (the receiver's); Matched -> Done under the owner's
+/// mutex, by whichever thread copied the data.
+struct LocalRequest final : Request {
+  enum State { Posted, Matched, Done, Cancelled };
+  bool isSend = false;
+  /// The rank that posted it, and the other side.
+  int owner = -1, peer = -1;
+  Tag tag = 0;
+  std::vector<ConstSpan> sendParts;
+  std::vector<Span> recvParts;
+  size_t bytes = 0;
+  /// A buffered send owns its copy and is deleted by whoever copies it.
+  std::unique_ptr<char[]> owned;
+  bool buffered = false;
+  std::atomic<int> state{Posted};
+  std::string error;
+};
+
+struct LocalMailbox {
+  std::mutex mutex;
+  std::condition_variable cv;
+  /// Sends to this rank that no receive matched yet, in arrival order.
+  std::deque<LocalRequest *> unexpected;
+  /// Receives of this rank not matched yet, in posting order.
+  std::deque<LocalRequest *> posted;
+};
+
+} // namespace mfrt::comm
+
+namespace {
+
+/// Copies the send's parts into the receive's parts (sizes already equal).
+void copyParts(const LocalRequest &send, const LocalRequest &recv) {
+  size_t si = 0, soff = 0;
+  for (const Span &dst : recv.recvParts) {
+    size_t done = 0;
+    while (done < dst.bytes) {
+      const ConstSpan &src = send.sendParts[si];
+      size_t n = std::min(dst.bytes - done, src.bytes - soff);
+      if (n)
+        std::memcpy(static_cast<char *>(dst.data) + done,
+                    static_cast<const char *>(src.data) + soff, n);
+      done += n;
+      soff += n;
+      if (soff == src.bytes) {
+        ++si;
+        soff = 0;
+      }
+    }
+  }
+}
+
+class LocalTransport final : public Transport {
+public:
+  LocalTransport(LocalFabric &fabric, int rank) : fabric(fabric), me(rank) {}
+
+  int rank() const override { return me; }
+  int size() const override { return fabric.size(); }
+
+  Request *isend(int peer, Tag tag, const ConstSpan *parts,
+                 size_t numParts) override {
+    auto *req = new LocalRequest;
+    req->isSend = true;
+    req->owner = me;
+    req->peer = peer;
+    req->tag = tag;
+    req->sendParts.assign(parts, parts + numParts);
+    for (size_t i = 0; i < numParts; ++i)
+      req->bytes += parts[i].bytes;
+    post(req);
+    return req;
+  }
+
+  Status sendBuffered(int peer, Tag tag, const ConstSpan *parts,
+                      size_t numParts, Clock::time_point, double) override {
+    auto *req = new LocalRequest;
+    req->isSend = true;
+    req->buffered = true;
+    req->owner = me;
+    req->peer = peer;
+    req->tag = tag;
+    for (size_t i = 0; i < numParts; ++i)
+      req->bytes += parts[i].bytes;
+    req->owned.reset(new char[std::max<size_t>(req->bytes, 1)]);
+    size_t off = 0;
+    for (size_t i = 0; i < numParts; ++i) {
+      if (parts[i].bytes)
+        std::memcpy(req->owned.get() + off, parts[i].data, parts[i].bytes);
+      off += parts[i].bytes;
+    }
+    req->sendParts = {ConstSpan{req->owned.get(), req->bytes}};
+    post(req);
+    return Status::success();
+  }
+
+  Request *irecv(int peer, Tag tag, const Span *parts,
+                 size_t numParts) override {
+    auto *req = new LocalRequest;
+    req->owner = me;
+    req->peer = peer;
+    req->tag = tag;
+    req->recvParts.assign(parts, parts + numParts);
+    for (size_t i = 0; i < numParts; ++i)
+      req->bytes += parts[i].bytes;
+
+    LocalMailbox &box = fabric.box(me);
+    std::unique_lock<std::mutex> lock(box.mutex);
+    auto it = std::find_if(
+        box.unexpected.begin(), box.unexpected.end(),
+        [&](LocalRequest *s) { return s->owner == peer && s->tag == tag; });
+    if (it == box.unexpected.end()) {
+      box.posted.push_back(req);
+      return req;
+    }
+    LocalRequest *send = *it;
+    box.unexpected.erase(it);
+    send->state = LocalRequest::Matched;
+    req->state = LocalRequest::Matched;
+    lock.unlock();
+    transfer(send, req);
+    return req;
+  }
+
+  Status waitAll(Request *const *requests, size_t numRequests,
+                 Clock::time_point deadline, double timeoutS) override {
+    std::vector<LocalRequest *> reqs;
+    for (size_t i = 0; i < numRequests; ++i)
+      reqs.push_back(static_cast<LocalRequest *>(requests[i]));
+    auto allDone = [&] {
+      for (LocalRequest *r : reqs)
+        if (r->state.load() != LocalRequest::Done)
+          return false;
+      return true;
+    };
+
+    Status result;
+    LocalMailbox &box = fabric.box(me);
+    {
+      std::unique_lock<std::mutex> lock(box.mutex);
+      while (!allDone()) {
+        if (fabric.failed()) {
+          result = Status::peer(fabric.firstFailure());
+          break;
+        }
+        if (box.cv.wait_until(lock, deadline) == std::cv_status::timeout &&
+            !allDone() && !fabric.failed()) {
+          result = Status::error(MFRT_ERR_TIMEOUT,
+                                 timeoutDetail(timeoutS, pendingPeers(reqs)));
+          break;
+        }
+      }
+    }
+    if (!result.ok())
+      cancel(reqs);
+    else
+      for (LocalRequest *r : reqs)
+        if (!r->error.empty()) {
+          result = Status::error(MFRT_ERR_ARGUMENT, r->error);
+          break;
+        }
+    for (LocalRequest *r : reqs)
+      delete r;
+    return result;
+  }
+
+  void raiseFailure(const FailureRecord &record) override {
+    fabric.raise(record);
+  }
+
+  bool failureSeen(FailureRecord &record) override {
+    if (!fabric.failed())
+      return false;
+    record = fabric.firstFailure();
+    return true;
+  }
+
+private:
+  /// Matches a send against the receiver's posted receives, or queues it.
+  void post(LocalRequest *send) {
+    LocalMailbox &box = fabric.box(send->peer);
+    std::unique_lock<std::mutex> lock(box.mutex);
+    auto it = std::find_if(
+        box.posted.begin(), box.posted.end(),
+        [&](LocalRequest *r) { return r->peer == me && r->tag == send->tag; });
+    if (it == box.posted.end()) {
+      box.unexpected.push_back(send);
+      return;
+    }
+    LocalRequest *recv = *it;
+    box.posted.erase(it);
+    send->state = LocalRequest::Matched;
+    recv->state = LocalRequest::Matched;
+    lock.unlock();
+    transfer(send, recv);
+  }
+
+  /// Copies a matched pair outside any lock, then completes both.
+  void transfer(LocalRequest *send, LocalRequest *recv) {
+    if (send->bytes != recv->bytes) {
+      std::string what = "rank " + std::to_string(send->owner) + " sent " +
+                         std::to_string(send->bytes) + " bytes where rank " +
+                         std::to_string(recv->owner) + " expected " +
+                         std::to_string(recv->bytes);
+      send->error = recv->error = "message size mismatch: " + what;
+    } else {
+      copyParts(*send, *recv);
+    }
+    complete(recv);
+    if (send->buffered)
+      delete send;
+    else
+      complete(send);
+  }
+
+  void complete(LocalRequest *req) {
+    LocalMailbox &box = fabric.box(req->owner);
+    std::lock_guard<std::mutex> lock(box.mutex);
+    req->state = LocalRequest::Done;
+    box.cv.notify_all();
+  }
+
+  /// Withdraws requests that are not done; waits for those being copied.
+  void cancel(const std::vector<LocalRequest *> &reqs) {
+    LocalMailbox &mine = fabric.box(me);
+    for (LocalRequest *r : reqs) {
+      LocalMailbox &queueBox = r->isSend ? fabric.box(r->peer) : mine;
+      {
+        std::lock_guard<std::mutex> lock(queueBox.mutex);
+        if (r->state.load() == LocalRequest::Posted) {
+          auto &queue = r->isSend ? queueBox.unexpected : queueBox.posted;
+          queue.erase(std::find(queue.begin(), queue.end(), r));
+          r->state = LocalRequest::Cancelled;
+          continue;
+        }
+      }
+      std::unique_lock<std::mutex> lock(mine.mutex);
+      mine.cv.wait(lock, [&] {
+        int s = r->state.load();
+        return s == LocalRequest::Done || s == LocalRequest::Cancelled;
+      });
+    }
+  }
+
+  /// Peers of the unfinished receives (or, if none, sends).
+  std::vector<int> pendingPeers(const std::vector<LocalRequest *> &reqs) {
+    std::set<int> recvPeers, sendPeers;
+    for (LocalRequest *r : reqs)
+      if (r->state.load() != LocalRequest::Done)
+        (r->isSend ? sendPeers : recvPeers).insert(r->peer);
+    const std::set<int> &peers = recvPeers.empty() ? sendPeers : recvPeers;
+    return std::vector<int>(peers.begin(), peers.end());
+  }
+
+  LocalFabric &fabric;
+  int me;
+};
+
+} // namespace
+
+LocalFabric::LocalFabric(int numRanks) {
+  for (int i = 0; i < numRanks; ++i)
+    boxes.push_back(std::make_unique<LocalMailbox>());
+}
+
+LocalFabric::~LocalFabric() {
+  // Buffered sends nobody received; other requests belong to their senders,
+  // which withdrew them before returning.
+  for (auto &box : boxes)
+    for (LocalRequest *r : box->unexpected)
+      if (r->buffered)
+        delete r;
+}
+
+std::unique_ptr<Transport> LocalFabric::transport(int rank) {
+  return std::make_unique<LocalTransport>(*this, rank);
+}
+
+void LocalFabric::raise(const FailureRecord &record) {
+  {
+    std::lock_guard<std::mutex> lock(failureMutex);
+    if (hasFailed.load())
+      return;
+    first = record;
+    hasFailed.store(true, std::memory_order_release);
+  }
+  for (auto &box : boxes) {
+    std::lock_guard<std::mutex> lock(box->mutex);
+    box->cv.notify_all();
+  }
+}
+
+FailureRecord LocalFabric::firstFailure() {
+  std::lock_guard<std::mutex> lock(failureMutex);
+  return first;
+}
