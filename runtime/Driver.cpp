@@ -28,6 +28,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,9 @@ struct Program {
 Program gProgramState;
 
 [[noreturn]] void die(const std::string &msg) {
+  // Ranks are threads: the first one to fail speaks for the process.
+  static std::mutex once;
+  once.lock();
   std::fprintf(stderr, "%s: error: %s\n", gProgram, msg.c_str());
   std::fflush(stderr);
   std::_Exit(1);
@@ -135,7 +139,14 @@ int64_t groupOf(std::map<std::string, int64_t> &cache,
 void loadWeights(RankState &rs, std::map<std::string, int64_t> &groups) {
   const Program &prog = gProgramState;
   rs.params.resize(prog.manifest.params.size());
+  // Only the weights of this rank's pipeline stage.
+  int64_t stage = 0;
+  if (prog.manifest.plan.find("pp:") != std::string::npos)
+    stage = mfrt_group_rank(groupOf(groups, "pp"));
   for (const ManifestParam &p : prog.manifest.params) {
+    if (!p.stages.empty() &&
+        std::find(p.stages.begin(), p.stages.end(), stage) == p.stages.end())
+      continue;
     std::vector<int64_t> global = p.shape;
     int64_t index = 0;
     if (p.shardDim >= 0) {
@@ -191,6 +202,81 @@ balance(const std::vector<std::vector<int64_t>> &requests, int64_t replicas) {
   return assigned;
 }
 
+/// Processes of a multi-process run each hold the outputs their ranks
+/// wrote; rank 0 collects them: every other rank sends its K/V entries and
+/// logits as one message (its size first).
+bool gCollectOutputs = false;
+
+void collectOutputs(Program &prog) {
+  const Manifest &m = prog.manifest;
+  int world = mfrt_world_size(), me = mfrt_rank();
+  // Serialise: per written (request, layer, position, head): 4 int64 then
+  // K and V (d_h floats each); per recorded logits: -1 and the request.
+  std::vector<char> blob;
+  auto put = [&](const void *p, size_t n) {
+    blob.insert(blob.end(), static_cast<const char *>(p),
+                static_cast<const char *>(p) + n);
+  };
+  if (me != 0) {
+    for (size_t r = 0; r < prog.outputs.size(); ++r) {
+      RequestOutput &o = *prog.outputs[r];
+      for (int64_t l = 0; l < m.layers; ++l)
+        for (int64_t ph = 0; ph < o.tokens * m.kvHeads; ++ph) {
+          if (!o.written[l][ph])
+            continue;
+          int64_t hdr[4] = {int64_t(r), l, ph / m.kvHeads, ph % m.kvHeads};
+          put(hdr, sizeof(hdr));
+          put(&o.keys[l][ph * m.headDim], m.headDim * sizeof(float));
+          put(&o.values[l][ph * m.headDim], m.headDim * sizeof(float));
+        }
+      if (o.haveLogits) {
+        int64_t hdr[4] = {-1, int64_t(r), 0, 0};
+        put(hdr, sizeof(hdr));
+        put(o.logits.data(), o.logits.size() * sizeof(float));
+      }
+    }
+    blob.resize((blob.size() + 3) / 4 * 4);
+    int64_t size[1] = {int64_t(blob.size() / 4)};
+    float sizeMsg[2];
+    std::memcpy(sizeMsg, size, sizeof(size));
+    if (mfrt_send(0, sizeMsg, 2, MFRT_F32) != MFRT_OK ||
+        mfrt_send(0, blob.data(), size[0], MFRT_F32) != MFRT_OK)
+      fatal(std::string("sending outputs to rank 0: ") + mfrt_last_error());
+    return;
+  }
+  for (int peer = 1; peer < world; ++peer) {
+    float sizeMsg[2];
+    int64_t words = 0;
+    if (mfrt_recv(peer, sizeMsg, 2, MFRT_F32) != MFRT_OK)
+      fatal(std::string("collecting outputs: ") + mfrt_last_error());
+    std::memcpy(&words, sizeMsg, sizeof(words));
+    std::vector<char> in(size_t(words) * 4);
+    if (words > 0 && mfrt_recv(peer, in.data(), words, MFRT_F32) != MFRT_OK)
+      fatal(std::string("collecting outputs: ") + mfrt_last_error());
+    size_t at = 0;
+    while (at + 4 * sizeof(int64_t) <= in.size()) {
+      int64_t hdr[4];
+      std::memcpy(hdr, &in[at], sizeof(hdr));
+      at += sizeof(hdr);
+      if (hdr[0] < 0) {
+        RequestOutput &o = *prog.outputs[size_t(hdr[1])];
+        o.logits.resize(size_t(m.vocab));
+        std::memcpy(o.logits.data(), &in[at], size_t(m.vocab) * 4);
+        at += size_t(m.vocab) * 4;
+        o.haveLogits = true;
+        continue;
+      }
+      RequestOutput &o = *prog.outputs[size_t(hdr[0])];
+      int64_t ph = hdr[2] * m.kvHeads + hdr[3];
+      std::memcpy(&o.keys[hdr[1]][ph * m.headDim], &in[at], m.headDim * 4);
+      at += size_t(m.headDim) * 4;
+      std::memcpy(&o.values[hdr[1]][ph * m.headDim], &in[at], m.headDim * 4);
+      at += size_t(m.headDim) * 4;
+      o.written[hdr[1]][ph] = 1;
+    }
+  }
+}
+
 int rankMain(void *) {
   Program &prog = gProgramState;
   RankState &rs = tRank;
@@ -226,6 +312,8 @@ int rankMain(void *) {
     _mlir_ciface_prefill(&in);
   }
   rs.output = nullptr;
+  if (gCollectOutputs)
+    collectOutputs(prog);
   return 0;
 }
 
@@ -428,11 +516,7 @@ int main(int argc, char **argv) {
     prog.outputs.push_back(std::move(o));
   }
 
-  if (options.backend != MFRT_BACKEND_LOCAL && !m.plan.empty() &&
-      m.plan.rfind("devices=1 ", 0) != 0)
-    die("--backend " + backend +
-        ": assembling the outputs of a multi-process run is not supported "
-        "yet; use --backend local");
+  gCollectOutputs = options.backend != MFRT_BACKEND_LOCAL;
   std::string plan = m.plan.empty()
                          ? "devices=1 gpus_per_node=1 "
                            "attention=tp:1,cp:1,dp:1,pp:1 "

@@ -62,11 +62,19 @@ bool mfrt::parseManifest(const char *text, Manifest &out, std::string &error) {
         if (!(ls >> d) || d < 0)
           return bad("malformed shape of param '" + p.name + "'");
       std::string word;
-      if (ls >> word) {
-        if (word != "shard" ||
-            !(ls >> p.shardDim >> p.shardMesh >> p.shardAxis >> p.shardParts) ||
-            p.shardDim < 0 || p.shardDim >= rank || p.shardParts < 1)
-          return bad("malformed shard of param '" + p.name + "'");
+      while (ls >> word) {
+        if (word == "shard") {
+          if (!(ls >> p.shardDim >> p.shardMesh >> p.shardAxis >>
+                p.shardParts) ||
+              p.shardDim < 0 || p.shardDim >= rank || p.shardParts < 1)
+            return bad("malformed shard of param '" + p.name + "'");
+        } else if (word == "stages") {
+          int64_t st;
+          while (ls >> st)
+            p.stages.push_back(st);
+        } else {
+          return bad("unknown field '" + word + "' of param '" + p.name + "'");
+        }
       }
       if (p.id != int64_t(out.params.size()))
         return bad("param ids must be dense and in order");

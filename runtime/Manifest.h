@@ -27,6 +27,8 @@ struct ManifestParam {
   /// whole tensor.
   int64_t shardDim = -1, shardParts = 1;
   std::string shardMesh, shardAxis;
+  /// The pipeline stages that read it (empty: every stage).
+  std::vector<int64_t> stages;
 };
 
 /// A group the program uses: its mesh and comma-separated axes.

@@ -39,3 +39,8 @@ if os.path.exists(os.path.join(config.llvm_tools_dir, "mlir-runner")) and \
 
 if config.meshfold_have_cuda:
     config.available_features.add("cuda")
+
+# OpenMPI's mpirun, for runs of emitted programs with --backend mpi.
+import shutil
+if shutil.which("mpirun"):
+    config.available_features.add("mpi")

@@ -23,6 +23,8 @@
 #include "mlir/IR/SymbolTable.h"
 
 #include "llvm/ADT/StringMap.h"
+
+#include <set>
 #include "llvm/Support/raw_ostream.h"
 
 #define DEBUG_TYPE "convert-moe-to-runtime"
@@ -100,6 +102,19 @@ struct ConvertMoEToRuntimePass
                std::to_string(shard.getParts());
       return key;
     };
+    // The stages that read each weight (stage functions are named
+    // <entry>_stage<s>; anything else is read by every stage).
+    llvm::StringMap<std::set<int64_t>> stagesOf;
+    std::string stagePrefix = entryName + "_stage";
+    for (ParamOp op : params) {
+      auto fn = op->getParentOfType<func::FuncOp>();
+      StringRef name = fn ? fn.getSymName() : StringRef();
+      int64_t stage = -1;
+      if (name.starts_with(stagePrefix) &&
+          name.drop_front(stagePrefix.size()).getAsInteger(10, stage))
+        stage = -1;
+      stagesOf[keyOf(op)].insert(stage);
+    }
     for (ParamOp op : params) {
       RankedTensorType type = op.getType();
       if (type.getElementType() != f32) {
@@ -123,6 +138,12 @@ struct ConvertMoEToRuntimePass
           ls << " " << d;
         if (key.size() > op.getName().size())
           ls << key.substr(op.getName().size());
+        const std::set<int64_t> &stages = stagesOf[key];
+        if (!stages.count(-1)) {
+          ls << " stages";
+          for (int64_t st : stages)
+            ls << " " << st;
+        }
         paramLines.push_back(line);
       }
     }
