@@ -20,6 +20,7 @@
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -234,6 +235,13 @@ void collectOutputs(Program &prog) {
         put(hdr, sizeof(hdr));
         put(o.logits.data(), o.logits.size() * sizeof(float));
       }
+      for (size_t p = 0; p < o.promptWritten.size(); ++p)
+        if (o.promptWritten[p]) {
+          int64_t hdr[4] = {-2, int64_t(r), int64_t(p), 0};
+          put(hdr, sizeof(hdr));
+          put(&o.promptLogits[p * size_t(m.vocab)],
+              size_t(m.vocab) * sizeof(float));
+        }
     }
     blob.resize((blob.size() + 3) / 4 * 4);
     int64_t size[1] = {int64_t(blob.size() / 4)};
@@ -258,6 +266,18 @@ void collectOutputs(Program &prog) {
       int64_t hdr[4];
       std::memcpy(hdr, &in[at], sizeof(hdr));
       at += sizeof(hdr);
+      if (hdr[0] == -2) {
+        RequestOutput &o = *prog.outputs[size_t(hdr[1])];
+        if (o.promptWritten.empty()) {
+          o.promptLogits.assign(size_t(o.tokens * m.vocab), 0.0f);
+          o.promptWritten.assign(size_t(o.tokens), 0);
+        }
+        std::memcpy(&o.promptLogits[size_t(hdr[2] * m.vocab)], &in[at],
+                    size_t(m.vocab) * 4);
+        at += size_t(m.vocab) * 4;
+        o.promptWritten[size_t(hdr[2])] = 1;
+        continue;
+      }
       if (hdr[0] < 0) {
         RequestOutput &o = *prog.outputs[size_t(hdr[1])];
         o.logits.resize(size_t(m.vocab));
@@ -405,6 +425,33 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
   }
 }
 
+/// Logits of every prompt position a rank holds (prompt logprobs).
+void _mlir_ciface_mfrt_prompt_logits_f32(StridedMemRefType<float, 2> *logits,
+                                         StridedMemRefType<int64_t, 1> *pos) {
+  RankState &rs = tRank;
+  const Manifest &m = *rs.manifest;
+  if (logits->sizes[1] != m.vocab || logits->sizes[0] != pos->sizes[0])
+    fatal("internal: prompt logits have an unexpected shape");
+  RequestOutput *out = rs.output;
+  if (!out)
+    return;
+  std::lock_guard<std::mutex> lock(out->mutex);
+  if (out->promptWritten.empty()) {
+    out->promptLogits.assign(size_t(out->tokens * m.vocab), 0.0f);
+    out->promptWritten.assign(size_t(out->tokens), 0);
+  }
+  for (int64_t t = 0; t < logits->sizes[0]; ++t) {
+    int64_t p = pos->data[pos->offset + t * pos->strides[0]];
+    if (p < 0 || p >= out->tokens)
+      continue; // padding
+    out->promptWritten[p] = 1;
+    for (int64_t v = 0; v < m.vocab; ++v)
+      out->promptLogits[p * m.vocab + v] =
+          logits->data[logits->offset + t * logits->strides[0] +
+                       v * logits->strides[1]];
+  }
+}
+
 /// The request's last-token logits, recorded when `valid` is non-zero.
 void _mlir_ciface_mfrt_logits_f32(StridedMemRefType<float, 1> *logits,
                                   int64_t valid) {
@@ -478,12 +525,17 @@ int main(int argc, char **argv) {
     options.backend = MFRT_BACKEND_MPI;
   else
     die("--backend must be local or mpi, got '" + backend + "'");
-  if (!timeout.empty()) {
+  bool timeoutGiven = false;
+  for (int i = 1; i < argc; ++i)
+    timeoutGiven |= std::strncmp(argv[i], "--timeout", 9) == 0;
+  if (timeoutGiven) {
     char *end = nullptr;
-    options.timeout_s = std::strtod(timeout.c_str(), &end);
-    if (!end || *end || !(options.timeout_s > 0))
-      die("--timeout must be a positive number of seconds, got '" + timeout +
-          "'");
+    bool digits = !timeout.empty() &&
+                  (std::isdigit((unsigned char)timeout[0]) || timeout[0] == '.');
+    options.timeout_s = digits ? std::strtod(timeout.c_str(), &end) : 0;
+    if (!digits || !end || *end || !(options.timeout_s >= 0.001))
+      die("--timeout must be a number of seconds of at least 0.001, got '" +
+          timeout + "'");
   }
   // Fail before the work, not after it, when the output cannot be written.
   {
@@ -546,6 +598,13 @@ int main(int argc, char **argv) {
               std::to_string(p % m.kvHeads));
     std::string prefix = "req" + std::to_string(r);
     writer.addF32(prefix + ".logits", {m.vocab}, o.logits);
+    if (!o.promptWritten.empty()) {
+      for (int64_t p = 0; p < t; ++p)
+        if (!o.promptWritten[p])
+          die("internal: no prompt logits for request " + std::to_string(r) +
+              " position " + std::to_string(p));
+      writer.addF32(prefix + ".prompt_logits", {t, m.vocab}, o.promptLogits);
+    }
     for (int64_t l = 0; l < m.layers; ++l) {
       std::string layer = prefix + ".layers." + std::to_string(l);
       writer.addF32(layer + ".k", {t, m.kvHeads, m.headDim}, o.keys[l]);

@@ -25,6 +25,10 @@ struct RequestOutput {
   std::vector<std::vector<uint8_t>> written;    // [layer][T * n_kv]
   std::vector<float> logits;
   bool haveLogits = false;
+  /// Prompt logprobs, when the program records them: [T * V] and a mark
+  /// per position.
+  std::vector<float> promptLogits;
+  std::vector<uint8_t> promptWritten;
   std::mutex mutex;
 };
 

@@ -37,7 +37,9 @@ void meshfold::buildPartitionPipeline(
   mf::MFFoldExpertsPassOptions fold;
   fold.mode = options.dispatch;
   pm.addPass(mf::createMFFoldExpertsPass(fold));
-  pm.addPass(mf::createMFLastTokenHeadPass());
+  mf::MFLastTokenHeadPassOptions head;
+  head.promptLogprobs = options.promptLogprobs;
+  pm.addPass(mf::createMFLastTokenHeadPass(head));
   pm.addPass(mf::createMFSplitPipelinePass());
   pm.addPass(mf::createMFFuseCollectivesPass());
   pm.addPass(createCanonicalizerPass());

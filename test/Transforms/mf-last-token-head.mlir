@@ -62,3 +62,15 @@
 // TP4-LABEL: func.func @prefill(
 // TP4:         moe.param "lm_head.weight" {mf.shard = #mf.shard<dim = 0, mesh = "attention", axis = "tp", parts = 4>} : tensor<128x64xf32>
 // TP4:         mf.gather %{{.+}} on "attention" ["tp"] dim 0 root 0 : tensor<128xf32> -> tensor<512xf32>
+
+// With prompt-logprobs, the rank also records the logits of every position
+// it holds, with the whole LM head, beside the last-token path.
+// RUN: meshfold-import-hf %examples/seed/config.json --num-layers 2 -o %t.pl.mlir
+// RUN: meshfold-opt %t.pl.mlir --mf-set-plan="tp=2 cp=2 dp=4 pp=1" --mf-zigzag-cp --mf-shard-tp --mf-insert-sp --mf-last-token-head="prompt-logprobs=true" | FileCheck %s --check-prefix=PROMPT
+// PROMPT: moe.param "model.norm.weight"
+// PROMPT: %[[N:.+]] = moe.rms_norm %{{.+}} : tensor<?x64xf32>, tensor<64xf32> -> tensor<?x64xf32>
+// PROMPT: %[[W:.+]] = moe.param "lm_head.weight" : tensor<512x64xf32>
+// PROMPT: %[[ALL:.+]] = moe.linear %[[N]], %[[W]] : tensor<?x64xf32>, tensor<512x64xf32> -> tensor<?x512xf32>
+// PROMPT: moe.prompt_logits %[[ALL]], %{{.+}} : tensor<?x512xf32>, tensor<?xi64>
+// PROMPT: moe.take_position
+// PROMPT: moe.logits %{{.+}} if %{{.+}} : tensor<512xf32>

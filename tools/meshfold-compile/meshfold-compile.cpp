@@ -94,6 +94,11 @@ static cl::opt<int64_t> ep("ep",
 static cl::opt<std::string>
     order("order", cl::desc("Attention mesh axis order, fastest first"),
           cl::init("tp,cp,dp,pp"), cl::cat(cat));
+static cl::opt<bool> promptLogprobs(
+    "prompt-logprobs",
+    cl::desc("Also output req{r}.prompt_logits [T, V]: the logits of every "
+             "prompt position"),
+    cl::cat(cat));
 static cl::opt<std::string>
     dispatch("dispatch",
              cl::desc("EP dispatch: auto (hierarchical when an EP group "
@@ -185,15 +190,26 @@ int main(int argc, char **argv) {
     (*module)->setAttr(mf::MFDialect::getPlanAttrName(),
                        mf::PlanAttr::fromPlanSpec(&context, spec));
   }
+  // Prompt logprobs come from the partitioning's head pass: give a one-rank
+  // program the one-device plan.
+  if (promptLogprobs &&
+      !(*module)->hasAttr(mf::MFDialect::getPlanAttrName())) {
+    PlanSpec spec;
+    if (!PlanSpec::fromFlags(1, 1, 1, 1, 1, "tp,cp,dp,pp", 1, spec, &error))
+      return fail(error);
+    (*module)->setAttr(mf::MFDialect::getPlanAttrName(),
+                       mf::PlanAttr::fromPlanSpec(&context, spec));
+  }
   // A plan over several devices: partition first (the plan is on the module).
   if (auto plan = (*module)->getAttrOfType<mf::PlanAttr>(
           mf::MFDialect::getPlanAttrName());
-      plan && plan.getDevices() > 1) {
+      plan && (plan.getDevices() > 1 || promptLogprobs)) {
     PassManager partition(&context);
     if (failed(applyPassManagerCLOptions(partition)))
       return fail("bad pass manager options");
     PartitionPipelineOptions options;
     options.dispatch = dispatch;
+    options.promptLogprobs = promptLogprobs;
     buildPartitionPipeline(partition, options);
     if (failed(partition.run(*module)))
       return 1;

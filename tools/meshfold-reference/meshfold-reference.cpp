@@ -62,6 +62,12 @@ static cl::opt<int>
                  cl::value_desc("N"), cl::init(-1), cl::cat(category));
 
 /// rope_theta when config.json does not give one (HF MixtralConfig).
+static cl::opt<bool> promptLogprobsOpt(
+    "prompt-logprobs",
+    cl::desc("Also write req{r}.prompt_logits [T, V]: the logits of every "
+             "prompt position"),
+    cl::cat(category));
+
 static constexpr double defaultRopeTheta = 1e6; // MixtralConfig default
 /// rms_norm_eps when config.json does not give one (HF MixtralConfig).
 static constexpr double defaultRmsNormEps = 1e-5;
@@ -564,6 +570,7 @@ struct Request {
   std::vector<float> hidden;                    ///< [T, d]
   std::vector<std::vector<float>> keys, values; ///< per layer, [T, n_kv, d_h]
   std::vector<float> logits;                    ///< [V]
+  std::vector<float> promptLogits;              ///< [T, V] (optional)
 };
 
 bool runAttention(const Config &c, int64_t layer, Weights &weights,
@@ -708,13 +715,19 @@ bool runModel(const Config &c, const mfrt::SafetensorsFile &file,
   std::vector<float> norm;
   if (!weights.load(normName, norm))
     return false;
-  std::vector<std::vector<float>> last(requests.size());
+  std::vector<std::vector<float>> last(requests.size()), all(requests.size());
   for (size_t r = 0; r < requests.size(); ++r) {
     int64_t T = static_cast<int64_t>(requests[r].tokens.size());
     last[r].resize(static_cast<size_t>(d));
     rmsNorm(&requests[r].hidden[(T - 1) * d], 1, d, norm, c.rmsNormEps,
             last[r].data());
     requests[r].logits.resize(static_cast<size_t>(c.vocab));
+    if (promptLogprobsOpt) {
+      all[r].resize(static_cast<size_t>(T * d));
+      rmsNorm(requests[r].hidden.data(), T, d, norm, c.rmsNormEps,
+              all[r].data());
+      requests[r].promptLogits.resize(static_cast<size_t>(T * c.vocab));
+    }
   }
   // The LM head one row at a time, so that it is never held whole in f32.
   std::vector<float> row(static_cast<size_t>(d));
@@ -725,6 +738,11 @@ bool runModel(const Config &c, const mfrt::SafetensorsFile &file,
       float logit;
       linear(last[r].data(), 1, d, row.data(), 1, &logit);
       requests[r].logits[v] = logit;
+      int64_t T = static_cast<int64_t>(all[r].size()) / d;
+      for (int64_t t = 0; t < T; ++t) {
+        linear(&all[r][t * d], 1, d, row.data(), 1, &logit);
+        requests[r].promptLogits[t * c.vocab + v] = logit;
+      }
     }
   }
   return true;
@@ -762,6 +780,10 @@ bool run(Failure &failure) {
         return fail(failure,
                     "request " + std::to_string(r) + " has non-finite logits");
     writer.addF32(prefix + "logits", {config.vocab}, req.logits);
+    if (promptLogprobsOpt)
+      writer.addF32(prefix + "prompt_logits",
+                    {static_cast<int64_t>(req.tokens.size()), config.vocab},
+                    req.promptLogits);
     std::vector<int64_t> kvShape = {static_cast<int64_t>(req.tokens.size()),
                                     config.numKVHeads, config.headDim};
     for (int64_t i = 0; i < config.numLayers; ++i) {

@@ -42,6 +42,10 @@ struct PartitionPipelineOptions
   Option<int64_t> gpusPerNode{*this, "gpus-per-node",
                               llvm::cl::desc("GPUs per node"),
                               llvm::cl::init(8)};
+  Option<bool> promptLogprobs{
+      *this, "prompt-logprobs",
+      llvm::cl::desc("Also output the logits of every prompt position"),
+      llvm::cl::init(false)};
   Option<std::string> dispatch{
       *this, "dispatch",
       llvm::cl::desc("EP dispatch: auto, flat or hierarchical"),

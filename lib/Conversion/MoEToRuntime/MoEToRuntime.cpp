@@ -225,6 +225,33 @@ struct ConvertMoEToRuntimePass
       op.erase();
     }
 
+    // Prompt logits outputs.
+    auto rowsType = dynamicStrided({ShapedType::kDynamic, ShapedType::kDynamic},
+                                   f32);
+    SmallVector<PromptLogitsOp> prompts;
+    module.walk([&](PromptLogitsOp op) { prompts.push_back(op); });
+    if (!prompts.empty()) {
+      func::FuncOp promptFn =
+          declare(module, "mfrt_prompt_logits_f32",
+                  FunctionType::get(ctx, {rowsType, posType}, {}));
+      for (PromptLogitsOp op : prompts) {
+        OpBuilder b(op);
+        Location loc = op.getLoc();
+        auto type = op.getLogits().getType();
+        Value m = bufferization::ToBufferOp::create(
+            b, loc, dynamicStrided(type.getShape(), f32), op.getLogits(),
+            /*read_only=*/true);
+        auto pType = op.getPositions().getType();
+        Value p = bufferization::ToBufferOp::create(
+            b, loc, dynamicStrided(pType.getShape(), i64), op.getPositions(),
+            /*read_only=*/true);
+        func::CallOp::create(b, loc, promptFn,
+                             ValueRange{memref::CastOp::create(b, loc, rowsType, m),
+                                        memref::CastOp::create(b, loc, posType, p)});
+        op.erase();
+      }
+    }
+
     entry->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
                    UnitAttr::get(ctx));
 

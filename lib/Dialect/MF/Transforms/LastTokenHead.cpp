@@ -17,6 +17,7 @@ using namespace meshfold::mf;
 namespace {
 struct MFLastTokenHeadPass
     : public mf::impl::MFLastTokenHeadPassBase<MFLastTokenHeadPass> {
+  using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();
     FailureOr<MeshLayout> layout = requireLayout(module, "mf-last-token-head");
@@ -44,6 +45,15 @@ struct MFLastTokenHeadPass
       }
       OpBuilder b(head);
       Location loc = head.getLoc();
+      if (promptLogprobs) {
+        // Every position this rank holds, with the whole LM head.
+        auto nType = cast<RankedTensorType>(norm.getType());
+        auto allType = RankedTensorType::get(
+            {nType.getDimSize(0), vocab}, nType.getElementType());
+        Value all = moe::LinearOp::create(b, loc, allType, norm.getResult(),
+                                          head.getWeight());
+        moe::PromptLogitsOp::create(b, loc, all, head.getPositions());
+      }
       auto hType = cast<RankedTensorType>(norm.getInput().getType());
       Type elt = hType.getElementType();
       auto rowType = RankedTensorType::get({1, hType.getDimSize(1)}, elt);

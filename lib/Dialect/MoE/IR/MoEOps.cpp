@@ -384,6 +384,16 @@ LogicalResult TakePositionOp::verify() {
   return success();
 }
 
+LogicalResult PromptLogitsOp::verify() {
+  Type l = getLogits().getType(), pos = getPositions().getType();
+  if (failed(checkRank(*this, "logits", l, 2)) ||
+      failed(checkRank(*this, "positions", pos, 1)) ||
+      failed(checkStatic(*this, "logits", l, 1)) ||
+      failed(checkDim(*this, "positions", pos, 0, "logits", l, 0)))
+    return failure();
+  return success();
+}
+
 LogicalResult LogitsOp::verify() {
   return checkRank(*this, "logits", getLogits().getType(), 1);
 }

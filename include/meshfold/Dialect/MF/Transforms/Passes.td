@@ -218,7 +218,14 @@ def MFLastTokenHeadPass : Pass<"mf-last-token-head", "::mlir::ModuleOp"> {
     %l = mf.gather %part on "attention" ["tp"] dim 0 root 0 ...
     moe.logits %l if %mine : tensor<512xf32>
     ```
+    With `prompt-logprobs`, every rank also computes the logits of all the
+    positions it holds (the full LM head) and records them with
+    `moe.prompt_logits`.
   }];
+  let options = [
+    Option<"promptLogprobs", "prompt-logprobs", "bool", "false",
+           "Also output the logits of every prompt position">
+  ];
   let dependentDialects = ["::meshfold::mf::MFDialect",
                            "::mlir::arith::ArithDialect",
                            "::mlir::tensor::TensorDialect"];

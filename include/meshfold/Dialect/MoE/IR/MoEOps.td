@@ -327,6 +327,19 @@ def MoE_YieldOp : MoE_Op<"yield", [Pure, Terminator, HasParent<"LayerOp">]> {
 // Outputs
 //===----------------------------------------------------------------------===//
 
+def MoE_PromptLogitsOp : MoE_Op<"prompt_logits", [MemoryEffects<[MemWrite]>]> {
+  let summary = "logits of every prompt position (prompt logprobs), an output";
+  let description = [{
+    Records `logits [T, V]` for the tokens at the global `positions [T]`
+    (positions past the prompt, padding, are dropped).
+  }];
+  let arguments = (ins MoE_FloatTensor:$logits, MoE_IndexTensor:$positions);
+  let assemblyFormat = [{
+    $logits `,` $positions attr-dict `:` type($logits) `,` type($positions)
+  }];
+  let hasVerifier = 1;
+}
+
 def MoE_LogitsOp : MoE_Op<"logits", [MemoryEffects<[MemWrite]>]> {
   let summary = "the request's last-token logits, an output of prefill";
   let description = [{
