@@ -20,8 +20,7 @@ using namespace mfrt;
 namespace {
 /// A buffer passed by the program: its first element and element count, with
 /// a contiguous copy when the view is strided.
-template <typename T>
-struct Buffer {
+template <typename T> struct Buffer {
   T *data = nullptr;
   int64_t count = 1;
   int64_t rows = 1;
@@ -31,8 +30,8 @@ struct Buffer {
     auto *desc = static_cast<char *>(m->descriptor);
     T *aligned = *reinterpret_cast<T **>(desc + sizeof(T *));
     int64_t offset = *reinterpret_cast<int64_t *>(desc + 2 * sizeof(T *));
-    auto *sizes = reinterpret_cast<int64_t *>(desc + 2 * sizeof(T *) +
-                                              sizeof(int64_t));
+    auto *sizes =
+        reinterpret_cast<int64_t *>(desc + 2 * sizeof(T *) + sizeof(int64_t));
     int64_t *strides = sizes + m->rank;
     bool contiguous = true;
     int64_t expect = 1;
@@ -67,7 +66,8 @@ struct Buffer {
 int64_t group(int64_t id) {
   RankState &rs = currentRank();
   if (id < 0 || size_t(id) >= rs.groups.size())
-    fatal("internal: group id " + std::to_string(id) + " is not in the manifest");
+    fatal("internal: group id " + std::to_string(id) +
+          " is not in the manifest");
   return rs.groups[id];
 }
 
@@ -78,7 +78,9 @@ void check(mfrt_status status, const char *what) {
 } // namespace
 
 extern "C" {
-int64_t _mlir_ciface_mfrt_cg_group_rank(int64_t id) { return mfrt_group_rank(group(id)); }
+int64_t _mlir_ciface_mfrt_cg_group_rank(int64_t id) {
+  return mfrt_group_rank(group(id));
+}
 
 void _mlir_ciface_mfrt_cg_all_gather_f32(int64_t id,
                                          UnrankedMemRefType<float> *in,

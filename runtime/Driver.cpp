@@ -192,8 +192,8 @@ balance(const std::vector<std::vector<int64_t>> &requests, int64_t replicas) {
   std::vector<std::vector<int64_t>> assigned(static_cast<size_t>(replicas));
   std::vector<int64_t> load(static_cast<size_t>(replicas), 0);
   for (int64_t r : order) {
-    size_t best = size_t(std::min_element(load.begin(), load.end()) -
-                         load.begin());
+    size_t best =
+        size_t(std::min_element(load.begin(), load.end()) - load.begin());
     assigned[best].push_back(r);
     load[best] += int64_t(requests[r].size());
   }
@@ -313,8 +313,7 @@ int rankMain(void *) {
     replicas = mfrt_group_size(dp);
     replica = mfrt_group_rank(dp);
   }
-  std::vector<std::vector<int64_t>> assigned =
-      balance(prog.requests, replicas);
+  std::vector<std::vector<int64_t>> assigned = balance(prog.requests, replicas);
   size_t rounds = 0;
   for (const auto &list : assigned)
     rounds = std::max(rounds, list.size());
@@ -512,10 +511,10 @@ int main(int argc, char **argv) {
     else
       die("unknown option '" + arg + "' (see --help)");
   }
-  for (auto [flag, value] : {std::pair<const char *, std::string *>{
-                                 "--weights", &weights},
-                             {"--prompts", &prompts},
-                             {"--out", &out}})
+  for (auto [flag, value] :
+       {std::pair<const char *, std::string *>{"--weights", &weights},
+        {"--prompts", &prompts},
+        {"--out", &out}})
     if (value->empty())
       die(std::string("missing ") + flag + " (see --help)");
   mfrt_options options{};
@@ -530,8 +529,9 @@ int main(int argc, char **argv) {
     timeoutGiven |= std::strncmp(argv[i], "--timeout", 9) == 0;
   if (timeoutGiven) {
     char *end = nullptr;
-    bool digits = !timeout.empty() &&
-                  (std::isdigit((unsigned char)timeout[0]) || timeout[0] == '.');
+    bool digits =
+        !timeout.empty() &&
+        (std::isdigit((unsigned char)timeout[0]) || timeout[0] == '.');
     options.timeout_s = digits ? std::strtod(timeout.c_str(), &end) : 0;
     if (!digits || !end || *end || !(options.timeout_s >= 0.001))
       die("--timeout must be a number of seconds of at least 0.001, got '" +
@@ -569,11 +569,10 @@ int main(int argc, char **argv) {
   }
 
   gCollectOutputs = options.backend != MFRT_BACKEND_LOCAL;
-  std::string plan = m.plan.empty()
-                         ? "devices=1 gpus_per_node=1 "
-                           "attention=tp:1,cp:1,dp:1,pp:1 "
-                           "experts=ep:1:tp+cp+dp,pp:1:pp"
-                         : m.plan;
+  std::string plan = m.plan.empty() ? "devices=1 gpus_per_node=1 "
+                                      "attention=tp:1,cp:1,dp:1,pp:1 "
+                                      "experts=ep:1:tp+cp+dp,pp:1:pp"
+                                    : m.plan;
   options.plan = plan.c_str();
   auto t0 = std::chrono::steady_clock::now();
   if (mfrt_launch(&options, rankMain, nullptr) != MFRT_OK)
@@ -587,15 +586,13 @@ int main(int argc, char **argv) {
     RequestOutput &o = *prog.outputs[r];
     int64_t t = o.tokens;
     if (!o.haveLogits)
-      die("internal: no rank recorded logits for request " +
-          std::to_string(r));
+      die("internal: no rank recorded logits for request " + std::to_string(r));
     for (int64_t l = 0; l < m.layers; ++l)
       for (int64_t p = 0; p < t * m.kvHeads; ++p)
         if (!o.written[l][p])
-          die("internal: no K/V for request " + std::to_string(r) +
-              " layer " + std::to_string(l) + " position " +
-              std::to_string(p / m.kvHeads) + " head " +
-              std::to_string(p % m.kvHeads));
+          die("internal: no K/V for request " + std::to_string(r) + " layer " +
+              std::to_string(l) + " position " + std::to_string(p / m.kvHeads) +
+              " head " + std::to_string(p % m.kvHeads));
     std::string prefix = "req" + std::to_string(r);
     writer.addF32(prefix + ".logits", {m.vocab}, o.logits);
     if (!o.promptWritten.empty()) {
@@ -622,9 +619,9 @@ int main(int argc, char **argv) {
   if (!writer.write(out, &error))
     die(error);
   if (!quiet) {
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                             t0)
-                   .count();
+    double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
     std::printf("wrote %s: %zu requests, %lld layers (%.3f s)\n", out.c_str(),
                 prog.requests.size(), (long long)m.layers, s);
   }

@@ -70,6 +70,15 @@ const char *meshfold::linkClassName(LinkClass link) {
 // PlanSpec
 //===----------------------------------------------------------------------===//
 
+PlanSpec PlanSpec::singleDevice() {
+  PlanSpec spec;
+  spec.devices = 1;
+  spec.gpusPerNode = 1;
+  spec.attention = {{"tp", 1}, {"cp", 1}, {"dp", 1}, {"pp", 1}};
+  spec.experts = {{"ep", 1, {"tp", "cp", "dp"}}, {"pp", 1, {"pp"}}};
+  return spec;
+}
+
 bool PlanSpec::fromFlags(int64_t tp, int64_t cp, int64_t dp, int64_t pp,
                          int64_t ep, const std::string &order,
                          int64_t gpusPerNode, PlanSpec &out,
@@ -337,8 +346,7 @@ std::string MeshLayout::checkModel(const ModelDims &m) const {
                                         " (and n_layers must be >= 1)");
 
   if (m.vocab > 0 && m.vocab % tp)
-    return ruleMessage("tp-vocab", "TP=" + tpStr +
-                                       " must divide the vocab (" +
+    return ruleMessage("tp-vocab", "TP=" + tpStr + " must divide the vocab (" +
                                        std::to_string(m.vocab) +
                                        ") to split the LM head");
   return "";

@@ -16,8 +16,8 @@
 
 using namespace mlir;
 
-void meshfold::buildPartitionPipeline(
-    OpPassManager &pm, const PartitionPipelineOptions &options) {
+void meshfold::buildPartitionPipeline(OpPassManager &pm,
+                                      const PartitionPipelineOptions &options) {
   if (options.hasPlanOptions()) {
     mf::MFPartitionPlanPassOptions plan;
     plan.tp = options.tp;

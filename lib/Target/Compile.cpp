@@ -172,8 +172,8 @@ LogicalResult meshfold::linkExecutable(llvm::StringRef object,
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, log.str(),
                                                 log.str()};
   std::string errMsg;
-  int rc = llvm::sys::ExecuteAndWait(*linker, args, std::nullopt, redirects,
-                                     0, 0, &errMsg);
+  int rc = llvm::sys::ExecuteAndWait(*linker, args, std::nullopt, redirects, 0,
+                                     0, &errMsg);
   if (rc != 0) {
     llvm::sys::fs::remove(tmp);
     std::string first;

@@ -133,8 +133,7 @@ int main(int argc, char **argv) {
     return fail("--memory-dtype must be bf16 or f32, got '" + memoryDType +
                 "'");
   int64_t deviceBytes = -1;
-  if (!deviceMemory.empty() &&
-      (deviceBytes = parseByteSize(deviceMemory)) <= 0)
+  if (!deviceMemory.empty() && (deviceBytes = parseByteSize(deviceMemory)) <= 0)
     return fail("--device-memory must be a size such as 141GB or 80GiB, got '" +
                 deviceMemory + "'");
   if (maxPrompt < 1)
@@ -192,8 +191,7 @@ int main(int argc, char **argv) {
   }
   // Prompt logprobs come from the partitioning's head pass: give a one-rank
   // program the one-device plan.
-  if (promptLogprobs &&
-      !(*module)->hasAttr(mf::MFDialect::getPlanAttrName())) {
+  if (promptLogprobs && !(*module)->hasAttr(mf::MFDialect::getPlanAttrName())) {
     PlanSpec spec;
     if (!PlanSpec::fromFlags(1, 1, 1, 1, 1, "tp,cp,dp,pp", 1, spec, &error))
       return fail(error);
@@ -217,8 +215,8 @@ int main(int argc, char **argv) {
   }
 
   if (report == "memory") {
-    FailureOr<std::vector<RankMemory>> memory = computeMemoryReport(
-        *module, maxPrompt, memoryDType == "bf16" ? 2 : 4);
+    FailureOr<std::vector<RankMemory>> memory =
+        computeMemoryReport(*module, maxPrompt, memoryDType == "bf16" ? 2 : 4);
     if (failed(memory))
       return 1;
     auto gb = [](int64_t b) { return double(b) / 1e9; };
@@ -229,11 +227,10 @@ int main(int argc, char **argv) {
         << "  rank stage  weights (bytes)  KV cache (bytes)     total GB\n";
     const RankMemory *worst = &memory->front();
     for (const RankMemory &m : *memory) {
-      llvm::outs() << llvm::format("  %4lld %5lld %16lld %17lld %12.3f\n",
-                                   (long long)m.rank, (long long)m.stage,
-                                   (long long)m.weightBytes,
-                                   (long long)m.kvBytes,
-                                   gb(m.weightBytes + m.kvBytes));
+      llvm::outs() << llvm::format(
+          "  %4lld %5lld %16lld %17lld %12.3f\n", (long long)m.rank,
+          (long long)m.stage, (long long)m.weightBytes, (long long)m.kvBytes,
+          gb(m.weightBytes + m.kvBytes));
       if (m.weightBytes + m.kvBytes > worst->weightBytes + worst->kvBytes)
         worst = &m;
     }

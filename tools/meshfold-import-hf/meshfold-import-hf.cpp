@@ -236,8 +236,8 @@ ModuleOp buildModel(MLIRContext &ctx, const Config &c, StringRef path) {
   for (int64_t i = 0; i < c.layers; ++i) {
     std::string pre = "model.layers." + std::to_string(i) + ".";
     Location loc = NameLoc::get(b.getStringAttr("layer " + std::to_string(i)));
-    auto layer = moe::LayerOp::create(b, loc, i, ValueRange{h, pos},
-                                      TypeRange{hType});
+    auto layer =
+        moe::LayerOp::create(b, loc, i, ValueRange{h, pos}, TypeRange{hType});
     OpBuilder::InsertionGuard guard(b);
     Block *body = &layer.getBody().front();
     b.setInsertionPointToStart(body);
@@ -258,15 +258,15 @@ ModuleOp buildModel(MLIRContext &ctx, const Config &c, StringRef path) {
     Value x = moe::RMSNormOp::create(
         b, loc, hType, x0, param(pre + "input_layernorm.weight", {c.hidden}),
         eps);
-    Value q = heads(linear(x, "self_attn.q_proj.weight", c.heads * c.headDim,
-                           c.hidden),
-                    c.heads);
-    Value k = heads(linear(x, "self_attn.k_proj.weight",
-                           c.kvHeads * c.headDim, c.hidden),
-                    c.kvHeads);
-    Value v = heads(linear(x, "self_attn.v_proj.weight",
-                           c.kvHeads * c.headDim, c.hidden),
-                    c.kvHeads);
+    Value q = heads(
+        linear(x, "self_attn.q_proj.weight", c.heads * c.headDim, c.hidden),
+        c.heads);
+    Value k = heads(
+        linear(x, "self_attn.k_proj.weight", c.kvHeads * c.headDim, c.hidden),
+        c.kvHeads);
+    Value v = heads(
+        linear(x, "self_attn.v_proj.weight", c.kvHeads * c.headDim, c.hidden),
+        c.kvHeads);
     FloatAttr theta = b.getF32FloatAttr(float(c.theta));
     q = moe::RoPEOp::create(b, loc, q.getType(), q, p, theta);
     k = moe::RoPEOp::create(b, loc, k.getType(), k, p, theta);
@@ -278,8 +278,8 @@ ModuleOp buildModel(MLIRContext &ctx, const Config &c, StringRef path) {
     SmallVector<ReassociationIndices> re = {{0}, {1, 2}};
     Value flat = tensor::CollapseShapeOp::create(
         b, loc, tensor({dyn, c.heads * c.headDim}, f32), attn, re);
-    Value o = linear(flat, "self_attn.o_proj.weight", c.hidden,
-                     c.heads * c.headDim);
+    Value o =
+        linear(flat, "self_attn.o_proj.weight", c.hidden, c.heads * c.headDim);
     Value h1 = arith::AddFOp::create(b, loc, x0, o);
     Value x2 = moe::RMSNormOp::create(
         b, loc, hType, h1,
@@ -300,12 +300,11 @@ ModuleOp buildModel(MLIRContext &ctx, const Config &c, StringRef path) {
     moe::YieldOp::create(b, loc, ValueRange{h2});
     h = layer.getResult(0);
   }
-  Value hn = moe::RMSNormOp::create(b, fileLoc, hType, h,
-                                    param("model.norm.weight", {c.hidden}),
-                                    eps);
-  Value headW = param(c.tieEmbeddings ? "model.embed_tokens.weight"
-                                      : "lm_head.weight",
-                      {c.vocab, c.hidden});
+  Value hn = moe::RMSNormOp::create(
+      b, fileLoc, hType, h, param("model.norm.weight", {c.hidden}), eps);
+  Value headW =
+      param(c.tieEmbeddings ? "model.embed_tokens.weight" : "lm_head.weight",
+            {c.vocab, c.hidden});
   Value t = tensor::DimOp::create(b, fileLoc, tokens, 0);
   Value last = arith::SubIOp::create(
       b, fileLoc, t, arith::ConstantIndexOp::create(b, fileLoc, 1));

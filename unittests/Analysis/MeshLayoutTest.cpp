@@ -596,8 +596,8 @@ TEST(MeshLayoutModelRules, PpLayers) {
 TEST(MeshLayoutRules, TPVocab) {
   meshfold::PlanSpec spec;
   std::string error;
-  ASSERT_TRUE(
-      meshfold::PlanSpec::fromFlags(8, 1, 1, 1, 8, "tp,cp,dp,pp", 8, spec, &error))
+  ASSERT_TRUE(meshfold::PlanSpec::fromFlags(8, 1, 1, 1, 8, "tp,cp,dp,pp", 8,
+                                            spec, &error))
       << error;
   auto layout = meshfold::MeshLayout::create(spec, &error);
   ASSERT_TRUE(layout.has_value()) << error;

@@ -1,4 +1,5 @@
-//===- MemoryReport.h - per-rank memory of a partitioned program -*- C++ -*-===//
+//===- MemoryReport.h - per-rank memory of a partitioned program -*- C++
+//-*-===//
 
 #ifndef MESHFOLD_ANALYSIS_MEMORYREPORT_H
 #define MESHFOLD_ANALYSIS_MEMORYREPORT_H

@@ -53,6 +53,9 @@ struct PlanSpec {
   /// input: sizes < 1 ('axis-size'), duplicate names in order
   /// ('duplicate-axis'), unknown or missing names in order ('fold'), ep
   /// mismatch ('mesh-size'), bad gpusPerNode ('node-size').
+  /// The plan of a one-rank program: every axis of size 1.
+  static PlanSpec singleDevice();
+
   static bool fromFlags(int64_t tp, int64_t cp, int64_t dp, int64_t pp,
                         int64_t ep, const std::string &order,
                         int64_t gpusPerNode, PlanSpec &out, std::string *error);
@@ -88,8 +91,8 @@ public:
                                           std::string *error);
 
   /// Checks a model against the plan (rules tp-heads, gqa, ep-experts,
-  /// pp-layers, tp-vocab); returns "" when fine, else the first violation as a message
-  /// in the same form as create()'s ("plan rule 'tp-heads': ...").
+  /// pp-layers, tp-vocab); returns "" when fine, else the first violation as a
+  /// message in the same form as create()'s ("plan rule 'tp-heads': ...").
   std::string checkModel(const ModelDims &m) const;
 
   int64_t numDevices() const { return plan.devices; }

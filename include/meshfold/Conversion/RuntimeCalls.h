@@ -11,8 +11,7 @@ namespace meshfold {
 
 /// A memref type with the given shape and a fully dynamic strided layout, so
 /// that any buffer bufferization picks can be passed without a copy.
-mlir::MemRefType dynamicStrided(llvm::ArrayRef<int64_t> shape,
-                                mlir::Type elt);
+mlir::MemRefType dynamicStrided(llvm::ArrayRef<int64_t> shape, mlir::Type elt);
 
 /// Declares `name` as an external function with the C interface, once.
 mlir::func::FuncOp declareRuntimeFunction(mlir::ModuleOp module,

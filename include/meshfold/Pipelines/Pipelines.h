@@ -37,7 +37,8 @@ struct PartitionPipelineOptions
                      llvm::cl::desc("Expert parallel size (0: tp*cp*dp)"),
                      llvm::cl::init(0)};
   Option<std::string> order{
-      *this, "order", llvm::cl::desc("Attention mesh axis order, fastest first"),
+      *this, "order",
+      llvm::cl::desc("Attention mesh axis order, fastest first"),
       llvm::cl::init("tp,cp,dp,pp")};
   Option<int64_t> gpusPerNode{*this, "gpus-per-node",
                               llvm::cl::desc("GPUs per node"),

@@ -9,9 +9,9 @@ using namespace mlir;
 
 MemRefType meshfold::dynamicStrided(ArrayRef<int64_t> shape, Type elt) {
   SmallVector<int64_t> strides(shape.size(), ShapedType::kDynamic);
-  return MemRefType::get(shape, elt,
-                         StridedLayoutAttr::get(elt.getContext(),
-                                                ShapedType::kDynamic, strides));
+  return MemRefType::get(
+      shape, elt,
+      StridedLayoutAttr::get(elt.getContext(), ShapedType::kDynamic, strides));
 }
 
 func::FuncOp meshfold::declareRuntimeFunction(ModuleOp module, StringRef name,

@@ -50,8 +50,7 @@ private:
   Value inBuffer(OpBuilder &b, Location loc, Value t);
   /// A new buffer of `type` (dynamic sizes given) and its unranked view.
   std::pair<Value, Value> outBuffer(OpBuilder &b, Location loc,
-                                    RankedTensorType type,
-                                    ValueRange dynSizes);
+                                    RankedTensorType type, ValueRange dynSizes);
   Value asTensor(OpBuilder &b, Location loc, Value buffer,
                  RankedTensorType type);
   func::FuncOp fn(StringRef name, TypeRange args, TypeRange results = {}) {
@@ -62,8 +61,7 @@ private:
   /// The row count of `t` times `num` / `den`, as an index.
   Value scaledRows(OpBuilder &b, Location loc, Value t, int64_t num,
                    int64_t den);
-  LogicalResult checkF32Rows(Operation *op, RankedTensorType type,
-                             int64_t dim);
+  LogicalResult checkF32Rows(Operation *op, RankedTensorType type, int64_t dim);
 
   LogicalResult lower(CoordOp op);
   LogicalResult lower(SliceOp op);
@@ -112,9 +110,10 @@ int64_t Lowering::groupSize(ArrayAttr axes) {
 
 Value Lowering::groupRank(OpBuilder &b, Location loc, int64_t id) {
   Type i64t = b.getI64Type();
-  Value r = func::CallOp::create(b, loc, fn("mfrt_cg_group_rank", {i64t}, {i64t}),
-                                 ValueRange{i64(b, loc, id)})
-                .getResult(0);
+  Value r =
+      func::CallOp::create(b, loc, fn("mfrt_cg_group_rank", {i64t}, {i64t}),
+                           ValueRange{i64(b, loc, id)})
+          .getResult(0);
   return arith::IndexCastOp::create(b, loc, b.getIndexType(), r);
 }
 
@@ -164,8 +163,7 @@ LogicalResult Lowering::checkF32Rows(Operation *op, RankedTensorType type,
                            << dim;
   for (int64_t i = 1; i < type.getRank(); ++i)
     if (type.isDynamicDim(i))
-      return op->emitError() << "only the leading dim may be dynamic: "
-                             << type;
+      return op->emitError() << "only the leading dim may be dynamic: " << type;
   return success();
 }
 
@@ -193,8 +191,8 @@ LogicalResult Lowering::lower(SliceOp op) {
   sizes.push_back(rows);
   for (int64_t i = 1; i < type.getRank(); ++i)
     sizes.push_back(b.getIndexAttr(type.getDimSize(i)));
-  Value s = tensor::ExtractSliceOp::create(b, loc, type, op.getInput(),
-                                           offsets, sizes, strides);
+  Value s = tensor::ExtractSliceOp::create(b, loc, type, op.getInput(), offsets,
+                                           sizes, strides);
   op.replaceAllUsesWith(s);
   op.erase();
   return success();
@@ -268,8 +266,8 @@ LogicalResult Lowering::lower(ZigzagPositionsOp op) {
         Value inFirst =
             arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, i, chunk);
         Value a = arith::AddIOp::create(nb, l, firstStart, i);
-        Value c = arith::AddIOp::create(
-            nb, l, secondStart, arith::SubIOp::create(nb, l, i, chunk));
+        Value c = arith::AddIOp::create(nb, l, secondStart,
+                                        arith::SubIOp::create(nb, l, i, chunk));
         Value p = arith::SelectOp::create(nb, l, inFirst, a, c);
         linalg::YieldOp::create(
             nb, l,
@@ -291,9 +289,10 @@ LogicalResult Lowering::lower(AllGatherOp op) {
     dyn.push_back(scaledRows(b, loc, op.getInput(), n, 1));
   auto [buf, view] = outBuffer(b, loc, op.getType(), dyn);
   Type u = unranked(b.getF32Type());
-  func::CallOp::create(b, loc, fn("mfrt_cg_all_gather_f32", {b.getI64Type(), u, u}),
-                       ValueRange{i64(b, loc, groupId(op.getMesh(), op.getAxes())),
-                                  inBuffer(b, loc, op.getInput()), view});
+  func::CallOp::create(
+      b, loc, fn("mfrt_cg_all_gather_f32", {b.getI64Type(), u, u}),
+      ValueRange{i64(b, loc, groupId(op.getMesh(), op.getAxes())),
+                 inBuffer(b, loc, op.getInput()), view});
   op.replaceAllUsesWith(asTensor(b, loc, buf, op.getType()));
   op.erase();
   return success();
@@ -334,10 +333,10 @@ LogicalResult Lowering::lower(AllReduceOp op) {
     auto flatType = RankedTensorType::get(
         {type.hasStaticShape() ? type.getNumElements() : ShapedType::kDynamic},
         type.getElementType());
-    Value flat = type.getRank() == 1
-                     ? in
-                     : Value(tensor::CollapseShapeOp::create(b, loc, flatType,
-                                                             in, all));
+    Value flat =
+        type.getRank() == 1
+            ? in
+            : Value(tensor::CollapseShapeOp::create(b, loc, flatType, in, all));
     flats.push_back(flat);
     sizes.push_back(tensor::DimOp::create(b, loc, flat, 0));
   }
@@ -350,16 +349,16 @@ LogicalResult Lowering::lower(AllReduceOp op) {
     dyn.push_back(tensor::DimOp::create(b, loc, packed, 0));
   auto [buf, view] = outBuffer(b, loc, packedType, dyn);
   Type u = unranked(b.getF32Type());
-  func::CallOp::create(b, loc, fn("mfrt_cg_all_reduce_f32", {b.getI64Type(), u, u}),
-                       ValueRange{i64(b, loc, groupId(op.getMesh(), op.getAxes())),
-                                  inBuffer(b, loc, packed), view});
+  func::CallOp::create(
+      b, loc, fn("mfrt_cg_all_reduce_f32", {b.getI64Type(), u, u}),
+      ValueRange{i64(b, loc, groupId(op.getMesh(), op.getAxes())),
+                 inBuffer(b, loc, packed), view});
   Value sum = asTensor(b, loc, buf, packedType);
   Value offset = arith::ConstantIndexOp::create(b, loc, 0);
   for (auto [i, in] : llvm::enumerate(op.getInputs())) {
     auto type = cast<RankedTensorType>(in.getType());
     Value part = sum;
-    if (flats.size() > 1)
-    {
+    if (flats.size() > 1) {
       auto flatType = cast<RankedTensorType>(flats[i].getType());
       OpFoldResult size =
           flatType.isDynamicDim(0)
@@ -377,10 +376,10 @@ LogicalResult Lowering::lower(AllReduceOp op) {
         all[0].push_back(d);
       SmallVector<OpFoldResult> shape;
       for (int64_t d = 0; d < type.getRank(); ++d)
-        shape.push_back(type.isDynamicDim(d)
-                            ? OpFoldResult(tensor::DimOp::create(b, loc, in, d)
-                                               .getResult())
-                            : OpFoldResult(b.getIndexAttr(type.getDimSize(d))));
+        shape.push_back(
+            type.isDynamicDim(d)
+                ? OpFoldResult(tensor::DimOp::create(b, loc, in, d).getResult())
+                : OpFoldResult(b.getIndexAttr(type.getDimSize(d))));
       part = tensor::ExpandShapeOp::create(b, loc, type, part, all, shape);
     }
     op.getResult(i).replaceAllUsesWith(part);
@@ -476,8 +475,7 @@ LogicalResult Lowering::lower(GatherOp op) {
   auto [buf, view] = outBuffer(b, loc, op.getType(), dyn);
   Type u = unranked(b.getF32Type());
   func::CallOp::create(
-      b, loc,
-      fn("mfrt_cg_gather_f32", {b.getI64Type(), b.getI64Type(), u, u}),
+      b, loc, fn("mfrt_cg_gather_f32", {b.getI64Type(), b.getI64Type(), u, u}),
       ValueRange{i64(b, loc, groupId(op.getMesh(), op.getAxes())),
                  i64(b, loc, op.getRoot()), inBuffer(b, loc, op.getInput()),
                  view});
@@ -499,7 +497,8 @@ LogicalResult Lowering::lower(DispatchOp op) {
   // runtime until fetched into buffers of the count it returns.
   Value handle =
       func::CallOp::create(
-          b, loc, fn("mfrt_cg_dispatch_f32", {i64t, i64t, i64t, uf, ui, uf}, {i64t}),
+          b, loc,
+          fn("mfrt_cg_dispatch_f32", {i64t, i64t, i64t, uf, ui, uf}, {i64t}),
           ValueRange{i64(b, loc, groupId(op.getMesh(), op.getAxes())),
                      i64(b, loc, op.getMode() == DispatchMode::hierarchical),
                      i64(b, loc, op.getNumExperts()),
@@ -538,9 +537,9 @@ LogicalResult Lowering::lower(CombineOp op) {
   Type i64t = b.getI64Type();
   Type uf = unranked(b.getF32Type());
   auto [y, yView] = outBuffer(b, loc, op.getType(), {op.getNumTokens()});
-  func::CallOp::create(b, loc, fn("mfrt_cg_combine_f32", {i64t, uf, uf}),
-                       ValueRange{handle, inBuffer(b, loc, op.getExpertOut()),
-                                  yView});
+  func::CallOp::create(
+      b, loc, fn("mfrt_cg_combine_f32", {i64t, uf, uf}),
+      ValueRange{handle, inBuffer(b, loc, op.getExpertOut()), yView});
   op.replaceAllUsesWith(asTensor(b, loc, y, op.getType()));
   op.erase();
   return success();
@@ -590,10 +589,7 @@ struct ConvertMFToRuntimePass
       spec = plan.toPlanSpec();
     } else {
       // A one-rank program: every group has one member.
-      spec.devices = 1;
-      spec.gpusPerNode = 1;
-      spec.attention = {{"tp", 1}, {"cp", 1}, {"dp", 1}, {"pp", 1}};
-      spec.experts = {{"ep", 1, {"tp", "cp", "dp"}}, {"pp", 1, {"pp"}}};
+      spec = PlanSpec::singleDevice();
     }
     std::string error;
     std::optional<MeshLayout> layout = MeshLayout::create(spec, &error);

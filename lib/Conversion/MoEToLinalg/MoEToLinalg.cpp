@@ -132,6 +132,34 @@ Value buildSwiGLU(OpBuilder &b, Location loc, Type elt, Value g, Value u) {
   return arith::MulFOp::create(b, loc, silu, u);
 }
 
+/// The row of `pos` (i64 positions) holding `target` (an index): whether
+/// there is one, and its index (0 when there is none).
+std::pair<Value, Value> findRow(OpBuilder &b, Location loc, Value pos,
+                                Value target) {
+  MLIRContext *ctx = b.getContext();
+  Type i64 = cast<RankedTensorType>(pos.getType()).getElementType();
+  Value t = arith::IndexCastOp::create(b, loc, i64, target);
+  auto scalar = RankedTensorType::get({}, i64);
+  Value none = makeFilled(b, loc, scalar, {}, b.getIntegerAttr(i64, -1));
+  Value rowT = generic(
+      b, loc, {pos}, {none}, {pick(ctx, 1, {0}), AffineMap::get(1, 0, {}, ctx)},
+      {kRed}, [&](OpBuilder &nb, Location l, ValueRange a) {
+        Value hit =
+            arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, a[0], t);
+        Value i = arith::IndexCastOp::create(nb, l, i64, idx(nb, l, 0));
+        linalg::YieldOp::create(
+            nb, l, Value(arith::SelectOp::create(nb, l, hit, i, a[1])));
+      })[0];
+  Value row = tensor::ExtractOp::create(b, loc, rowT, ValueRange{});
+  Value zero = arith::ConstantOp::create(b, loc, b.getIntegerAttr(i64, 0));
+  Value found =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sge, row, zero);
+  Value rowIdx = arith::IndexCastOp::create(
+      b, loc, b.getIndexType(),
+      arith::SelectOp::create(b, loc, found, row, zero));
+  return {found, rowIdx};
+}
+
 /// Replaces every moe.layer by its body.
 void inlineLayers(Operation *root) {
   SmallVector<LayerOp> layers;
@@ -302,9 +330,9 @@ struct RoPELowering : OpConversionPattern<RoPEOp> {
 /// Causal GQA attention by global positions. Returns the normalised output
 /// and, when `withLse`, the log-sum-exp of each query/head's masked scores.
 std::pair<Value, Value> buildAttention(OpBuilder &b, Location loc, Value q,
-                                       Value k, Value v, Value qpos,
-                                       Value kpos, double scale,
-                                       RankedTensorType qType, bool withLse) {
+                                       Value k, Value v, Value qpos, Value kpos,
+                                       double scale, RankedTensorType qType,
+                                       bool withLse) {
   MLIRContext *ctx = b.getContext();
   Type elt = qType.getElementType();
   int64_t tq = dimOf(q, 0), tk = dimOf(k, 0), nh = dimOf(q, 1),
@@ -332,8 +360,8 @@ std::pair<Value, Value> buildAttention(OpBuilder &b, Location loc, Value q,
       {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {1}), pick(ctx, 3, {2}),
        pick(ctx, 3, {0, 1, 2})},
       {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
-        Value ok = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sle, a[2],
-                                         a[1]);
+        Value ok =
+            arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sle, a[2], a[1]);
         Value s = arith::MulFOp::create(nb, l, a[0], cstF(nb, l, elt, scale));
         linalg::YieldOp::create(
             nb, l,
@@ -363,14 +391,13 @@ std::pair<Value, Value> buildAttention(OpBuilder &b, Location loc, Value q,
       {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
         linalg::YieldOp::create(nb, l, expBody(nb, l, a[0], a[1]));
       })[0];
-  Value rowSum = generic(b, loc, {probs}, {zeros(b, loc, rowType, {{q, 0}})},
-                         {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {0, 1})},
-                         {kPar, kPar, kRed},
-                         [](OpBuilder &nb, Location l, ValueRange a) {
-                           linalg::YieldOp::create(
-                               nb, l,
-                               Value(arith::AddFOp::create(nb, l, a[0], a[1])));
-                         })[0];
+  Value rowSum =
+      generic(b, loc, {probs}, {zeros(b, loc, rowType, {{q, 0}})},
+              {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {0, 1})},
+              {kPar, kPar, kRed}, [](OpBuilder &nb, Location l, ValueRange a) {
+                linalg::YieldOp::create(
+                    nb, l, Value(arith::AddFOp::create(nb, l, a[0], a[1])));
+              })[0];
   // out[i, h, d] = sum_j p[h, i, j] * v[j, h / group, d] / sum[h, i].
   // Loop dims (i, h, d, j).
   AffineExpr oi = getAffineDimExpr(0, ctx), oh = getAffineDimExpr(1, ctx),
@@ -390,8 +417,8 @@ std::pair<Value, Value> buildAttention(OpBuilder &b, Location loc, Value q,
       {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {1, 0}), pick(ctx, 3, {0, 1, 2})},
       {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
         Value zero = cstF(nb, l, elt, 0.0);
-        Value empty = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ,
-                                            a[1], zero);
+        Value empty =
+            arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ, a[1], zero);
         Value div = arith::DivFOp::create(nb, l, a[0], a[1]);
         linalg::YieldOp::create(
             nb, l, Value(arith::SelectOp::create(nb, l, empty, zero, div)));
@@ -408,9 +435,9 @@ std::pair<Value, Value> buildAttention(OpBuilder &b, Location loc, Value q,
                                             a[0], negInf(nb, l, elt));
         Value v = arith::AddFOp::create(nb, l, a[0],
                                         math::LogOp::create(nb, l, a[1]));
-        linalg::YieldOp::create(
-            nb, l,
-            Value(arith::SelectOp::create(nb, l, isInf, negInf(nb, l, elt), v)));
+        linalg::YieldOp::create(nb, l,
+                                Value(arith::SelectOp::create(
+                                    nb, l, isInf, negInf(nb, l, elt), v)));
       })[0];
   return {out, lse};
 }
@@ -481,9 +508,9 @@ struct AttentionMergeLowering : OpConversionPattern<AttentionMergeOp> {
               nb, l, arith::MulFOp::create(nb, l, w1, a[0]),
               arith::MulFOp::create(nb, l, w2, a[2]));
           Value den = arith::AddFOp::create(nb, l, w1, w2);
-          Value res = arith::SelectOp::create(
-              nb, l, none, cstF(nb, l, elt, 0.0),
-              arith::DivFOp::create(nb, l, num, den));
+          Value res =
+              arith::SelectOp::create(nb, l, none, cstF(nb, l, elt, 0.0),
+                                      arith::DivFOp::create(nb, l, num, den));
           linalg::YieldOp::create(nb, l, res);
         })[0];
     Value lse = generic(
@@ -494,9 +521,9 @@ struct AttentionMergeLowering : OpConversionPattern<AttentionMergeOp> {
           Value v = arith::AddFOp::create(
               nb, l, m,
               math::LogOp::create(nb, l, arith::AddFOp::create(nb, l, w1, w2)));
-          linalg::YieldOp::create(
-              nb, l,
-              Value(arith::SelectOp::create(nb, l, none, negInf(nb, l, elt), v)));
+          linalg::YieldOp::create(nb, l,
+                                  Value(arith::SelectOp::create(
+                                      nb, l, none, negInf(nb, l, elt), v)));
         })[0];
     rewriter.replaceOp(op, {out, lse});
     return success();
@@ -729,11 +756,11 @@ struct ExpertFFNLowering : OpConversionPattern<ExpertFFNOp> {
           Value a3 = tensor::ExtractOp::create(nb, l, w3, at);
           linalg::YieldOp::create(
               nb, l,
-              ValueRange{arith::AddFOp::create(
-                             nb, l, a[2], arith::MulFOp::create(nb, l, a[0], a1)),
-                         arith::AddFOp::create(
-                             nb, l, a[3],
-                             arith::MulFOp::create(nb, l, a[0], a3))});
+              ValueRange{
+                  arith::AddFOp::create(nb, l, a[2],
+                                        arith::MulFOp::create(nb, l, a[0], a1)),
+                  arith::AddFOp::create(
+                      nb, l, a[3], arith::MulFOp::create(nb, l, a[0], a3))});
         });
     Value act = generic(
         b, loc, {h[0], h[1]}, {makeEmpty(b, loc, hType, {{x, 0}})},
@@ -768,32 +795,8 @@ struct LMHeadLowering : OpConversionPattern<LMHeadOp> {
     auto &b = rewriter;
     Value x = adaptor.getInput(), w = adaptor.getWeight(),
           pos = adaptor.getPositions();
-    auto posType = cast<RankedTensorType>(pos.getType());
-    Type i64 = posType.getElementType();
     Type elt = op.getType().getElementType();
-    // The row holding position `last` (-1 when none does).
-    Value last = arith::IndexCastOp::create(b, loc, i64, adaptor.getLast());
-    auto scalar = RankedTensorType::get({}, i64);
-    Value none = makeFilled(b, loc, scalar, {}, b.getIntegerAttr(i64, -1));
-    Value rowT = generic(
-        b, loc, {pos}, {none},
-        {pick(ctx, 1, {0}), AffineMap::get(1, 0, {}, ctx)}, {kRed},
-        [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value hit = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq,
-                                            a[0], last);
-          Value i = arith::IndexCastOp::create(nb, l, i64, idx(nb, l, 0));
-          linalg::YieldOp::create(
-              nb, l, Value(arith::SelectOp::create(nb, l, hit, i, a[1])));
-        })[0];
-    Value row = tensor::ExtractOp::create(b, loc, rowT, ValueRange{});
-    Value found = arith::CmpIOp::create(
-        b, loc, arith::CmpIPredicate::sge, row,
-        arith::ConstantOp::create(b, loc, b.getIntegerAttr(i64, 0)));
-    Value rowIdx = arith::IndexCastOp::create(
-        b, loc, b.getIndexType(),
-        arith::SelectOp::create(
-            b, loc, found, row,
-            arith::ConstantOp::create(b, loc, b.getIntegerAttr(i64, 0))));
+    auto [found, rowIdx] = findRow(b, loc, pos, adaptor.getLast());
     Value res = generic(
         b, loc, {w}, {zeros(b, loc, op.getType(), {})},
         {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0})}, {kPar, kRed},
@@ -819,41 +822,17 @@ struct TakePositionLowering : OpConversionPattern<TakePositionOp> {
     MLIRContext *ctx = getContext();
     auto &b = rewriter;
     Value x = adaptor.getInput(), pos = adaptor.getPositions();
-    Type i64 = cast<RankedTensorType>(pos.getType()).getElementType();
     auto rowType = op.getRow().getType();
     Type elt = rowType.getElementType();
-    Value target = arith::IndexCastOp::create(b, loc, i64, adaptor.getTarget());
-    // The row holding `target` (-1 when none does).
-    auto scalar = RankedTensorType::get({}, i64);
-    Value none = makeFilled(b, loc, scalar, {}, b.getIntegerAttr(i64, -1));
-    Value rowT = generic(
-        b, loc, {pos}, {none},
-        {pick(ctx, 1, {0}), AffineMap::get(1, 0, {}, ctx)}, {kRed},
-        [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value hit = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq,
-                                            a[0], target);
-          Value i = arith::IndexCastOp::create(nb, l, i64, idx(nb, l, 0));
-          linalg::YieldOp::create(
-              nb, l, Value(arith::SelectOp::create(nb, l, hit, i, a[1])));
-        })[0];
-    Value row = tensor::ExtractOp::create(b, loc, rowT, ValueRange{});
-    Value found = arith::CmpIOp::create(
-        b, loc, arith::CmpIPredicate::sge, row,
-        arith::ConstantOp::create(b, loc, b.getIntegerAttr(i64, 0)));
-    Value rowIdx = arith::IndexCastOp::create(
-        b, loc, b.getIndexType(),
-        arith::SelectOp::create(
-            b, loc, found, row,
-            arith::ConstantOp::create(b, loc, b.getIntegerAttr(i64, 0))));
+    auto [found, rowIdx] = findRow(b, loc, pos, adaptor.getTarget());
     Value picked = generic(
         b, loc, {}, {makeEmpty(b, loc, rowType, {})}, {pick(ctx, 2, {0, 1})},
         {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange) {
-          Value v = tensor::ExtractOp::create(nb, l, x,
-                                              ValueRange{rowIdx, idx(nb, l, 1)});
-          linalg::YieldOp::create(
-              nb, l,
-              Value(arith::SelectOp::create(nb, l, found, v,
-                                            cstF(nb, l, elt, 0.0))));
+          Value v = tensor::ExtractOp::create(
+              nb, l, x, ValueRange{rowIdx, idx(nb, l, 1)});
+          linalg::YieldOp::create(nb, l,
+                                  Value(arith::SelectOp::create(
+                                      nb, l, found, v, cstF(nb, l, elt, 0.0))));
         })[0];
     Value flag = arith::SelectOp::create(b, loc, found, cstF(b, loc, elt, 1.0),
                                          cstF(b, loc, elt, 0.0));
@@ -888,10 +867,10 @@ struct ConvertMoEToLinalgPass
 
 void meshfold::populateMoEToLinalgConversionPatterns(
     RewritePatternSet &patterns) {
-  patterns.add<PositionsLowering, EmbedLowering, RMSNormLowering,
-               LinearLowering, RoPELowering, AttentionLowering,
-               AttentionPartialLowering, AttentionMergeLowering, RouterLowering,
-               ExpertsLowering, ExpertFFNLowering, LMHeadLowering,
-               TakePositionLowering>(
-      patterns.getContext());
+  patterns
+      .add<PositionsLowering, EmbedLowering, RMSNormLowering, LinearLowering,
+           RoPELowering, AttentionLowering, AttentionPartialLowering,
+           AttentionMergeLowering, RouterLowering, ExpertsLowering,
+           ExpertFFNLowering, LMHeadLowering, TakePositionLowering>(
+          patterns.getContext());
 }

@@ -11,8 +11,8 @@
 #include "meshfold/Conversion/Passes.h"
 #include "meshfold/Conversion/RuntimeCalls.h"
 #include "meshfold/Dialect/MF/IR/MF.h"
-#include "llvm/ADT/StringExtras.h"
 #include "meshfold/Dialect/MoE/IR/MoE.h"
+#include "llvm/ADT/StringExtras.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -24,8 +24,8 @@
 
 #include "llvm/ADT/StringMap.h"
 
-#include <set>
 #include "llvm/Support/raw_ostream.h"
+#include <set>
 
 #define DEBUG_TYPE "convert-moe-to-runtime"
 
@@ -95,8 +95,8 @@ struct ConvertMoEToRuntimePass
     SmallVector<std::string> paramLines;
     auto keyOf = [](ParamOp op) {
       std::string key = op.getName().str();
-      if (auto shard =
-              op->getAttrOfType<mf::ShardAttr>(mf::MFDialect::getShardAttrName()))
+      if (auto shard = op->getAttrOfType<mf::ShardAttr>(
+              mf::MFDialect::getShardAttrName()))
         key += " shard " + std::to_string(shard.getDim()) + " " +
                shard.getMesh().str() + " " + shard.getAxis().str() + " " +
                std::to_string(shard.getParts());
@@ -186,11 +186,10 @@ struct ConvertMoEToRuntimePass
       };
       Value layer =
           arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(op.getLayer()));
-      Value heads =
-          op.getHeadOffset()
-              ? Value(arith::IndexCastOp::create(b, loc, i64,
-                                                 op.getHeadOffset()))
-              : Value(arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0)));
+      Value heads = op.getHeadOffset() ? Value(arith::IndexCastOp::create(
+                                             b, loc, i64, op.getHeadOffset()))
+                                       : Value(arith::ConstantOp::create(
+                                             b, loc, b.getI64IntegerAttr(0)));
       func::CallOp::create(b, loc, kvFn,
                            ValueRange{layer, toBuffer(op.getKey(), kvType),
                                       toBuffer(op.getValue(), kvType),
@@ -220,14 +219,15 @@ struct ConvertMoEToRuntimePass
       Value valid =
           op.getValid()
               ? Value(arith::ExtUIOp::create(b, loc, i64, op.getValid()))
-              : Value(arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(1)));
+              : Value(
+                    arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(1)));
       func::CallOp::create(b, loc, logitsFn, ValueRange{cast, valid});
       op.erase();
     }
 
     // Prompt logits outputs.
-    auto rowsType = dynamicStrided({ShapedType::kDynamic, ShapedType::kDynamic},
-                                   f32);
+    auto rowsType =
+        dynamicStrided({ShapedType::kDynamic, ShapedType::kDynamic}, f32);
     SmallVector<PromptLogitsOp> prompts;
     module.walk([&](PromptLogitsOp op) { prompts.push_back(op); });
     if (!prompts.empty()) {
@@ -245,9 +245,10 @@ struct ConvertMoEToRuntimePass
         Value p = bufferization::ToBufferOp::create(
             b, loc, dynamicStrided(pType.getShape(), i64), op.getPositions(),
             /*read_only=*/true);
-        func::CallOp::create(b, loc, promptFn,
-                             ValueRange{memref::CastOp::create(b, loc, rowsType, m),
-                                        memref::CastOp::create(b, loc, posType, p)});
+        func::CallOp::create(
+            b, loc, promptFn,
+            ValueRange{memref::CastOp::create(b, loc, rowsType, m),
+                       memref::CastOp::create(b, loc, posType, p)});
         op.erase();
       }
     }
@@ -268,8 +269,8 @@ struct ConvertMoEToRuntimePass
        << "top_k " << info->topK << "\n"
        << "ffn " << info->ffn << "\n";
     // The plan (absent: one rank) and the groups the program uses, by id.
-    if (auto plan =
-            module->getAttrOfType<mf::PlanAttr>(mf::MFDialect::getPlanAttrName()))
+    if (auto plan = module->getAttrOfType<mf::PlanAttr>(
+            mf::MFDialect::getPlanAttrName()))
       os << "plan " << formatPlan(plan.toPlanSpec()) << "\n";
     if (auto groups =
             module->getAttrOfType<ArrayAttr>(getRuntimeGroupsAttrName()))

@@ -63,8 +63,8 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
   if (attr.getName() == getShardAttrName()) {
     auto shard = dyn_cast<ShardAttr>(attr.getValue());
     if (!shard)
-      return op->emitError() << "'" << getShardAttrName()
-                             << "' must be an #mf.shard";
+      return op->emitError()
+             << "'" << getShardAttrName() << "' must be an #mf.shard";
     if (op->getNumResults() != 1 ||
         !isa<RankedTensorType>(op->getResult(0).getType()))
       return op->emitError() << "'" << getShardAttrName()
@@ -72,9 +72,9 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
     auto type = cast<RankedTensorType>(op->getResult(0).getType());
     if (shard.getDim() < 0 || shard.getDim() >= type.getRank() ||
         shard.getParts() < 1)
-      return op->emitError() << "#mf.shard dim " << shard.getDim()
-                             << " / parts " << shard.getParts()
-                             << " do not fit " << type;
+      return op->emitError()
+             << "#mf.shard dim " << shard.getDim() << " / parts "
+             << shard.getParts() << " do not fit " << type;
     return success();
   }
   return op->emitError() << "unknown mf attribute '"

@@ -115,9 +115,8 @@ LogicalResult ReduceScatterOp::verify() {
                         /*grows=*/false);
 }
 
-void AllReduceOp::build(OpBuilder &b, OperationState &state,
-                        ValueRange inputs, StringRef mesh,
-                        ArrayRef<StringRef> axes) {
+void AllReduceOp::build(OpBuilder &b, OperationState &state, ValueRange inputs,
+                        StringRef mesh, ArrayRef<StringRef> axes) {
   build(b, state, inputs.getTypes(), inputs, mesh, b.getStrArrayAttr(axes));
 }
 

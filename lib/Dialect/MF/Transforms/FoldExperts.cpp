@@ -90,12 +90,13 @@ struct MFFoldExpertsPass
         shape[0] = numExperts / ep;
         b.setInsertionPoint(op);
         weights.push_back(shardParam(
-            b, param, RankedTensorType::get(shape, param.getType().getElementType()),
-            0, "experts", "ep", ep));
+            b, param,
+            RankedTensorType::get(shape, param.getType().getElementType()), 0,
+            "experts", "ep", ep));
       }
-      Value out = moe::ExpertFFNOp::create(
-          b, loc, rowsType, dispatch.getRows(), dispatch.getLocalExperts(),
-          weights[0], weights[1], weights[2]);
+      Value out = moe::ExpertFFNOp::create(b, loc, rowsType, dispatch.getRows(),
+                                           dispatch.getLocalExperts(),
+                                           weights[0], weights[1], weights[2]);
       Value tokens = tensor::DimOp::create(b, loc, x, 0);
       Value y = CombineOp::create(b, loc, op.getType(), dispatch.getRouting(),
                                   out, tokens);

@@ -19,8 +19,8 @@ using namespace meshfold::mf;
 namespace {
 /// Ops that become one runtime call each.
 bool isCollective(Operation *op) {
-  return isa<AllGatherOp, ReduceScatterOp, AllReduceOp, RingStepOp,
-             DispatchOp, CombineOp, SendOp, RecvOp, GatherOp>(op);
+  return isa<AllGatherOp, ReduceScatterOp, AllReduceOp, RingStepOp, DispatchOp,
+             CombineOp, SendOp, RecvOp, GatherOp>(op);
 }
 
 int64_t countCollectives(Operation *root) {
@@ -32,8 +32,7 @@ int64_t countCollectives(Operation *root) {
 /// Merges runs of adjacent ops of type OpTy on one group into one op. Only
 /// ops between them with no effects and no use of the run's results may
 /// separate them.
-template <typename OpTy>
-void mergeAdjacent(Block &block) {
+template <typename OpTy> void mergeAdjacent(Block &block) {
   SmallVector<SmallVector<OpTy>> runs;
   SmallVector<OpTy> run;
   auto flush = [&] {
@@ -46,9 +45,8 @@ void mergeAdjacent(Block &block) {
       bool sameGroup = !run.empty() && run.front().getMesh() == c.getMesh() &&
                        run.front().getAxes() == c.getAxes();
       bool independent = llvm::none_of(c->getOperands(), [&](Value v) {
-        return llvm::any_of(run, [&](OpTy r) {
-          return v.getDefiningOp() == r.getOperation();
-        });
+        return llvm::any_of(
+            run, [&](OpTy r) { return v.getDefiningOp() == r.getOperation(); });
       });
       if (!run.empty() && !(sameGroup && independent))
         flush();
@@ -131,10 +129,9 @@ bool rewriteAllReduceSlice(AllReduceOp ar) {
         operands.push_back(x);
         continue;
       }
-      operands.push_back(SliceOp::create(b, op->getLoc(), sliced, v,
-                                         slice.getMeshAttr(),
-                                         slice.getAxesAttr(),
-                                         slice.getDimAttr()));
+      operands.push_back(
+          SliceOp::create(b, op->getLoc(), sliced, v, slice.getMeshAttr(),
+                          slice.getAxesAttr(), slice.getDimAttr()));
     }
     Operation *clone = b.clone(*op);
     clone->setOperands(operands);
@@ -174,8 +171,7 @@ struct MFFuseCollectivesPass
     numAfter = countCollectives(module);
     if (remarks)
       for (auto [layer, n] : before)
-        layer->emitRemark() << "layer "
-                            << cast<moe::LayerOp>(layer).getIndex()
+        layer->emitRemark() << "layer " << cast<moe::LayerOp>(layer).getIndex()
                             << ": " << n << " collective calls before fusion, "
                             << countCollectives(layer) << " after";
   }

@@ -17,8 +17,7 @@ using namespace meshfold::mf;
 namespace {
 /// This rank's 1/TP of `v`'s rows (token dims are dynamic, see below).
 Value sliceTP(OpBuilder &b, Location loc, Value v) {
-  return SliceOp::create(b, loc, v.getType(), v,
-                         b.getStringAttr("attention"),
+  return SliceOp::create(b, loc, v.getType(), v, b.getStringAttr("attention"),
                          b.getStrArrayAttr({"tp"}), b.getI64IntegerAttr(0));
 }
 
@@ -98,9 +97,9 @@ struct MFInsertSPPass : public mf::impl::MFInsertSPPassBase<MFInsertSPPass> {
     OpBuilder b(c.qLin);
     b.setInsertionPointAfterValue(x);
     Location loc = c.qLin.getLoc();
-    Value gathered = AllGatherOp::create(b, loc, x.getType(), x,
-                                         b.getStringAttr("attention"),
-                                         b.getStrArrayAttr({"tp"}), b.getI64IntegerAttr(0));
+    Value gathered = AllGatherOp::create(
+        b, loc, x.getType(), x, b.getStringAttr("attention"),
+        b.getStrArrayAttr({"tp"}), b.getI64IntegerAttr(0));
     Value rows = tensor::DimOp::create(b, loc, gathered, 0);
     for (moe::LinearOp lin : {c.qLin, c.kLin, c.vLin})
       lin.getInputMutable().assign(gathered);
@@ -117,8 +116,8 @@ struct MFInsertSPPass : public mf::impl::MFInsertSPPassBase<MFInsertSPPass> {
     auto ar = dyn_cast_or_null<AllReduceOp>(user);
     if (ar && ar.getInputs().size() == 1) {
       Value rs = ReduceScatterOp::create(b, ar.getLoc(), out.getType(), out,
-                                         ar.getMeshAttr(),
-                                         ar.getAxesAttr(), b.getI64IntegerAttr(0));
+                                         ar.getMeshAttr(), ar.getAxesAttr(),
+                                         b.getI64IntegerAttr(0));
       ar.getResult(0).replaceAllUsesWith(rs);
       ar.erase();
     } else {

@@ -48,8 +48,8 @@ struct MFLastTokenHeadPass
       if (promptLogprobs) {
         // Every position this rank holds, with the whole LM head.
         auto nType = cast<RankedTensorType>(norm.getType());
-        auto allType = RankedTensorType::get(
-            {nType.getDimSize(0), vocab}, nType.getElementType());
+        auto allType = RankedTensorType::get({nType.getDimSize(0), vocab},
+                                             nType.getElementType());
         Value all = moe::LinearOp::create(b, loc, allType, norm.getResult(),
                                           head.getWeight());
         moe::PromptLogitsOp::create(b, loc, all, head.getPositions());
@@ -59,40 +59,39 @@ struct MFLastTokenHeadPass
       auto rowType = RankedTensorType::get({1, hType.getDimSize(1)}, elt);
       auto flagType = RankedTensorType::get({1}, elt);
       // Pick the row of position T-1 before the norm: one row, not T.
-      auto take = moe::TakePositionOp::create(b, loc, rowType, flagType,
-                                              norm.getInput(),
-                                              head.getPositions(),
-                                              head.getLast());
+      auto take = moe::TakePositionOp::create(
+          b, loc, rowType, flagType, norm.getInput(), head.getPositions(),
+          head.getLast());
       Value row = take.getRow(), found = take.getFound();
       ArrayAttr tpAxes = b.getStrArrayAttr({"tp"});
       if (tp > 1) {
         // The holder's TP partners get the row (zero rows elsewhere).
         row = AllReduceOp::create(b, loc, ValueRange{row}, "attention", {"tp"})
                   .getResult(0);
-        found = AllReduceOp::create(b, loc, ValueRange{found}, "attention",
-                                    {"tp"})
-                    .getResult(0);
+        found =
+            AllReduceOp::create(b, loc, ValueRange{found}, "attention", {"tp"})
+                .getResult(0);
       }
-      Value normed = moe::RMSNormOp::create(b, loc, rowType, row,
-                                            norm.getWeight(),
-                                            norm.getEpsilonAttr());
+      Value normed = moe::RMSNormOp::create(
+          b, loc, rowType, row, norm.getWeight(), norm.getEpsilonAttr());
       Value lastI64 =
           arith::IndexCastOp::create(b, loc, b.getI64Type(), head.getLast());
-      Value onePos = tensor::FromElementsOp::create(b, loc, ValueRange{lastI64});
+      Value onePos =
+          tensor::FromElementsOp::create(b, loc, ValueRange{lastI64});
       Value weight = head.getWeight();
       auto partType = RankedTensorType::get({vocab / tp}, elt);
       if (tp > 1)
-        weight = shardParam(b, w,
-                            RankedTensorType::get(
-                                {vocab / tp, w.getType().getDimSize(1)}, elt),
-                            0, "attention", "tp", tp);
+        weight = shardParam(
+            b, w,
+            RankedTensorType::get({vocab / tp, w.getType().getDimSize(1)}, elt),
+            0, "attention", "tp", tp);
       Value part = moe::LMHeadOp::create(b, loc, partType, normed, weight,
                                          onePos, head.getLast());
       Value all = part;
       if (tp > 1)
         all = GatherOp::create(b, loc, head.getType(), part,
-                               b.getStringAttr("attention"),
-                               tpAxes, b.getI64IntegerAttr(0), b.getI64IntegerAttr(0));
+                               b.getStringAttr("attention"), tpAxes,
+                               b.getI64IntegerAttr(0), b.getI64IntegerAttr(0));
       // The holder's group records the logits, on TP rank 0.
       Value zero = arith::ConstantIndexOp::create(b, loc, 0);
       Value flag = tensor::ExtractOp::create(b, loc, found, ValueRange{zero});

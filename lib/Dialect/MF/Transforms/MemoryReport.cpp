@@ -11,14 +11,13 @@ using namespace meshfold;
 int64_t meshfold::parseByteSize(StringRef text) {
   text = text.trim();
   uint64_t scale = 1;
-  for (auto [suffix, mult] :
-       {std::pair<StringRef, uint64_t>{"GiB", 1ull << 30},
-        {"MiB", 1ull << 20},
-        {"KiB", 1ull << 10},
-        {"GB", 1000000000ull},
-        {"MB", 1000000ull},
-        {"KB", 1000ull},
-        {"B", 1ull}})
+  for (auto [suffix, mult] : {std::pair<StringRef, uint64_t>{"GiB", 1ull << 30},
+                              {"MiB", 1ull << 20},
+                              {"KiB", 1ull << 10},
+                              {"GB", 1000000000ull},
+                              {"MB", 1000000ull},
+                              {"KB", 1000ull},
+                              {"B", 1ull}})
     if (text.consume_back(suffix)) {
       scale = mult;
       break;
@@ -33,15 +32,11 @@ FailureOr<std::vector<RankMemory>>
 meshfold::computeMemoryReport(ModuleOp module, int64_t maxPrompt,
                               int64_t bytesPerElement, StringRef entry) {
   PlanSpec spec;
-  if (auto plan = module->getAttrOfType<mf::PlanAttr>(
-          mf::MFDialect::getPlanAttrName()))
+  if (auto plan =
+          module->getAttrOfType<mf::PlanAttr>(mf::MFDialect::getPlanAttrName()))
     spec = plan.toPlanSpec();
-  else {
-    spec.devices = 1;
-    spec.gpusPerNode = 1;
-    spec.attention = {{"tp", 1}, {"cp", 1}, {"dp", 1}, {"pp", 1}};
-    spec.experts = {{"ep", 1, {"tp", "cp", "dp"}}, {"pp", 1, {"pp"}}};
-  }
+  else
+    spec = PlanSpec::singleDevice();
   std::string error;
   std::optional<MeshLayout> layout = MeshLayout::create(spec, &error);
   if (!layout)
@@ -74,8 +69,8 @@ meshfold::computeMemoryReport(ModuleOp module, int64_t maxPrompt,
     });
     fn.walk([&](moe::KVCacheOp c) {
       auto k = c.getKey().getType();
-      m.kvBytes += 2 * tokens * k.getDimSize(1) * k.getDimSize(2) *
-                   bytesPerElement;
+      m.kvBytes +=
+          2 * tokens * k.getDimSize(1) * k.getDimSize(2) * bytesPerElement;
     });
     out.push_back(m);
   }

@@ -60,8 +60,8 @@ mlir::FailureOr<AttentionChain> matchAttentionChain(moe::AttentionOp attention);
 
 /// `coord(axis) * num / den` as an index value.
 mlir::Value scaledCoord(mlir::OpBuilder &b, mlir::Location loc,
-                        llvm::StringRef mesh, llvm::StringRef axis,
-                        int64_t num, int64_t den);
+                        llvm::StringRef mesh, llvm::StringRef axis, int64_t num,
+                        int64_t den);
 
 } // namespace meshfold::mf
 

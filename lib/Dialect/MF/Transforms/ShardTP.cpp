@@ -30,14 +30,14 @@ Value localHeads(OpBuilder &b, moe::LinearOp lin, tensor::ExpandShapeOp exp,
   RankedTensorType wType = w.getType();
   auto local = shardParam(b, w, withDim(wType, 0, heads * headDim), 0,
                           "attention", "tp", parts);
-  Value y = moe::LinearOp::create(
-      b, lin.getLoc(), withDim(lin.getType(), 1, heads * headDim),
-      lin.getInput(), local);
+  Value y = moe::LinearOp::create(b, lin.getLoc(),
+                                  withDim(lin.getType(), 1, heads * headDim),
+                                  lin.getInput(), local);
   SmallVector<OpFoldResult> shape = exp.getMixedOutputShape();
   shape[1] = b.getIndexAttr(heads);
-  return tensor::ExpandShapeOp::create(
-      b, exp.getLoc(), withDim(exp.getType(), 1, heads), y,
-      exp.getReassociationIndices(), shape);
+  return tensor::ExpandShapeOp::create(b, exp.getLoc(),
+                                       withDim(exp.getType(), 1, heads), y,
+                                       exp.getReassociationIndices(), shape);
 }
 
 struct MFShardTPPass : public mf::impl::MFShardTPPassBase<MFShardTPPass> {
@@ -100,18 +100,16 @@ struct MFShardTPPass : public mf::impl::MFShardTPPassBase<MFShardTPPass> {
       if (!cacheV)
         return cache.emitError("partitioning: the KV cache must record the "
                                "attention's value");
-      moe::KVCacheOp::create(b, cache.getLoc(), k, cacheV,
-                             cache.getPositions(), offset,
-                             cache.getLayerAttr());
+      moe::KVCacheOp::create(b, cache.getLoc(), k, cacheV, cache.getPositions(),
+                             offset, cache.getLayerAttr());
     }
-    Value out = moe::AttentionOp::create(b, loc, q.getType(), q, k, v,
-                                         att.getQPositions(),
-                                         att.getKvPositions(),
-                                         att.getScaleAttr());
+    Value out = moe::AttentionOp::create(
+        b, loc, q.getType(), q, k, v, att.getQPositions(), att.getKvPositions(),
+        att.getScaleAttr());
     auto flatType = withDim(c.collapse.getType(), 1, nhLocal * dh);
-    Value flat = tensor::CollapseShapeOp::create(
-        b, c.collapse.getLoc(), flatType, out,
-        c.collapse.getReassociationIndices());
+    Value flat =
+        tensor::CollapseShapeOp::create(b, c.collapse.getLoc(), flatType, out,
+                                        c.collapse.getReassociationIndices());
     b.setInsertionPoint(c.oLin);
     moe::ParamOp wo = paramOf(c.oLin.getWeight());
     auto woLocal = shardParam(b, wo, withDim(wo.getType(), 1, nhLocal * dh), 1,
@@ -125,8 +123,8 @@ struct MFShardTPPass : public mf::impl::MFShardTPPassBase<MFShardTPPass> {
     SmallVector<Operation *> old = {c.oLin, c.collapse, att};
     for (moe::KVCacheOp cache : c.caches)
       old.push_back(cache);
-    old.append({c.qRope, c.kRope, c.qExp, c.kExp, c.vExp, c.qLin, c.kLin,
-                c.vLin});
+    old.append(
+        {c.qRope, c.kRope, c.qExp, c.kExp, c.vExp, c.qLin, c.kLin, c.vLin});
     eraseAndClean(old);
     return success();
   }

@@ -55,8 +55,8 @@ LogicalResult keepStage(func::FuncOp fn, int64_t first, int64_t last,
     // The stage's tokens are those of its positions (operand 1).
     Value t = tensor::DimOp::create(b, loc, firstLayer.getInputs()[1], 0);
     auto type = cast<RankedTensorType>(h.getType());
-    Value recv = RecvOp::create(b, loc, type, ValueRange{t}, "attention",
-                                "pp", -1);
+    Value recv =
+        RecvOp::create(b, loc, type, ValueRange{t}, "attention", "pp", -1);
     firstLayer->setOperand(0, recv);
     for (int64_t i = first - 1; i >= 0; --i) {
       layers[i]->dropAllUses();
@@ -107,8 +107,8 @@ struct MFSplitPipelinePass
       stage.setSymName((entryName + "_stage" + Twine(s)).str());
       stage.setPrivate();
       stage->removeAttr("llvm.emit_c_interface");
-      if (failed(keepStage(stage, s * per, (s + 1) * per - 1, s > 0,
-                           s + 1 < pp)))
+      if (failed(
+              keepStage(stage, s * per, (s + 1) * per - 1, s > 0, s + 1 < pp)))
         return signalPassFailure();
       stages.push_back(stage);
     }

@@ -154,38 +154,51 @@ LogicalResult RoPEOp::verify() {
   return success();
 }
 
-LogicalResult AttentionOp::verify() {
-  Type q = getQuery().getType(), k = getKey().getType(),
-       v = getValue().getType(), qp = getQPositions().getType(),
-       kp = getKvPositions().getType(), res = getType();
-  if (failed(checkRank(*this, "query", q, 3)) ||
-      failed(checkRank(*this, "key", k, 3)) ||
-      failed(checkRank(*this, "value", v, 3)) ||
-      failed(checkStatic(*this, "query", q, 1)) ||
-      failed(checkStatic(*this, "key", k, 1)) ||
-      failed(checkRank(*this, "q_positions", qp, 1)) ||
-      failed(checkRank(*this, "kv_positions", kp, 1)) ||
-      failed(checkDim(*this, "q_positions", qp, 0, "query", q, 0)) ||
-      failed(checkDim(*this, "kv_positions", kp, 0, "key", k, 0)) ||
-      failed(checkSameElementType(*this, {q, k, v, res})))
+namespace {
+/// The rules moe.attention and moe.attention_partial share: ranks, static
+/// head dims, positions per row, one element type, K and V alike, GQA, and
+/// an output shaped like the query.
+LogicalResult verifyAttention(Operation *op, Value query, Value key,
+                              Value value, Value qPos, Value kvPos, Type result,
+                              APFloat scale) {
+  Type q = query.getType(), k = key.getType(), v = value.getType(),
+       qp = qPos.getType(), kp = kvPos.getType();
+  if (failed(checkRank(op, "query", q, 3)) ||
+      failed(checkRank(op, "key", k, 3)) ||
+      failed(checkRank(op, "value", v, 3)) ||
+      failed(checkStatic(op, "query", q, 1)) ||
+      failed(checkStatic(op, "key", k, 1)) ||
+      failed(checkRank(op, "q_positions", qp, 1)) ||
+      failed(checkRank(op, "kv_positions", kp, 1)) ||
+      failed(checkDim(op, "q_positions", qp, 0, "query", q, 0)) ||
+      failed(checkDim(op, "kv_positions", kp, 0, "key", k, 0)) ||
+      failed(checkSameElementType(op, {q, k, v, result})))
     return failure();
-  if (!(getScale().convertToDouble() > 0.0))
-    return emitOpError() << "scale must be positive, got "
-                         << getScale().convertToDouble();
+  if (!(scale.convertToDouble() > 0.0))
+    return op->emitOpError()
+           << "scale must be positive, got " << scale.convertToDouble();
   if (k != v)
-    return emitOpError() << "key type " << k << " and value type " << v
-                         << " must be equal";
-  if (failed(checkDim(*this, "key", k, 2, "query", q, 2)))
+    return op->emitOpError()
+           << "key type " << k << " and value type " << v << " must be equal";
+  if (failed(checkDim(op, "key", k, 2, "query", q, 2)))
     return failure();
   int64_t nh = cast<RankedTensorType>(q).getDimSize(1);
   int64_t nkv = cast<RankedTensorType>(k).getDimSize(1);
   if (nkv <= 0 || nh % nkv != 0)
-    return emitOpError() << "GQA: query heads (" << nh
-                         << ") must be a multiple of KV heads (" << nkv << ")";
-  if (q != res)
-    return emitOpError() << "result type " << res
-                         << " must equal the query type " << q;
+    return op->emitOpError()
+           << "GQA: query heads (" << nh << ") must be a multiple of KV heads ("
+           << nkv << ")";
+  if (q != result)
+    return op->emitOpError()
+           << "result type " << result << " must equal the query type " << q;
   return success();
+}
+} // namespace
+
+LogicalResult AttentionOp::verify() {
+  return verifyAttention(*this, getQuery(), getKey(), getValue(),
+                         getQPositions(), getKvPositions(), getType(),
+                         getScale());
 }
 
 LogicalResult RouterOp::verify() {
@@ -265,38 +278,15 @@ LogicalResult LMHeadOp::verify() {
 }
 
 LogicalResult AttentionPartialOp::verify() {
-  Type q = getQuery().getType(), k = getKey().getType(),
-       v = getValue().getType(), qp = getQPositions().getType(),
-       kp = getKvPositions().getType(), res = getResult().getType(),
-       lse = getLse().getType();
-  if (failed(checkRank(*this, "query", q, 3)) ||
-      failed(checkRank(*this, "key", k, 3)) ||
-      failed(checkStatic(*this, "query", q, 1)) ||
-      failed(checkStatic(*this, "key", k, 1)) ||
-      failed(checkRank(*this, "q_positions", qp, 1)) ||
-      failed(checkRank(*this, "kv_positions", kp, 1)) ||
+  Type q = getQuery().getType(), lse = getLse().getType();
+  if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(),
+                             getQPositions(), getKvPositions(),
+                             getResult().getType(), getScale())) ||
       failed(checkRank(*this, "lse", lse, 2)) ||
-      failed(checkDim(*this, "q_positions", qp, 0, "query", q, 0)) ||
-      failed(checkDim(*this, "kv_positions", kp, 0, "key", k, 0)) ||
-      failed(checkDim(*this, "key", k, 2, "query", q, 2)) ||
       failed(checkDim(*this, "lse", lse, 0, "query", q, 0)) ||
       failed(checkDim(*this, "lse", lse, 1, "query", q, 1)) ||
-      failed(checkSameElementType(*this, {q, k, v, res, lse})))
+      failed(checkSameElementType(*this, {q, lse})))
     return failure();
-  if (!(getScale().convertToDouble() > 0.0))
-    return emitOpError() << "scale must be positive, got "
-                         << getScale().convertToDouble();
-  if (k != v)
-    return emitOpError() << "key type " << k << " and value type " << v
-                         << " must be equal";
-  int64_t nh = cast<RankedTensorType>(q).getDimSize(1);
-  int64_t nkv = cast<RankedTensorType>(k).getDimSize(1);
-  if (nkv <= 0 || nh % nkv != 0)
-    return emitOpError() << "GQA: query heads (" << nh
-                         << ") must be a multiple of KV heads (" << nkv << ")";
-  if (q != res)
-    return emitOpError() << "result type " << res
-                         << " must equal the query type " << q;
   return success();
 }
 
