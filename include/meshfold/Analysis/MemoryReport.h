@@ -1,5 +1,4 @@
-//===- MemoryReport.h - per-rank memory of a partitioned program -*- C++
-//-*-===//
+//===- MemoryReport.h - per-rank memory of a program ------------*- C++ -*-===//
 
 #ifndef MESHFOLD_ANALYSIS_MEMORYREPORT_H
 #define MESHFOLD_ANALYSIS_MEMORYREPORT_H
