@@ -78,6 +78,9 @@ void check(mfrt_status status, const char *what) {
 } // namespace
 
 extern "C" {
+/// Tags the rank's following traffic with a layer (-1: none).
+void _mlir_ciface_mfrt_cg_set_layer(int64_t layer) { mfrt_set_layer(layer); }
+
 int64_t _mlir_ciface_mfrt_cg_group_rank(int64_t id) {
   return mfrt_group_rank(group(id));
 }

@@ -51,6 +51,9 @@ thread_local RankState tRank;
 /// What every rank shares: the manifest, the mapped weights file, the
 /// requests and their outputs.
 struct Program {
+  /// Bytes each rank sent: [rank][layer + 1][kind][link] (layer -1 first).
+  bool reportTraffic = false;
+  std::vector<std::vector<uint64_t>> traffic;
   Manifest manifest;
   std::unique_ptr<SafetensorsFile> weights;
   std::vector<std::vector<int64_t>> requests;
@@ -331,9 +334,58 @@ int rankMain(void *) {
     _mlir_ciface_prefill(&in);
   }
   rs.output = nullptr;
+  if (prog.reportTraffic) {
+    std::vector<uint64_t> &t = prog.traffic[size_t(rs.rank)];
+    t.assign(size_t((prog.manifest.layers + 1) * MFRT_OP_KIND_COUNT *
+                    MFRT_LINK_COUNT),
+             0);
+    size_t at = 0;
+    for (int64_t l = -1; l < prog.manifest.layers; ++l)
+      for (int k = 0; k < MFRT_OP_KIND_COUNT; ++k)
+        for (int n = 0; n < MFRT_LINK_COUNT; ++n)
+          t[at++] = mfrt_bytes_sent(mfrt_op_kind(k), mfrt_link(n), l);
+  }
   if (gCollectOutputs)
     collectOutputs(prog);
   return 0;
+}
+
+/// --report traffic: per GPU and layer, the elements each collective sent
+/// over each link class, measured by the runtime's counters (mean and max
+/// over the GPUs that sent any), also in units of T*d.
+void printTraffic(const Program &prog, int64_t replicas) {
+  const Manifest &m = prog.manifest;
+  int64_t tokens = 0;
+  for (const auto &r : prog.requests)
+    tokens += int64_t(r.size());
+  double td = double(tokens) / double(replicas) * double(m.hidden);
+  std::printf("traffic per GPU per layer, f32 elements sent (T*d: T = %.1f "
+              "prompt tokens per DP replica, d = %lld)\n",
+              double(tokens) / double(replicas), (long long)m.hidden);
+  std::printf("  %-6s %-15s %-7s %14s %14s %10s\n", "layer", "collective",
+              "link", "mean/GPU", "max/GPU", "mean/T*d");
+  const char *links[] = {"nvlink", "ib"};
+  for (int64_t l = -1; l < m.layers; ++l)
+    for (int k = 0; k < MFRT_OP_KIND_COUNT; ++k)
+      for (int n = 0; n < MFRT_LINK_COUNT; ++n) {
+        size_t at =
+            size_t(((l + 1) * MFRT_OP_KIND_COUNT + k) * MFRT_LINK_COUNT + n);
+        uint64_t sum = 0, max = 0;
+        int64_t senders = 0;
+        for (const auto &t : prog.traffic) {
+          uint64_t e = t.empty() ? 0 : t[at] / sizeof(float);
+          sum += e;
+          max = std::max(max, e);
+          senders += e > 0;
+        }
+        if (!senders)
+          continue;
+        double mean = double(sum) / double(senders);
+        std::printf("  %-6s %-15s %-7s %14.1f %14llu %10.4f\n",
+                    l < 0 ? "-" : std::to_string(l).c_str(),
+                    mfrt_op_kind_name(mfrt_op_kind(k)), links[n], mean,
+                    (unsigned long long)max, mean / td);
+      }
 }
 
 void usage() {
@@ -353,6 +405,10 @@ void usage() {
       "                   (one process per rank under mpirun)\n"
       "  --timeout S      seconds a collective waits for its peers (default "
       "60)\n"
+      "  --report traffic print, per GPU and layer, the elements each "
+      "collective sent\n"
+      "                   over NVLink and IB (runtime counters; local "
+      "backend)\n"
       "  --quiet          print nothing but errors\n"
       "  --help           this text\n",
       gProgram);
@@ -508,7 +564,13 @@ int main(int argc, char **argv) {
       value(timeout);
     else if (name == "--quiet")
       quiet = true;
-    else
+    else if (name == "--report") {
+      std::string what;
+      value(what);
+      if (what != "traffic")
+        die("--report must be traffic, got '" + what + "'");
+      gProgramState.reportTraffic = true;
+    } else
       die("unknown option '" + arg + "' (see --help)");
   }
   for (auto [flag, value] :
@@ -574,6 +636,16 @@ int main(int argc, char **argv) {
                                       "experts=ep:1:tp+cp+dp,pp:1:pp"
                                     : m.plan;
   options.plan = plan.c_str();
+  if (prog.reportTraffic) {
+    if (options.backend != MFRT_BACKEND_LOCAL)
+      die("--report traffic needs --backend local (every rank's counters in "
+          "one process)");
+    int64_t devices = 1;
+    size_t at = plan.find("devices=");
+    if (at != std::string::npos)
+      devices = std::atoll(plan.c_str() + at + 8);
+    prog.traffic.resize(size_t(devices));
+  }
   auto t0 = std::chrono::steady_clock::now();
   if (mfrt_launch(&options, rankMain, nullptr) != MFRT_OK)
     die(mfrt_last_error());
@@ -618,6 +690,13 @@ int main(int argc, char **argv) {
   }
   if (!writer.write(out, &error))
     die(error);
+  if (prog.reportTraffic) {
+    int64_t replicas = 1;
+    size_t at = plan.find("dp:");
+    if (at != std::string::npos)
+      replicas = std::atoll(plan.c_str() + at + 3);
+    printTraffic(prog, replicas);
+  }
   if (!quiet) {
     double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)

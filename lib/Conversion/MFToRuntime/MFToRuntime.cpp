@@ -10,6 +10,7 @@
 #include "meshfold/Conversion/Passes.h"
 #include "meshfold/Conversion/RuntimeCalls.h"
 #include "meshfold/Dialect/MF/IR/MF.h"
+#include "meshfold/Dialect/MoE/IR/MoE.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -546,6 +547,19 @@ LogicalResult Lowering::lower(CombineOp op) {
 }
 
 LogicalResult Lowering::run() {
+  // Tag each layer's traffic with its index (the runtime's byte counters
+  // are per layer); traffic between layers is untagged (-1).
+  SmallVector<moe::LayerOp> layers;
+  module.walk([&](moe::LayerOp layer) { layers.push_back(layer); });
+  for (moe::LayerOp layer : layers) {
+    OpBuilder b = OpBuilder::atBlockBegin(&layer.getBody().front());
+    Location loc = layer.getLoc();
+    func::FuncOp setLayer = fn("mfrt_cg_set_layer", {b.getI64Type()}, {});
+    func::CallOp::create(b, loc, setLayer,
+                         ValueRange{i64(b, loc, layer.getIndex())});
+    b.setInsertionPointAfter(layer);
+    func::CallOp::create(b, loc, setLayer, ValueRange{i64(b, loc, -1)});
+  }
   SmallVector<Operation *> ops;
   module.walk([&](Operation *op) {
     if (isa<MFDialect>(op->getDialect()) && !isa<WeightOp>(op))
