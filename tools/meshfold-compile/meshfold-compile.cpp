@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "meshfold/Analysis/MemoryReport.h"
+#include "meshfold/Analysis/TrafficModel.h"
 #include "meshfold/InitAll.h"
 #include "meshfold/Target/Compile.h"
 
@@ -94,6 +95,15 @@ static cl::opt<int64_t> ep("ep",
 static cl::opt<std::string>
     order("order", cl::desc("Attention mesh axis order, fastest first"),
           cl::init("tp,cp,dp,pp"), cl::cat(cat));
+static cl::opt<bool> explainOrder(
+    "explain-order",
+    cl::desc("Rank every order of the plan's axes by its analytic per-layer "
+             "traffic (uniform routing, bf16, no overlap) and exit"),
+    cl::cat(cat));
+static cl::opt<double>
+    explainTokens("tokens",
+                  cl::desc("Prompt tokens per DP replica for --explain-order"),
+                  cl::init(4096), cl::cat(cat));
 static cl::opt<bool> promptLogprobs(
     "prompt-logprobs",
     cl::desc("Also output req{r}.prompt_logits [T, V]: the logits of every "
@@ -125,7 +135,7 @@ int main(int argc, char **argv) {
       "  ./prefill --weights w.safetensors --prompts prompts.txt --out "
       "out.safetensors\n");
 
-  if (outputFile.empty() && report.empty())
+  if (outputFile.empty() && report.empty() && !explainOrder)
     return fail("-o FILE is required (or --report)");
   if (!report.empty() && report != "memory")
     return fail("--report must be memory, got '" + report + "'");
@@ -189,6 +199,39 @@ int main(int argc, char **argv) {
     (*module)->setAttr(mf::MFDialect::getPlanAttrName(),
                        mf::PlanAttr::fromPlanSpec(&context, spec));
   }
+  if (explainOrder) {
+    FailureOr<moe::ModelInfo> info = moe::getModelInfo(*module);
+    if (failed(info) || info->numLayers == 0)
+      return fail("--explain-order needs a model (moe ops) in the input");
+    TrafficModelInput model{
+        info->hidden, info->numKVHeads, info->headDim,     info->numExperts,
+        info->topK,   info->numLayers,  dispatch != "flat"};
+    std::vector<OrderCost> orders =
+        rankOrders(tp, cp, dp, pp, gpusPerNode, model, explainTokens, 2.0);
+    llvm::outs() << llvm::format(
+        "axis orders for TP%lld x CP%lld x DP%lld x PP%lld on nodes of %lld, "
+        "per GPU per layer, T = %.0f tokens per replica, bf16, %s "
+        "dispatch, best first\n",
+        (long long)tp, (long long)cp, (long long)dp, (long long)pp,
+        (long long)gpusPerNode, double(explainTokens),
+        model.hierarchical ? "hierarchical" : "flat");
+    llvm::outs()
+        << "  order         NVLink T*d    IB T*d  EP IB T*d   time ms\n";
+    for (const OrderCost &c : orders) {
+      double nv = 0, ib = 0, epIb = 0;
+      for (const TrafficRow &r : c.rows) {
+        nv += r.nvlink;
+        ib += r.ib;
+        if (r.collective == "dispatch" || r.collective == "combine")
+          epIb += r.ib;
+      }
+      llvm::outs() << llvm::format("  %-12s %11.4f %9.4f %10.4f %9.3f\n",
+                                   c.order.c_str(), nv, ib, epIb,
+                                   c.seconds * 1e3);
+    }
+    return 0;
+  }
+
   // Prompt logprobs come from the partitioning's head pass: give a one-rank
   // program the one-device plan.
   if (promptLogprobs && !(*module)->hasAttr(mf::MFDialect::getPlanAttrName())) {
