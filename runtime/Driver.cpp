@@ -12,10 +12,13 @@
 //===----------------------------------------------------------------------===//
 
 #include "Manifest.h"
+#include "Plan.h"
 #include "Prompts.h"
 #include "RankState.h"
 #include "Safetensors.h"
 #include "mfrt.h"
+
+#include "meshfold/Analysis/TrafficModel.h"
 
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
 
@@ -353,7 +356,8 @@ int rankMain(void *) {
 /// --report traffic: per GPU and layer, the elements each collective sent
 /// over each link class, measured by the runtime's counters (mean and max
 /// over the GPUs that sent any), also in units of T*d.
-void printTraffic(const Program &prog, int64_t replicas) {
+void printTraffic(const Program &prog, int64_t replicas,
+                  const std::string &plan) {
   const Manifest &m = prog.manifest;
   int64_t tokens = 0;
   for (const auto &r : prog.requests)
@@ -386,6 +390,30 @@ void printTraffic(const Program &prog, int64_t replicas) {
                     mfrt_op_kind_name(mfrt_op_kind(k)), links[n], mean,
                     (unsigned long long)max, mean / td);
       }
+  // Beside it, the analytic figures for this plan (uniform routing).
+  std::string error;
+  std::optional<meshfold::MeshLayout> layout =
+      mfrt::comm::layoutFromPlanText(plan, &error);
+  if (!layout)
+    return;
+  meshfold::TrafficModelInput model{m.hidden, m.kvHeads, m.headDim, m.experts,
+                                    m.topK,   m.layers,  true};
+  std::vector<meshfold::TrafficRow> rows =
+      meshfold::analyticTraffic(*layout, model);
+  std::printf("analytic per GPU per layer (uniform routing; PP amortized over "
+              "a stage), in T*d, and time at %g / %g GB/s, bf16, for T = "
+              "%.1f:\n",
+              layout->bandwidthGBps(meshfold::LinkClass::NVLink),
+              layout->bandwidthGBps(meshfold::LinkClass::IB),
+              double(tokens) / double(replicas));
+  for (const meshfold::TrafficRow &r : rows) {
+    double us = meshfold::trafficSeconds(*layout, {r},
+                                         double(tokens) / double(replicas),
+                                         m.hidden, 2.0) *
+                1e6;
+    std::printf("  %-15s nvlink %8.4f  ib %8.4f  %10.3f us\n",
+                r.collective.c_str(), r.nvlink, r.ib, us);
+  }
 }
 
 void usage() {
@@ -695,7 +723,7 @@ int main(int argc, char **argv) {
     size_t at = plan.find("dp:");
     if (at != std::string::npos)
       replicas = std::atoll(plan.c_str() + at + 3);
-    printTraffic(prog, replicas);
+    printTraffic(prog, replicas, plan);
   }
   if (!quiet) {
     double s =
