@@ -63,6 +63,10 @@ private:
   Value scaledRows(OpBuilder &b, Location loc, Value t, int64_t num,
                    int64_t den);
   LogicalResult checkF32Rows(Operation *op, RankedTensorType type, int64_t dim);
+  LogicalResult rowCollective(Operation *op, StringRef name, StringRef mesh,
+                              ArrayAttr axes, Value input,
+                              RankedTensorType type, int64_t dim, int64_t num,
+                              int64_t den, ArrayRef<int64_t> extra = {});
 
   LogicalResult lower(CoordOp op);
   LogicalResult lower(SliceOp op);
@@ -279,44 +283,46 @@ LogicalResult Lowering::lower(ZigzagPositionsOp op) {
   return success();
 }
 
-LogicalResult Lowering::lower(AllGatherOp op) {
-  if (failed(checkF32Rows(op, op.getType(), op.getDim())))
+/// A collective whose result has `num`/`den` times the rows of its input:
+/// one call `name(group id, [extra...], input, result)`.
+LogicalResult Lowering::rowCollective(Operation *op, StringRef name,
+                                      StringRef mesh, ArrayAttr axes,
+                                      Value input, RankedTensorType type,
+                                      int64_t dim, int64_t num, int64_t den,
+                                      ArrayRef<int64_t> extra) {
+  if (failed(checkF32Rows(op, type, dim)))
     return failure();
   OpBuilder b(op);
-  Location loc = op.getLoc();
-  int64_t n = groupSize(op.getAxes());
+  Location loc = op->getLoc();
   SmallVector<Value> dyn;
-  if (op.getType().isDynamicDim(0))
-    dyn.push_back(scaledRows(b, loc, op.getInput(), n, 1));
-  auto [buf, view] = outBuffer(b, loc, op.getType(), dyn);
+  if (type.isDynamicDim(0))
+    dyn.push_back(scaledRows(b, loc, input, num, den));
+  auto [buf, view] = outBuffer(b, loc, type, dyn);
   Type u = unranked(b.getF32Type());
-  func::CallOp::create(
-      b, loc, fn("mfrt_cg_all_gather_f32", {b.getI64Type(), u, u}),
-      ValueRange{i64(b, loc, groupId(op.getMesh(), op.getAxes())),
-                 inBuffer(b, loc, op.getInput()), view});
-  op.replaceAllUsesWith(asTensor(b, loc, buf, op.getType()));
-  op.erase();
+  SmallVector<Type> args = {b.getI64Type()};
+  SmallVector<Value> operands = {i64(b, loc, groupId(mesh, axes))};
+  for (int64_t e : extra) {
+    args.push_back(b.getI64Type());
+    operands.push_back(i64(b, loc, e));
+  }
+  args.append({u, u});
+  operands.append({inBuffer(b, loc, input), view});
+  func::CallOp::create(b, loc, fn(name, args), operands);
+  op->getResult(0).replaceAllUsesWith(asTensor(b, loc, buf, type));
+  op->erase();
   return success();
 }
 
+LogicalResult Lowering::lower(AllGatherOp op) {
+  return rowCollective(op, "mfrt_cg_all_gather_f32", op.getMesh(), op.getAxes(),
+                       op.getInput(), op.getType(), op.getDim(),
+                       groupSize(op.getAxes()), 1);
+}
+
 LogicalResult Lowering::lower(ReduceScatterOp op) {
-  if (failed(checkF32Rows(op, op.getType(), op.getDim())))
-    return failure();
-  OpBuilder b(op);
-  Location loc = op.getLoc();
-  int64_t n = groupSize(op.getAxes());
-  SmallVector<Value> dyn;
-  if (op.getType().isDynamicDim(0))
-    dyn.push_back(scaledRows(b, loc, op.getInput(), 1, n));
-  auto [buf, view] = outBuffer(b, loc, op.getType(), dyn);
-  Type u = unranked(b.getF32Type());
-  func::CallOp::create(
-      b, loc, fn("mfrt_cg_reduce_scatter_f32", {b.getI64Type(), u, u}),
-      ValueRange{i64(b, loc, groupId(op.getMesh(), op.getAxes())),
-                 inBuffer(b, loc, op.getInput()), view});
-  op.replaceAllUsesWith(asTensor(b, loc, buf, op.getType()));
-  op.erase();
-  return success();
+  return rowCollective(op, "mfrt_cg_reduce_scatter_f32", op.getMesh(),
+                       op.getAxes(), op.getInput(), op.getType(), op.getDim(),
+                       1, groupSize(op.getAxes()));
 }
 
 LogicalResult Lowering::lower(AllReduceOp op) {
@@ -465,24 +471,9 @@ LogicalResult Lowering::lower(RecvOp op) {
 }
 
 LogicalResult Lowering::lower(GatherOp op) {
-  if (failed(checkF32Rows(op, op.getType(), op.getDim())))
-    return failure();
-  OpBuilder b(op);
-  Location loc = op.getLoc();
-  int64_t n = groupSize(op.getAxes());
-  SmallVector<Value> dyn;
-  if (op.getType().isDynamicDim(0))
-    dyn.push_back(scaledRows(b, loc, op.getInput(), n, 1));
-  auto [buf, view] = outBuffer(b, loc, op.getType(), dyn);
-  Type u = unranked(b.getF32Type());
-  func::CallOp::create(
-      b, loc, fn("mfrt_cg_gather_f32", {b.getI64Type(), b.getI64Type(), u, u}),
-      ValueRange{i64(b, loc, groupId(op.getMesh(), op.getAxes())),
-                 i64(b, loc, op.getRoot()), inBuffer(b, loc, op.getInput()),
-                 view});
-  op.replaceAllUsesWith(asTensor(b, loc, buf, op.getType()));
-  op.erase();
-  return success();
+  return rowCollective(op, "mfrt_cg_gather_f32", op.getMesh(), op.getAxes(),
+                       op.getInput(), op.getType(), op.getDim(),
+                       groupSize(op.getAxes()), 1, {op.getRoot()});
 }
 
 LogicalResult Lowering::lower(DispatchOp op) {

@@ -18,6 +18,7 @@
 #include "mlir/IR/PatternMatch.h"
 #include "mlir/Transforms/DialectConversion.h"
 
+#include <functional>
 #include <limits>
 
 #define DEBUG_TYPE "convert-moe-to-linalg"
@@ -158,6 +159,25 @@ std::pair<Value, Value> findRow(OpBuilder &b, Location loc, Value pos,
       b, loc, b.getIndexType(),
       arith::SelectOp::create(b, loc, found, row, zero));
   return {found, rowIdx};
+}
+
+/// The body of the generic that accumulates h1 += x * w1[e, f, d] and
+/// h3 += x * w3[e, f, d], with e the routed expert (operand 1) and f, d the
+/// loop dims given.
+std::function<void(OpBuilder &, Location, ValueRange)>
+gatedUpBody(Value w1, Value w3, unsigned fDim, unsigned dDim) {
+  return [=](OpBuilder &nb, Location l, ValueRange a) {
+    Value e = arith::IndexCastOp::create(nb, l, nb.getIndexType(), a[1]);
+    SmallVector<Value> at = {e, idx(nb, l, fDim), idx(nb, l, dDim)};
+    Value a1 = tensor::ExtractOp::create(nb, l, w1, at);
+    Value a3 = tensor::ExtractOp::create(nb, l, w3, at);
+    linalg::YieldOp::create(
+        nb, l,
+        ValueRange{arith::AddFOp::create(
+                       nb, l, a[2], arith::MulFOp::create(nb, l, a[0], a1)),
+                   arith::AddFOp::create(
+                       nb, l, a[3], arith::MulFOp::create(nb, l, a[0], a3))});
+  };
 }
 
 /// Replaces every moe.layer by its body.
@@ -683,32 +703,14 @@ struct ExpertsLowering : OpConversionPattern<ExpertsOp> {
         {zeros(b, loc, hType, {{x, 0}}), zeros(b, loc, hType, {{x, 0}})},
         {pick(ctx, 4, {0, 3}), pick(ctx, 4, {0, 1}), pick(ctx, 4, {0, 1, 2}),
          pick(ctx, 4, {0, 1, 2})},
-        {kPar, kPar, kPar, kRed}, [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value e = arith::IndexCastOp::create(nb, l, nb.getIndexType(), a[1]);
-          ValueRange at{e, idx(nb, l, 2), idx(nb, l, 3)};
-          Value a1 = tensor::ExtractOp::create(nb, l, w1, at);
-          Value a3 = tensor::ExtractOp::create(nb, l, w3, at);
-          linalg::YieldOp::create(
-              nb, l,
-              ValueRange{
-                  arith::AddFOp::create(nb, l, a[2],
-                                        arith::MulFOp::create(nb, l, a[0], a1)),
-                  arith::AddFOp::create(
-                      nb, l, a[3], arith::MulFOp::create(nb, l, a[0], a3))});
-        });
+        {kPar, kPar, kPar, kRed}, gatedUpBody(w1, w3, /*fDim=*/2, /*dDim=*/3));
     // act = silu(h1) * h3.
     Value act = generic(
         b, loc, {h[0], h[1]}, {makeEmpty(b, loc, hType, {{x, 0}})},
         {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {0, 1, 2}),
          pick(ctx, 3, {0, 1, 2})},
         {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value one = cstF(nb, l, elt, 1.0);
-          Value neg = arith::NegFOp::create(nb, l, a[0]);
-          Value den = arith::AddFOp::create(nb, l, one,
-                                            math::ExpOp::create(nb, l, neg));
-          Value silu = arith::DivFOp::create(nb, l, a[0], den);
-          linalg::YieldOp::create(
-              nb, l, Value(arith::MulFOp::create(nb, l, silu, a[1])));
+          linalg::YieldOp::create(nb, l, buildSwiGLU(nb, l, elt, a[0], a[1]));
         })[0];
     // y[t,o] = sum_{k,f} w[t,k] * act[t,k,f] * w2[e,o,f]. Loop dims (t,o,k,f).
     Value y = generic(
@@ -749,19 +751,7 @@ struct ExpertFFNLowering : OpConversionPattern<ExpertFFNOp> {
         {zeros(b, loc, hType, {{x, 0}}), zeros(b, loc, hType, {{x, 0}})},
         {pick(ctx, 3, {0, 2}), pick(ctx, 3, {0}), pick(ctx, 3, {0, 1}),
          pick(ctx, 3, {0, 1})},
-        {kPar, kPar, kRed}, [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value e = arith::IndexCastOp::create(nb, l, nb.getIndexType(), a[1]);
-          ValueRange at{e, idx(nb, l, 1), idx(nb, l, 2)};
-          Value a1 = tensor::ExtractOp::create(nb, l, w1, at);
-          Value a3 = tensor::ExtractOp::create(nb, l, w3, at);
-          linalg::YieldOp::create(
-              nb, l,
-              ValueRange{
-                  arith::AddFOp::create(nb, l, a[2],
-                                        arith::MulFOp::create(nb, l, a[0], a1)),
-                  arith::AddFOp::create(
-                      nb, l, a[3], arith::MulFOp::create(nb, l, a[0], a3))});
-        });
+        {kPar, kPar, kRed}, gatedUpBody(w1, w3, /*fDim=*/1, /*dDim=*/2));
     Value act = generic(
         b, loc, {h[0], h[1]}, {makeEmpty(b, loc, hType, {{x, 0}})},
         {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0, 1}), pick(ctx, 2, {0, 1})},
