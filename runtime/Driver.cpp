@@ -356,9 +356,14 @@ int rankMain(void *) {
 /// --report traffic: per GPU and layer, the elements each collective sent
 /// over each link class, measured by the runtime's counters (mean and max
 /// over the GPUs that sent any), also in units of T*d.
-void printTraffic(const Program &prog, int64_t replicas,
-                  const std::string &plan) {
+void printTraffic(const Program &prog, const std::string &plan) {
   const Manifest &m = prog.manifest;
+  std::string error;
+  std::optional<meshfold::MeshLayout> layout =
+      mfrt::comm::layoutFromPlanText(plan, &error);
+  if (!layout)
+    return;
+  int64_t replicas = layout->axisSize("dp");
   int64_t tokens = 0;
   for (const auto &r : prog.requests)
     tokens += int64_t(r.size());
@@ -391,11 +396,6 @@ void printTraffic(const Program &prog, int64_t replicas,
                     (unsigned long long)max, mean / td);
       }
   // Beside it, the analytic figures for this plan (uniform routing).
-  std::string error;
-  std::optional<meshfold::MeshLayout> layout =
-      mfrt::comm::layoutFromPlanText(plan, &error);
-  if (!layout)
-    return;
   meshfold::TrafficModelInput model{m.hidden, m.kvHeads, m.headDim, m.experts,
                                     m.topK,   m.layers,  true};
   std::vector<meshfold::TrafficRow> rows =
@@ -668,11 +668,11 @@ int main(int argc, char **argv) {
     if (options.backend != MFRT_BACKEND_LOCAL)
       die("--report traffic needs --backend local (every rank's counters in "
           "one process)");
-    int64_t devices = 1;
-    size_t at = plan.find("devices=");
-    if (at != std::string::npos)
-      devices = std::atoll(plan.c_str() + at + 8);
-    prog.traffic.resize(size_t(devices));
+    std::optional<meshfold::MeshLayout> layout =
+        mfrt::comm::layoutFromPlanText(plan, &error);
+    if (!layout)
+      die(error);
+    prog.traffic.resize(size_t(layout->numDevices()));
   }
   auto t0 = std::chrono::steady_clock::now();
   if (mfrt_launch(&options, rankMain, nullptr) != MFRT_OK)
@@ -718,13 +718,8 @@ int main(int argc, char **argv) {
   }
   if (!writer.write(out, &error))
     die(error);
-  if (prog.reportTraffic) {
-    int64_t replicas = 1;
-    size_t at = plan.find("dp:");
-    if (at != std::string::npos)
-      replicas = std::atoll(plan.c_str() + at + 3);
-    printTraffic(prog, replicas, plan);
-  }
+  if (prog.reportTraffic)
+    printTraffic(prog, plan);
   if (!quiet) {
     double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
