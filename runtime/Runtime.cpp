@@ -525,13 +525,26 @@ extern "C" void mfrt_set_layer(int64_t layer) {
 // Collectives
 //===----------------------------------------------------------------------===//
 
-extern "C" mfrt_status mfrt_all_gather(int64_t group, const void *send,
-                                       void *recv, int64_t count,
-                                       mfrt_dtype dtype) {
+namespace {
+using NativeCollective = Status (Native::*)(int64_t, const void *, void *,
+                                            int64_t, mfrt_dtype,
+                                            Clock::time_point, double);
+using CoreCollective = Status (*)(Op &, const void *, void *, int64_t,
+                                  mfrt_dtype);
+
+/// The entry points of the buffer collectives: check the arguments, then run
+/// the backend's own collective (counting `bytesTo(member)` per member) or
+/// the core's over the transport.
+template <typename BytesTo>
+mfrt_status runCollective(const char *entry, const char *name,
+                          mfrt_op_kind kind, int64_t group, const void *send,
+                          void *recv, int64_t count, mfrt_dtype dtype,
+                          NativeCollective native, CoreCollective core,
+                          BytesTo bytesTo) {
   RankState *st = tlsRank;
   if (!st)
-    return stateError("mfrt_all_gather");
-  Op op(*st, "all_gather", MFRT_OP_ALL_GATHER);
+    return stateError(entry);
+  Op op(*st, name, kind);
   Status s = beginOp(op, group, false);
   if (s.ok())
     s = checkCountDtype(count, dtype);
@@ -540,68 +553,46 @@ extern "C" mfrt_status mfrt_all_gather(int64_t group, const void *send,
   if (s.ok())
     s = checkBuffer(recv, count, "recv");
   if (s.ok() && st->native) {
-    int64_t bytes = count * int64_t(dtypeSize(dtype));
-    accountDirect(op, [&](int) { return uint64_t(bytes); });
-    s = st->native->allGather(op.group->handle, send, recv, count, dtype,
+    accountDirect(op, [&](int i) { return bytesTo(op, i); });
+    s = (st->native->*native)(op.group->handle, send, recv, count, dtype,
                               op.deadline, st->timeoutS);
   } else if (s.ok()) {
-    s = allGather(op, send, recv, count, dtype);
+    s = core(op, send, recv, count, dtype);
   }
   return finishOp(op, s);
+}
+} // namespace
+
+extern "C" mfrt_status mfrt_all_gather(int64_t group, const void *send,
+                                       void *recv, int64_t count,
+                                       mfrt_dtype dtype) {
+  return runCollective(
+      "mfrt_all_gather", "all_gather", MFRT_OP_ALL_GATHER, group, send, recv,
+      count, dtype, &Native::allGather, &allGather,
+      [&](Op &, int) { return uint64_t(count * int64_t(dtypeSize(dtype))); });
 }
 
 extern "C" mfrt_status mfrt_reduce_scatter(int64_t group, const void *send,
                                            void *recv, int64_t count,
                                            mfrt_dtype dtype) {
-  RankState *st = tlsRank;
-  if (!st)
-    return stateError("mfrt_reduce_scatter");
-  Op op(*st, "reduce_scatter", MFRT_OP_REDUCE_SCATTER);
-  Status s = beginOp(op, group, false);
-  if (s.ok())
-    s = checkCountDtype(count, dtype);
-  if (s.ok())
-    s = checkBuffer(send, count, "send");
-  if (s.ok())
-    s = checkBuffer(recv, count, "recv");
-  if (s.ok() && st->native) {
-    int64_t bytes = count * int64_t(dtypeSize(dtype));
-    accountDirect(op, [&](int) { return uint64_t(bytes); });
-    s = st->native->reduceScatter(op.group->handle, send, recv, count, dtype,
-                                  op.deadline, st->timeoutS);
-  } else if (s.ok()) {
-    s = reduceScatter(op, send, recv, count, dtype);
-  }
-  return finishOp(op, s);
+  return runCollective(
+      "mfrt_reduce_scatter", "reduce_scatter", MFRT_OP_REDUCE_SCATTER, group,
+      send, recv, count, dtype, &Native::reduceScatter, &reduceScatter,
+      [&](Op &, int) { return uint64_t(count * int64_t(dtypeSize(dtype))); });
 }
 
 extern "C" mfrt_status mfrt_all_reduce(int64_t group, const void *send,
                                        void *recv, int64_t count,
                                        mfrt_dtype dtype) {
-  RankState *st = tlsRank;
-  if (!st)
-    return stateError("mfrt_all_reduce");
-  Op op(*st, "all_reduce", MFRT_OP_ALL_REDUCE);
-  Status s = beginOp(op, group, false);
-  if (s.ok())
-    s = checkCountDtype(count, dtype);
-  if (s.ok())
-    s = checkBuffer(send, count, "send");
-  if (s.ok())
-    s = checkBuffer(recv, count, "recv");
-  if (s.ok() && st->native) {
-    // Reduce-scatter + all-gather of the blocks: each block to every member.
-    const int n = op.group->size(), me = op.group->index;
-    const int64_t elem = int64_t(dtypeSize(dtype));
-    auto block = [&](int i) { return count * (i + 1) / n - count * i / n; };
-    accountDirect(
-        op, [&](int i) { return uint64_t((block(i) + block(me)) * elem); });
-    s = st->native->allReduce(op.group->handle, send, recv, count, dtype,
-                              op.deadline, st->timeoutS);
-  } else if (s.ok()) {
-    s = allReduce(op, send, recv, count, dtype);
-  }
-  return finishOp(op, s);
+  // Natively: reduce-scatter + all-gather of the blocks, each block to every
+  // member.
+  return runCollective(
+      "mfrt_all_reduce", "all_reduce", MFRT_OP_ALL_REDUCE, group, send, recv,
+      count, dtype, &Native::allReduce, &allReduce, [&](Op &op, int i) {
+        const int n = op.group->size(), me = op.group->index;
+        auto block = [&](int j) { return count * (j + 1) / n - count * j / n; };
+        return uint64_t((block(i) + block(me)) * int64_t(dtypeSize(dtype)));
+      });
 }
 
 extern "C" mfrt_status mfrt_kv_ring_step(int64_t group, const void *k,
