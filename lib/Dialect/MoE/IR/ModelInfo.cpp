@@ -20,6 +20,18 @@ LogicalResult agree(Operation *op, StringRef what, int64_t &slot,
                          << " here but " << slot << " elsewhere";
 }
 
+/// The fields of moe.model_info, by key.
+const std::pair<StringRef, int64_t ModelInfo::*> kFields[] = {
+    {"hidden", &ModelInfo::hidden},
+    {"heads", &ModelInfo::numHeads},
+    {"kv_heads", &ModelInfo::numKVHeads},
+    {"head_dim", &ModelInfo::headDim},
+    {"experts", &ModelInfo::numExperts},
+    {"top_k", &ModelInfo::topK},
+    {"ffn", &ModelInfo::ffn},
+    {"layers", &ModelInfo::numLayers},
+    {"vocab", &ModelInfo::vocab}};
+
 int64_t dim(Value v, unsigned i) {
   return cast<RankedTensorType>(v.getType()).getDimSize(i);
 }
@@ -34,15 +46,8 @@ FailureOr<ModelInfo> meshfold::moe::getModelInfo(ModuleOp module) {
       if (auto v = dict.getAs<IntegerAttr>(key))
         slot = v.getInt();
     };
-    get("hidden", info.hidden);
-    get("heads", info.numHeads);
-    get("kv_heads", info.numKVHeads);
-    get("head_dim", info.headDim);
-    get("experts", info.numExperts);
-    get("top_k", info.topK);
-    get("ffn", info.ffn);
-    get("layers", info.numLayers);
-    get("vocab", info.vocab);
+    for (auto [key, field] : kFields)
+      get(key, info.*field);
     return info;
   }
   ModelInfo info;
@@ -92,14 +97,7 @@ void meshfold::moe::setModelInfoAttr(ModuleOp module, const ModelInfo &info) {
   auto add = [&](StringRef key, int64_t v) {
     entries.push_back(b.getNamedAttr(key, b.getI64IntegerAttr(v)));
   };
-  add("hidden", info.hidden);
-  add("heads", info.numHeads);
-  add("kv_heads", info.numKVHeads);
-  add("head_dim", info.headDim);
-  add("experts", info.numExperts);
-  add("top_k", info.topK);
-  add("ffn", info.ffn);
-  add("layers", info.numLayers);
-  add("vocab", info.vocab);
+  for (auto [key, field] : kFields)
+    add(key, info.*field);
   module->setAttr(getModelInfoAttrName(), b.getDictionaryAttr(entries));
 }
