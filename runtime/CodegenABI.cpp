@@ -27,33 +27,29 @@ template <typename T> struct Buffer {
   std::vector<T> copy;
 
   explicit Buffer(UnrankedMemRefType<T> *m) {
-    auto *desc = static_cast<char *>(m->descriptor);
-    T *aligned = *reinterpret_cast<T **>(desc + sizeof(T *));
-    int64_t offset = *reinterpret_cast<int64_t *>(desc + 2 * sizeof(T *));
-    auto *sizes =
-        reinterpret_cast<int64_t *>(desc + 2 * sizeof(T *) + sizeof(int64_t));
-    int64_t *strides = sizes + m->rank;
+    DynamicMemRefType<T> view(*m);
+    const int64_t *sizes = view.sizes, *strides = view.strides;
     bool contiguous = true;
     int64_t expect = 1;
-    for (int64_t d = m->rank - 1; d >= 0; --d) {
+    for (int64_t d = view.rank - 1; d >= 0; --d) {
       if (sizes[d] != 1 && strides[d] != expect)
         contiguous = false;
       expect *= sizes[d];
     }
     count = expect;
-    rows = m->rank > 0 ? sizes[0] : 1;
-    data = aligned + offset;
+    rows = view.rank > 0 ? sizes[0] : 1;
+    data = view.data + view.offset;
     if (contiguous || count == 0)
       return;
     // Gather the strided view into a contiguous copy.
     copy.resize(size_t(count));
-    std::vector<int64_t> idx(size_t(m->rank), 0);
+    std::vector<int64_t> idx(size_t(view.rank), 0);
     for (int64_t i = 0; i < count; ++i) {
       int64_t at = 0;
-      for (int64_t d = 0; d < m->rank; ++d)
+      for (int64_t d = 0; d < view.rank; ++d)
         at += idx[d] * strides[d];
       copy[i] = data[at];
-      for (int64_t d = m->rank - 1; d >= 0; --d) {
+      for (int64_t d = view.rank - 1; d >= 0; --d) {
         if (++idx[d] < sizes[d])
           break;
         idx[d] = 0;
