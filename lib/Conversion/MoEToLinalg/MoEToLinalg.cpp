@@ -108,6 +108,12 @@ int64_t dimOf(Value v, unsigned i) {
   return cast<RankedTensorType>(v.getType()).getDimSize(i);
 }
 
+/// The body of a generic that accumulates in0 * in1 into its output.
+void multiplyAccumulate(OpBuilder &nb, Location l, ValueRange a) {
+  Value m = arith::MulFOp::create(nb, l, a[0], a[1]);
+  linalg::YieldOp::create(nb, l, Value(arith::AddFOp::create(nb, l, a[2], m)));
+}
+
 /// x [T, in] times w [out, in]^T -> [T, out].
 Value buildLinear(OpBuilder &b, Location loc, Value x, Value w,
                   RankedTensorType resultType) {
@@ -116,11 +122,7 @@ Value buildLinear(OpBuilder &b, Location loc, Value x, Value w,
   return generic(
       b, loc, {x, w}, {init},
       {pick(ctx, 3, {0, 2}), pick(ctx, 3, {1, 2}), pick(ctx, 3, {0, 1})},
-      {kPar, kPar, kRed}, [](OpBuilder &nb, Location l, ValueRange a) {
-        Value m = arith::MulFOp::create(nb, l, a[0], a[1]);
-        linalg::YieldOp::create(nb, l,
-                                Value(arith::AddFOp::create(nb, l, a[2], m)));
-      })[0];
+      {kPar, kPar, kRed}, multiplyAccumulate)[0];
 }
 
 /// silu(g) * u = g / (1 + exp(-g)) * u.
@@ -364,16 +366,11 @@ std::pair<Value, Value> buildAttention(OpBuilder &b, Location loc, Value q,
   auto scoresType = tensorOf({nh, tq, tk}, elt);
   // Sizes by dim of [h, i, j]: h is static, i from q, j from k.
   SmallVector<std::pair<Value, int64_t>> hij = {{Value(), 0}, {q, 0}, {k, 0}};
-  Value scores = generic(
-      b, loc, {q, k}, {zeros(b, loc, scoresType, hij)},
-      {AffineMap::get(4, 0, {i, h, d}, ctx),
-       AffineMap::get(4, 0, {j, h.floorDiv(group), d}, ctx),
-       AffineMap::get(4, 0, {h, i, j}, ctx)},
-      {kPar, kPar, kPar, kRed}, [](OpBuilder &nb, Location l, ValueRange a) {
-        Value m = arith::MulFOp::create(nb, l, a[0], a[1]);
-        linalg::YieldOp::create(nb, l,
-                                Value(arith::AddFOp::create(nb, l, a[2], m)));
-      })[0];
+  Value scores = generic(b, loc, {q, k}, {zeros(b, loc, scoresType, hij)},
+                         {AffineMap::get(4, 0, {i, h, d}, ctx),
+                          AffineMap::get(4, 0, {j, h.floorDiv(group), d}, ctx),
+                          AffineMap::get(4, 0, {h, i, j}, ctx)},
+                         {kPar, kPar, kPar, kRed}, multiplyAccumulate)[0];
   // Scale and apply the causal mask by global positions.
   Value masked = generic(
       b, loc, {scores, qpos, kpos}, {makeEmpty(b, loc, scoresType, hij)},
@@ -422,16 +419,11 @@ std::pair<Value, Value> buildAttention(OpBuilder &b, Location loc, Value q,
   // Loop dims (i, h, d, j).
   AffineExpr oi = getAffineDimExpr(0, ctx), oh = getAffineDimExpr(1, ctx),
              od = getAffineDimExpr(2, ctx), oj = getAffineDimExpr(3, ctx);
-  Value acc = generic(
-      b, loc, {probs, v}, {zeros(b, loc, qType, {{q, 0}})},
-      {AffineMap::get(4, 0, {oh, oi, oj}, ctx),
-       AffineMap::get(4, 0, {oj, oh.floorDiv(group), od}, ctx),
-       AffineMap::get(4, 0, {oi, oh, od}, ctx)},
-      {kPar, kPar, kPar, kRed}, [](OpBuilder &nb, Location l, ValueRange a) {
-        Value m = arith::MulFOp::create(nb, l, a[0], a[1]);
-        linalg::YieldOp::create(nb, l,
-                                Value(arith::AddFOp::create(nb, l, a[2], m)));
-      })[0];
+  Value acc = generic(b, loc, {probs, v}, {zeros(b, loc, qType, {{q, 0}})},
+                      {AffineMap::get(4, 0, {oh, oi, oj}, ctx),
+                       AffineMap::get(4, 0, {oj, oh.floorDiv(group), od}, ctx),
+                       AffineMap::get(4, 0, {oi, oh, od}, ctx)},
+                      {kPar, kPar, kPar, kRed}, multiplyAccumulate)[0];
   Value out = generic(
       b, loc, {acc, rowSum}, {makeEmpty(b, loc, qType, {{q, 0}})},
       {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {1, 0}), pick(ctx, 3, {0, 1, 2})},
