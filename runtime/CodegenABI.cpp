@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "RankState.h"
+#include "Trace.h"
 #include "mfrt.h"
 
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
@@ -71,11 +72,81 @@ void check(mfrt_status status, const char *what) {
   if (status != MFRT_OK)
     fatal(std::string(what) + ": " + mfrt_last_error());
 }
+
+/// Token tracing: whether this rank runs the traced request now.
+bool tracedRequest(const RankState &rs) {
+  const TraceConfig &c = traceConfig();
+  return c.traceToken && rs.request == c.request;
+}
+
+/// The rows among `positions` (of `n`) that hold the traced position.
+std::vector<int64_t> tracedRows(const RankState &rs, const int64_t *positions,
+                                int64_t n) {
+  std::vector<int64_t> rows;
+  if (!tracedRequest(rs))
+    return rows;
+  for (int64_t i = 0; i < n; ++i)
+    if (positions[i] == traceConfig().position)
+      rows.push_back(i);
+  return rows;
+}
+
+/// Marks, for the next collective, the rows of a buffer of `rows` rows
+/// (`count` elements) laid out by `positions` that hold the traced token.
+/// A buffer of another row count is not in that layout: nothing is marked.
+void markRows(const RankState &rs, const std::vector<int64_t> &positions,
+              int64_t rows, int64_t count) {
+  if (!tracedRequest(rs) || rows != int64_t(positions.size()) || rows == 0)
+    return;
+  std::vector<int64_t> marks =
+      tracedRows(rs, positions.data(), int64_t(positions.size()));
+  if (!marks.empty())
+    mfrt_trace_mark(marks.data(), int64_t(marks.size()), count / rows);
+}
+
+/// Whether the rank's rows of `layout` hold the traced token at the
+/// request's last position (the LM head's row).
+bool holdsTracedLastRow(const RankState &rs,
+                        const std::vector<int64_t> &layout) {
+  if (!tracedRequest(rs) || !rs.output ||
+      traceConfig().position != rs.output->tokens - 1)
+    return false;
+  return !tracedRows(rs, layout.data(), int64_t(layout.size())).empty();
+}
+
+void copyPositions(UnrankedMemRefType<int64_t> *m, std::vector<int64_t> &out) {
+  Buffer<int64_t> b(m);
+  out.assign(b.data, b.data + b.count);
+}
 } // namespace
 
 extern "C" {
 /// Tags the rank's following traffic with a layer (-1: none).
-void _mlir_ciface_mfrt_cg_set_layer(int64_t layer) { mfrt_set_layer(layer); }
+void _mlir_ciface_mfrt_cg_set_layer(int64_t layer) {
+  mfrt_set_layer(layer);
+  if (layer >= 0)
+    currentRank().layer = layer;
+}
+
+/// The positions of the current layer's rows, in the SP layout (the hidden
+/// state) and the CP layout (after the TP all-gather), for the tracing and
+/// routing hooks; the rank the traced token lands on is the first-layer
+/// holder of its row.
+void _mlir_ciface_mfrt_cg_layer_rows(int64_t layer,
+                                     UnrankedMemRefType<int64_t> *sp,
+                                     UnrankedMemRefType<int64_t> *cp) {
+  if (!traceConfig().needsPositions())
+    return;
+  RankState &rs = currentRank();
+  copyPositions(sp, rs.spRows);
+  copyPositions(cp, rs.cpRows);
+  if (layer == 0 &&
+      !tracedRows(rs, rs.spRows.data(), int64_t(rs.spRows.size())).empty()) {
+    TraceSightings &seen = traceSightings();
+    std::lock_guard<std::mutex> lock(seen.mutex);
+    seen.landing = rs.rank;
+  }
+}
 
 int64_t _mlir_ciface_mfrt_cg_group_rank(int64_t id) {
   return mfrt_group_rank(group(id));
@@ -85,6 +156,7 @@ void _mlir_ciface_mfrt_cg_all_gather_f32(int64_t id,
                                          UnrankedMemRefType<float> *in,
                                          UnrankedMemRefType<float> *out) {
   Buffer<float> a(in), b(out);
+  markRows(currentRank(), currentRank().spRows, a.rows, a.count);
   check(mfrt_all_gather(group(id), a.data, b.data, a.count, MFRT_F32),
         "all_gather");
 }
@@ -93,6 +165,7 @@ void _mlir_ciface_mfrt_cg_reduce_scatter_f32(int64_t id,
                                              UnrankedMemRefType<float> *in,
                                              UnrankedMemRefType<float> *out) {
   Buffer<float> a(in), b(out);
+  markRows(currentRank(), currentRank().cpRows, a.rows, a.count);
   check(mfrt_reduce_scatter(group(id), a.data, b.data, b.count, MFRT_F32),
         "reduce_scatter");
 }
@@ -101,6 +174,11 @@ void _mlir_ciface_mfrt_cg_all_reduce_f32(int64_t id,
                                          UnrankedMemRefType<float> *in,
                                          UnrankedMemRefType<float> *out) {
   Buffer<float> a(in), b(out);
+  // The LM head's all-reduce brings the last position's row to the TP group.
+  if (holdsTracedLastRow(currentRank(), currentRank().spRows)) {
+    int64_t row = 0;
+    mfrt_trace_mark(&row, 1, a.count);
+  }
   check(mfrt_all_reduce(group(id), a.data, b.data, a.count, MFRT_F32),
         "all_reduce");
 }
@@ -109,6 +187,12 @@ void _mlir_ciface_mfrt_cg_gather_f32(int64_t id, int64_t root,
                                      UnrankedMemRefType<float> *in,
                                      UnrankedMemRefType<float> *out) {
   Buffer<float> a(in), b(out);
+  // The LM head's logits halves of the last position, on the TP group that
+  // holds it.
+  if (holdsTracedLastRow(currentRank(), currentRank().cpRows)) {
+    int64_t row = 0;
+    mfrt_trace_mark(&row, 1, a.count);
+  }
   check(mfrt_gather(group(id), int(root), a.data, b.data, a.count, MFRT_F32),
         "gather");
 }
@@ -128,6 +212,7 @@ static int peerOf(int64_t id, int64_t offset) {
 void _mlir_ciface_mfrt_cg_send_f32(int64_t id, int64_t offset,
                                    UnrankedMemRefType<float> *in) {
   Buffer<float> a(in);
+  markRows(currentRank(), currentRank().spRows, a.rows, a.count);
   check(mfrt_send(peerOf(id, offset), a.data, a.count, MFRT_F32), "send");
 }
 
@@ -150,6 +235,10 @@ void _mlir_ciface_mfrt_cg_ring_step_f32_f32_i64(
   std::memcpy(send.data(), a.data, kb);
   std::memcpy(send.data() + kb, b.data, vb);
   std::memcpy(send.data() + kb + vb, c.data, pb);
+  // The message's own positions say whether it carries the traced K/V.
+  std::vector<int64_t> marks = tracedRows(currentRank(), c.data, c.count);
+  if (!marks.empty())
+    mfrt_trace_mark(marks.data(), int64_t(marks.size()), 0);
   check(mfrt_ring_step_bytes(group(id), send.data(), recv.data(),
                              int64_t(send.size())),
         "ring_step");
@@ -184,11 +273,36 @@ int64_t _mlir_ciface_mfrt_cg_dispatch_f32(int64_t id, int64_t hierarchical,
   Buffer<int64_t> e(experts);
   int64_t tokens = a.rows, k = tokens > 0 ? e.count / tokens : 0;
   int64_t hidden = tokens > 0 ? a.count / tokens : 0;
+  RankState &rs = currentRank();
+  const TraceConfig &c = traceConfig();
+  const int64_t *choices = e.data;
+  std::vector<int64_t> routed;
+  if (c.needsPositions() && int64_t(rs.spRows.size()) == tokens) {
+    // The routing hooks (--force-routing): random experts for every token,
+    // or fixed ones for the traced token in the layers the file lists.
+    std::vector<int64_t> marks =
+        tracedRows(rs, rs.spRows.data(), int64_t(rs.spRows.size()));
+    auto forced = c.forced.find(rs.layer);
+    if (c.randomRouting || (!marks.empty() && forced != c.forced.end())) {
+      routed.assign(e.data, e.data + e.count);
+      if (c.randomRouting)
+        for (int64_t t = 0; t < tokens; ++t)
+          randomExperts(c.seed, rs.request, rs.spRows[size_t(t)], rs.layer,
+                        numExperts, k, &routed[size_t(t * k)]);
+      if (forced != c.forced.end())
+        for (int64_t t : marks)
+          std::copy(forced->second.begin(), forced->second.end(),
+                    routed.begin() + t * k);
+      choices = routed.data();
+    }
+    if (!marks.empty())
+      mfrt_trace_mark(marks.data(), int64_t(marks.size()), hidden);
+  }
   mfrt_dispatch *h = nullptr;
   check(mfrt_dispatch_tokens(group(id),
                              hierarchical ? MFRT_DISPATCH_HIERARCHICAL
                                           : MFRT_DISPATCH_FLAT,
-                             a.data, tokens, hidden, MFRT_F32, e.data, w.data,
+                             a.data, tokens, hidden, MFRT_F32, choices, w.data,
                              k, numExperts, &h),
         "dispatch");
   return int64_t(reinterpret_cast<intptr_t>(h));

@@ -64,6 +64,11 @@ struct RankState {
   uint64_t bytes[MFRT_OP_KIND_COUNT][MFRT_LINK_COUNT][kLayerSlots] = {};
   /// Point-to-point sequence numbers per peer.
   std::vector<uint32_t> sendSeq, recvSeq;
+  /// Token tracing: the key of the current op (layer, index of the call
+  /// since the layer was set) and the rows marked for the next call.
+  int64_t traceLayer = -1, traceOp = 0;
+  std::vector<int64_t> traceMarks;
+  int64_t traceRowElems = 0;
   /// This rank's own (root) failure, if any.
   FailureRecord failure;
   /// Fault injection (MFRT_FAULT_EXIT="<rank>:<op>"): the op in which this
@@ -95,6 +100,11 @@ struct Op {
   unsigned channel = 0;
   uint32_t seq = 0;
   Clock::time_point deadline;
+  /// Token tracing: this call's key and the marked rows of its send buffer
+  /// (see mfrt_trace_mark).
+  int64_t traceLayer = -1, traceOp = 0;
+  std::vector<int64_t> traceMarks;
+  int64_t traceRowElems = 0;
 
   Op(RankState &st, const char *name, mfrt_op_kind kind)
       : st(st), name(name), kind(kind) {}
@@ -103,6 +113,10 @@ struct Op {
   Tag tag(unsigned phase) const { return makeTag(channel, seq, phase); }
   /// Counts `bytes` sent to global rank `peer` (by link class and layer).
   void account(int peer, uint64_t bytes);
+  /// Records that a message of this op to global rank `peer` carries the
+  /// traced token's data (no-op unless tracing is on).
+  void traceHop(int peer) const;
+  bool traced() const { return !traceMarks.empty(); }
 };
 
 /// One round of messages of an Op: post every send and receive, then wait.
@@ -145,6 +159,9 @@ Status recvFrom(Op &op, int peer, void *buf, int64_t count, mfrt_dtype dtype);
 Status gather(Op &op, int root, const void *send, void *recv, int64_t count,
               mfrt_dtype dtype);
 Status barrier(Op &op);
+
+/// True when token tracing is on (mfrt_trace_enable).
+bool tracing();
 
 /// Op scaffolding of the C entry points (Runtime.cpp): beginGroupOp checks
 /// that no rank failed and picks the group, tag sequence and deadline;

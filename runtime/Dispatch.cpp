@@ -42,6 +42,10 @@ using namespace mfrt::comm;
 
 namespace {
 
+/// Token tracing: the bit of an int32 expert id in the routing metadata
+/// that marks the traced token's rows (expert ids stay far below it).
+constexpr int32_t kTraceBit = int32_t(1) << 30;
+
 /// What a relay learns about each slot of an inbound token.
 struct SlotMeta {
   int32_t expert; // -1: not for this node
@@ -71,6 +75,9 @@ struct mfrt_dispatch {
   void *rows = nullptr;
   std::vector<int64_t> experts;
   std::vector<int64_t> fromSlots, rowOffset;
+  /// Token tracing: received rows (as owner) and inbound tokens (as relay)
+  /// that carry the traced token.
+  std::vector<uint8_t> traced, inTraced;
 
   // As token rank: per slot, its owner, position among the slots sent to that
   // owner, relay (-1: direct) and row in the relay's returned partials.
@@ -192,6 +199,15 @@ Status dispatchImpl(Op &op, mfrt_dispatch &h, const void *x,
                                std::to_string(experts[size_t(i)]) +
                                ", but there are " + std::to_string(h.nExperts) +
                                " experts");
+
+  // Token tracing: the marked tokens of x.
+  std::vector<uint8_t> tokenTraced(static_cast<size_t>(nTokens), 0);
+  for (int64_t t : op.traceMarks)
+    if (t >= 0 && t < nTokens)
+      tokenTraced[size_t(t)] = 1;
+  auto traceBit = [&](int64_t slot) {
+    return tokenTraced[size_t(slot / k)] ? kTraceBit : 0;
+  };
 
   // As token rank: owners, positions, relays.
   std::vector<std::vector<int64_t>> slotsTo(static_cast<size_t>(n));
@@ -333,7 +349,7 @@ Status dispatchImpl(Op &op, mfrt_dispatch &h, const void *x,
     for (int64_t slot : slotsTo[size_t(me)]) {
       selfRows.push_back(slot / k);
       rowExpert[size_t(h.rowOffset[size_t(me)]) + selfRows.size() - 1] =
-          localExpert(experts[size_t(slot)], me);
+          localExpert(experts[size_t(slot)], me) | traceBit(slot);
     }
     s = compute.gatherRows(
         rowPtr(rows.data(), h.rowOffset[size_t(me)], rowBytes), x,
@@ -349,8 +365,13 @@ Status dispatchImpl(Op &op, mfrt_dispatch &h, const void *x,
       if (o == me || relayOf[size_t(o)] >= 0 || slotsTo[size_t(o)].empty())
         continue;
       std::vector<int32_t> &meta = directMeta[size_t(o)];
-      for (int64_t slot : slotsTo[size_t(o)])
-        meta.push_back(localExpert(experts[size_t(slot)], o));
+      bool carries = false;
+      for (int64_t slot : slotsTo[size_t(o)]) {
+        meta.push_back(localExpert(experts[size_t(slot)], o) | traceBit(slot));
+        carries |= traceBit(slot) != 0;
+      }
+      if (carries)
+        op.traceHop(g.members[size_t(o)]);
       std::vector<ConstSpan> parts =
           rowParts(packOffset[size_t(o)], meta.size());
       parts.push_back(ConstSpan{meta.data(), meta.size() * 4, true});
@@ -360,14 +381,19 @@ Status dispatchImpl(Op &op, mfrt_dispatch &h, const void *x,
       if (tokensTo[size_t(r)].empty())
         continue;
       std::vector<SlotMeta> &meta = relayMeta[size_t(r)];
+      bool carries = false;
       for (int64_t t : tokensTo[size_t(r)])
         for (int64_t j = 0; j < k; ++j) {
           const int64_t slot = t * k + j;
           bool here = h.slotRelay[size_t(slot)] == r;
           meta.push_back(
-              SlotMeta{here ? int32_t(experts[size_t(slot)]) : int32_t(-1),
+              SlotMeta{here ? int32_t(experts[size_t(slot)]) | traceBit(slot)
+                            : int32_t(-1),
                        here ? h.weights[size_t(slot)] : 0.0f});
+          carries |= tokenTraced[size_t(t)] != 0;
         }
+      if (carries)
+        op.traceHop(g.members[size_t(r)]);
       std::vector<ConstSpan> parts =
           rowParts(packOffset[size_t(n + r)], tokensTo[size_t(r)].size());
       parts.push_back(
@@ -401,6 +427,16 @@ Status dispatchImpl(Op &op, mfrt_dispatch &h, const void *x,
     if (!s.ok())
       return s;
   }
+  // Inbound tokens a relay forwards: take the trace bit off their metadata.
+  h.inTraced.assign(size_t(inTotal), 0);
+  for (int64_t row = 0; row < inTotal; ++row)
+    for (int64_t j = 0; j < k; ++j) {
+      SlotMeta &m = h.inMeta[size_t(row * k + j)];
+      if (m.expert >= 0 && (m.expert & kTraceBit)) {
+        m.expert &= ~kTraceBit;
+        h.inTraced[size_t(row)] = 1;
+      }
+    }
 
   // Phase C: relays forward to the owners on their node.
   if (h.mode == MFRT_DISPATCH_HIERARCHICAL) {
@@ -428,11 +464,17 @@ Status dispatchImpl(Op &op, mfrt_dispatch &h, const void *x,
     std::vector<std::vector<int32_t>> fwdMeta(static_cast<size_t>(n));
     for (int o = 0; o < n; ++o) {
       fwdOffset[size_t(o)] = int64_t(fwdRows.size());
+      bool carries = false;
       for (const Forward &f : h.forward[size_t(o)]) {
         fwdRows.push_back(f.tokenRow);
+        const bool t = h.inTraced[size_t(f.tokenRow)] != 0;
         fwdMeta[size_t(o)].push_back(
-            localExpert(h.inMeta[size_t(f.tokenRow * k + f.j)].expert, o));
+            localExpert(h.inMeta[size_t(f.tokenRow * k + f.j)].expert, o) |
+            (t ? kTraceBit : 0));
+        carries |= t;
       }
+      if (carries && o != me)
+        op.traceHop(g.members[size_t(o)]);
     }
     Buffer fwd(compute);
     if (!zeroCopy) {
@@ -510,6 +552,13 @@ Status dispatchImpl(Op &op, mfrt_dispatch &h, const void *x,
   s = compute.sync(op.deadline, st.timeoutS);
   if (!s.ok())
     return s;
+  // Received rows: take the trace bit off their expert ids.
+  h.traced.assign(size_t(h.count), 0);
+  for (int64_t row = 0; row < h.count; ++row)
+    if (rowExpert[size_t(row)] & kTraceBit) {
+      rowExpert[size_t(row)] &= ~kTraceBit;
+      h.traced[size_t(row)] = 1;
+    }
   h.experts.assign(rowExpert.begin(), rowExpert.end());
   h.rows = rows.take();
   return Status::success();
@@ -566,6 +615,9 @@ Status combineImpl(Op &op, mfrt_dispatch &h, const void *out, void *y) {
       const ConstSpan seg{outRow(h.rowOffset[size_t(src)]),
                           size_t(cnt) * rowBytes};
       const int r = routeVia(st, g, h.mode, src, me);
+      const auto first = h.traced.begin() + h.rowOffset[size_t(src)];
+      if (r != me && std::find(first, first + cnt, 1) != first + cnt)
+        op.traceHop(g.members[size_t(r < 0 ? src : r)]);
       if (r < 0)
         direct.send(g.members[size_t(src)], {seg});
       else if (r != me)
@@ -629,6 +681,12 @@ Status combineImpl(Op &op, mfrt_dispatch &h, const void *out, void *y) {
         return s;
     }
     Phase phase(op, 2);
+    for (int src = 0; src < n; ++src) {
+      const auto first = h.inTraced.begin() + h.inOffset[size_t(src)];
+      const auto last = first + h.fromTokens[size_t(src)];
+      if (std::find(first, last, 1) != last)
+        op.traceHop(g.members[size_t(src)]);
+    }
     for (int src = 0; src < n; ++src)
       if (h.fromTokens[size_t(src)])
         phase.send(g.members[size_t(src)],

@@ -16,6 +16,7 @@
 #include "Prompts.h"
 #include "RankState.h"
 #include "Safetensors.h"
+#include "Trace.h"
 #include "mfrt.h"
 
 #include "meshfold/Analysis/TrafficModel.h"
@@ -213,6 +214,8 @@ balance(const std::vector<std::vector<int64_t>> &requests, int64_t replicas) {
 /// wrote; rank 0 collects them: every other rank sends its K/V entries and
 /// logits as one message (its size first).
 bool gCollectOutputs = false;
+/// Hops of the traced token that rank 0 received from the other processes.
+std::vector<mfrt_trace_hop> gTraceHops;
 
 void collectOutputs(Program &prog) {
   const Manifest &m = prog.manifest;
@@ -303,6 +306,54 @@ void collectOutputs(Program &prog) {
   }
 }
 
+/// Under MPI each process saw its own part of the traced token's journey:
+/// every rank sends rank 0 its sightings and hops (as int64 words).
+void collectTrace() {
+  TraceSightings &seen = traceSightings();
+  int world = mfrt_world_size(), me = mfrt_rank();
+  auto sendWords = [&](const std::vector<int64_t> &words) {
+    float size[2];
+    int64_t n = int64_t(words.size());
+    std::memcpy(size, &n, sizeof(n));
+    if (mfrt_send(0, size, 2, MFRT_F32) != MFRT_OK ||
+        (n && mfrt_send(0, words.data(), 2 * n, MFRT_F32) != MFRT_OK))
+      fatal(std::string("sending the token trace to rank 0: ") +
+            mfrt_last_error());
+  };
+  if (me != 0) {
+    std::vector<int64_t> words{seen.landing, int64_t(seen.kv.size())};
+    words.insert(words.end(), seen.kv.begin(), seen.kv.end());
+    int64_t n = mfrt_trace_hops(nullptr, 0);
+    std::vector<mfrt_trace_hop> hops(static_cast<size_t>(n));
+    mfrt_trace_hops(hops.data(), n);
+    for (const mfrt_trace_hop &h : hops)
+      words.insert(words.end(), {h.layer, h.op, h.kind, h.from, h.to});
+    sendWords(words);
+    return;
+  }
+  for (int peer = 1; peer < world; ++peer) {
+    float size[2];
+    int64_t n = 0;
+    if (mfrt_recv(peer, size, 2, MFRT_F32) != MFRT_OK)
+      fatal(std::string("collecting the token trace: ") + mfrt_last_error());
+    std::memcpy(&n, size, sizeof(n));
+    std::vector<int64_t> words(static_cast<size_t>(n));
+    if (n && mfrt_recv(peer, words.data(), 2 * n, MFRT_F32) != MFRT_OK)
+      fatal(std::string("collecting the token trace: ") + mfrt_last_error());
+    if (n < 2)
+      fatal("internal: a short token trace from rank " + std::to_string(peer));
+    if (words[0] >= 0)
+      seen.landing = int(words[0]);
+    size_t at = 2;
+    for (int64_t i = 0; i < words[1] && at < words.size(); ++i)
+      seen.kv.insert(int(words[at++]));
+    for (; at + 5 <= words.size(); at += 5)
+      gTraceHops.push_back(
+          mfrt_trace_hop{words[at], words[at + 1], int32_t(words[at + 2]),
+                         int32_t(words[at + 3]), int32_t(words[at + 4])});
+  }
+}
+
 int rankMain(void *) {
   Program &prog = gProgramState;
   RankState &rs = tRank;
@@ -329,6 +380,7 @@ int rankMain(void *) {
     bool real = round < mine.size();
     std::vector<int64_t> tokens = real ? prog.requests[mine[round]] : dummy;
     rs.output = real ? prog.outputs[mine[round]].get() : nullptr;
+    rs.request = real ? mine[round] : -1;
     StridedMemRefType<int64_t, 1> in;
     in.basePtr = in.data = tokens.data();
     in.offset = 0;
@@ -337,6 +389,7 @@ int rankMain(void *) {
     _mlir_ciface_prefill(&in);
   }
   rs.output = nullptr;
+  rs.request = -1;
   if (prog.reportTraffic) {
     std::vector<uint64_t> &t = prog.traffic[size_t(rs.rank)];
     t.assign(size_t((prog.manifest.layers + 1) * MFRT_OP_KIND_COUNT *
@@ -348,6 +401,8 @@ int rankMain(void *) {
         for (int n = 0; n < MFRT_LINK_COUNT; ++n)
           t[at++] = mfrt_bytes_sent(mfrt_op_kind(k), mfrt_link(n), l);
   }
+  if (gCollectOutputs && traceConfig().traceToken)
+    collectTrace();
   if (gCollectOutputs)
     collectOutputs(prog);
   return 0;
@@ -416,6 +471,30 @@ void printTraffic(const Program &prog, const std::string &plan) {
   }
 }
 
+/// --trace-token: the travel log (and --trace-svg's map) from the hops the
+/// runtime recorded.
+void reportTrace(const Program &prog, const std::string &plan) {
+  std::string error;
+  std::optional<meshfold::MeshLayout> layout =
+      mfrt::comm::layoutFromPlanText(plan, &error);
+  if (!layout)
+    die(error);
+  const TraceConfig &c = traceConfig();
+  std::vector<mfrt_trace_hop> hops(
+      static_cast<size_t>(mfrt_trace_hops(nullptr, 0)));
+  mfrt_trace_hops(hops.data(), int64_t(hops.size()));
+  hops.insert(hops.end(), gTraceHops.begin(), gTraceHops.end());
+  TraceSightings &seen = traceSightings();
+  TraceLog log = buildTraceLog(*layout, hops, seen.landing, seen.kv);
+  int64_t replica = seen.landing >= 0 && layout->hasAxis("dp")
+                        ? layout->coord(seen.landing, "dp")
+                        : 0;
+  printTraceLog(*layout, log, replica,
+                int64_t(prog.requests[size_t(c.request)].size()));
+  if (!c.svgPath.empty() && !writeTraceSvg(c.svgPath, *layout, log, &error))
+    die(error);
+}
+
 void usage() {
   std::printf(
       "usage: %s --weights W.safetensors --prompts PROMPTS.txt --out "
@@ -437,6 +516,25 @@ void usage() {
       "collective sent\n"
       "                   over NVLink and IB (runtime counters; local "
       "backend)\n"
+      "  --trace-token REQ:POS\n"
+      "                   follow the data of prompt position POS of request "
+      "REQ (0-based)\n"
+      "                   through the collectives: one travel-log line per "
+      "comm op it\n"
+      "                   took part in (GPUs that held any of it, node "
+      "crossings split\n"
+      "                   into EP and PP, comm ops), recorded by the runtime "
+      "from the\n"
+      "                   messages that carried it; the whole trip last\n"
+      "  --trace-svg FILE a map of the traced token's route (SVG)\n"
+      "  --force-routing FILE|random[:SEED]\n"
+      "                   benchmarking and test hook: FILE fixes the traced "
+      "token's\n"
+      "                   experts, one line per layer 'LAYER: E1 E2 ...' "
+      "(layers from 1,\n"
+      "                   expert ids 0..n_experts-1, top_k of them); random "
+      "draws every\n"
+      "                   token's experts uniformly (the same on every plan)\n"
       "  --quiet          print nothing but errors\n"
       "  --help           this text\n",
       gProgram);
@@ -484,6 +582,15 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
   RequestOutput *out = rs.output;
   if (!out)
     return;
+  const TraceConfig &trace = traceConfig();
+  if (trace.traceToken && rs.request == trace.request)
+    for (int64_t t = 0; t < k->sizes[0]; ++t)
+      if (positions->data[positions->offset + t * positions->strides[0]] ==
+          trace.position) {
+        TraceSightings &seen = traceSightings();
+        std::lock_guard<std::mutex> lock(seen.mutex);
+        seen.kv.insert(rs.rank);
+      }
   std::lock_guard<std::mutex> lock(out->mutex);
   int64_t row = m.kvHeads * m.headDim;
   for (int64_t t = 0; t < k->sizes[0]; ++t) {
@@ -562,6 +669,7 @@ int main(int argc, char **argv) {
     gProgram = slash ? slash + 1 : argv[0];
   }
   std::string weights, prompts, out, backend = "local", timeout;
+  std::string traceToken, forceRouting, traceSvg;
   bool quiet = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -592,6 +700,12 @@ int main(int argc, char **argv) {
       value(timeout);
     else if (name == "--quiet")
       quiet = true;
+    else if (name == "--trace-token")
+      value(traceToken);
+    else if (name == "--force-routing")
+      value(forceRouting);
+    else if (name == "--trace-svg")
+      value(traceSvg);
     else if (name == "--report") {
       std::string what;
       value(what);
@@ -627,14 +741,18 @@ int main(int argc, char **argv) {
       die("--timeout must be a number of seconds of at least 0.001, got '" +
           timeout + "'");
   }
-  // Fail before the work, not after it, when the output cannot be written.
-  {
-    std::string dir = out.find('/') == std::string::npos
+  // Fail before the work, not after it, when an output cannot be written.
+  for (auto [flag, file] :
+       {std::pair<const char *, std::string *>{"--out", &out},
+        {"--trace-svg", &traceSvg}}) {
+    if (file->empty())
+      continue;
+    std::string dir = file->find('/') == std::string::npos
                           ? std::string(".")
-                          : out.substr(0, out.rfind('/') + 1);
+                          : file->substr(0, file->rfind('/') + 1);
     if (access(dir.c_str(), W_OK) != 0)
-      die("--out " + out + ": directory '" + dir + "' is not writable (" +
-          std::strerror(errno) + ")");
+      die(std::string(flag) + " " + *file + ": directory '" + dir +
+          "' is not writable (" + std::strerror(errno) + ")");
   }
 
   Program &prog = gProgramState;
@@ -656,6 +774,45 @@ int main(int argc, char **argv) {
     o->written.assign(m.layers,
                       std::vector<uint8_t>(r.size() * size_t(m.kvHeads), 0));
     prog.outputs.push_back(std::move(o));
+  }
+
+  TraceConfig &trace = traceConfig();
+  if (!traceToken.empty()) {
+    if (!parseTraceToken(traceToken, trace.request, trace.position, &error))
+      die(error);
+    if (trace.request >= int64_t(prog.requests.size()))
+      die("--trace-token " + traceToken + ": there are " +
+          std::to_string(prog.requests.size()) + " requests (0.." +
+          std::to_string(prog.requests.size() - 1) + ")");
+    int64_t len = int64_t(prog.requests[size_t(trace.request)].size());
+    if (trace.position >= len)
+      die("--trace-token " + traceToken + ": request " +
+          std::to_string(trace.request) + " has " + std::to_string(len) +
+          " tokens (positions 0.." + std::to_string(len - 1) + ")");
+    trace.traceToken = true;
+    trace.svgPath = traceSvg;
+    mfrt_trace_enable(1);
+  } else if (!traceSvg.empty()) {
+    die("--trace-svg needs --trace-token REQUEST:POSITION");
+  }
+  if (!forceRouting.empty()) {
+    if (forceRouting == "random" || forceRouting.rfind("random:", 0) == 0) {
+      trace.randomRouting = true;
+      if (forceRouting.size() > 7) {
+        std::string seed = forceRouting.substr(7);
+        char *end = nullptr;
+        trace.seed = std::strtoull(seed.c_str(), &end, 10);
+        if (seed.empty() || !std::isdigit((unsigned char)seed[0]) || *end)
+          die("--force-routing random:SEED needs a number, got '" + seed + "'");
+      }
+    } else {
+      if (!trace.traceToken)
+        die("--force-routing FILE fixes the traced token's experts: it needs "
+            "--trace-token REQUEST:POSITION");
+      if (!parseRoutingFile(forceRouting, m.layers, m.experts, m.topK,
+                            trace.forced, &error))
+        die(error);
+    }
   }
 
   gCollectOutputs = options.backend != MFRT_BACKEND_LOCAL;
@@ -720,6 +877,8 @@ int main(int argc, char **argv) {
     die(error);
   if (prog.reportTraffic)
     printTraffic(prog, plan);
+  if (trace.traceToken)
+    reportTrace(prog, plan);
   if (!quiet) {
     double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)

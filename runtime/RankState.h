@@ -40,8 +40,15 @@ struct RankState {
   /// Runtime group handles by manifest group id.
   std::vector<int64_t> groups;
   /// The request being run (null for a dummy batch, whose outputs are
-  /// dropped).
+  /// dropped) and its index (-1 for a dummy batch).
   RequestOutput *output = nullptr;
+  int64_t request = -1;
+  /// The layer last entered (for the routing hooks).
+  int64_t layer = -1;
+  /// Positions of the rows of the current layer, when tracing or routing
+  /// hooks need them: in the SP layout (the hidden state's rows) and in the
+  /// CP layout (after the TP all-gather).
+  std::vector<int64_t> spRows, cpRows;
 };
 
 /// The calling rank's state (thread-local).

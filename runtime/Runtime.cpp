@@ -16,11 +16,13 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <sstream>
 #include <system_error>
 #include <thread>
@@ -36,6 +38,11 @@ thread_local std::string tlsError;
 /// Under mpi / nccl: this process's rank and world size, kept after
 /// mfrt_launch returns.
 int gProcessRank = -1, gProcessWorld = 0;
+
+/// Token tracing: on/off and the hops every rank of this process recorded.
+std::atomic<bool> gTracing{false};
+std::mutex gTraceMutex;
+std::vector<mfrt_trace_hop> gTraceHops;
 
 std::string fullMessage(const FailureRecord &r) {
   return "mfrt: rank " + std::to_string(r.rank) + ": " + r.detail;
@@ -197,6 +204,16 @@ void Op::account(int to, uint64_t bytes) {
   st.bytes[kind][l][st.layerSlot()] += bytes;
 }
 
+bool mfrt::comm::tracing() { return gTracing.load(std::memory_order_relaxed); }
+
+void Op::traceHop(int to) const {
+  if (!tracing() || to == st.rank)
+    return;
+  std::lock_guard<std::mutex> lock(gTraceMutex);
+  gTraceHops.push_back(mfrt_trace_hop{traceLayer, traceOp, int32_t(kind),
+                                      int32_t(st.rank), int32_t(to)});
+}
+
 Phase::~Phase() {
   if (!requests.empty())
     (void)op.st.transport.waitAll(requests.data(), requests.size(),
@@ -237,6 +254,12 @@ namespace {
 /// Opens an op on a group (handle >= 0) or for a peer (p2p).
 Status beginOp(Op &op, int64_t groupHandle, bool p2p) {
   RankState &st = op.st;
+  // The trace key and marks first: every call takes them, failed or not.
+  op.traceLayer = st.traceLayer;
+  op.traceOp = st.traceOp++;
+  op.traceMarks.swap(st.traceMarks);
+  st.traceMarks.clear();
+  op.traceRowElems = st.traceRowElems;
   // The group first, so that every error below names it.
   if (!p2p)
     op.group = st.group(groupHandle);
@@ -298,6 +321,23 @@ Status checkCountDtype(int64_t count, mfrt_dtype dtype) {
     return Status::error(MFRT_ERR_ARGUMENT,
                          "unknown dtype " + std::to_string(int(dtype)));
   return Status::success();
+}
+
+/// Records the hops of a traced group op: every marked row goes to every
+/// other member, or, with `block` > 0 (reduce-scatter), to the member whose
+/// block of `block` elements holds it.
+void traceToMembers(Op &op, int64_t block) {
+  const int n = op.group->size();
+  std::vector<char> to(static_cast<size_t>(n), block <= 0);
+  if (block > 0)
+    for (int64_t row : op.traceMarks) {
+      int64_t member = row * op.traceRowElems / block;
+      if (member >= 0 && member < n)
+        to[size_t(member)] = 1;
+    }
+  for (int i = 0; i < n; ++i)
+    if (to[size_t(i)] && i != op.group->index)
+      op.traceHop(op.group->members[size_t(i)]);
 }
 
 /// Counts what a native collective moves as if it ran the generic (direct)
@@ -517,8 +557,39 @@ extern "C" int mfrt_group_member(int64_t group, int i) {
 }
 
 extern "C" void mfrt_set_layer(int64_t layer) {
-  if (tlsRank)
-    tlsRank->layer = layer;
+  if (!tlsRank)
+    return;
+  tlsRank->layer = layer;
+  if (layer >= 0) {
+    tlsRank->traceLayer = layer;
+    tlsRank->traceOp = 0;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Token tracing
+//===----------------------------------------------------------------------===//
+
+extern "C" void mfrt_trace_enable(int on) { gTracing = on != 0; }
+
+extern "C" void mfrt_trace_mark(const int64_t *rows, int64_t n,
+                                int64_t row_elems) {
+  if (!tlsRank || !tracing())
+    return;
+  tlsRank->traceMarks.assign(rows, rows + (rows && n > 0 ? n : 0));
+  tlsRank->traceRowElems = row_elems;
+}
+
+extern "C" int64_t mfrt_trace_hops(mfrt_trace_hop *out, int64_t max) {
+  std::lock_guard<std::mutex> lock(gTraceMutex);
+  for (int64_t i = 0; out && i < max && i < int64_t(gTraceHops.size()); ++i)
+    out[i] = gTraceHops[size_t(i)];
+  return int64_t(gTraceHops.size());
+}
+
+extern "C" void mfrt_trace_clear(void) {
+  std::lock_guard<std::mutex> lock(gTraceMutex);
+  gTraceHops.clear();
 }
 
 //===----------------------------------------------------------------------===//
@@ -540,7 +611,7 @@ mfrt_status runCollective(const char *entry, const char *name,
                           mfrt_op_kind kind, int64_t group, const void *send,
                           void *recv, int64_t count, mfrt_dtype dtype,
                           NativeCollective native, CoreCollective core,
-                          BytesTo bytesTo) {
+                          BytesTo bytesTo, bool byBlock = false) {
   RankState *st = tlsRank;
   if (!st)
     return stateError(entry);
@@ -559,7 +630,15 @@ mfrt_status runCollective(const char *entry, const char *name,
   } else if (s.ok()) {
     s = core(op, send, recv, count, dtype);
   }
+  if (s.ok() && op.traced())
+    traceToMembers(op, byBlock ? count : 0);
   return finishOp(op, s);
+}
+
+/// A traced ring step's message goes to the next group rank.
+void traceRingNext(Op &op) {
+  const int n = op.group->size();
+  op.traceHop(op.group->members[size_t((op.group->index + 1) % n)]);
 }
 } // namespace
 
@@ -578,7 +657,8 @@ extern "C" mfrt_status mfrt_reduce_scatter(int64_t group, const void *send,
   return runCollective(
       "mfrt_reduce_scatter", "reduce_scatter", MFRT_OP_REDUCE_SCATTER, group,
       send, recv, count, dtype, &Native::reduceScatter, &reduceScatter,
-      [&](Op &, int) { return uint64_t(count * int64_t(dtypeSize(dtype))); });
+      [&](Op &, int) { return uint64_t(count * int64_t(dtypeSize(dtype))); },
+      /*byBlock=*/true);
 }
 
 extern "C" mfrt_status mfrt_all_reduce(int64_t group, const void *send,
@@ -619,6 +699,8 @@ extern "C" mfrt_status mfrt_kv_ring_step(int64_t group, const void *k,
                       "while it receives)");
   if (s.ok())
     s = kvRingStep(op, k, v, k_out, v_out, count, dtype);
+  if (s.ok() && op.traced())
+    traceRingNext(op);
   return finishOp(op, s);
 }
 
@@ -643,6 +725,8 @@ extern "C" mfrt_status mfrt_ring_step_bytes(int64_t group, const void *send,
   if (s.ok())
     s = ringStep(op, {ConstSpan{send, size_t(bytes)}},
                  {Span{recv, size_t(bytes)}});
+  if (s.ok() && op.traced())
+    traceRingNext(op);
   return finishOp(op, s);
 }
 
@@ -664,6 +748,8 @@ extern "C" mfrt_status mfrt_send(int peer, const void *buf, int64_t count,
     s = checkBuffer(buf, count, "buf");
   if (s.ok())
     s = sendTo(op, peer, buf, count, dtype);
+  if (s.ok() && op.traced())
+    op.traceHop(peer);
   return finishOp(op, s);
 }
 
@@ -709,6 +795,8 @@ extern "C" mfrt_status mfrt_gather(int64_t group, int root, const void *send,
     s = checkBuffer(recv, count, "recv (on the root)");
   if (s.ok())
     s = gather(op, root, send, recv, count, dtype);
+  if (s.ok() && op.traced())
+    op.traceHop(op.group->members[size_t(root)]);
   return finishOp(op, s);
 }
 

@@ -230,6 +230,32 @@ uint64_t mfrt_bytes_sent_total(mfrt_op_kind kind, mfrt_link link);
 void mfrt_reset_counters(void);
 const char *mfrt_op_kind_name(mfrt_op_kind kind);
 
+/* Token tracing (the executable's --trace-token): follows one token's data
+   through the collectives by what they send. mfrt_trace_enable(1), before
+   mfrt_launch, turns it on for the process. Before a collective, the
+   program marks the rows of its send buffer that carry the traced token's
+   data, mfrt_trace_mark(rows, n, row_elems) (rows of row_elems elements;
+   for dispatch: token indices of x); the rank's next collective call takes
+   the marks and records one hop per message that carries a marked row.
+   Dispatch carries the mark with the rows to the relays and the experts'
+   owners (a bit of the routing metadata, no extra bytes), and combine
+   records the way back. A hop is keyed by (layer, op): the rank's last
+   layer (mfrt_set_layer; calls after a layer keep its index) and the index
+   of the collective call since the layer was set, so one program op has
+   the same key on every rank. */
+typedef struct mfrt_trace_hop {
+  int64_t layer; /* -1: before the first layer */
+  int64_t op;
+  int32_t kind; /* mfrt_op_kind */
+  int32_t from, to; /* global ranks */
+} mfrt_trace_hop;
+void mfrt_trace_enable(int on);
+void mfrt_trace_mark(const int64_t *rows, int64_t n, int64_t row_elems);
+/* Copies up to max of the hops this process's ranks recorded (in no
+   particular order) and returns how many there are. */
+int64_t mfrt_trace_hops(mfrt_trace_hop *out, int64_t max);
+void mfrt_trace_clear(void);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -9,6 +9,7 @@ packages=(
   cmake ninja-build g++ libgtest-dev
   openmpi-bin libopenmpi-dev
   time
+  chromium
 )
 
 missing=()

@@ -548,6 +548,19 @@ LogicalResult Lowering::run() {
     func::FuncOp setLayer = fn("mfrt_cg_set_layer", {b.getI64Type()}, {});
     func::CallOp::create(b, loc, setLayer,
                          ValueRange{i64(b, loc, layer.getIndex())});
+    // The positions of the layer's rows (SP layout; CP layout after the TP
+    // all-gather, the same when the layer has no second positions operand),
+    // for the runtime's token tracing and routing hooks.
+    Block &body = layer.getBody().front();
+    if (body.getNumArguments() >= 2) {
+      Value sp = body.getArgument(1);
+      Value cp = body.getNumArguments() >= 3 ? body.getArgument(2) : sp;
+      Type ui = unranked(b.getI64Type());
+      func::CallOp::create(
+          b, loc, fn("mfrt_cg_layer_rows", {b.getI64Type(), ui, ui}, {}),
+          ValueRange{i64(b, loc, layer.getIndex()), inBuffer(b, loc, sp),
+                     inBuffer(b, loc, cp)});
+    }
     b.setInsertionPointAfter(layer);
     func::CallOp::create(b, loc, setLayer, ValueRange{i64(b, loc, -1)});
   }
