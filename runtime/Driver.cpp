@@ -469,6 +469,62 @@ void printTraffic(const Program &prog, const std::string &plan) {
     std::printf("  %-15s nvlink %8.4f  ib %8.4f  %10.3f us\n",
                 r.collective.c_str(), r.nvlink, r.ib, us);
   }
+
+  // Side by side, in the analytic figures' units: all GPUs' elements of a
+  // collective over all layers, per GPU per layer of its stage (the PP send
+  // amortized the same way), in T*d. Measured bytes include what travels
+  // with the rows (routing metadata, K/V positions, counts); the analytic
+  // figures count the rows only.
+  const double gpuLayers = double(layout->numDevices()) * double(m.layers) /
+                           double(layout->axisSize("pp"));
+  auto measured = [&](mfrt_op_kind kind, int link) {
+    uint64_t sum = 0;
+    for (const auto &t : prog.traffic)
+      for (int64_t l = -1; !t.empty() && l < m.layers; ++l)
+        sum +=
+            t[size_t(((l + 1) * MFRT_OP_KIND_COUNT + kind) * MFRT_LINK_COUNT +
+                     link)] /
+            sizeof(float);
+    return double(sum) / gpuLayers / td;
+  };
+  std::printf("measured vs analytic, per GPU per layer in T*d:\n");
+  std::printf("  %-22s %-7s %10s %10s %8s\n", "collective", "link", "measured",
+              "analytic", "diff");
+  auto line = [&](const std::string &what, const char *link, double got,
+                  double want) {
+    if (got == 0 && want == 0)
+      return;
+    std::string diff = "-";
+    if (want > 0) {
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%+.1f%%", (got / want - 1.0) * 100.0);
+      diff = buf;
+    }
+    std::printf("  %-22s %-7s %10.4f %10.4f %8s\n", what.c_str(), link, got,
+                want, diff.c_str());
+  };
+  const std::pair<const char *, mfrt_op_kind> kinds[] = {
+      {"all_gather", MFRT_OP_ALL_GATHER},
+      {"kv_ring", MFRT_OP_KV_RING},
+      {"reduce_scatter", MFRT_OP_REDUCE_SCATTER},
+      {"dispatch", MFRT_OP_DISPATCH},
+      {"combine", MFRT_OP_COMBINE},
+      {"pp", MFRT_OP_PP}};
+  double epIB = 0, epIBWant = 0;
+  for (auto [name, kind] : kinds) {
+    auto row = std::find_if(rows.begin(), rows.end(), [&](const auto &r) {
+      return r.collective == name;
+    });
+    double wantNV = row == rows.end() ? 0 : row->nvlink;
+    double wantIB = row == rows.end() ? 0 : row->ib;
+    line(name, "nvlink", measured(kind, MFRT_LINK_NVLINK), wantNV);
+    line(name, "ib", measured(kind, MFRT_LINK_IB), wantIB);
+    if (kind == MFRT_OP_DISPATCH || kind == MFRT_OP_COMBINE) {
+      epIB += measured(kind, MFRT_LINK_IB);
+      epIBWant += wantIB;
+    }
+  }
+  line("ep (dispatch+combine)", "ib", epIB, epIBWant);
 }
 
 /// --trace-token: the travel log (and --trace-svg's map) from the hops the

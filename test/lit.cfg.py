@@ -1,5 +1,6 @@
 # -*- Python -*-
 import os
+import sys
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -44,3 +45,10 @@ if config.meshfold_have_cuda:
 import shutil
 if shutil.which("mpirun"):
     config.available_features.add("mpi")
+
+# Headless Chromium (Debian's chromium), for tests that render SVG output.
+chromium = shutil.which("chromium")
+if chromium:
+    config.available_features.add("chromium")
+    config.substitutions.append(("%chromium", chromium))
+config.substitutions.append(("%python", sys.executable))
