@@ -35,6 +35,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <unistd.h>
@@ -488,10 +489,17 @@ void printTraffic(const Program &prog, const std::string &plan) {
     return double(sum) / gpuLayers / td;
   };
   std::printf("measured vs analytic, per GPU per layer in T*d:\n");
-  std::printf("  %-22s %-7s %10s %10s %8s\n", "collective", "link", "measured",
-              "analytic", "diff");
+  const double perReplica = double(tokens) / double(replicas);
+  std::printf("  %-22s %-7s %10s %10s %8s %12s\n", "collective", "link",
+              "measured", "analytic", "diff", "time (bf16)");
   auto line = [&](const std::string &what, const char *link, double got,
                   double want) {
+    const bool ib = std::strcmp(link, "ib") == 0;
+    const double us = got * perReplica * double(m.hidden) * 2.0 /
+                      (layout->bandwidthGBps(ib ? meshfold::LinkClass::IB
+                                                : meshfold::LinkClass::NVLink) *
+                       1e9) *
+                      1e6;
     if (got == 0 && want == 0)
       return;
     std::string diff = "-";
@@ -500,8 +508,8 @@ void printTraffic(const Program &prog, const std::string &plan) {
       std::snprintf(buf, sizeof(buf), "%+.1f%%", (got / want - 1.0) * 100.0);
       diff = buf;
     }
-    std::printf("  %-22s %-7s %10.4f %10.4f %8s\n", what.c_str(), link, got,
-                want, diff.c_str());
+    std::printf("  %-22s %-7s %10.4f %10.4f %8s %9.3f us\n", what.c_str(), link,
+                got, want, diff.c_str(), us);
   };
   const std::pair<const char *, mfrt_op_kind> kinds[] = {
       {"all_gather", MFRT_OP_ALL_GATHER},
@@ -591,6 +599,9 @@ void usage() {
       "                   expert ids 0..n_experts-1, top_k of them); random "
       "draws every\n"
       "                   token's experts uniformly (the same on every plan)\n"
+      "  --nvlink-gbps N, --ib-gbps N\n"
+      "                   link speeds for the report's times (default: the "
+      "plan's, 450 and 50)\n"
       "  --quiet          print nothing but errors\n"
       "  --help           this text\n",
       gProgram);
@@ -725,7 +736,7 @@ int main(int argc, char **argv) {
     gProgram = slash ? slash + 1 : argv[0];
   }
   std::string weights, prompts, out, backend = "local", timeout;
-  std::string traceToken, forceRouting, traceSvg;
+  std::string traceToken, forceRouting, traceSvg, nvlinkGBps, ibGBps;
   bool quiet = false;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
@@ -762,6 +773,10 @@ int main(int argc, char **argv) {
       value(forceRouting);
     else if (name == "--trace-svg")
       value(traceSvg);
+    else if (name == "--nvlink-gbps")
+      value(nvlinkGBps);
+    else if (name == "--ib-gbps")
+      value(ibGBps);
     else if (name == "--report") {
       std::string what;
       value(what);
@@ -877,6 +892,23 @@ int main(int argc, char **argv) {
                                       "experts=ep:1:tp+cp+dp,pp:1:pp"
                                     : m.plan;
   options.plan = plan.c_str();
+  // The report's link speeds: the plan's, or --nvlink-gbps / --ib-gbps.
+  std::string reportPlan = plan;
+  for (auto [flag, key, text] :
+       {std::tuple<const char *, const char *, std::string *>{
+            "--nvlink-gbps", "nvlink_gbps", &nvlinkGBps},
+        {"--ib-gbps", "ib_gbps", &ibGBps}}) {
+    if (text->empty())
+      continue;
+    char *end = nullptr;
+    double v = std::strtod(text->c_str(), &end);
+    if (!end || *end || !(v > 0) || !std::isfinite(v))
+      die(std::string(flag) + " must be a positive number of GB/s, got '" +
+          *text + "'");
+    if (!prog.reportTraffic)
+      die(std::string(flag) + " sets the link speed of --report traffic");
+    reportPlan += std::string(" ") + key + "=" + *text;
+  }
   if (prog.reportTraffic) {
     if (options.backend != MFRT_BACKEND_LOCAL)
       die("--report traffic needs --backend local (every rank's counters in "
@@ -932,7 +964,7 @@ int main(int argc, char **argv) {
   if (!writer.write(out, &error))
     die(error);
   if (prog.reportTraffic)
-    printTraffic(prog, plan);
+    printTraffic(prog, reportPlan);
   if (trace.traceToken)
     reportTrace(prog, plan);
   if (!quiet) {
