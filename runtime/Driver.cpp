@@ -218,6 +218,33 @@ bool gCollectOutputs = false;
 /// Hops of the traced token that rank 0 received from the other processes.
 std::vector<mfrt_trace_hop> gTraceHops;
 
+/// One message of any size to rank 0: its size in 4-byte words, then the
+/// words (the last one zero-padded).
+void sendToRoot(const void *data, size_t bytes, const char *what) {
+  int64_t words = int64_t((bytes + 3) / 4);
+  std::vector<char> padded(size_t(words) * 4, 0);
+  if (bytes)
+    std::memcpy(padded.data(), data, bytes);
+  float size[2];
+  std::memcpy(size, &words, sizeof(words));
+  if (mfrt_send(0, size, 2, MFRT_F32) != MFRT_OK ||
+      (words && mfrt_send(0, padded.data(), words, MFRT_F32) != MFRT_OK))
+    fatal(std::string(what) + ": " + mfrt_last_error());
+}
+
+/// Receives one sendToRoot message from `peer`.
+std::vector<char> recvFromRank(int peer, const char *what) {
+  float size[2];
+  int64_t words = 0;
+  if (mfrt_recv(peer, size, 2, MFRT_F32) != MFRT_OK)
+    fatal(std::string(what) + ": " + mfrt_last_error());
+  std::memcpy(&words, size, sizeof(words));
+  std::vector<char> in(size_t(words) * 4);
+  if (words > 0 && mfrt_recv(peer, in.data(), words, MFRT_F32) != MFRT_OK)
+    fatal(std::string(what) + ": " + mfrt_last_error());
+  return in;
+}
+
 void collectOutputs(Program &prog) {
   const Manifest &m = prog.manifest;
   int world = mfrt_world_size(), me = mfrt_rank();
@@ -253,24 +280,11 @@ void collectOutputs(Program &prog) {
               size_t(m.vocab) * sizeof(float));
         }
     }
-    blob.resize((blob.size() + 3) / 4 * 4);
-    int64_t size[1] = {int64_t(blob.size() / 4)};
-    float sizeMsg[2];
-    std::memcpy(sizeMsg, size, sizeof(size));
-    if (mfrt_send(0, sizeMsg, 2, MFRT_F32) != MFRT_OK ||
-        mfrt_send(0, blob.data(), size[0], MFRT_F32) != MFRT_OK)
-      fatal(std::string("sending outputs to rank 0: ") + mfrt_last_error());
+    sendToRoot(blob.data(), blob.size(), "sending outputs to rank 0");
     return;
   }
   for (int peer = 1; peer < world; ++peer) {
-    float sizeMsg[2];
-    int64_t words = 0;
-    if (mfrt_recv(peer, sizeMsg, 2, MFRT_F32) != MFRT_OK)
-      fatal(std::string("collecting outputs: ") + mfrt_last_error());
-    std::memcpy(&words, sizeMsg, sizeof(words));
-    std::vector<char> in(size_t(words) * 4);
-    if (words > 0 && mfrt_recv(peer, in.data(), words, MFRT_F32) != MFRT_OK)
-      fatal(std::string("collecting outputs: ") + mfrt_last_error());
+    std::vector<char> in = recvFromRank(peer, "collecting outputs");
     size_t at = 0;
     while (at + 4 * sizeof(int64_t) <= in.size()) {
       int64_t hdr[4];
@@ -312,15 +326,6 @@ void collectOutputs(Program &prog) {
 void collectTrace() {
   TraceSightings &seen = traceSightings();
   int world = mfrt_world_size(), me = mfrt_rank();
-  auto sendWords = [&](const std::vector<int64_t> &words) {
-    float size[2];
-    int64_t n = int64_t(words.size());
-    std::memcpy(size, &n, sizeof(n));
-    if (mfrt_send(0, size, 2, MFRT_F32) != MFRT_OK ||
-        (n && mfrt_send(0, words.data(), 2 * n, MFRT_F32) != MFRT_OK))
-      fatal(std::string("sending the token trace to rank 0: ") +
-            mfrt_last_error());
-  };
   if (me != 0) {
     std::vector<int64_t> words{seen.landing, int64_t(seen.kv.size())};
     words.insert(words.end(), seen.kv.begin(), seen.kv.end());
@@ -329,19 +334,16 @@ void collectTrace() {
     mfrt_trace_hops(hops.data(), n);
     for (const mfrt_trace_hop &h : hops)
       words.insert(words.end(), {h.layer, h.op, h.kind, h.from, h.to});
-    sendWords(words);
+    sendToRoot(words.data(), words.size() * sizeof(int64_t),
+               "sending the token trace to rank 0");
     return;
   }
   for (int peer = 1; peer < world; ++peer) {
-    float size[2];
-    int64_t n = 0;
-    if (mfrt_recv(peer, size, 2, MFRT_F32) != MFRT_OK)
-      fatal(std::string("collecting the token trace: ") + mfrt_last_error());
-    std::memcpy(&n, size, sizeof(n));
-    std::vector<int64_t> words(static_cast<size_t>(n));
-    if (n && mfrt_recv(peer, words.data(), 2 * n, MFRT_F32) != MFRT_OK)
-      fatal(std::string("collecting the token trace: ") + mfrt_last_error());
-    if (n < 2)
+    std::vector<char> in = recvFromRank(peer, "collecting the token trace");
+    std::vector<int64_t> words(in.size() / sizeof(int64_t));
+    if (!words.empty())
+      std::memcpy(words.data(), in.data(), words.size() * sizeof(int64_t));
+    if (words.size() < 2)
       fatal("internal: a short token trace from rank " + std::to_string(peer));
     if (words[0] >= 0)
       seen.landing = int(words[0]);
@@ -755,28 +757,21 @@ int main(int argc, char **argv) {
       usage();
       return 0;
     }
-    if (name == "--weights")
-      value(weights);
-    else if (name == "--prompts")
-      value(prompts);
-    else if (name == "--out")
-      value(out);
-    else if (name == "--backend")
-      value(backend);
-    else if (name == "--timeout")
-      value(timeout);
+    const std::map<std::string, std::string *> valued = {
+        {"--weights", &weights},
+        {"--prompts", &prompts},
+        {"--out", &out},
+        {"--backend", &backend},
+        {"--timeout", &timeout},
+        {"--trace-token", &traceToken},
+        {"--force-routing", &forceRouting},
+        {"--trace-svg", &traceSvg},
+        {"--nvlink-gbps", &nvlinkGBps},
+        {"--ib-gbps", &ibGBps}};
+    if (auto it = valued.find(name); it != valued.end())
+      value(*it->second);
     else if (name == "--quiet")
       quiet = true;
-    else if (name == "--trace-token")
-      value(traceToken);
-    else if (name == "--force-routing")
-      value(forceRouting);
-    else if (name == "--trace-svg")
-      value(traceSvg);
-    else if (name == "--nvlink-gbps")
-      value(nvlinkGBps);
-    else if (name == "--ib-gbps")
-      value(ibGBps);
     else if (name == "--report") {
       std::string what;
       value(what);
