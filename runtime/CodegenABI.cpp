@@ -4,8 +4,17 @@
 // buffers (unranked memref descriptors). They resolve the manifest's group
 // ids to the runtime's groups and call the mfrt C ABI of mfrt.h.
 //
+// CUDA mode (DeviceBuffers.h): the program's buffers are managed memory;
+// every call first waits for the rank's stream (the kernels that wrote its
+// operands), and the calls' own temporaries are managed memory too, because
+// the nccl backend moves device memory only. Dispatch and combine run the
+// runtime's generic algorithms: under the local backend their packing and
+// weighted sums run on the host, on managed memory (the pages migrate to the
+// host and back), which is correct but not fast.
+//
 //===----------------------------------------------------------------------===//
 
+#include "DeviceBuffers.h"
 #include "RankState.h"
 #include "mfrt.h"
 
@@ -27,6 +36,7 @@ template <typename T> struct Buffer {
   std::vector<T> copy;
 
   explicit Buffer(UnrankedMemRefType<T> *m) {
+    syncForHost();
     DynamicMemRefType<T> view(*m);
     const int64_t *sizes = view.sizes, *strides = view.strides;
     bool contiguous = true;
@@ -146,16 +156,16 @@ void _mlir_ciface_mfrt_cg_ring_step_f32_f32_i64(
   Buffer<int64_t> c(p), co(pOut);
   size_t kb = size_t(a.count) * 4, vb = size_t(b.count) * 4,
          pb = size_t(c.count) * 8;
-  std::vector<char> send(kb + vb + pb), recv(send.size());
-  std::memcpy(send.data(), a.data, kb);
-  std::memcpy(send.data() + kb, b.data, vb);
-  std::memcpy(send.data() + kb + vb, c.data, pb);
+  SharedBuffer send(kb + vb + pb), recv(send.size());
+  copyAny(send.data(), a.data, kb);
+  copyAny(send.data() + kb, b.data, vb);
+  copyAny(send.data() + kb + vb, c.data, pb);
   check(mfrt_ring_step_bytes(group(id), send.data(), recv.data(),
                              int64_t(send.size())),
         "ring_step");
-  std::memcpy(ao.data, recv.data(), kb);
-  std::memcpy(bo.data, recv.data() + kb, vb);
-  std::memcpy(co.data, recv.data() + kb + vb, pb);
+  copyAny(ao.data, recv.data(), kb);
+  copyAny(bo.data, recv.data() + kb, vb);
+  copyAny(co.data, recv.data() + kb + vb, pb);
 }
 
 void _mlir_ciface_mfrt_cg_ring_step_f32(int64_t id,
@@ -205,9 +215,9 @@ void _mlir_ciface_mfrt_cg_dispatch_fetch(int64_t handle,
   auto *h = reinterpret_cast<const mfrt_dispatch *>(intptr_t(handle));
   Buffer<float> r(rows);
   Buffer<int64_t> l(local);
-  std::memcpy(r.data, mfrt_dispatch_rows(h), size_t(r.count) * sizeof(float));
-  std::memcpy(l.data, mfrt_dispatch_experts(h),
-              size_t(l.count) * sizeof(int64_t));
+  // Rows are device memory under nccl; expert ids are host memory.
+  copyAny(r.data, mfrt_dispatch_rows(h), size_t(r.count) * sizeof(float));
+  copyAny(l.data, mfrt_dispatch_experts(h), size_t(l.count) * sizeof(int64_t));
 }
 
 void _mlir_ciface_mfrt_cg_combine_f32(int64_t handle,
