@@ -28,12 +28,13 @@ using namespace mfrt;
 
 namespace {
 /// A buffer passed by the program: its first element and element count, with
-/// a contiguous copy when the view is strided.
+/// a contiguous copy when the view is strided (in memory the collectives
+/// accept: managed memory in CUDA mode).
 template <typename T> struct Buffer {
   T *data = nullptr;
   int64_t count = 1;
   int64_t rows = 1;
-  std::vector<T> copy;
+  SharedBuffer copy;
 
   explicit Buffer(UnrankedMemRefType<T> *m) {
     syncForHost();
@@ -52,20 +53,21 @@ template <typename T> struct Buffer {
     if (contiguous || count == 0)
       return;
     // Gather the strided view into a contiguous copy.
-    copy.resize(size_t(count));
+    copy.resize(size_t(count) * sizeof(T));
+    T *out = reinterpret_cast<T *>(copy.data());
     std::vector<int64_t> idx(size_t(view.rank), 0);
     for (int64_t i = 0; i < count; ++i) {
       int64_t at = 0;
       for (int64_t d = 0; d < view.rank; ++d)
         at += idx[d] * strides[d];
-      copy[i] = data[at];
+      out[i] = data[at];
       for (int64_t d = view.rank - 1; d >= 0; --d) {
         if (++idx[d] < sizes[d])
           break;
         idx[d] = 0;
       }
     }
-    data = copy.data();
+    data = out;
   }
 };
 

@@ -99,6 +99,11 @@ void SharedBuffer::resize(size_t n) {
     ptr = nullptr;
   }
   bytes = n;
+  if (n == 0) { // nothing to stage: no device allocation
+    host.clear();
+    ptr = nullptr;
+    return;
+  }
   if (Device *d = device()) {
     void *p = nullptr;
     check(d->allocShared(n, &p),
@@ -107,7 +112,7 @@ void SharedBuffer::resize(size_t n) {
     onDevice = true;
     return;
   }
-  host.resize(n ? n : 1);
+  host.resize(n);
   ptr = host.data();
 }
 
