@@ -4,8 +4,17 @@
 // buffers (unranked memref descriptors). They resolve the manifest's group
 // ids to the runtime's groups and call the mfrt C ABI of mfrt.h.
 //
+// CUDA mode (DeviceBuffers.h): the program's buffers are managed memory;
+// every call first waits for the rank's stream (the kernels that wrote its
+// operands), and the calls' own temporaries are managed memory too, because
+// the nccl backend moves device memory only. Dispatch and combine run the
+// runtime's generic algorithms: under the local backend their packing and
+// weighted sums run on the host, on managed memory (the pages migrate to the
+// host and back), which is correct but not fast.
+//
 //===----------------------------------------------------------------------===//
 
+#include "DeviceBuffers.h"
 #include "RankState.h"
 #include "Trace.h"
 #include "mfrt.h"
@@ -20,14 +29,16 @@ using namespace mfrt;
 
 namespace {
 /// A buffer passed by the program: its first element and element count, with
-/// a contiguous copy when the view is strided.
+/// a contiguous copy when the view is strided (in memory the collectives
+/// accept: managed memory in CUDA mode).
 template <typename T> struct Buffer {
   T *data = nullptr;
   int64_t count = 1;
   int64_t rows = 1;
-  std::vector<T> copy;
+  SharedBuffer copy;
 
   explicit Buffer(UnrankedMemRefType<T> *m) {
+    syncForHost();
     DynamicMemRefType<T> view(*m);
     const int64_t *sizes = view.sizes, *strides = view.strides;
     bool contiguous = true;
@@ -43,20 +54,21 @@ template <typename T> struct Buffer {
     if (contiguous || count == 0)
       return;
     // Gather the strided view into a contiguous copy.
-    copy.resize(size_t(count));
+    copy.resize(size_t(count) * sizeof(T));
+    T *out = reinterpret_cast<T *>(copy.data());
     std::vector<int64_t> idx(size_t(view.rank), 0);
     for (int64_t i = 0; i < count; ++i) {
       int64_t at = 0;
       for (int64_t d = 0; d < view.rank; ++d)
         at += idx[d] * strides[d];
-      copy[i] = data[at];
+      out[i] = data[at];
       for (int64_t d = view.rank - 1; d >= 0; --d) {
         if (++idx[d] < sizes[d])
           break;
         idx[d] = 0;
       }
     }
-    data = copy.data();
+    data = out;
   }
 };
 
@@ -231,10 +243,10 @@ void _mlir_ciface_mfrt_cg_ring_step_f32_f32_i64(
   Buffer<int64_t> c(p), co(pOut);
   size_t kb = size_t(a.count) * 4, vb = size_t(b.count) * 4,
          pb = size_t(c.count) * 8;
-  std::vector<char> send(kb + vb + pb), recv(send.size());
-  std::memcpy(send.data(), a.data, kb);
-  std::memcpy(send.data() + kb, b.data, vb);
-  std::memcpy(send.data() + kb + vb, c.data, pb);
+  SharedBuffer send(kb + vb + pb), recv(send.size());
+  copyAny(send.data(), a.data, kb);
+  copyAny(send.data() + kb, b.data, vb);
+  copyAny(send.data() + kb + vb, c.data, pb);
   // The message's own positions say whether it carries the traced K/V.
   std::vector<int64_t> marks = tracedRows(currentRank(), c.data, c.count);
   if (!marks.empty())
@@ -242,9 +254,9 @@ void _mlir_ciface_mfrt_cg_ring_step_f32_f32_i64(
   check(mfrt_ring_step_bytes(group(id), send.data(), recv.data(),
                              int64_t(send.size())),
         "ring_step");
-  std::memcpy(ao.data, recv.data(), kb);
-  std::memcpy(bo.data, recv.data() + kb, vb);
-  std::memcpy(co.data, recv.data() + kb + vb, pb);
+  copyAny(ao.data, recv.data(), kb);
+  copyAny(bo.data, recv.data() + kb, vb);
+  copyAny(co.data, recv.data() + kb + vb, pb);
 }
 
 void _mlir_ciface_mfrt_cg_ring_step_f32(int64_t id,
@@ -319,9 +331,9 @@ void _mlir_ciface_mfrt_cg_dispatch_fetch(int64_t handle,
   auto *h = reinterpret_cast<const mfrt_dispatch *>(intptr_t(handle));
   Buffer<float> r(rows);
   Buffer<int64_t> l(local);
-  std::memcpy(r.data, mfrt_dispatch_rows(h), size_t(r.count) * sizeof(float));
-  std::memcpy(l.data, mfrt_dispatch_experts(h),
-              size_t(l.count) * sizeof(int64_t));
+  // Rows are device memory under nccl; expert ids are host memory.
+  copyAny(r.data, mfrt_dispatch_rows(h), size_t(r.count) * sizeof(float));
+  copyAny(l.data, mfrt_dispatch_experts(h), size_t(l.count) * sizeof(int64_t));
 }
 
 void _mlir_ciface_mfrt_cg_combine_f32(int64_t handle,

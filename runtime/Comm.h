@@ -248,7 +248,9 @@ public:
 };
 
 /// Version of this interface; a plugin built from another tree is refused.
-constexpr int kPluginAbiVersion = 1;
+constexpr int kPluginAbiVersion = 2;
+
+class Device;
 
 struct PluginRequest {
   int abiVersion = kPluginAbiVersion;
@@ -256,6 +258,10 @@ struct PluginRequest {
   /// The plan's devices (the world size must match; the core checks).
   int64_t devices = 0;
   double timeoutS = 60;
+  /// The program's device (Device.h), nullptr for a host program. A plugin
+  /// that drives the device itself (nccl) attaches this process's rank to it
+  /// and uses the rank's stream; otherwise the core attaches it.
+  Device *device = nullptr;
 };
 
 /// `extern "C" PluginBackend *mfrt_comm_plugin_create(const PluginRequest *,

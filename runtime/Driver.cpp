@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "DeviceBuffers.h"
 #include "Manifest.h"
 #include "Plan.h"
 #include "Prompts.h"
@@ -227,8 +228,8 @@ void sendToRoot(const void *data, size_t bytes, const char *what) {
     std::memcpy(padded.data(), data, bytes);
   float size[2];
   std::memcpy(size, &words, sizeof(words));
-  if (mfrt_send(0, size, 2, MFRT_F32) != MFRT_OK ||
-      (words && mfrt_send(0, padded.data(), words, MFRT_F32) != MFRT_OK))
+  if (sendHost(0, size, 2, MFRT_F32) != MFRT_OK ||
+      (words && sendHost(0, padded.data(), words, MFRT_F32) != MFRT_OK))
     fatal(std::string(what) + ": " + mfrt_last_error());
 }
 
@@ -236,11 +237,11 @@ void sendToRoot(const void *data, size_t bytes, const char *what) {
 std::vector<char> recvFromRank(int peer, const char *what) {
   float size[2];
   int64_t words = 0;
-  if (mfrt_recv(peer, size, 2, MFRT_F32) != MFRT_OK)
+  if (recvHost(peer, size, 2, MFRT_F32) != MFRT_OK)
     fatal(std::string(what) + ": " + mfrt_last_error());
   std::memcpy(&words, size, sizeof(words));
   std::vector<char> in(size_t(words) * 4);
-  if (words > 0 && mfrt_recv(peer, in.data(), words, MFRT_F32) != MFRT_OK)
+  if (words > 0 && recvHost(peer, in.data(), words, MFRT_F32) != MFRT_OK)
     fatal(std::string(what) + ": " + mfrt_last_error());
   return in;
 }
@@ -366,6 +367,7 @@ int rankMain(void *) {
   for (const ManifestGroup &g : prog.manifest.groups)
     rs.groups.push_back(groupOf(groups, g.axes));
   loadWeights(rs, groups);
+  uploadWeights(rs); // CUDA mode: to the rank's device
 
   int64_t replicas = 1, replica = 0;
   if (prog.manifest.plan.find("dp:") != std::string::npos) {
@@ -384,8 +386,11 @@ int rankMain(void *) {
     std::vector<int64_t> tokens = real ? prog.requests[mine[round]] : dummy;
     rs.output = real ? prog.outputs[mine[round]].get() : nullptr;
     rs.request = real ? mine[round] : -1;
+    // Kernels may read the token ids (CUDA mode: managed memory).
+    SharedBuffer tokenBuf(tokens.size() * sizeof(int64_t));
+    std::memcpy(tokenBuf.data(), tokens.data(), tokenBuf.size());
     StridedMemRefType<int64_t, 1> in;
-    in.basePtr = in.data = tokens.data();
+    in.basePtr = in.data = reinterpret_cast<int64_t *>(tokenBuf.data());
     in.offset = 0;
     in.sizes[0] = int64_t(tokens.size());
     in.strides[0] = 1;
@@ -408,6 +413,7 @@ int rankMain(void *) {
     collectTrace();
   if (gCollectOutputs)
     collectOutputs(prog);
+  releaseWeights(rs);
   return 0;
 }
 
@@ -564,7 +570,7 @@ void reportTrace(const Program &prog, const std::string &plan) {
 void usage() {
   std::printf(
       "usage: %s --weights W.safetensors --prompts PROMPTS.txt --out "
-      "OUT.safetensors [--backend local|mpi] [--timeout S] [--quiet]\n\n"
+      "OUT.safetensors [--backend local|mpi|nccl] [--timeout S] [--quiet]\n\n"
       "Runs prefill for every prompt (one request per line, token ids "
       "separated by spaces)\non every rank of the compiled plan and writes, "
       "per request r, req{r}.logits [V]\n(last prompt position) and "
@@ -575,7 +581,9 @@ void usage() {
       "  --out FILE       output safetensors (written only on success)\n"
       "  --backend NAME   local (default: every rank a thread of this "
       "process) or mpi\n"
-      "                   (one process per rank under mpirun)\n"
+      "                   (one process per rank under mpirun) or nccl "
+      "(--target cuda\n"
+      "                   programs: one process per GPU under mpirun)\n"
       "  --timeout S      seconds a collective waits for its peers (default "
       "60)\n"
       "  --report traffic print, per GPU and layer, the elements each "
@@ -620,13 +628,9 @@ void mfrt::fatal(const std::string &msg) {
 
 extern "C" {
 /// The data of weight `id` of the manifest: this rank's slice, f32,
-/// row-major. The runtime owns it; the program only reads it.
-void *mfrt_weight(int64_t id) {
-  RankState &rs = tRank;
-  if (id < 0 || size_t(id) >= rs.params.size())
-    fatal("internal: weight id " + std::to_string(id) + " out of range");
-  return rs.params[id].data();
-}
+/// row-major (CUDA mode: managed memory on the rank's device). The runtime
+/// owns it; the program only reads it.
+void *mfrt_weight(int64_t id) { return weightData(tRank, id); }
 
 /// K/V cache entries of `layer` for the tokens at `positions`, KV heads
 /// `headOffset ..` of the model's; positions past the prompt (padding) are
@@ -636,6 +640,7 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
                                     StridedMemRefType<float, 3> *v,
                                     StridedMemRefType<int64_t, 1> *positions,
                                     int64_t headOffset) {
+  syncForHost();
   RankState &rs = tRank;
   const Manifest &m = *rs.manifest;
   if (layer < 0 || layer >= m.layers)
@@ -687,6 +692,7 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
 /// Logits of every prompt position a rank holds (prompt logprobs).
 void _mlir_ciface_mfrt_prompt_logits_f32(StridedMemRefType<float, 2> *logits,
                                          StridedMemRefType<int64_t, 1> *pos) {
+  syncForHost();
   RankState &rs = tRank;
   const Manifest &m = *rs.manifest;
   if (logits->sizes[1] != m.vocab || logits->sizes[0] != pos->sizes[0])
@@ -714,6 +720,7 @@ void _mlir_ciface_mfrt_prompt_logits_f32(StridedMemRefType<float, 2> *logits,
 /// The request's last-token logits, recorded when `valid` is non-zero.
 void _mlir_ciface_mfrt_logits_f32(StridedMemRefType<float, 1> *logits,
                                   int64_t valid) {
+  syncForHost();
   RankState &rs = tRank;
   const Manifest &m = *rs.manifest;
   if (!valid || !rs.output)
@@ -792,8 +799,12 @@ int main(int argc, char **argv) {
     options.backend = MFRT_BACKEND_LOCAL;
   else if (backend == "mpi")
     options.backend = MFRT_BACKEND_MPI;
+  else if (backend == "nccl" && programUsesDevice())
+    options.backend = MFRT_BACKEND_NCCL;
+  else if (backend == "nccl")
+    die("--backend nccl needs a program compiled with --target cuda");
   else
-    die("--backend must be local or mpi, got '" + backend + "'");
+    die("--backend must be local, mpi or nccl, got '" + backend + "'");
   bool timeoutGiven = false;
   for (int i = 1; i < argc; ++i)
     timeoutGiven |= std::strncmp(argv[i], "--timeout", 9) == 0;

@@ -1,6 +1,15 @@
 //===- LocalBackend.cpp - Every rank a thread of this process -------------===//
+//
+// In CUDA mode (Device.h) buffers are managed or device memory: every copy is
+// a cuMemcpyAsync on the stream of the rank whose thread makes it, and that
+// stream is synchronized before the request completes, i.e. before the peer
+// may read the data. All ranks share one context, so any rank's stream can
+// copy between any two ranks' buffers.
+//
+//===----------------------------------------------------------------------===//
 
 #include "LocalBackend.h"
+#include "Device.h"
 
 #include <algorithm>
 #include <condition_variable>
@@ -30,6 +39,7 @@ struct LocalRequest final : Request {
   bool buffered = false;
   std::atomic<int> state{Posted};
   std::string error;
+  mfrt_status errorCode = MFRT_ERR_ARGUMENT;
 };
 
 struct LocalMailbox {
@@ -45,17 +55,38 @@ struct LocalMailbox {
 
 namespace {
 
-/// Copies the send's parts into the receive's parts (sizes already equal).
-void copyParts(const LocalRequest &send, const LocalRequest &recv) {
+/// The device whose stream the calling rank copies with (CUDA mode), or
+/// nullptr for host memcpy.
+Device *copyDevice() {
+  Device *device = activeDevice();
+  return device && device->attached() ? device : nullptr;
+}
+
+/// Copies `n` bytes with memcpy, or queues the copy on the rank's stream.
+Status copyBytes(Device *device, void *dst, const void *src, size_t n) {
+  if (!device) {
+    std::memcpy(dst, src, n);
+    return Status::success();
+  }
+  return device->copyAsync(dst, src, n);
+}
+
+/// Copies the send's parts into the receive's parts (sizes already equal);
+/// in CUDA mode the copies are complete when this returns.
+Status copyParts(const LocalRequest &send, const LocalRequest &recv) {
+  Device *device = copyDevice();
   size_t si = 0, soff = 0;
   for (const Span &dst : recv.recvParts) {
     size_t done = 0;
     while (done < dst.bytes) {
       const ConstSpan &src = send.sendParts[si];
       size_t n = std::min(dst.bytes - done, src.bytes - soff);
-      if (n)
-        std::memcpy(static_cast<char *>(dst.data) + done,
-                    static_cast<const char *>(src.data) + soff, n);
+      if (n) {
+        Status s = copyBytes(device, static_cast<char *>(dst.data) + done,
+                             static_cast<const char *>(src.data) + soff, n);
+        if (!s.ok())
+          return s;
+      }
       done += n;
       soff += n;
       if (soff == src.bytes) {
@@ -64,6 +95,7 @@ void copyParts(const LocalRequest &send, const LocalRequest &recv) {
       }
     }
   }
+  return device ? device->synchronize() : Status::success();
 }
 
 class LocalTransport final : public Transport {
@@ -99,10 +131,24 @@ public:
       req->bytes += parts[i].bytes;
     req->owned.reset(new char[std::max<size_t>(req->bytes, 1)]);
     size_t off = 0;
+    Device *device = copyDevice();
     for (size_t i = 0; i < numParts; ++i) {
-      if (parts[i].bytes)
-        std::memcpy(req->owned.get() + off, parts[i].data, parts[i].bytes);
+      if (parts[i].bytes) {
+        Status s = copyBytes(device, req->owned.get() + off, parts[i].data,
+                             parts[i].bytes);
+        if (!s.ok()) {
+          delete req;
+          return s;
+        }
+      }
       off += parts[i].bytes;
+    }
+    if (device) {
+      Status s = device->synchronize();
+      if (!s.ok()) {
+        delete req;
+        return s;
+      }
     }
     req->sendParts = {ConstSpan{req->owned.get(), req->bytes}};
     post(req);
@@ -171,7 +217,7 @@ public:
     else
       for (LocalRequest *r : reqs)
         if (!r->error.empty()) {
-          result = Status::error(MFRT_ERR_ARGUMENT, r->error);
+          result = Status::error(r->errorCode, r->error);
           break;
         }
     for (LocalRequest *r : reqs)
@@ -219,7 +265,11 @@ private:
                          std::to_string(recv->bytes);
       send->error = recv->error = "message size mismatch: " + what;
     } else {
-      copyParts(*send, *recv);
+      Status s = copyParts(*send, *recv);
+      if (!s.ok()) {
+        send->error = recv->error = s.detail;
+        send->errorCode = recv->errorCode = s.code;
+      }
     }
     complete(recv);
     if (send->buffered)

@@ -21,9 +21,15 @@
 //
 // Every CUDA / NCCL error names the failing call.
 //
+// A program compiled for CUDA passes its Device (Device.h, libmfrt_cuda.a):
+// the plugin then attaches this process's rank to it and runs every NCCL
+// call, copy and kernel of the collectives on the rank's stream, the one the
+// program's kernels run on (mgpuStreamCreate), instead of a stream of its own.
+//
 //===----------------------------------------------------------------------===//
 
 #include "CommDType.h"
+#include "Device.h"
 #include "MPITransport.h"
 #include "NCCLKernels.h"
 
@@ -591,7 +597,7 @@ public:
     native_.reset();
     transport_.reset();
     compute_.reset();
-    if (stream)
+    if (stream && ownsStream)
       cudaStreamDestroy(stream);
   }
 
@@ -620,6 +626,8 @@ public:
 private:
   std::unique_ptr<MPITransport> host;
   cudaStream_t stream = nullptr;
+  /// False when the stream is the program's (CUDA mode).
+  bool ownsStream = true;
   std::unique_ptr<CudaCompute> compute_;
   std::unique_ptr<NCCLTransport> transport_;
   std::unique_ptr<NCCLNative> native_;
@@ -651,9 +659,17 @@ NCCLBackend *NCCLBackend::create(const PluginRequest &request,
     return fail(Status::error(MFRT_ERR_BACKEND, "no CUDA device"));
   if ((err = cudaSetDevice(localRank % devices)) != cudaSuccess)
     return fail(cudaFailure("cudaSetDevice", err));
-  if ((err = cudaStreamCreateWithFlags(&b->stream, cudaStreamNonBlocking)) !=
-      cudaSuccess)
+  if (request.device) {
+    // The program's stream (same primary context as cudaSetDevice's).
+    Status s = request.device->attach(b->host->rank(), localRank % devices);
+    if (!s.ok())
+      return fail(s);
+    b->stream = static_cast<cudaStream_t>(request.device->stream());
+    b->ownsStream = false;
+  } else if ((err = cudaStreamCreateWithFlags(
+                  &b->stream, cudaStreamNonBlocking)) != cudaSuccess) {
     return fail(cudaFailure("cudaStreamCreateWithFlags", err));
+  }
 
   // The world communicator, bootstrapped over MPI like nccl-tests.
   ncclUniqueId id;

@@ -37,6 +37,9 @@ struct RankState {
   int rank = 0;
   /// Weights by manifest id: this rank's slice of each, as f32.
   std::vector<std::vector<float>> params;
+  /// CUDA mode: the same slices in managed memory on the rank's device
+  /// (DeviceBuffers.h; the host copies are then freed).
+  std::vector<void *> deviceParams;
   /// Runtime group handles by manifest group id.
   std::vector<int64_t> groups;
   /// The request being run (null for a dummy batch, whose outputs are

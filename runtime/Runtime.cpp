@@ -10,6 +10,7 @@
 
 #include "CommDType.h"
 #include "CommRuntime.h"
+#include "Device.h"
 #include "LocalBackend.h"
 #include "Plan.h"
 
@@ -251,6 +252,15 @@ Status Phase::wait() {
 
 namespace {
 
+/// CUDA mode: the kernels queued on the rank's stream finish before a
+/// collective reads or writes their buffers.
+Status syncDevice() {
+  Device *device = activeDevice();
+  if (!device || !device->attached())
+    return Status::success();
+  return device->synchronize();
+}
+
 /// Opens an op on a group (handle >= 0) or for a peer (p2p).
 Status beginOp(Op &op, int64_t groupHandle, bool p2p) {
   RankState &st = op.st;
@@ -272,7 +282,7 @@ Status beginOp(Op &op, int64_t groupHandle, bool p2p) {
   op.deadline = deadlineAfter(st.timeoutS);
   if (p2p) {
     op.channel = kP2PChannel;
-    return Status::success();
+    return syncDevice();
   }
   if (!op.group)
     return Status::error(MFRT_ERR_ARGUMENT,
@@ -280,7 +290,7 @@ Status beginOp(Op &op, int64_t groupHandle, bool p2p) {
                              " (make groups with mfrt_group)");
   op.channel = unsigned(op.group->handle);
   op.seq = op.group->seq++;
-  return Status::success();
+  return syncDevice();
 }
 
 /// Closes an op: reports a failure (and tells the other ranks about one of
@@ -372,9 +382,18 @@ extern "C" mfrt_status mfrt_launch(const mfrt_options *options,
   const int devices = int(layout->numDevices());
   tlsError.clear();
 
+  Device *device = activeDevice();
   if (options->backend == MFRT_BACKEND_LOCAL) {
     LocalFabric fabric(devices);
     auto body = [&](int rank) {
+      // CUDA mode: every rank (thread) on device 0, each with its own stream.
+      if (device) {
+        Status s = device->attach(rank, 0);
+        if (!s.ok()) {
+          fabric.raise(FailureRecord{rank, s.code, s.detail});
+          return;
+        }
+      }
       std::unique_ptr<Transport> transport = fabric.transport(rank);
       std::unique_ptr<Compute> host = createHostCompute();
       RankState st(*layout, rank, timeoutS, *transport, *host, nullptr);
@@ -385,6 +404,8 @@ extern "C" mfrt_status mfrt_launch(const mfrt_options *options,
       if (rc != 0 && !fabric.failed())
         fabric.raise(FailureRecord{rank, MFRT_ERR_PEER,
                                    "fn returned " + std::to_string(rc)});
+      if (device)
+        device->detach();
     };
     std::vector<std::thread> threads;
     threads.reserve(size_t(devices));
@@ -418,6 +439,7 @@ extern "C" mfrt_status mfrt_launch(const mfrt_options *options,
   request.backend = options->backend;
   request.devices = devices;
   request.timeoutS = timeoutS;
+  request.device = device;
   std::unique_ptr<PluginBackend> backend(create(&request, &error));
   if (!backend)
     return setError(MFRT_ERR_BACKEND, std::string("mfrt: ") +
@@ -435,6 +457,22 @@ extern "C" mfrt_status mfrt_launch(const mfrt_options *options,
                       "mpirun -np " + std::to_string(devices);
     backend->shutdown(true);
     return setError(MFRT_ERR_ARGUMENT, msg);
+  }
+  // CUDA mode: this process's rank on device (local rank mod device count),
+  // unless the plugin attached it already (nccl, which shares the stream).
+  if (device && !device->attached()) {
+    int count = 0;
+    Status s = device->deviceCount(count);
+    if (s.ok())
+      s = device->attach(transport.rank(),
+                         localRankFromEnvironment(transport.rank()) % count);
+    if (!s.ok()) {
+      std::string msg =
+          "mfrt: rank " + std::to_string(transport.rank()) + ": " + s.detail;
+      transport.raiseFailure(FailureRecord{transport.rank(), s.code, s.detail});
+      backend->shutdown(false);
+      return setError(s.code, msg);
+    }
   }
   std::unique_ptr<Compute> host;
   Compute *compute = backend->compute();
@@ -462,6 +500,10 @@ extern "C" mfrt_status mfrt_launch(const mfrt_options *options,
     outcome = backend->finish(mine, timeoutS);
   }
   backend->shutdown(!outcome.failed());
+  // The plugin's device memory and communicators go before the stream.
+  backend.reset();
+  if (device)
+    device->detach();
   if (!outcome.failed())
     return MFRT_OK;
   return setError(outcome.status, fullMessage(outcome));

@@ -1,0 +1,447 @@
+//===- MgpuABI.cpp - The upstream MLIR GPU host ABI on the driver API -----===//
+//
+// Semantics (see MgpuABI.h for the signatures):
+//  - every call runs in the process's context on the calling rank's stream
+//    (CudaDevice); mgpuStreamCreate returns that stream and mgpuStreamDestroy
+//    of it does nothing, so a synchronous gpu.launch_func (create, launch,
+//    synchronize, destroy) is a launch plus a synchronization of the rank's
+//    stream;
+//  - gpu.alloc host_shared (every buffer of a meshfold program) is managed
+//    memory prefetched to the device: kernels, the runtime's collectives and
+//    host code use the same pointers;
+//  - a failed driver call ends the program through the runtime's failure
+//    path (comm::failRank): the message names the call, its key arguments
+//    and the CUDA error, and the other ranks stop instead of waiting. Calls
+//    made outside any rank (global destructors at exit) only print a
+//    warning, and not at all when the driver is already shutting down;
+//  - modules: mgpuModuleLoad only records the blob (it runs in a global
+//    constructor, before main, before a device is chosen); the CUDA module is
+//    loaded once per process on the first mgpuModuleGetFunction, and kernels
+//    are looked up once per name. Repeated loads of one blob share a handle.
+//
+//===----------------------------------------------------------------------===//
+
+#include "MgpuABI.h"
+#include "CudaDevice.h"
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+using namespace mfrt::cuda;
+using mfrt::comm::Status;
+
+namespace {
+
+/// Registers the device with the runtime core when this object is linked
+/// (it is, as soon as a program calls any mgpu function).
+struct Registrar {
+  Registrar() { mfrt::comm::registerDevice(&CudaDevice::get()); }
+} registrar;
+
+CudaDevice &dev() { return CudaDevice::get(); }
+
+/// Fails the program (see the file comment) unless the call succeeded.
+void check(CUresult r, const std::string &call) {
+  if (r == CUDA_SUCCESS)
+    return;
+  mfrt::comm::failRank(MFRT_ERR_BACKEND, cudaErrorMessage(call, r));
+}
+
+void check(const Status &s) {
+  if (!s.ok())
+    mfrt::comm::failRank(s.code, s.detail);
+}
+
+/// For calls that run at process exit: report, never exit.
+void warn(CUresult r, const char *call) {
+  if (r == CUDA_SUCCESS || r == CUDA_ERROR_DEINITIALIZED)
+    return;
+  std::fprintf(stderr, "mfrt: warning: %s\n",
+               cudaErrorMessage(call, r).c_str());
+}
+
+/// The calling thread is attached (a rank), or gets the default device.
+void ready() { check(dev().ensureThread()); }
+
+CUstream streamOr(CUstream s) { return s ? s : dev().currentStream(); }
+
+/// A gpu.binary: PTX (JIT) or cubin / fatbin.
+struct LoadedBinary {
+  const void *data = nullptr;
+  size_t size = 0; // 0 for PTX (null-terminated)
+  bool jit = false;
+  int optLevel = 0;
+  int refs = 0;
+  std::mutex mutex;
+  CUmodule module = nullptr;
+  std::unordered_map<std::string, CUfunction> functions;
+};
+
+std::mutex gBinariesMutex;
+std::map<std::pair<const void *, size_t>, std::unique_ptr<LoadedBinary>>
+    gBinaries;
+
+CUmodule handleFor(const void *data, size_t size, bool jit, int optLevel) {
+  std::lock_guard<std::mutex> lock(gBinariesMutex);
+  auto key = std::make_pair(data, jit ? size_t(-1) : size);
+  std::unique_ptr<LoadedBinary> &slot = gBinaries[key];
+  if (!slot) {
+    slot = std::make_unique<LoadedBinary>();
+    slot->data = data;
+    slot->size = jit ? 0 : size;
+    slot->jit = jit;
+    slot->optLevel = optLevel;
+  }
+  ++slot->refs;
+  return reinterpret_cast<CUmodule>(slot.get());
+}
+
+/// Loads the binary's module in the process's context (once).
+void loadModule(LoadedBinary &b) {
+  if (b.module)
+    return;
+  if (!b.jit) {
+    check(cuModuleLoadData(&b.module, b.data),
+          "cuModuleLoadData(" + std::to_string(b.size) + "-byte cubin)");
+    return;
+  }
+  // PTX: keep the JIT's error log for the message.
+  std::vector<char> log(8192, 0);
+  CUjit_option options[] = {CU_JIT_OPTIMIZATION_LEVEL, CU_JIT_ERROR_LOG_BUFFER,
+                            CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *values[] = {reinterpret_cast<void *>(intptr_t(b.optLevel)), log.data(),
+                    reinterpret_cast<void *>(intptr_t(log.size() - 1))};
+  CUresult r = cuModuleLoadDataEx(&b.module, b.data, 3, options, values);
+  if (r != CUDA_SUCCESS) {
+    std::string msg = cudaErrorMessage(
+        "cuModuleLoadDataEx(PTX, -O" + std::to_string(b.optLevel) + ")", r);
+    if (log[0])
+      msg += "; JIT log: " + std::string(log.data());
+    mfrt::comm::failRank(MFRT_ERR_BACKEND, msg);
+  }
+}
+
+std::string kernelName(CUfunction f) { return dev().kernelName(f); }
+
+std::string dims(intptr_t x, intptr_t y, intptr_t z) {
+  return "(" + std::to_string(x) + "," + std::to_string(y) + "," +
+         std::to_string(z) + ")";
+}
+
+/// Kernels asking for more than the default 48 KiB of dynamic shared memory
+/// must opt in.
+void allowSharedMemory(CUfunction f, int32_t smem) {
+  if (smem <= 48 * 1024)
+    return;
+  check(cuFuncSetAttribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                           smem),
+        "cuFuncSetAttribute(" + kernelName(f) +
+            ", MAX_DYNAMIC_SHARED_SIZE_BYTES, " + std::to_string(smem) + ")");
+}
+
+} // namespace
+
+extern "C" {
+
+void mfrt_cuda_register(void) {
+  mfrt::comm::registerDevice(&CudaDevice::get());
+}
+
+CUmodule mgpuModuleLoad(void *data, size_t gpuBlobSize) {
+  return handleFor(data, gpuBlobSize, /*jit=*/false, 0);
+}
+
+CUmodule mgpuModuleLoadJIT(void *data, int optLevel) {
+  return handleFor(data, 0, /*jit=*/true, optLevel);
+}
+
+void mgpuModuleUnload(CUmodule module) {
+  auto *b = reinterpret_cast<LoadedBinary *>(module);
+  if (!b)
+    return;
+  std::lock_guard<std::mutex> lock(gBinariesMutex);
+  if (--b->refs > 0)
+    return;
+  if (b->module)
+    warn(cuModuleUnload(b->module), "cuModuleUnload");
+  gBinaries.erase(std::make_pair(b->data, b->jit ? size_t(-1) : b->size));
+}
+
+CUfunction mgpuModuleGetFunction(CUmodule module, const char *name) {
+  ready();
+  auto *b = reinterpret_cast<LoadedBinary *>(module);
+  if (!b)
+    mfrt::comm::failRank(MFRT_ERR_BACKEND,
+                         std::string("mgpuModuleGetFunction(") + name +
+                             "): no module");
+  std::lock_guard<std::mutex> lock(b->mutex);
+  auto it = b->functions.find(name);
+  if (it != b->functions.end())
+    return it->second;
+  loadModule(*b);
+  CUfunction f = nullptr;
+  check(cuModuleGetFunction(&f, b->module, name),
+        std::string("cuModuleGetFunction(") + name + ")");
+  b->functions.emplace(name, f);
+  dev().nameKernel(f, name);
+  return f;
+}
+
+void mgpuLaunchKernel(CUfunction function, intptr_t gridX, intptr_t gridY,
+                      intptr_t gridZ, intptr_t blockX, intptr_t blockY,
+                      intptr_t blockZ, int32_t smem, CUstream stream,
+                      void **params, void **extra, size_t /*paramsCount*/) {
+  ready();
+  allowSharedMemory(function, smem);
+  CUresult r = cuLaunchKernel(function, unsigned(gridX), unsigned(gridY),
+                              unsigned(gridZ), unsigned(blockX),
+                              unsigned(blockY), unsigned(blockZ),
+                              unsigned(smem), streamOr(stream), params, extra);
+  if (r != CUDA_SUCCESS)
+    check(r, "cuLaunchKernel(" + kernelName(function) + ", grid " +
+                 dims(gridX, gridY, gridZ) + ", block " +
+                 dims(blockX, blockY, blockZ) + ", " + std::to_string(smem) +
+                 " B shared)");
+  dev().noteLaunch(function);
+}
+
+void mgpuLaunchClusterKernel(CUfunction function, intptr_t clusterX,
+                             intptr_t clusterY, intptr_t clusterZ,
+                             intptr_t gridX, intptr_t gridY, intptr_t gridZ,
+                             intptr_t blockX, intptr_t blockY, intptr_t blockZ,
+                             int32_t smem, CUstream stream, void **params,
+                             void **extra) {
+  ready();
+  allowSharedMemory(function, smem);
+  // Clusters above the portable size (8) must be allowed explicitly.
+  if (clusterX * clusterY * clusterZ > 8)
+    check(cuFuncSetAttribute(
+              function, CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1),
+          "cuFuncSetAttribute(" + kernelName(function) +
+              ", NON_PORTABLE_CLUSTER_SIZE_ALLOWED)");
+  CUlaunchAttribute attr{};
+  attr.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+  attr.value.clusterDim.x = unsigned(clusterX);
+  attr.value.clusterDim.y = unsigned(clusterY);
+  attr.value.clusterDim.z = unsigned(clusterZ);
+  CUlaunchConfig config{};
+  config.gridDimX = unsigned(gridX);
+  config.gridDimY = unsigned(gridY);
+  config.gridDimZ = unsigned(gridZ);
+  config.blockDimX = unsigned(blockX);
+  config.blockDimY = unsigned(blockY);
+  config.blockDimZ = unsigned(blockZ);
+  config.sharedMemBytes = unsigned(smem);
+  config.hStream = streamOr(stream);
+  config.attrs = &attr;
+  config.numAttrs = 1;
+  CUresult r = cuLaunchKernelEx(&config, function, params, extra);
+  if (r != CUDA_SUCCESS)
+    check(r, "cuLaunchKernelEx(" + kernelName(function) + ", cluster " +
+                 dims(clusterX, clusterY, clusterZ) + ", grid " +
+                 dims(gridX, gridY, gridZ) + ", block " +
+                 dims(blockX, blockY, blockZ) + ", " + std::to_string(smem) +
+                 " B shared)");
+  dev().noteLaunch(function);
+}
+
+CUstream mgpuStreamCreate(void) {
+  ready();
+  return dev().currentStream();
+}
+
+void mgpuStreamDestroy(CUstream stream) {
+  // The rank's stream lives as long as the rank.
+  if (!stream || dev().isRankStream(stream))
+    return;
+  warn(cuStreamDestroy(stream), "cuStreamDestroy");
+}
+
+void mgpuStreamSynchronize(CUstream stream) {
+  CUresult r = cuStreamSynchronize(streamOr(stream));
+  if (r == CUDA_SUCCESS)
+    return;
+  std::string last = dev().lastKernel();
+  mfrt::comm::failRank(
+      MFRT_ERR_BACKEND,
+      cudaErrorMessage("cuStreamSynchronize", r) +
+          (last.empty()
+               ? ""
+               : " (last kernel launched by this rank: " + last + ")"));
+}
+
+void mgpuStreamWaitEvent(CUstream stream, CUevent event) {
+  check(cuStreamWaitEvent(streamOr(stream), event, 0), "cuStreamWaitEvent");
+}
+
+CUevent mgpuEventCreate(void) {
+  ready();
+  CUevent event = nullptr;
+  check(cuEventCreate(&event, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+  return event;
+}
+
+void mgpuEventDestroy(CUevent event) {
+  warn(cuEventDestroy(event), "cuEventDestroy");
+}
+
+void mgpuEventSynchronize(CUevent event) {
+  check(cuEventSynchronize(event), "cuEventSynchronize");
+}
+
+void mgpuEventRecord(CUevent event, CUstream stream) {
+  check(cuEventRecord(event, streamOr(stream)), "cuEventRecord");
+}
+
+void *mgpuMemAlloc(uint64_t sizeBytes, CUstream stream, bool isHostShared) {
+  ready();
+  if (isHostShared) {
+    void *ptr = nullptr;
+    check(dev().allocManaged(size_t(sizeBytes), stream, &ptr));
+    return ptr;
+  }
+  CUdeviceptr ptr = 0;
+  uint64_t bytes = sizeBytes ? sizeBytes : 1;
+  check(cuMemAlloc(&ptr, bytes),
+        "cuMemAlloc(" + std::to_string(bytes) + " bytes)");
+  return reinterpret_cast<void *>(ptr);
+}
+
+void mgpuMemFree(void *ptr, CUstream stream) {
+  if (!ptr)
+    return;
+  // Work queued on the stream may still use the buffer.
+  check(cuStreamSynchronize(streamOr(stream)),
+        "cuStreamSynchronize (before cuMemFree)");
+  check(cuMemFree(reinterpret_cast<CUdeviceptr>(ptr)), "cuMemFree");
+}
+
+void mgpuMemcpy(void *dst, void *src, size_t sizeBytes, CUstream stream) {
+  if (!sizeBytes)
+    return;
+  check(cuMemcpyAsync(reinterpret_cast<CUdeviceptr>(dst),
+                      reinterpret_cast<CUdeviceptr>(src), sizeBytes,
+                      streamOr(stream)),
+        "cuMemcpyAsync(" + std::to_string(sizeBytes) + " bytes)");
+}
+
+void mgpuMemset32(void *dst, unsigned int value, size_t count,
+                  CUstream stream) {
+  if (!count)
+    return;
+  check(cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(dst), value, count,
+                         streamOr(stream)),
+        "cuMemsetD32Async(" + std::to_string(count) + " words)");
+}
+
+void mgpuMemset16(void *dst, unsigned short value, size_t count,
+                  CUstream stream) {
+  if (!count)
+    return;
+  check(cuMemsetD16Async(reinterpret_cast<CUdeviceptr>(dst), value, count,
+                         streamOr(stream)),
+        "cuMemsetD16Async(" + std::to_string(count) + " half-words)");
+}
+
+void mgpuMemHostRegister(void *ptr, uint64_t sizeBytes) {
+  ready();
+  if (!ptr || !sizeBytes)
+    return;
+  CUresult r = cuMemHostRegister(ptr, sizeBytes, 0);
+  if (r == CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED)
+    return;
+  check(r, "cuMemHostRegister(" + std::to_string(sizeBytes) + " bytes)");
+}
+
+/// The dense size of a memref (host register needs one contiguous range).
+static uint64_t denseBytes(int64_t rank, StridedMemRefType<char, 1> *desc,
+                           int64_t elementSizeBytes) {
+  const int64_t *sizes = desc->sizes;
+  const int64_t *strides = sizes + rank;
+  int64_t expect = 1;
+  for (int64_t i = rank - 1; i >= 0; --i) {
+    if (sizes[i] != 1 && strides[i] != expect)
+      mfrt::comm::failRank(MFRT_ERR_BACKEND,
+                           "mgpuMemHostRegisterMemRef: the memref is not "
+                           "densely packed");
+    expect *= sizes[i];
+  }
+  return uint64_t(expect) * uint64_t(elementSizeBytes);
+}
+
+void mgpuMemHostRegisterMemRef(int64_t rank,
+                               StridedMemRefType<char, 1> *descriptor,
+                               int64_t elementSizeBytes) {
+  char *ptr = descriptor->data + descriptor->offset * elementSizeBytes;
+  mgpuMemHostRegister(ptr, denseBytes(rank, descriptor, elementSizeBytes));
+}
+
+void mgpuMemHostUnregister(void *ptr) {
+  if (!ptr)
+    return;
+  CUresult r = cuMemHostUnregister(ptr);
+  if (r == CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED)
+    return;
+  check(r, "cuMemHostUnregister");
+}
+
+void mgpuMemHostUnregisterMemRef(int64_t /*rank*/,
+                                 StridedMemRefType<char, 1> *descriptor,
+                                 int64_t elementSizeBytes) {
+  mgpuMemHostUnregister(descriptor->data +
+                        descriptor->offset * elementSizeBytes);
+}
+
+void mgpuSetDefaultDevice(int32_t device) { dev().setDefaultOrdinal(device); }
+
+void *mgpuTensorMapEncodeTiledMemref(
+    int64_t tensorRank, StridedMemRefType<char, 1> *descriptor,
+    CUtensorMapDataType tensorDataType, CUtensorMapInterleave interleave,
+    CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion,
+    CUtensorMapFloatOOBfill oobFill, int64_t *inputBoxDims) {
+  ready();
+  if (tensorRank < 1 || tensorRank > 5)
+    mfrt::comm::failRank(MFRT_ERR_BACKEND,
+                         "mgpuTensorMapEncodeTiledMemref: rank " +
+                             std::to_string(tensorRank) +
+                             " (TMA supports 1 to 5)");
+  // Bytes per element of each CUtensorMapDataType (UINT8 .. TFLOAT32_FTZ).
+  static constexpr int kElementBytes[] = {1, 2, 4, 4, 8, 8, 2,
+                                          4, 8, 2, 4, 4, 4};
+  int elementBytes =
+      unsigned(tensorDataType) < sizeof(kElementBytes) / sizeof(int)
+          ? kElementBytes[tensorDataType]
+          : 1;
+  // As upstream: the descriptor's aligned pointer, innermost dimension first.
+  const int64_t *sizes = descriptor->sizes;
+  const int64_t *strides = sizes + tensorRank;
+  cuuint64_t globalDim[5] = {1, 1, 1, 1, 1}, globalStrides[5] = {0};
+  cuuint32_t boxDim[5] = {1, 1, 1, 1, 1}, elementStrides[5] = {1, 1, 1, 1, 1};
+  for (int64_t i = 0; i < tensorRank; ++i) {
+    globalDim[i] = cuuint64_t(sizes[tensorRank - i - 1]);
+    boxDim[i] = cuuint32_t(inputBoxDims[tensorRank - i - 1]);
+  }
+  for (int64_t i = 0; i + 1 < tensorRank; ++i)
+    globalStrides[i] =
+        cuuint64_t(strides[tensorRank - i - 2] * int64_t(elementBytes));
+  CUtensorMap map;
+  check(cuTensorMapEncodeTiled(&map, tensorDataType, cuuint32_t(tensorRank),
+                               descriptor->data, globalDim, globalStrides,
+                               boxDim, elementStrides, interleave, swizzle,
+                               l2Promotion, oobFill),
+        "cuTensorMapEncodeTiled(rank " + std::to_string(tensorRank) + ")");
+  // The kernel reads the map from device memory. It lives as long as the
+  // process (as upstream's wrapper does).
+  CUdeviceptr dmap = 0;
+  check(cuMemAlloc(&dmap, sizeof(CUtensorMap)), "cuMemAlloc(CUtensorMap)");
+  check(cuMemcpyHtoD(dmap, &map, sizeof(CUtensorMap)),
+        "cuMemcpyHtoD(CUtensorMap)");
+  return reinterpret_cast<void *>(dmap);
+}
+
+} // extern "C"
