@@ -44,6 +44,8 @@ llvm::StringRef meshfold::getConfiguredCUDAToolkitPath() {
 
 void meshfold::buildLowerToCUDAPipeline(OpPassManager &pm,
                                         const CUDAPipelineOptions &options) {
+  // Kernels are named after the moe/mf op they come from.
+  pm.addPass(createMFGPUNameLocationsPass());
   buildLowerToBuffersPipeline(pm, options.entry);
 
   // Linalg -> parallel loops -> blocks x threads -> gpu.launch.
@@ -56,6 +58,9 @@ void meshfold::buildLowerToCUDAPipeline(OpPassManager &pm,
   map.mappingPolicyStr = "innermost-first";
   pm.addNestedPass<func::FuncOp>(createGpuMapParallelLoopsPass(map));
   pm.addNestedPass<func::FuncOp>(createConvertParallelLoopToGpuPass());
+  MFGPUNameKernelsPassOptions names;
+  names.moduleName = options.entry + "_kernels";
+  pm.addPass(createMFGPUNameKernelsPass(names));
   pm.addPass(createLowerAffinePass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());

@@ -182,4 +182,46 @@ def MFGPUHostSharedMemoryPass
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
+def MFGPUNameLocationsPass
+    : Pass<"mf-gpu-name-locations", "::mlir::ModuleOp"> {
+  let summary = "tag the location of every moe and mf op with the op's name";
+  let description = [{
+    Wraps the location of every op of the `moe` and `mf` dialects, and of
+    every other op with a tensor result (such as the residual `arith.addf`),
+    in a `NameLoc` holding the op's name, so that the linalg ops, loops and GPU
+    kernels they lower to can be traced back to them
+    (`mf-gpu-name-kernels` names kernels after it).
+
+    ```mlir
+    %y = moe.rms_norm %x, %w ... loc("model.mlir":7:10)
+    // becomes
+    %y = moe.rms_norm %x, %w ... loc("moe.rms_norm"("model.mlir":7:10))
+    ```
+  }];
+}
+
+def MFGPUNameKernelsPass : Pass<"mf-gpu-name-kernels", "::mlir::ModuleOp"> {
+  let summary = "name each gpu.launch's kernel after the op it comes from";
+  let description = [{
+    Gives every `gpu.launch` of a host function a kernel name made of the
+    op named by its location (`NameLoc`, see `mf-gpu-name-locations`),
+    without the dialect prefix of `moe` ops (`arith.addf` gives
+    `arith_addf`), and a counter, and one kernel
+    module for them all, so that `gpu-kernel-outlining` puts every kernel
+    into a single `gpu.module` (one binary, one PTX module).
+
+    ```mlir
+    gpu.launch blocks(...) threads(...) {...} loc("moe.rms_norm"(...))
+    // becomes
+    gpu.launch blocks(...) threads(...) module(@prefill_kernels)
+        function(@rms_norm_3) {...}
+    ```
+  }];
+  let options = [
+    Option<"moduleName", "module", "std::string", "\"prefill_kernels\"",
+           "Name of the gpu.module that receives the kernels">
+  ];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
 #endif // MESHFOLD_CONVERSION_PASSES_TD
