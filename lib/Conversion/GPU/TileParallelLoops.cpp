@@ -103,7 +103,7 @@ struct MFGPUTileParallelLoopsPass
         !llvm::isPowerOf2_64(threadsPerBlock)) {
       getOperation().emitError()
           << "threads-per-block must be a power of two in [1, 1024], got "
-          << threadsPerBlock;
+          << static_cast<int64_t>(threadsPerBlock);
       return signalPassFailure();
     }
     SmallVector<memref::CopyOp> copies;
