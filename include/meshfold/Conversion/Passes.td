@@ -126,7 +126,9 @@ def MFGPUTileParallelLoopsPass
     thread ids); a dim of static extent n gets at most the power of two at
     or above n. The inner loop has constant bounds and an in-bounds check
     (`tileParallelLoop` with `noMinMaxBounds`), as
-    `convert-parallel-loops-to-gpu` needs.
+    `convert-parallel-loops-to-gpu` needs. A loop with a dynamic bound is
+    put under an `scf.if` that skips it when it has no iterations (a rank
+    may hold no tokens, and a launch with a zero grid size is an error).
 
     A `memref.copy` becomes an element-wise `scf.parallel` copy first, so
     that it too runs on the device.

@@ -53,6 +53,27 @@ SmallVector<int64_t> threadTileSizes(scf::ParallelOp op,
   return sizes;
 }
 
+/// Puts `op` under an scf.if that skips it when a dynamic dim is empty (a
+/// rank may hold no tokens): a launch with a zero grid size is an error.
+void guardEmptyIterationSpace(scf::ParallelOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  Value cond;
+  for (auto [lb, ub] : llvm::zip(op.getLowerBound(), op.getUpperBound())) {
+    std::optional<int64_t> l = getConstantIntValue(lb);
+    std::optional<int64_t> u = getConstantIntValue(ub);
+    if (l && u)
+      continue;
+    Value nonEmpty =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::slt, lb, ub);
+    cond = cond ? arith::AndIOp::create(b, loc, cond, nonEmpty) : nonEmpty;
+  }
+  if (!cond)
+    return;
+  auto ifOp = scf::IfOp::create(b, loc, cond, /*withElseRegion=*/false);
+  op->moveBefore(ifOp.thenBlock()->getTerminator());
+}
+
 /// True when `forOp` (or a loop nested in it) writes memory.
 bool writesMemory(scf::ForOp forOp) {
   return forOp
@@ -139,9 +160,11 @@ struct MFGPUTileParallelLoopsPass
       if (!op->getParentOfType<scf::ParallelOp>())
         outermost.push_back(op);
     });
-    for (scf::ParallelOp op : outermost)
+    for (scf::ParallelOp op : outermost) {
+      guardEmptyIterationSpace(op);
       scf::tileParallelLoop(op, threadTileSizes(op, threadsPerBlock),
                             /*noMinMaxBounds=*/true);
+    }
   }
 };
 } // namespace

@@ -5,9 +5,12 @@
 
 // Threads go to the innermost dim first (64 of a static 64), the rest (4)
 // to the dynamic one; the inner loop has constant bounds and an in-bounds
-// check; the reduction loop stays inside, sequential.
+// check; the reduction loop stays inside, sequential. The dynamic dim may
+// be empty (a rank without tokens): the loop is skipped then.
 // CHECK-LABEL: func.func @matmul_like
 // CHECK:         %[[T:.+]] = memref.dim
+// CHECK:         %[[NONEMPTY:.+]] = arith.cmpi slt, %{{.*}}, %[[T]] : index
+// CHECK:         scf.if %[[NONEMPTY]] {
 // CHECK:         %[[C4:.+]] = arith.constant 4 : index
 // CHECK:         %[[C64:.+]] = arith.constant 64 : index
 // CHECK:         %[[S0:.+]] = arith.muli %{{.*}}, %[[C4]] : index
