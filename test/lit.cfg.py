@@ -41,6 +41,16 @@ if os.path.exists(os.path.join(config.llvm_tools_dir, "mlir-runner")) and \
 if config.meshfold_have_cuda:
     config.available_features.add("cuda")
 
+# The CUDA target of the compiler: the toolkit found at configure time
+# (ptxas, libdevice) lets meshfold-compile --target cuda emit PTX and objects;
+# `ptxas` also lets tests assemble the emitted PTX (%ptxas).
+if config.meshfold_have_cuda_toolkit:
+    config.available_features.add("cuda-toolkit")
+    ptxas = os.path.join(config.meshfold_cuda_root, "bin", "ptxas")
+    if os.access(ptxas, os.X_OK):
+        config.available_features.add("ptxas")
+        config.substitutions.append(("%ptxas", ptxas))
+
 # OpenMPI's mpirun, for runs of emitted programs with --backend mpi.
 import shutil
 if shutil.which("mpirun"):

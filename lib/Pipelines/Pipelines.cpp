@@ -46,11 +46,11 @@ void meshfold::buildPartitionPipeline(OpPassManager &pm,
   pm.addPass(createCSEPass());
 }
 
-void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
-                                       const CPUPipelineOptions &options) {
+void meshfold::buildLowerToBuffersPipeline(OpPassManager &pm,
+                                           llvm::StringRef entry) {
   pm.addPass(mf::createMFVerifyPlanPass());
   ConvertMoEToRuntimePassOptions rt;
-  rt.entryName = options.entry;
+  rt.entryName = entry.str();
   pm.addPass(createConvertMFToRuntimePass());
   pm.addPass(createConvertMoEToRuntimePass(rt));
   pm.addPass(createConvertMoEToLinalgPass());
@@ -64,6 +64,11 @@ void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
       bufferization::LayoutMapOption::IdentityLayoutMap;
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
   bufferization::buildBufferDeallocationPipeline(pm);
+}
+
+void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
+                                       const CPUPipelineOptions &options) {
+  buildLowerToBuffersPipeline(pm, options.entry);
 
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   pm.addPass(createLowerAffinePass());
@@ -91,4 +96,10 @@ void meshfold::registerMeshfoldPipelines() {
       "mf-lower-to-cpu",
       "Lower a one-rank moe model to the LLVM dialect for the CPU target",
       buildLowerToCPUPipeline);
+  PassPipelineRegistration<CUDAPipelineOptions>(
+      "mf-lower-to-cuda",
+      "Lower a one-rank or partitioned moe model to GPU kernels (NVVM, "
+      "embedded as gpu.binary) and host code in the LLVM dialect for the "
+      "CUDA target",
+      buildLowerToCUDAPipeline);
 }

@@ -3,6 +3,7 @@
 #include "meshfold/Target/Compile.h"
 
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 
@@ -56,6 +57,8 @@ translate(ModuleOp module, llvm::LLVMContext &llvmCtx, llvm::TargetMachine &tm,
   DialectRegistry registry;
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
+  // gpu.binary and gpu.launch_func of the CUDA target's host code.
+  registerGPUDialectTranslation(registry);
   module->getContext()->appendDialectRegistry(registry);
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(module, llvmCtx);
@@ -136,10 +139,11 @@ LogicalResult meshfold::emitObjectFile(ModuleOp module, llvm::StringRef path,
   return success();
 }
 
-LogicalResult meshfold::linkExecutable(llvm::StringRef object,
-                                       llvm::StringRef output,
-                                       llvm::StringRef runtimeDir,
-                                       std::string &error) {
+namespace {
+/// Links `object`, the runtime and `extraArgs` into `output`.
+LogicalResult link(llvm::StringRef object, llvm::StringRef output,
+                   llvm::StringRef runtimeDir,
+                   llvm::ArrayRef<std::string> extraArgs, std::string &error) {
   llvm::SmallString<256> runtime(runtimeDir);
   llvm::sys::path::append(runtime, "libmfrt.a");
   if (!llvm::sys::fs::exists(runtime)) {
@@ -159,8 +163,11 @@ LogicalResult meshfold::linkExecutable(llvm::StringRef object,
   llvm::SmallString<256> tmp(output);
   tmp += ".link-tmp";
   std::string tmpStr(tmp);
-  llvm::SmallVector<llvm::StringRef> args = {*linker, "-o",  tmpStr,    object,
-                                             runtime, "-lm", "-pthread"};
+  llvm::SmallVector<llvm::StringRef> args = {*linker, "-o", tmpStr, object,
+                                             runtime};
+  for (const std::string &arg : extraArgs)
+    args.push_back(arg);
+  args.append({"-lm", "-pthread"});
   // The linker's own messages go to a file; the first error line is quoted.
   llvm::SmallString<128> log;
   if (std::error_code ec =
@@ -204,4 +211,51 @@ LogicalResult meshfold::linkExecutable(llvm::StringRef object,
     return failure();
   }
   return success();
+}
+} // namespace
+
+LogicalResult meshfold::linkExecutable(llvm::StringRef object,
+                                       llvm::StringRef output,
+                                       llvm::StringRef runtimeDir,
+                                       std::string &error) {
+  return link(object, output, runtimeDir, {}, error);
+}
+
+LogicalResult meshfold::linkCUDAExecutable(llvm::StringRef object,
+                                           llvm::StringRef output,
+                                           llvm::StringRef runtimeDir,
+                                           const CUDALinkOptions &cuda,
+                                           std::string &error) {
+  llvm::SmallString<256> mgpu(runtimeDir);
+  llvm::sys::path::append(mgpu, "libmfrt_cuda.a");
+  if (!llvm::sys::fs::exists(mgpu)) {
+    error = "CUDA runtime library not found: '" + std::string(mgpu) +
+            "' (build the mfrt_cuda target, or use --runtime-dir)";
+    return failure();
+  }
+  if (cuda.driverLibraryDir.empty()) {
+    error = "no CUDA driver library (libcuda.so) was found when meshfold was "
+            "configured";
+    return failure();
+  }
+  if (cuda.ncclLibraryDir.empty()) {
+    error = "no NCCL library (libnccl.so) was found when meshfold was "
+            "configured";
+    return failure();
+  }
+  // The mgpu* library and libmfrt.a may refer to each other: one group.
+  // No run path to the driver: a stub must not shadow the real driver.
+  llvm::SmallString<256> runtime(runtimeDir);
+  llvm::sys::path::append(runtime, "libmfrt.a");
+  llvm::SmallVector<std::string> extra = {"-Wl,--start-group",
+                                          std::string(mgpu),
+                                          std::string(runtime),
+                                          "-Wl,--end-group",
+                                          "-L" + cuda.driverLibraryDir,
+                                          "-lcuda",
+                                          "-L" + cuda.ncclLibraryDir,
+                                          "-Wl,-rpath," + cuda.ncclLibraryDir,
+                                          "-lnccl",
+                                          "-ldl"};
+  return link(object, output, runtimeDir, extra, error);
 }

@@ -1,6 +1,7 @@
 //===- meshfold-compile.cpp - compile a moe model to an executable --------===//
 //
 // meshfold-compile model.mlir [plan flags] --target cpu -o prefill
+// meshfold-compile model.mlir [plan flags] --target cuda --emit ptx -o k.ptx
 //
 // A thin driver: parse, attach the plan, run the pipeline from the Pipelines
 // library, emit an object and link it with the runtime.
@@ -9,15 +10,18 @@
 
 #include "meshfold/Analysis/MemoryReport.h"
 #include "meshfold/Analysis/TrafficModel.h"
+#include "meshfold/Config.h"
 #include "meshfold/InitAll.h"
 #include "meshfold/Target/Compile.h"
 
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
@@ -61,14 +65,33 @@ static cl::opt<std::string>
 static cl::opt<std::string> target("target",
                                    cl::desc("Target: cpu (default) or cuda"),
                                    cl::init("cpu"), cl::cat(cat));
-enum class Emit { Exe, Obj, LLVM, MLIR };
+enum class Emit { Exe, Obj, LLVM, MLIR, PTX };
 static cl::opt<Emit> emit(
     "emit", cl::desc("What to write"), cl::init(Emit::Exe),
     cl::values(clEnumValN(Emit::Exe, "exe", "a linked executable (default)"),
                clEnumValN(Emit::Obj, "obj", "an object file"),
                clEnumValN(Emit::LLVM, "llvm", "optimised LLVM IR"),
-               clEnumValN(Emit::MLIR, "mlir", "the lowered LLVM-dialect MLIR")),
+               clEnumValN(Emit::MLIR, "mlir", "the lowered LLVM-dialect MLIR"),
+               clEnumValN(Emit::PTX, "ptx",
+                          "the PTX of every kernel (--target cuda)")),
     cl::cat(cat));
+static cl::opt<std::string>
+    gpuChip("gpu-chip", cl::desc("GPU architecture of the kernels (cuda)"),
+            cl::init("sm_90a"), cl::cat(cat));
+static cl::opt<std::string>
+    gpuFeatures("gpu-features",
+                cl::desc("PTX features of the kernels (cuda), e.g. +ptx80"),
+                cl::init("+ptx80"), cl::cat(cat));
+static cl::opt<std::string> gpuFormat(
+    "gpu-format",
+    cl::desc("Kernel binaries embedded in obj/exe (cuda): fatbin (default: "
+             "cubin and PTX), bin (cubin) or isa (PTX, compiled when loaded)"),
+    cl::init("fatbin"), cl::cat(cat));
+static cl::opt<std::string> cudaToolkit(
+    "cuda-toolkit",
+    cl::desc("CUDA toolkit root (ptxas, libdevice; default: the one found "
+             "when meshfold was configured)"),
+    cl::init(MESHFOLD_CUDA_ROOT), cl::cat(cat));
 static cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimisation level"),
                                   cl::init(2), cl::Prefix, cl::cat(cat));
 static cl::opt<std::string> mcpu("mcpu",
@@ -132,6 +155,7 @@ int main(int argc, char **argv) {
       argc, argv,
       "meshfold-compile: compile a moe model to an SPMD executable\n\n"
       "  meshfold-compile model.mlir --target cpu -o prefill\n"
+      "  meshfold-compile model.mlir --target cuda --emit ptx -o kernels.ptx\n"
       "  ./prefill --weights w.safetensors --prompts prompts.txt --out "
       "out.safetensors\n");
 
@@ -150,13 +174,45 @@ int main(int argc, char **argv) {
     return fail("--max-prompt must be positive");
   if (target != "cpu" && target != "cuda")
     return fail("--target must be cpu or cuda, got '" + target + "'");
-  if (target == "cuda")
-    return fail("--target cuda is not available yet in this build "
-                "(the CPU target is)");
+  if (emit == Emit::PTX && target != "cuda")
+    return fail("--emit ptx needs --target cuda");
+  if (target == "cuda") {
+    if (gpuFormat != "fatbin" && gpuFormat != "bin" && gpuFormat != "isa")
+      return fail("--gpu-format must be fatbin, bin or isa, got '" + gpuFormat +
+                  "'");
+    llvm::SmallString<256> ptxas(cudaToolkit), libdevice(cudaToolkit);
+    llvm::sys::path::append(ptxas, "bin", "ptxas");
+    llvm::sys::path::append(libdevice, "nvvm", "libdevice");
+    if (cudaToolkit.empty() || !llvm::sys::fs::exists(ptxas) ||
+        !llvm::sys::fs::is_directory(libdevice))
+      return fail("--target cuda needs the CUDA toolkit (bin/ptxas, "
+                  "nvvm/libdevice), not found at '" +
+                  cudaToolkit +
+                  "' (configure with -DMESHFOLD_CUDA_ROOT=DIR or pass "
+                  "--cuda-toolkit DIR)");
+  }
+
+  std::string rtDir = runtimeDir;
+  if (rtDir.empty()) {
+    std::string self = llvm::sys::fs::getMainExecutable(argv[0], (void *)&fail);
+    llvm::SmallString<256> dir(llvm::sys::path::parent_path(self));
+    llvm::sys::path::append(dir, "..", "lib");
+    rtDir = std::string(dir);
+  }
+  // Fail before compiling when the executable could not be linked.
+  if (target == "cuda" && emit == Emit::Exe && outputFile.size()) {
+    llvm::SmallString<256> mgpu(rtDir);
+    llvm::sys::path::append(mgpu, "libmfrt_cuda.a");
+    if (!llvm::sys::fs::exists(mgpu))
+      return fail("CUDA runtime library not found: '" + std::string(mgpu) +
+                  "' (build the mfrt_cuda target, or use --runtime-dir)");
+  }
 
   DialectRegistry registry;
   registerAllDialects(registry);
   registerAllExtensions(registry);
+  // gpu-module-to-binary translates the kernels to LLVM IR.
+  registerAllToLLVMIRTranslations(registry);
   registerMeshfoldDialects(registry);
   MLIRContext context(registry);
   context.loadDialect<mf::MFDialect, moe::MoEDialect>();
@@ -292,11 +348,45 @@ int main(int argc, char **argv) {
   PassManager pm(&context);
   if (failed(applyPassManagerCLOptions(pm)))
     return fail("bad pass manager options");
-  CPUPipelineOptions options;
-  buildLowerToCPUPipeline(pm, options);
+  if (target == "cuda") {
+    CUDAPipelineOptions options;
+    options.chip = gpuChip;
+    options.features = gpuFeatures;
+    options.optLevel = optLevel;
+    options.format = emit == Emit::PTX ? std::string("isa") : gpuFormat;
+    options.toolkit = cudaToolkit;
+    buildLowerToCUDAPipeline(pm, options);
+  } else {
+    CPUPipelineOptions options;
+    buildLowerToCPUPipeline(pm, options);
+  }
   if (failed(pm.run(*module)))
     return fail("lowering '" + inputFile + "' failed");
-  stage("lowered to the LLVM dialect");
+  stage(target == "cuda" ? "lowered to kernels and host LLVM dialect"
+                         : "lowered to the LLVM dialect");
+
+  if (emit == Emit::PTX) {
+    std::unique_ptr<llvm::ToolOutputFile> out =
+        openOutputFile(outputFile, &error);
+    if (!out)
+      return fail(error);
+    // One PTX module per outlined kernel module, each under a comment line
+    // naming its gpu.binary.
+    size_t kernels = 0;
+    for (auto binary : module->getOps<gpu::BinaryOp>())
+      for (Attribute attr : binary.getObjects()) {
+        auto object = cast<gpu::ObjectAttr>(attr);
+        out->os() << "// meshfold-compile: gpu.binary @" << binary.getSymName()
+                  << "\n"
+                  << object.getObject().getValue();
+        ++kernels;
+      }
+    if (kernels == 0)
+      return fail("no kernels in '" + inputFile + "'");
+    out->keep();
+    stage("PTX written");
+    return 0;
+  }
 
   CodegenOptions cg;
   cg.optLevel = optLevel;
@@ -337,15 +427,15 @@ int main(int argc, char **argv) {
     return fail(error);
   stage("object emitted");
 
-  std::string rtDir = runtimeDir;
-  if (rtDir.empty()) {
-    std::string self = llvm::sys::fs::getMainExecutable(argv[0], (void *)&fail);
-    llvm::SmallString<256> dir(llvm::sys::path::parent_path(self));
-    llvm::sys::path::append(dir, "..", "lib");
-    rtDir = std::string(dir);
-  }
-  if (failed(linkExecutable(object, outputFile, rtDir, error)))
+  if (target == "cuda") {
+    CUDALinkOptions cuda;
+    cuda.driverLibraryDir = MESHFOLD_CUDA_DRIVER_LIBRARY_DIR;
+    cuda.ncclLibraryDir = MESHFOLD_NCCL_LIBRARY_DIR;
+    if (failed(linkCUDAExecutable(object, outputFile, rtDir, cuda, error)))
+      return fail(error);
+  } else if (failed(linkExecutable(object, outputFile, rtDir, error))) {
     return fail(error);
+  }
   stage("linked");
   return 0;
 }

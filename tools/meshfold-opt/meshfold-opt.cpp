@@ -6,6 +6,7 @@
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
 int main(int argc, char **argv) {
@@ -15,6 +16,8 @@ int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
+  // gpu-module-to-binary translates the kernels to LLVM IR.
+  mlir::registerAllToLLVMIRTranslations(registry);
   meshfold::registerMeshfoldDialects(registry);
   return mlir::asMainReturnCode(
       mlir::MlirOptMain(argc, argv, "meshfold optimizer driver\n", registry));

@@ -23,6 +23,37 @@ struct CPUPipelineOptions
                             llvm::cl::init("prefill")};
 };
 
+struct CUDAPipelineOptions
+    : public mlir::PassPipelineOptions<CUDAPipelineOptions> {
+  Option<std::string> entry{*this, "entry",
+                            llvm::cl::desc("Name of the entry function"),
+                            llvm::cl::init("prefill")};
+  Option<std::string> chip{*this, "chip",
+                           llvm::cl::desc("GPU architecture of the kernels"),
+                           llvm::cl::init("sm_90a")};
+  Option<std::string> features{*this, "features",
+                               llvm::cl::desc("PTX features (ISA version)"),
+                               llvm::cl::init("+ptx80")};
+  Option<unsigned> optLevel{*this, "opt-level",
+                            llvm::cl::desc("Kernel optimisation level 0-3"),
+                            llvm::cl::init(2)};
+  Option<std::string> format{
+      *this, "format",
+      llvm::cl::desc("Kernel binaries: isa (PTX), bin (cubin, needs "
+                     "ptxas) or fatbin (cubin and PTX, needs fatbinary)"),
+      llvm::cl::init("isa")};
+  Option<std::string> toolkit{
+      *this, "toolkit",
+      llvm::cl::desc("CUDA toolkit root (libdevice, ptxas); default: the "
+                     "one found when meshfold was configured"),
+      llvm::cl::init("")};
+  Option<int64_t> threadsPerBlock{
+      *this, "threads-per-block",
+      llvm::cl::desc("Threads per block of the elementwise and reduction "
+                     "kernels"),
+      llvm::cl::init(256)};
+};
+
 struct PartitionPipelineOptions
     : public mlir::PassPipelineOptions<PartitionPipelineOptions> {
   Option<int64_t> tp{*this, "tp", llvm::cl::desc("Tensor parallel size"),
@@ -67,11 +98,30 @@ struct PartitionPipelineOptions
 void buildPartitionPipeline(mlir::OpPassManager &pm,
                             const PartitionPipelineOptions &options);
 
+/// The front shared by the CPU and CUDA targets: verify the plan, bind
+/// weights, outputs and collectives to the runtime, lower the moe ops to
+/// linalg, bufferize (function boundaries included) and insert deallocations.
+void buildLowerToBuffersPipeline(mlir::OpPassManager &pm,
+                                 llvm::StringRef entry);
+
 /// moe model (one rank) -> LLVM dialect for the CPU target: verify the plan,
 /// bind weights and outputs to the runtime, lower to linalg, bufferize,
 /// lower to loops and to LLVM.
 void buildLowerToCPUPipeline(mlir::OpPassManager &pm,
                              const CPUPipelineOptions &options);
+
+/// moe model (one rank or partitioned) -> LLVM dialect for the CUDA target:
+/// the front of the CPU pipeline (plan check, runtime binding, linalg,
+/// bufferization), then every linalg op becomes a GPU kernel (parallel dims
+/// over blocks and threads, reduction dims sequential in each thread), host
+/// buffers become managed memory, kernels are compiled for `chip` through
+/// NVVM into `gpu.binary` objects and the host code calls the mgpu* runtime
+/// ABI.
+void buildLowerToCUDAPipeline(mlir::OpPassManager &pm,
+                              const CUDAPipelineOptions &options);
+
+/// The CUDA toolkit root that the build found ("" when none).
+llvm::StringRef getConfiguredCUDAToolkitPath();
 
 /// Registers the pipelines with the pass registry (for meshfold-opt).
 void registerMeshfoldPipelines();

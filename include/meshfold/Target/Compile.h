@@ -29,12 +29,29 @@ mlir::LogicalResult emitObjectFile(mlir::ModuleOp module, llvm::StringRef path,
                                    const CodegenOptions &options,
                                    std::string &error);
 
+/// What the executable of the CUDA target links besides libmfrt.a.
+struct CUDALinkOptions {
+  /// Directory of libcuda.so (the driver, or the toolkit's stub).
+  std::string driverLibraryDir;
+  /// Directory of libnccl.so; also the executable's run path for it.
+  std::string ncclLibraryDir;
+};
+
 /// Links `object` with the runtime library found in `runtimeDir` into the
 /// executable `output`. The output appears only when linking succeeded.
 mlir::LogicalResult linkExecutable(llvm::StringRef object,
                                    llvm::StringRef output,
                                    llvm::StringRef runtimeDir,
                                    std::string &error);
+
+/// As above for the CUDA target: also links the runtime's mgpu* library
+/// (libmfrt_cuda.a, from `runtimeDir`), the CUDA driver and NCCL. Fails
+/// naming the file when libmfrt_cuda.a is not there.
+mlir::LogicalResult linkCUDAExecutable(llvm::StringRef object,
+                                       llvm::StringRef output,
+                                       llvm::StringRef runtimeDir,
+                                       const CUDALinkOptions &cuda,
+                                       std::string &error);
 
 } // namespace meshfold
 

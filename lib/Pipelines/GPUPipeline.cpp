@@ -1,0 +1,111 @@
+//===- GPUPipeline.cpp - the CUDA target pipeline -------------------------===//
+//
+// moe model -> GPU kernels through upstream MLIR:
+//
+//   linalg on buffers -> scf.parallel (parallel dims) + scf.for (reductions)
+//   -> mf-gpu-tile-parallel-loops (blocks x threads)
+//   -> gpu-map-parallel-loops -> convert-parallel-loops-to-gpu (gpu.launch)
+//   -> gpu-kernel-outlining -> nvvm-attach-target -> convert-gpu-to-nvvm
+//   -> gpu-module-to-binary; host: managed buffers, gpu-to-llvm (mgpu* calls).
+//
+// Each reduction dim stays a sequential loop inside the thread that owns the
+// output element, so no two threads accumulate into the same element:
+// softmax, RMSNorm, the router's top-k and the attention LSE merge keep the
+// exact (max-subtracted) arithmetic of the CPU path.
+//
+// Tensor cores: the contractions reach this point as linalg.generic ops whose
+// operands are gathered through tensor.extract (experts by routed index) or
+// use floordiv maps (GQA), and whose operands are f32 (the runtime widens
+// bf16 weights to f32 for both targets); nvgpu/wgmma needs bf16/f16 tiles in
+// shared memory behind TMA descriptors, i.e. named matmul ops on bf16
+// buffers, a layout pass and async copies, which this pipeline does not do
+// yet. The kernels use CUDA cores in f32.
+//
+//===----------------------------------------------------------------------===//
+
+#include "meshfold/Config.h"
+#include "meshfold/Conversion/Passes.h"
+#include "meshfold/Pipelines/Pipelines.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+
+llvm::StringRef meshfold::getConfiguredCUDAToolkitPath() {
+  return MESHFOLD_HAVE_CUDA_TOOLKIT ? MESHFOLD_CUDA_ROOT : "";
+}
+
+void meshfold::buildLowerToCUDAPipeline(OpPassManager &pm,
+                                        const CUDAPipelineOptions &options) {
+  // Kernels are named after the moe/mf op they come from.
+  pm.addPass(createMFGPUNameLocationsPass());
+  buildLowerToBuffersPipeline(pm, options.entry);
+
+  // Linalg -> parallel loops -> blocks x threads -> gpu.launch.
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
+  pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
+  MFGPUTileParallelLoopsPassOptions tile;
+  tile.threadsPerBlock = options.threadsPerBlock;
+  pm.addNestedPass<func::FuncOp>(createMFGPUTileParallelLoopsPass(tile));
+  GpuMapParallelLoopsPassOptions map;
+  map.mappingPolicyStr = "innermost-first";
+  pm.addNestedPass<func::FuncOp>(createGpuMapParallelLoopsPass(map));
+  pm.addNestedPass<func::FuncOp>(createConvertParallelLoopToGpuPass());
+  MFGPUNameKernelsPassOptions names;
+  names.moduleName = options.entry + "_kernels";
+  pm.addPass(createMFGPUNameKernelsPass(names));
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createCanonicalizerPass());
+  pm.addPass(createCSEPass());
+
+  // Kernels out of the host functions; host buffers become managed memory.
+  pm.addPass(createGpuLaunchSinkIndexComputationsPass());
+  pm.addPass(createGpuKernelOutliningPass());
+  pm.addPass(createMFGPUHostSharedMemoryPass());
+
+  // Kernels: NVVM for the target chip.
+  GpuNVVMAttachTargetOptions target;
+  target.chip = options.chip;
+  target.features = options.features;
+  target.optLevel = options.optLevel;
+  pm.addPass(createGpuNVVMAttachTarget(target));
+  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  kernels.addPass(createSCFToControlFlowPass());
+  kernels.addPass(memref::createExpandStridedMetadataPass());
+  kernels.addPass(createLowerAffinePass());
+  kernels.addPass(createConvertGpuOpsToNVVMOps());
+  kernels.addPass(createCanonicalizerPass());
+  kernels.addPass(createCSEPass());
+  kernels.addPass(createReconcileUnrealizedCastsPass());
+
+  // Host: the CPU pipeline's lowering plus gpu-to-llvm (mgpu* calls).
+  pm.addNestedPass<func::FuncOp>(createSCFToControlFlowPass());
+  pm.addNestedPass<func::FuncOp>(memref::createExpandStridedMetadataPass());
+  pm.addNestedPass<func::FuncOp>(createLowerAffinePass());
+  pm.addPass(createConvertMFToLLVMPass());
+  pm.addPass(createGpuToLLVMConversionPass());
+  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
+  pm.addPass(createArithToLLVMConversionPass());
+  pm.addPass(createConvertIndexToLLVMPass());
+  pm.addPass(createConvertFuncToLLVMPass());
+  pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createReconcileUnrealizedCastsPass());
+  pm.addPass(createCanonicalizerPass());
+
+  // Kernels -> PTX / cubin / fatbin, embedded as gpu.binary.
+  GpuModuleToBinaryPassOptions binary;
+  binary.compilationTarget = options.format;
+  binary.toolkitPath = options.toolkit.empty()
+                           ? getConfiguredCUDAToolkitPath().str()
+                           : std::string(options.toolkit);
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+}
