@@ -50,6 +50,12 @@ if config.meshfold_have_cuda_toolkit:
     if os.access(ptxas, os.X_OK):
         config.available_features.add("ptxas")
         config.substitutions.append(("%ptxas", ptxas))
+    # The driver stub (libcuda.so with every entry point failing), for
+    # running CUDA executables on a machine without a GPU.
+    stub = os.path.join(config.meshfold_cuda_root, "lib64", "stubs", "libcuda.so")
+    if os.path.exists(stub):
+        config.available_features.add("cuda-stub")
+        config.substitutions.append(("%cuda_stub", stub))
 
 # OpenMPI's mpirun, for runs of emitted programs with --backend mpi.
 import shutil

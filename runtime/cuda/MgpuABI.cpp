@@ -82,14 +82,25 @@ struct LoadedBinary {
   std::unordered_map<std::string, CUfunction> functions;
 };
 
-std::mutex gBinariesMutex;
-std::map<std::pair<const void *, size_t>, std::unique_ptr<LoadedBinary>>
-    gBinaries;
+/// The loaded binaries. The program's module constructors call
+/// mgpuModuleLoad before this file's globals would be constructed, and its
+/// destructors call mgpuModuleUnload after they would be destroyed: the
+/// cache is made on first use and never destroyed.
+struct BinaryCache {
+  std::mutex mutex;
+  std::map<std::pair<const void *, size_t>, std::unique_ptr<LoadedBinary>>
+      binaries;
+};
+BinaryCache &binaryCache() {
+  static BinaryCache *cache = new BinaryCache;
+  return *cache;
+}
 
 CUmodule handleFor(const void *data, size_t size, bool jit, int optLevel) {
-  std::lock_guard<std::mutex> lock(gBinariesMutex);
+  BinaryCache &cache = binaryCache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
   auto key = std::make_pair(data, jit ? size_t(-1) : size);
-  std::unique_ptr<LoadedBinary> &slot = gBinaries[key];
+  std::unique_ptr<LoadedBinary> &slot = cache.binaries[key];
   if (!slot) {
     slot = std::make_unique<LoadedBinary>();
     slot->data = data;
@@ -164,12 +175,13 @@ void mgpuModuleUnload(CUmodule module) {
   auto *b = reinterpret_cast<LoadedBinary *>(module);
   if (!b)
     return;
-  std::lock_guard<std::mutex> lock(gBinariesMutex);
+  BinaryCache &cache = binaryCache();
+  std::lock_guard<std::mutex> lock(cache.mutex);
   if (--b->refs > 0)
     return;
   if (b->module)
     warn(cuModuleUnload(b->module), "cuModuleUnload");
-  gBinaries.erase(std::make_pair(b->data, b->jit ? size_t(-1) : b->size));
+  cache.binaries.erase(std::make_pair(b->data, b->jit ? size_t(-1) : b->size));
 }
 
 CUfunction mgpuModuleGetFunction(CUmodule module, const char *name) {
