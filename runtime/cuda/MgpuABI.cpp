@@ -24,10 +24,13 @@
 #include "MgpuABI.h"
 #include "CudaDevice.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -144,6 +147,57 @@ std::string dims(intptr_t x, intptr_t y, intptr_t z) {
          std::to_string(z) + ")";
 }
 
+/// MFRT_PROFILE_KERNELS=1 (a benchmarking aid): every launch is timed with
+/// a pair of events on its stream, and at exit a table of the kernels by
+/// total time goes to stderr. Launches wait for their kernel then, and ranks
+/// sharing a GPU overlap theirs: profile one-rank programs for clean times.
+struct KernelProfile {
+  std::mutex mutex;
+  struct Entry {
+    int64_t launches = 0;
+    double ms = 0;
+  };
+  std::map<std::string, Entry> byName;
+};
+
+bool profiling() {
+  static const bool on = [] {
+    const char *v = std::getenv("MFRT_PROFILE_KERNELS");
+    return v && *v && std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+KernelProfile &kernelProfile() {
+  static KernelProfile *profile = [] {
+    auto *p = new KernelProfile;
+    std::atexit([] {
+      KernelProfile &kp = kernelProfile();
+      std::lock_guard<std::mutex> lock(kp.mutex);
+      std::vector<std::pair<std::string, KernelProfile::Entry>> rows(
+          kp.byName.begin(), kp.byName.end());
+      std::sort(rows.begin(), rows.end(), [](const auto &a, const auto &b) {
+        return a.second.ms > b.second.ms;
+      });
+      double total = 0;
+      for (const auto &r : rows)
+        total += r.second.ms;
+      std::fprintf(stderr,
+                   "kernel profile (MFRT_PROFILE_KERNELS): %zu kernels, "
+                   "%.3f ms in all\n  %-36s %9s %12s %12s %7s\n",
+                   rows.size(), total, "kernel", "launches", "total ms",
+                   "mean us", "share");
+      for (const auto &[name, e] : rows)
+        std::fprintf(stderr, "  %-36s %9lld %12.3f %12.2f %6.1f%%\n",
+                     name.c_str(), (long long)e.launches, e.ms,
+                     e.ms * 1e3 / double(e.launches),
+                     total > 0 ? 100.0 * e.ms / total : 0.0);
+    });
+    return p;
+  }();
+  return *profile;
+}
+
 /// Kernels asking for more than the default 48 KiB of dynamic shared memory
 /// must opt in.
 void allowSharedMemory(CUfunction f, int32_t smem) {
@@ -210,16 +264,37 @@ void mgpuLaunchKernel(CUfunction function, intptr_t gridX, intptr_t gridY,
                       void **params, void **extra, size_t /*paramsCount*/) {
   ready();
   allowSharedMemory(function, smem);
-  CUresult r = cuLaunchKernel(function, unsigned(gridX), unsigned(gridY),
-                              unsigned(gridZ), unsigned(blockX),
-                              unsigned(blockY), unsigned(blockZ),
-                              unsigned(smem), streamOr(stream), params, extra);
+  CUstream s = streamOr(stream);
+  CUevent begin = nullptr, end = nullptr;
+  if (profiling()) {
+    check(cuEventCreate(&begin, CU_EVENT_DEFAULT), "cuEventCreate");
+    check(cuEventCreate(&end, CU_EVENT_DEFAULT), "cuEventCreate");
+    check(cuEventRecord(begin, s), "cuEventRecord");
+  }
+  CUresult r =
+      cuLaunchKernel(function, unsigned(gridX), unsigned(gridY),
+                     unsigned(gridZ), unsigned(blockX), unsigned(blockY),
+                     unsigned(blockZ), unsigned(smem), s, params, extra);
   if (r != CUDA_SUCCESS)
     check(r, "cuLaunchKernel(" + kernelName(function) + ", grid " +
                  dims(gridX, gridY, gridZ) + ", block " +
                  dims(blockX, blockY, blockZ) + ", " + std::to_string(smem) +
                  " B shared)");
   dev().noteLaunch(function);
+  if (begin) {
+    check(cuEventRecord(end, s), "cuEventRecord");
+    check(cuEventSynchronize(end),
+          "cuEventSynchronize(after " + kernelName(function) + ")");
+    float ms = 0;
+    check(cuEventElapsedTime(&ms, begin, end), "cuEventElapsedTime");
+    warn(cuEventDestroy(begin), "cuEventDestroy");
+    warn(cuEventDestroy(end), "cuEventDestroy");
+    KernelProfile &kp = kernelProfile();
+    std::lock_guard<std::mutex> lock(kp.mutex);
+    KernelProfile::Entry &e = kp.byName[kernelName(function)];
+    ++e.launches;
+    e.ms += ms;
+  }
 }
 
 void mgpuLaunchClusterKernel(CUfunction function, intptr_t clusterX,

@@ -12,6 +12,9 @@
 #   (c)   the one-rank program on the nccl backend (mpirun -np 1)
 #   (d)   bench/gpu-kernels (cuBLAS timings, compiled kernels if the compiler
 #         can emit PTX, attention roofline)
+#   (e)   the generated kernels at realistic dims (one Mixtral layer, 32
+#         experts, T = 4096): per-kernel times (MFRT_PROFILE_KERNELS=1) and
+#         the matrix products' time against cuBLAS's
 #
 # Tolerance: the GPU computes with bf16 operands and fp32 accumulation, the
 # reference (meshfold-reference, CPU) in fp32 on the same bf16 weights, so
@@ -204,6 +207,46 @@ elif have_time && run "$(left 240)" "$bin/gpu-kernels" "${bench_args[@]}"; then
   record d PASS "report in $log"
 else
   record d FAIL "see $log"
+fi
+
+say "(e) generated kernels at realistic dims (bench/mixtral-layer.json, T = 4096)"
+# One Mixtral layer (d 4096, 32/8 heads of 128, 32 experts of FFN 14336,
+# top-2), one rank, one 4096-token prompt; the runtime times every kernel
+# launch (MFRT_PROFILE_KERNELS=1) and the generated matrix products are set
+# against cuBLAS's time for the same products (from step d's report).
+log="$work/e.log"
+: >"$log"
+layer="$work/layer"
+mkdir -p "$layer"
+if have_time &&
+  run "$(left 60)" "$bin/meshfold-import-hf" "$root/bench/mixtral-layer.json" \
+    -o "$layer/model.mlir" &&
+  run "$(left 120)" "$bin/meshfold-gen-weights" "$layer/model.mlir" --seed 1 \
+    --dtype bf16 -o "$layer/weights.safetensors" &&
+  awk 'BEGIN { s = ""; for (i = 0; i < 4096; i++) s = s (i ? " " : "") (i * 7919) % 32000; print s }' \
+    >"$layer/prompt.txt" &&
+  run "$(left 180)" "$bin/meshfold-compile" "$layer/model.mlir" --target cuda \
+    -o "$layer/prefill" &&
+  MFRT_PROFILE_KERNELS=1 run "$(left 240)" "$layer/prefill" \
+    --weights "$layer/weights.safetensors" --prompts "$layer/prompt.txt" \
+    --out "$layer/out.safetensors" --timeout 200; then
+  sed -n '/^kernel profile/,$p' "$log" | head -25 | sed 's/^/   /'
+  # Generated time per op family (kernel names are op_N), and cuBLAS's.
+  gen() { sed -n '/^kernel profile/,$p' "$log" |
+    awk -v p="$1" '$1 ~ "^"p"_[0-9]+$" { t += $3 } END { printf "%.3f", t }'; }
+  cub() { sed -n "s/^  $1 .* \([0-9.]*\) us .*/\1/p" "$work/d.log" | head -1; }
+  lin=$(gen linear) ffn=$(gen expert_ffn) att=$(gen attention)
+  qkv=$(cub qkv) o=$(cub o) f13=$(cub ffn13-all) f2=$(cub ffn2-all)
+  awk -v lin="$lin" -v ffn="$ffn" -v att="$att" -v qkv="$qkv" -v o="$o" \
+    -v f13="$f13" -v f2="$f2" 'BEGIN {
+      printf "   linear (q/k/v/o, router, head): %.3f ms", lin
+      if (qkv + o > 0) printf "; cuBLAS q/k/v/o %.3f ms: %.1fx its time", (qkv + o) / 1000, lin / ((qkv + o) / 1000)
+      printf "\n   expert FFN: %.3f ms", ffn
+      if (f13 + f2 > 0) printf "; cuBLAS w1/w3 + w2 over the routed rows %.3f ms: %.1fx its time", (f13 + f2) / 1000, ffn / ((f13 + f2) / 1000)
+      printf "\n   attention: %.3f ms (roofline in step d)\n", att }'
+  record e PASS "kernel profile in $log"
+else
+  record e FAIL "see $log"
 fi
 
 printf '\nsummary (steps took %d s of %d):\n' $(($(date +%s) - start)) \
