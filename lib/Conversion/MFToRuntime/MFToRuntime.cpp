@@ -473,7 +473,7 @@ LogicalResult Lowering::lower(RecvOp op) {
 LogicalResult Lowering::lower(GatherOp op) {
   return rowCollective(op, "mfrt_cg_gather_f32", op.getMesh(), op.getAxes(),
                        op.getInput(), op.getType(), op.getDim(),
-                       groupSize(op.getAxes()), 1, {op.getRoot()});
+                       groupSize(op.getAxes()), 1, {int64_t(op.getRoot())});
 }
 
 LogicalResult Lowering::lower(DispatchOp op) {

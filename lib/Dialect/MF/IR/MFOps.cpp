@@ -194,7 +194,8 @@ LogicalResult RecvOp::verify() {
     return failure();
   if (getOffset() == 0)
     return emitOpError("offset must not be 0");
-  if (int64_t(getDynamicSizes().size()) != getType().getNumDynamicDims())
+  if (int64_t(getDynamicSizes().size()) !=
+      int64_t(getType().getNumDynamicDims()))
     return emitOpError() << "needs one size per dynamic dimension of "
                          << getType() << ", got " << getDynamicSizes().size();
   return success();
@@ -204,7 +205,7 @@ LogicalResult GatherOp::verify() {
   FailureOr<int64_t> n = verifyGroup(*this, getMesh(), axesOf(getAxes()));
   if (failed(n))
     return failure();
-  if (getRoot() < 0 || (*n > 0 && getRoot() >= *n))
+  if (*n > 0 && int64_t(getRoot()) >= *n)
     return emitOpError() << "root " << getRoot() << " is not a group rank";
   return verifyAlongDim(*this, getInput().getType(), getType(), getDim(), *n,
                         /*grows=*/true);
