@@ -45,10 +45,10 @@ void mfrt::uploadWeights(RankState &rs) {
     return;
   rs.deviceParams.assign(rs.params.size(), nullptr);
   for (size_t id = 0; id < rs.params.size(); ++id) {
-    std::vector<float> &host = rs.params[id];
+    WeightSlice &host = rs.params[id];
     if (host.empty())
       continue; // another stage's weight
-    size_t bytes = host.size() * sizeof(float);
+    size_t bytes = host.bytes();
     void *ptr = nullptr;
     check(d->allocShared(bytes, &ptr),
           "weights: " + std::to_string(bytes) + " bytes of device memory");
@@ -56,7 +56,7 @@ void mfrt::uploadWeights(RankState &rs) {
     check(d->copyAsync(ptr, host.data(), bytes), "weights: upload");
     check(d->synchronize(), "weights: upload");
     // The device copy is the only one from now on.
-    std::vector<float>().swap(host);
+    host.release();
   }
 }
 

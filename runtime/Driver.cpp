@@ -145,7 +145,17 @@ int64_t groupOf(std::map<std::string, int64_t> &cache,
   return g;
 }
 
-/// Loads this rank's slice of every weight.
+/// `values` rounded to bf16 (nearest even). A bf16 checkpoint's values,
+/// widened exactly to f32 on reading, come back bit for bit.
+std::vector<uint16_t> toBF16(const std::vector<float> &values) {
+  std::vector<uint16_t> out(values.size());
+  for (size_t i = 0; i < values.size(); ++i)
+    out[i] = f32ToBF16(values[i]);
+  return out;
+}
+
+/// Loads this rank's slice of every weight, in the storage type the
+/// manifest names for it.
 void loadWeights(RankState &rs, std::map<std::string, int64_t> &groups) {
   const Program &prog = gProgramState;
   rs.params.resize(prog.manifest.params.size());
@@ -164,12 +174,17 @@ void loadWeights(RankState &rs, std::map<std::string, int64_t> &groups) {
       int64_t g = groupOf(groups, p.shardAxis);
       index = int64_t(mfrt_group_rank(g)) * p.shardParts / mfrt_group_size(g);
     }
-    std::vector<float> &buf = rs.params[p.id];
+    WeightSlice &slice = rs.params[p.id];
+    std::vector<float> &buf = slice.f32;
     if (!p.isStacked()) {
       std::vector<float> full = readTensor(*prog.weights, p.name, global);
       buf = p.shardDim >= 0
                 ? sliceAlong(full, global, p.shardDim, p.shardParts, index)
                 : std::move(full);
+      if (p.bf16) {
+        slice.bf16 = toBF16(buf);
+        std::vector<float>().swap(buf);
+      }
       continue;
     }
     // Stacked experts: this rank's block, one checkpoint tensor per expert.
@@ -185,6 +200,10 @@ void loadWeights(RankState &rs, std::map<std::string, int64_t> &groups) {
     }
     if (int64_t(buf.size()) != product(p.shape))
       fatal("internal: weight '" + p.name + "' slice has the wrong size");
+    if (p.bf16) {
+      slice.bf16 = toBF16(buf);
+      std::vector<float>().swap(buf);
+    }
   }
 }
 
@@ -627,9 +646,10 @@ void mfrt::fatal(const std::string &msg) {
 }
 
 extern "C" {
-/// The data of weight `id` of the manifest: this rank's slice, f32,
-/// row-major (CUDA mode: managed memory on the rank's device). The runtime
-/// owns it; the program only reads it.
+/// The data of weight `id` of the manifest: this rank's slice, in the
+/// storage type the manifest names (f32 or bf16), row-major (CUDA mode: managed
+/// memory on the rank's device). The runtime owns it; the program only reads
+/// it.
 void *mfrt_weight(int64_t id) { return weightData(tRank, id); }
 
 /// K/V cache entries of `layer` for the tokens at `positions`, KV heads

@@ -57,6 +57,10 @@ bool mfrt::parseManifest(const char *text, Manifest &out, std::string &error) {
       int64_t rank = 0;
       if (!(ls >> p.id >> p.name >> dtype >> rank) || rank < 0)
         return bad("malformed param entry");
+      if (dtype != "f32" && dtype != "bf16")
+        return bad("param '" + p.name + "' has storage dtype '" + dtype +
+                   "', expected f32 or bf16");
+      p.bf16 = dtype == "bf16";
       p.shape.resize(rank);
       for (int64_t &d : p.shape)
         if (!(ls >> d) || d < 0)

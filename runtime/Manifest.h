@@ -1,8 +1,9 @@
 //===- Manifest.h - the compiled model's manifest ---------------*- C++ -*-===//
 //
 // The compiler embeds a manifest in every executable (symbol __mf_manifest):
-// the model's dimensions and the weight table (id, Hugging Face name, dtype,
-// shape). The runtime checks the weights file and the outputs against it.
+// the model's dimensions and the weight table (id, Hugging Face name,
+// storage dtype f32 or bf16, shape). The runtime checks the weights file and
+// the outputs against it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,6 +22,9 @@ struct ManifestParam {
   std::string name;
   /// Full shape; for a stacked weight the leading dimension counts experts.
   std::vector<int64_t> shape;
+  /// Storage type of the program's buffer: the runtime converts the
+  /// checkpoint's tensor to it (bf16: rounded to nearest even).
+  bool bf16 = false;
   bool isStacked() const { return name.find("{e}") != std::string::npos; }
   /// The slice this program holds: `parts` equal slices along `shardDim`,
   /// slice i = coord(shardAxis) * parts / size(shardAxis). shardDim < 0: the

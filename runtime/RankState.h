@@ -32,11 +32,29 @@ struct RequestOutput {
   std::mutex mutex;
 };
 
+/// This rank's slice of one weight, in the storage type the manifest names:
+/// f32 or bf16 (exactly one of the two vectors is used).
+struct WeightSlice {
+  std::vector<float> f32;
+  std::vector<uint16_t> bf16;
+  bool empty() const { return f32.empty() && bf16.empty(); }
+  void *data() {
+    return bf16.empty() ? static_cast<void *>(f32.data()) : bf16.data();
+  }
+  size_t bytes() const {
+    return f32.size() * sizeof(float) + bf16.size() * sizeof(uint16_t);
+  }
+  void release() {
+    std::vector<float>().swap(f32);
+    std::vector<uint16_t>().swap(bf16);
+  }
+};
+
 struct RankState {
   const Manifest *manifest = nullptr;
   int rank = 0;
-  /// Weights by manifest id: this rank's slice of each, as f32.
-  std::vector<std::vector<float>> params;
+  /// Weights by manifest id: this rank's slice of each, in its storage type.
+  std::vector<WeightSlice> params;
   /// CUDA mode: the same slices in managed memory on the rank's device
   /// (DeviceBuffers.h; the host copies are then freed).
   std::vector<void *> deviceParams;

@@ -13,13 +13,16 @@
 // softmax, RMSNorm, the router's top-k and the attention LSE merge keep the
 // exact (max-subtracted) arithmetic of the CPU path.
 //
+// Weights are stored as bf16 by default (weight-dtype=bf16; f32 on request):
+// kernels load 16-bit weight elements and widen them to f32 in registers, so
+// accumulation and activations stay f32.
+//
 // Tensor cores: the contractions reach this point as linalg.generic ops whose
 // operands are gathered through tensor.extract (experts by routed index) or
-// use floordiv maps (GQA), and whose operands are f32 (the runtime widens
-// bf16 weights to f32 for both targets); nvgpu/wgmma needs bf16/f16 tiles in
-// shared memory behind TMA descriptors, i.e. named matmul ops on bf16
-// buffers, a layout pass and async copies, which this pipeline does not do
-// yet. The kernels use CUDA cores in f32.
+// use floordiv maps (GQA), with f32 activations; nvgpu/wgmma needs bf16/f16
+// tiles of both operands in shared memory behind TMA descriptors, i.e. named
+// matmul ops on bf16 buffers, a layout pass and async copies, which this
+// pipeline does not do yet. The kernels use CUDA cores in f32.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,7 +49,7 @@ void meshfold::buildLowerToCUDAPipeline(OpPassManager &pm,
                                         const CUDAPipelineOptions &options) {
   // Kernels are named after the moe/mf op they come from.
   pm.addPass(createMFGPUNameLocationsPass());
-  buildLowerToBuffersPipeline(pm, options.entry);
+  buildLowerToBuffersPipeline(pm, options.entry, options.weightDType);
 
   // Linalg -> parallel loops -> blocks x threads -> gpu.launch.
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());

@@ -47,10 +47,12 @@ void meshfold::buildPartitionPipeline(OpPassManager &pm,
 }
 
 void meshfold::buildLowerToBuffersPipeline(OpPassManager &pm,
-                                           llvm::StringRef entry) {
+                                           llvm::StringRef entry,
+                                           llvm::StringRef weightDType) {
   pm.addPass(mf::createMFVerifyPlanPass());
   ConvertMoEToRuntimePassOptions rt;
   rt.entryName = entry.str();
+  rt.weightDType = weightDType.str();
   pm.addPass(createConvertMFToRuntimePass());
   pm.addPass(createConvertMoEToRuntimePass(rt));
   pm.addPass(createConvertMoEToLinalgPass());
@@ -68,7 +70,7 @@ void meshfold::buildLowerToBuffersPipeline(OpPassManager &pm,
 
 void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
                                        const CPUPipelineOptions &options) {
-  buildLowerToBuffersPipeline(pm, options.entry);
+  buildLowerToBuffersPipeline(pm, options.entry, options.weightDType);
 
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   pm.addPass(createLowerAffinePass());

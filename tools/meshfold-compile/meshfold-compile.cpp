@@ -55,8 +55,15 @@ static cl::opt<int64_t>
 static cl::opt<std::string>
     memoryDType("memory-dtype",
                 cl::desc("Element type the memory report assumes: bf16 "
-                         "(default, as on GPUs) or f32"),
+                         "(default, as on GPUs; --weight-dtype when given) "
+                         "or f32"),
                 cl::init("bf16"), cl::cat(cat));
+static cl::opt<std::string> weightDType(
+    "weight-dtype",
+    cl::desc("Storage type of the weights in the program: f32 or bf16 "
+             "(default: f32 for --target cpu, bf16 for --target cuda); "
+             "computation and accumulation stay f32"),
+    cl::cat(cat));
 static cl::opt<std::string>
     deviceMemory("device-memory",
                  cl::desc("Fail when a rank needs more than this (e.g. "
@@ -174,6 +181,16 @@ int main(int argc, char **argv) {
     return fail("--max-prompt must be positive");
   if (target != "cpu" && target != "cuda")
     return fail("--target must be cpu or cuda, got '" + target + "'");
+  if (weightDType.getNumOccurrences() && weightDType != "f32" &&
+      weightDType != "bf16")
+    return fail("--weight-dtype must be f32 or bf16, got '" + weightDType +
+                "'");
+  // The memory report sizes the weights as stored when the storage is asked
+  // for explicitly.
+  if (weightDType.getNumOccurrences() && !memoryDType.getNumOccurrences())
+    memoryDType = std::string(weightDType);
+  if (!weightDType.getNumOccurrences())
+    weightDType = target == "cuda" ? "bf16" : "f32";
   if (emit == Emit::PTX && target != "cuda")
     return fail("--emit ptx needs --target cuda");
   if (target == "cuda") {
@@ -355,9 +372,11 @@ int main(int argc, char **argv) {
     options.optLevel = optLevel;
     options.format = emit == Emit::PTX ? std::string("isa") : gpuFormat;
     options.toolkit = cudaToolkit;
+    options.weightDType = weightDType;
     buildLowerToCUDAPipeline(pm, options);
   } else {
     CPUPipelineOptions options;
+    options.weightDType = weightDType;
     buildLowerToCPUPipeline(pm, options);
   }
   if (failed(pm.run(*module)))

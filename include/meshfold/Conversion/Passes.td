@@ -39,8 +39,8 @@ def ConvertMoEToRuntimePass : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp">
     - `moe.logits` becomes a call to `mfrt_logits_f32(logits, valid)`;
     - the entry function `@prefill` gets the C interface the runtime calls;
     - the module gets the manifest `__mf_manifest`: the model's dimensions and
-      the weight table (id, name, shape) that the runtime checks the weights
-      file against.
+      the weight table (id, name, storage dtype, shape) that the runtime
+      checks the weights file against.
 
     ```mlir
     %w = moe.param "model.norm.weight" : tensor<64xf32>
@@ -48,10 +48,21 @@ def ConvertMoEToRuntimePass : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp">
     %m = mf.weight 3, "model.norm.weight" : memref<64xf32>
     %w = bufferization.to_tensor %m restrict : memref<64xf32> to tensor<64xf32>
     ```
+
+    With `weight-dtype=bf16` every weight is stored (and loaded by the
+    runtime) as bf16; its readers, lowered by `convert-moe-to-linalg`, widen
+    each element to f32, so the program still accumulates in f32:
+
+    ```mlir
+    %m = mf.weight 3, "model.norm.weight" : memref<64xbf16>
+    %w = bufferization.to_tensor %m restrict : memref<64xbf16> to tensor<64xbf16>
+    ```
   }];
   let options = [
     Option<"entryName", "entry", "std::string", "\"prefill\"",
-           "Name of the entry function">
+           "Name of the entry function">,
+    Option<"weightDType", "weight-dtype", "std::string", "\"f32\"",
+           "Storage type of the weights: f32 or bf16 (computation stays f32)">
   ];
   let dependentDialects = [
     "::mlir::func::FuncDialect", "::mlir::memref::MemRefDialect",

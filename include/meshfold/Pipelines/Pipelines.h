@@ -21,6 +21,11 @@ struct CPUPipelineOptions
   Option<std::string> entry{*this, "entry",
                             llvm::cl::desc("Name of the entry function"),
                             llvm::cl::init("prefill")};
+  Option<std::string> weightDType{
+      *this, "weight-dtype",
+      llvm::cl::desc("Storage type of the weights: f32 (default) or bf16; "
+                     "computation stays f32"),
+      llvm::cl::init("f32")};
 };
 
 struct CUDAPipelineOptions
@@ -28,6 +33,11 @@ struct CUDAPipelineOptions
   Option<std::string> entry{*this, "entry",
                             llvm::cl::desc("Name of the entry function"),
                             llvm::cl::init("prefill")};
+  Option<std::string> weightDType{
+      *this, "weight-dtype",
+      llvm::cl::desc("Storage type of the weights: bf16 (default) or f32; "
+                     "computation stays f32"),
+      llvm::cl::init("bf16")};
   Option<std::string> chip{*this, "chip",
                            llvm::cl::desc("GPU architecture of the kernels"),
                            llvm::cl::init("sm_90a")};
@@ -99,10 +109,11 @@ void buildPartitionPipeline(mlir::OpPassManager &pm,
                             const PartitionPipelineOptions &options);
 
 /// The front shared by the CPU and CUDA targets: verify the plan, bind
-/// weights, outputs and collectives to the runtime, lower the moe ops to
-/// linalg, bufferize (function boundaries included) and insert deallocations.
-void buildLowerToBuffersPipeline(mlir::OpPassManager &pm,
-                                 llvm::StringRef entry);
+/// weights (stored as `weightDType`, f32 or bf16), outputs and collectives to
+/// the runtime, lower the moe ops to linalg, bufferize (function boundaries
+/// included) and insert deallocations.
+void buildLowerToBuffersPipeline(mlir::OpPassManager &pm, llvm::StringRef entry,
+                                 llvm::StringRef weightDType = "f32");
 
 /// moe model (one rank) -> LLVM dialect for the CPU target: verify the plan,
 /// bind weights and outputs to the runtime, lower to linalg, bufferize,

@@ -4,6 +4,11 @@
 // lowering works on whatever shapes the op carries, so it serves the global
 // model and the per-rank local shapes that partitioning produces alike.
 //
+// Weights may be stored in a narrower float type than the op computes in
+// (bf16 weights of an f32 model): every body that reads a weight element
+// widens it with `widen` (arith.extf), so accumulators, activations and
+// results stay in the compute type.
+//
 //===----------------------------------------------------------------------===//
 
 #include "meshfold/Conversion/MoEToLinalg/MoEToLinalg.h"
@@ -108,9 +113,20 @@ int64_t dimOf(Value v, unsigned i) {
   return cast<RankedTensorType>(v.getType()).getDimSize(i);
 }
 
-/// The body of a generic that accumulates in0 * in1 into its output.
+/// `v` in the float type `to`: a weight element stored in a narrower type is
+/// extended (exactly) to the compute type; anything else is returned as is.
+Value widen(OpBuilder &b, Location loc, Value v, Type to) {
+  if (v.getType() == to)
+    return v;
+  return arith::ExtFOp::create(b, loc, to, v);
+}
+
+/// The body of a generic that accumulates in0 * in1 into its output, in the
+/// output's type (a narrower weight operand is widened first).
 void multiplyAccumulate(OpBuilder &nb, Location l, ValueRange a) {
-  Value m = arith::MulFOp::create(nb, l, a[0], a[1]);
+  Type acc = a[2].getType();
+  Value m = arith::MulFOp::create(nb, l, widen(nb, l, a[0], acc),
+                                  widen(nb, l, a[1], acc));
   linalg::YieldOp::create(nb, l, Value(arith::AddFOp::create(nb, l, a[2], m)));
 }
 
@@ -171,8 +187,9 @@ gatedUpBody(Value w1, Value w3, unsigned fDim, unsigned dDim) {
   return [=](OpBuilder &nb, Location l, ValueRange a) {
     Value e = arith::IndexCastOp::create(nb, l, nb.getIndexType(), a[1]);
     SmallVector<Value> at = {e, idx(nb, l, fDim), idx(nb, l, dDim)};
-    Value a1 = tensor::ExtractOp::create(nb, l, w1, at);
-    Value a3 = tensor::ExtractOp::create(nb, l, w3, at);
+    Type acc = a[2].getType();
+    Value a1 = widen(nb, l, tensor::ExtractOp::create(nb, l, w1, at), acc);
+    Value a3 = widen(nb, l, tensor::ExtractOp::create(nb, l, w3, at), acc);
     linalg::YieldOp::create(
         nb, l,
         ValueRange{arith::AddFOp::create(
@@ -231,15 +248,16 @@ struct EmbedLowering : OpConversionPattern<EmbedOp> {
     MLIRContext *ctx = getContext();
     Value table = adaptor.getTable(), tokens = adaptor.getTokens();
     Value init = makeEmpty(rewriter, loc, op.getType(), {{tokens, 0}});
-    Value res = generic(rewriter, loc, {tokens}, {init},
-                        {pick(ctx, 2, {0}), pick(ctx, 2, {0, 1})}, {kPar, kPar},
-                        [&](OpBuilder &nb, Location l, ValueRange a) {
-                          Value row = arith::IndexCastOp::create(
-                              nb, l, nb.getIndexType(), a[0]);
-                          Value v = tensor::ExtractOp::create(
-                              nb, l, table, ValueRange{row, idx(nb, l, 1)});
-                          linalg::YieldOp::create(nb, l, v);
-                        })[0];
+    Value res = generic(
+        rewriter, loc, {tokens}, {init},
+        {pick(ctx, 2, {0}), pick(ctx, 2, {0, 1})}, {kPar, kPar},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value row =
+              arith::IndexCastOp::create(nb, l, nb.getIndexType(), a[0]);
+          Value v = tensor::ExtractOp::create(nb, l, table,
+                                              ValueRange{row, idx(nb, l, 1)});
+          linalg::YieldOp::create(nb, l, widen(nb, l, v, a[1].getType()));
+        })[0];
     rewriter.replaceOp(op, res);
     return success();
   }
@@ -277,8 +295,9 @@ struct RMSNormLowering : OpConversionPattern<RMSNormOp> {
           Value var = arith::AddFOp::create(nb, l, mean, cstF(nb, l, elt, eps));
           Value inv = math::RsqrtOp::create(nb, l, var);
           Value y = arith::MulFOp::create(nb, l, a[0], inv);
-          linalg::YieldOp::create(nb, l,
-                                  Value(arith::MulFOp::create(nb, l, y, a[2])));
+          linalg::YieldOp::create(
+              nb, l,
+              Value(arith::MulFOp::create(nb, l, y, widen(nb, l, a[2], elt))));
         })[0];
     rewriter.replaceOp(op, res);
     return success();
@@ -711,8 +730,11 @@ struct ExpertsLowering : OpConversionPattern<ExpertsOp> {
          pick(ctx, 4, {0, 1})},
         {kPar, kPar, kRed, kRed}, [&](OpBuilder &nb, Location l, ValueRange a) {
           Value e = arith::IndexCastOp::create(nb, l, nb.getIndexType(), a[2]);
-          Value w = tensor::ExtractOp::create(
-              nb, l, w2, ValueRange{e, idx(nb, l, 1), idx(nb, l, 3)});
+          Value w =
+              widen(nb, l,
+                    tensor::ExtractOp::create(
+                        nb, l, w2, ValueRange{e, idx(nb, l, 1), idx(nb, l, 3)}),
+                    elt);
           Value p = arith::MulFOp::create(
               nb, l, a[0], arith::MulFOp::create(nb, l, a[1], w));
           linalg::YieldOp::create(nb, l,
@@ -756,8 +778,11 @@ struct ExpertFFNLowering : OpConversionPattern<ExpertFFNOp> {
         {pick(ctx, 3, {0, 2}), pick(ctx, 3, {0}), pick(ctx, 3, {0, 1})},
         {kPar, kPar, kRed}, [&](OpBuilder &nb, Location l, ValueRange a) {
           Value e = arith::IndexCastOp::create(nb, l, nb.getIndexType(), a[1]);
-          Value w = tensor::ExtractOp::create(
-              nb, l, w2, ValueRange{e, idx(nb, l, 1), idx(nb, l, 2)});
+          Value w =
+              widen(nb, l,
+                    tensor::ExtractOp::create(
+                        nb, l, w2, ValueRange{e, idx(nb, l, 1), idx(nb, l, 2)}),
+                    elt);
           Value p = arith::MulFOp::create(nb, l, a[0], w);
           linalg::YieldOp::create(nb, l,
                                   Value(arith::AddFOp::create(nb, l, a[2], p)));
@@ -786,7 +811,7 @@ struct LMHeadLowering : OpConversionPattern<LMHeadOp> {
           Value xv = tensor::ExtractOp::create(
               nb, l, x, ValueRange{rowIdx, idx(nb, l, 1)});
           xv = arith::SelectOp::create(nb, l, found, xv, cstF(nb, l, elt, 0.0));
-          Value m = arith::MulFOp::create(nb, l, xv, a[0]);
+          Value m = arith::MulFOp::create(nb, l, xv, widen(nb, l, a[0], elt));
           linalg::YieldOp::create(nb, l,
                                   Value(arith::AddFOp::create(nb, l, a[1], m)));
         })[0];

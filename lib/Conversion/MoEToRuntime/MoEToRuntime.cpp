@@ -84,9 +84,18 @@ struct ConvertMoEToRuntimePass
     FailureOr<ModelInfo> info = getModelInfo(module);
     if (failed(info))
       return signalPassFailure();
+    if (weightDType != "f32" && weightDType != "bf16") {
+      module.emitError() << "convert-moe-to-runtime: weight-dtype must be f32 "
+                            "or bf16, got '"
+                         << weightDType << "'";
+      return signalPassFailure();
+    }
 
     // Weights: one id per distinct (name, slice), in order of first use.
     Type f32 = Float32Type::get(ctx), i64 = IntegerType::get(ctx, 64);
+    // The weights' storage type (the manifest and mf.weight say it; the
+    // runtime loads each slice in it).
+    Type storage = weightDType == "bf16" ? Type(BFloat16Type::get(ctx)) : f32;
     std::string manifest;
     llvm::raw_string_ostream os(manifest);
     llvm::StringMap<std::pair<int64_t, RankedTensorType>> ids;
@@ -132,8 +141,8 @@ struct ConvertMoEToRuntimePass
       if (inserted) {
         std::string line;
         llvm::raw_string_ostream ls(line);
-        ls << "param " << it->second.first << " " << op.getName() << " f32 "
-           << type.getRank();
+        ls << "param " << it->second.first << " " << op.getName() << " "
+           << weightDType << " " << type.getRank();
         for (int64_t d : type.getShape())
           ls << " " << d;
         if (key.size() > op.getName().size())
@@ -150,9 +159,9 @@ struct ConvertMoEToRuntimePass
 
     for (ParamOp op : params) {
       OpBuilder b(op);
-      RankedTensorType type = op.getType();
+      auto type = op.getType().clone(storage);
       Value buffer = mf::WeightOp::create(
-          b, op.getLoc(), MemRefType::get(type.getShape(), f32),
+          b, op.getLoc(), MemRefType::get(type.getShape(), storage),
           ids.lookup(keyOf(op)).first, op.getName());
       Value tensor = bufferization::ToTensorOp::create(
           b, op.getLoc(), type, buffer, b.getUnitAttr(), /*writable=*/nullptr);

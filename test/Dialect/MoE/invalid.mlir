@@ -141,10 +141,10 @@ func.func @embed_result_hidden(%w: tensor<512x64xf32>, %t: tensor<?xi64>) {
 
 // -----
 
-// The result has the table's element type.
-func.func @embed_element_type(%w: tensor<512x64xbf16>, %t: tensor<?xi64>) {
-  // expected-error @+1 {{float operands and results must share one element type, got 'bf16' and 'f32'}}
-  %0 = moe.embed %w, %t : tensor<512x64xbf16>, tensor<?xi64> -> tensor<?x64xf32>
+// The table is not wider than the result (a narrower table is widened).
+func.func @embed_element_type(%w: tensor<512x64xf32>, %t: tensor<?xi64>) {
+  // expected-error @+1 {{weights must be stored in the compute element type 'bf16' or a narrower float type, got 'f32'}}
+  %0 = moe.embed %w, %t : tensor<512x64xf32>, tensor<?xi64> -> tensor<?x64xbf16>
   return
 }
 
@@ -199,10 +199,10 @@ func.func @rms_norm_weight_dim(%x: tensor<?x64xf32>, %w: tensor<32xf32>) {
 
 // -----
 
-// Input and weight share one element type.
-func.func @rms_norm_element_type(%x: tensor<?x64xf32>, %w: tensor<64xbf16>) {
-  // expected-error @+1 {{must share one element type, got 'f32' and 'bf16'}}
-  %0 = moe.rms_norm %x, %w {epsilon = 1.0e-5 : f32} : tensor<?x64xf32>, tensor<64xbf16> -> tensor<?x64xf32>
+// The weight is not wider than the input.
+func.func @rms_norm_element_type(%x: tensor<?x64xbf16>, %w: tensor<64xf32>) {
+  // expected-error @+1 {{weights must be stored in the compute element type 'bf16' or a narrower float type, got 'f32'}}
+  %0 = moe.rms_norm %x, %w {epsilon = 1.0e-5 : f32} : tensor<?x64xbf16>, tensor<64xf32> -> tensor<?x64xbf16>
   return
 }
 
@@ -687,10 +687,19 @@ func.func @experts_w2_static(%x: tensor<?x64xf32>, %w: tensor<?x2xf32>, %i: tens
 
 // -----
 
-// All float operands and the result share one element type.
-func.func @experts_element_type(%x: tensor<?x64xf32>, %w: tensor<?x2xf32>, %i: tensor<?x2xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<8x64x16xbf16>) {
+// Input, routing weights and result share one element type.
+func.func @experts_element_type(%x: tensor<?x64xf32>, %w: tensor<?x2xbf16>, %i: tensor<?x2xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<8x64x16xf32>) {
   // expected-error @+1 {{must share one element type, got 'f32' and 'bf16'}}
-  %0 = moe.experts %x, %w, %i, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?x2xf32>, tensor<?x2xi64>, tensor<8x16x64xf32>, tensor<8x64x16xbf16>, tensor<8x16x64xf32> -> tensor<?x64xf32>
+  %0 = moe.experts %x, %w, %i, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?x2xbf16>, tensor<?x2xi64>, tensor<8x16x64xf32>, tensor<8x64x16xf32>, tensor<8x16x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+// Expert weights are not wider than the input.
+func.func @experts_weight_element_type(%x: tensor<?x64xbf16>, %w: tensor<?x2xbf16>, %i: tensor<?x2xi64>, %w1: tensor<8x16x64xbf16>, %w2: tensor<8x64x16xf32>) {
+  // expected-error @+1 {{weights must be stored in the compute element type 'bf16' or a narrower float type, got 'f32'}}
+  %0 = moe.experts %x, %w, %i, %w1, %w2, %w1 : tensor<?x64xbf16>, tensor<?x2xbf16>, tensor<?x2xi64>, tensor<8x16x64xbf16>, tensor<8x64x16xf32>, tensor<8x16x64xbf16> -> tensor<?x64xbf16>
   return
 }
 
@@ -1267,10 +1276,10 @@ func.func @expert_ffn_w2_ffn(%x: tensor<?x64xf32>, %e: tensor<?xi64>, %w1: tenso
 
 // -----
 
-// All float operands and the result share one element type.
-func.func @expert_ffn_element_type(%x: tensor<?x64xf32>, %e: tensor<?xi64>, %w1: tensor<8x16x64xf32>, %w2: tensor<8x64x16xbf16>) {
-  // expected-error @+1 {{must share one element type, got 'f32' and 'bf16'}}
-  %0 = moe.expert_ffn %x, %e, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?xi64>, tensor<8x16x64xf32>, tensor<8x64x16xbf16>, tensor<8x16x64xf32> -> tensor<?x64xf32>
+// Expert weights are not wider than the input.
+func.func @expert_ffn_element_type(%x: tensor<?x64xbf16>, %e: tensor<?xi64>, %w1: tensor<8x16x64xbf16>, %w2: tensor<8x64x16xf32>) {
+  // expected-error @+1 {{weights must be stored in the compute element type 'bf16' or a narrower float type, got 'f32'}}
+  %0 = moe.expert_ffn %x, %e, %w1, %w2, %w1 : tensor<?x64xbf16>, tensor<?xi64>, tensor<8x16x64xbf16>, tensor<8x64x16xf32>, tensor<8x16x64xbf16> -> tensor<?x64xbf16>
   return
 }
 

@@ -152,6 +152,22 @@ func.func @experts_bf16(%x: tensor<5x64xbf16>, %w: tensor<5x2xbf16>, %i: tensor<
   return %0 : tensor<5x64xbf16>
 }
 
+// bf16 weights (storage) read by ops that compute in f32.
+// CHECK-LABEL: func.func @bf16_weights_f32_compute
+// CHECK: moe.embed %{{.+}} : tensor<512x64xbf16>, tensor<?xi64> -> tensor<?x64xf32>
+// CHECK: moe.rms_norm %{{.+}} : tensor<?x64xf32>, tensor<64xbf16> -> tensor<?x64xf32>
+// CHECK: moe.linear %{{.+}} : tensor<?x64xf32>, tensor<32x64xbf16> -> tensor<?x32xf32>
+// CHECK: moe.router %{{.+}} : tensor<?x64xf32>, tensor<8x64xbf16> -> tensor<?x2xf32>, tensor<?x2xi64>
+// CHECK: moe.experts %{{.+}} : tensor<?x64xf32>, tensor<?x2xf32>, tensor<?x2xi64>, tensor<8x16x64xbf16>, tensor<8x64x16xbf16>, tensor<8x16x64xbf16> -> tensor<?x64xf32>
+func.func @bf16_weights_f32_compute(%t: tensor<?xi64>, %e: tensor<512x64xbf16>, %n: tensor<64xbf16>, %q: tensor<32x64xbf16>, %g: tensor<8x64xbf16>, %w1: tensor<8x16x64xbf16>, %w2: tensor<8x64x16xbf16>) -> (tensor<?x32xf32>, tensor<?x64xf32>) {
+  %x = moe.embed %e, %t : tensor<512x64xbf16>, tensor<?xi64> -> tensor<?x64xf32>
+  %h = moe.rms_norm %x, %n {epsilon = 1.0e-5 : f32} : tensor<?x64xf32>, tensor<64xbf16> -> tensor<?x64xf32>
+  %y = moe.linear %h, %q : tensor<?x64xf32>, tensor<32x64xbf16> -> tensor<?x32xf32>
+  %w, %i = moe.router %h, %g {top_k = 2 : i64} : tensor<?x64xf32>, tensor<8x64xbf16> -> tensor<?x2xf32>, tensor<?x2xi64>
+  %z = moe.experts %h, %w, %i, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<?x2xf32>, tensor<?x2xi64>, tensor<8x16x64xbf16>, tensor<8x64x16xbf16>, tensor<8x16x64xbf16> -> tensor<?x64xf32>
+  return %y, %z : tensor<?x32xf32>, tensor<?x64xf32>
+}
+
 // LM head at the row whose global position is %last: f32 dynamic, bf16 static.
 // CHECK-LABEL: func.func @lm_head
 // CHECK-SAME: ([[X:%.+]]: tensor<?x64xf32>, [[XB:%.+]]: tensor<5x64xbf16>, [[P:%.+]]: tensor<?xi64>, [[PB:%.+]]: tensor<5xi64>, [[LAST:%.+]]: index)

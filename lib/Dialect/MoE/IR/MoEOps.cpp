@@ -48,6 +48,25 @@ LogicalResult checkSameElementType(Operation *op, ArrayRef<Type> types) {
   return success();
 }
 
+/// Weights may be stored in a narrower float type than the one the op
+/// computes in (bf16 weights of an f32 model): their readers widen each
+/// element when they read it. A weight wider than the compute type is an
+/// error.
+LogicalResult checkWeightElementType(Operation *op, Type compute,
+                                     ArrayRef<Type> weights) {
+  auto computeElt =
+      cast<FloatType>(cast<RankedTensorType>(compute).getElementType());
+  for (Type t : weights) {
+    auto elt = cast<FloatType>(cast<RankedTensorType>(t).getElementType());
+    if (elt.getWidth() > computeElt.getWidth() ||
+        (elt != computeElt && elt.getWidth() == computeElt.getWidth()))
+      return op->emitOpError()
+             << "weights must be stored in the compute element type "
+             << computeElt << " or a narrower float type, got " << elt;
+  }
+  return success();
+}
+
 LogicalResult checkStatic(Operation *op, StringRef what, Type t,
                           int64_t fromDim = 0) {
   auto rt = cast<RankedTensorType>(t);
@@ -98,7 +117,7 @@ LogicalResult EmbedOp::verify() {
       failed(checkDim(*this, "result", res, 0, "tokens", tokens, 0)) ||
       failed(checkDim(*this, "result", res, 1, "table", table, 1)) ||
       failed(checkStatic(*this, "result", res, 1)) ||
-      failed(checkSameElementType(*this, {table, res})))
+      failed(checkWeightElementType(*this, res, {table})))
     return failure();
   return success();
 }
@@ -111,7 +130,8 @@ LogicalResult RMSNormOp::verify() {
   if (failed(checkRank(*this, "input", in, 2)) ||
       failed(checkRank(*this, "weight", w, 1)) ||
       failed(checkDim(*this, "weight", w, 0, "input", in, 1)) ||
-      failed(checkSameElementType(*this, {in, w, res})))
+      failed(checkSameElementType(*this, {in, res})) ||
+      failed(checkWeightElementType(*this, in, {w})))
     return failure();
   if (in != res)
     return emitOpError() << "result type " << res
@@ -129,7 +149,8 @@ LogicalResult LinearOp::verify() {
       failed(checkDim(*this, "result", res, 0, "input", in, 0)) ||
       failed(checkDim(*this, "result", res, 1, "weight", w, 0)) ||
       failed(checkStatic(*this, "result", res, 1)) ||
-      failed(checkSameElementType(*this, {in, w, res})))
+      failed(checkSameElementType(*this, {in, res})) ||
+      failed(checkWeightElementType(*this, in, {w})))
     return failure();
   return success();
 }
@@ -212,7 +233,8 @@ LogicalResult RouterOp::verify() {
       failed(checkDim(*this, "gate", gate, 1, "input", in, 1)) ||
       failed(checkDim(*this, "weights", w, 0, "input", in, 0)) ||
       failed(checkDim(*this, "indices", idx, 0, "input", in, 0)) ||
-      failed(checkSameElementType(*this, {in, gate, w})))
+      failed(checkSameElementType(*this, {in, w})) ||
+      failed(checkWeightElementType(*this, in, {gate})))
     return failure();
   int64_t experts = cast<RankedTensorType>(gate).getDimSize(0);
   int64_t k = getTopK();
@@ -238,7 +260,8 @@ LogicalResult ExpertsOp::verify() {
       failed(checkRank(*this, "w3", w3, 3)) ||
       failed(checkStatic(*this, "w1", w1)) ||
       failed(checkStatic(*this, "w2", w2)) ||
-      failed(checkSameElementType(*this, {in, w, w1, w2, w3, res})))
+      failed(checkSameElementType(*this, {in, w, res})) ||
+      failed(checkWeightElementType(*this, in, {w1, w2, w3})))
     return failure();
   if (w1 != w3)
     return emitOpError() << "w1 " << w1 << " and w3 " << w3
@@ -272,7 +295,8 @@ LogicalResult LMHeadOp::verify() {
       failed(checkRank(*this, "result", res, 1)) ||
       failed(checkDim(*this, "weight", w, 1, "input", in, 1)) ||
       failed(checkDim(*this, "result", res, 0, "weight", w, 0)) ||
-      failed(checkSameElementType(*this, {in, w, res})))
+      failed(checkSameElementType(*this, {in, res})) ||
+      failed(checkWeightElementType(*this, in, {w})))
     return failure();
   return success();
 }
@@ -324,7 +348,8 @@ LogicalResult ExpertFFNOp::verify() {
       failed(checkDim(*this, "w2", w2, 0, "w1", w1, 0)) ||
       failed(checkDim(*this, "w2", w2, 1, "input", in, 1)) ||
       failed(checkDim(*this, "w2", w2, 2, "w1", w1, 1)) ||
-      failed(checkSameElementType(*this, {in, w1, w2, w3, res})))
+      failed(checkSameElementType(*this, {in, res})) ||
+      failed(checkWeightElementType(*this, in, {w1, w2, w3})))
     return failure();
   if (w1 != w3)
     return emitOpError() << "w1 " << w1 << " and w3 " << w3

@@ -23,6 +23,8 @@ def MF_WeightOp : MF_Op<"weight", [Pure]> {
     file, checked against the manifest, and owns it: the program reads it and
     never frees it (so buffer deallocation treats it like a global).
     Lowered to a call to `mfrt_weight(id)` that returns the data pointer.
+    The element type is the weight's storage type (f32 or bf16), which the
+    manifest records and the runtime loads the slice in.
 
     ```mlir
     %w = mf.weight 3, "model.norm.weight" : memref<64xf32>
