@@ -16,10 +16,12 @@
 #         experts, T = 4096): per-kernel times (MFRT_PROFILE_KERNELS=1) and
 #         the matrix products' time against cuBLAS's
 #
-# Tolerance: the GPU computes with bf16 operands and fp32 accumulation, the
-# reference (meshfold-reference, CPU) in fp32 on the same bf16 weights, so
-# outputs are compared with meshfold-compare --rtol 2e-2 (per tensor,
-# max|a-b| / max|ref|: a few bf16 roundings, 2^-8 each, through 8 layers).
+# Tolerance: the CUDA program stores the weights in bf16 (--weight-dtype
+# bf16, the CUDA default) and computes and accumulates in fp32; the reference
+# (meshfold-reference, CPU) computes in fp32 on the same bf16 weights (a bf16
+# checkpoint), so the two differ only by summation order and the GPU's exp /
+# rsqrt: outputs are compared with meshfold-compare --rtol 1e-3 (per tensor,
+# max|a-b| / max|ref|); the CPU target gets 5e-7 on the same comparison.
 #
 # Prints PASS / FAIL / SKIP per step and exits non-zero if any step failed.
 #
@@ -28,7 +30,7 @@
 # Environment: MESHFOLD_CUDA_ROOT (default /usr/local/cuda),
 # MESHFOLD_GPU_STEPS_TIMEOUT (seconds for all steps, default 480),
 # MESHFOLD_GPU_BUILD_TIMEOUT (seconds for configure + build, default 1200),
-# MESHFOLD_GPU_RTOL (default 2e-2).
+# MESHFOLD_GPU_RTOL (default 1e-3).
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -38,7 +40,7 @@ work="${2:-$build/gpu-check}"
 cuda_root="${MESHFOLD_CUDA_ROOT:-/usr/local/cuda}"
 steps_timeout="${MESHFOLD_GPU_STEPS_TIMEOUT:-480}"
 build_timeout="${MESHFOLD_GPU_BUILD_TIMEOUT:-1200}"
-rtol="${MESHFOLD_GPU_RTOL:-2e-2}"
+rtol="${MESHFOLD_GPU_RTOL:-1e-3}"
 examples="$root/python-free-examples"
 config="$examples/seed/config.json"
 prompts="$examples/seed/prompts.txt"
