@@ -45,6 +45,17 @@ llvm::StringRef meshfold::getConfiguredCUDAToolkitPath() {
   return MESHFOLD_HAVE_CUDA_TOOLKIT ? MESHFOLD_CUDA_ROOT : "";
 }
 
+void meshfold::addGPULoopNests(OpPassManager &pm, int64_t threadsPerBlock) {
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
+  pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
+  MFGPUTileParallelLoopsPassOptions tile;
+  tile.threadsPerBlock = threadsPerBlock;
+  pm.addNestedPass<func::FuncOp>(createMFGPUTileParallelLoopsPass(tile));
+  GpuMapParallelLoopsPassOptions map;
+  map.mappingPolicyStr = "innermost-first";
+  pm.addNestedPass<func::FuncOp>(createGpuMapParallelLoopsPass(map));
+}
+
 void meshfold::buildLowerToCUDAPipeline(OpPassManager &pm,
                                         const CUDAPipelineOptions &options) {
   // Kernels are named after the moe/mf op they come from.
@@ -52,14 +63,7 @@ void meshfold::buildLowerToCUDAPipeline(OpPassManager &pm,
   buildLowerToBuffersPipeline(pm, options.entry, options.weightDType);
 
   // Linalg -> parallel loops -> blocks x threads -> gpu.launch.
-  pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
-  pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
-  MFGPUTileParallelLoopsPassOptions tile;
-  tile.threadsPerBlock = options.threadsPerBlock;
-  pm.addNestedPass<func::FuncOp>(createMFGPUTileParallelLoopsPass(tile));
-  GpuMapParallelLoopsPassOptions map;
-  map.mappingPolicyStr = "innermost-first";
-  pm.addNestedPass<func::FuncOp>(createGpuMapParallelLoopsPass(map));
+  addGPULoopNests(pm, options.threadsPerBlock);
   pm.addNestedPass<func::FuncOp>(createConvertParallelLoopToGpuPass());
   MFGPUNameKernelsPassOptions names;
   names.moduleName = options.entry + "_kernels";

@@ -72,7 +72,13 @@ void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
                                        const CPUPipelineOptions &options) {
   buildLowerToBuffersPipeline(pm, options.entry, options.weightDType);
 
-  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  if (options.gpuLoops > 0) {
+    // The CUDA pipeline's kernels as loop nests (blocks x threads, then the
+    // sequential reductions), run in order by the CPU.
+    addGPULoopNests(pm, options.gpuLoops);
+  } else {
+    pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  }
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(memref::createExpandStridedMetadataPass());

@@ -29,6 +29,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -64,6 +65,13 @@ static cl::opt<std::string> weightDType(
              "(default: f32 for --target cpu, bf16 for --target cuda); "
              "computation and accumulation stay f32"),
     cl::cat(cat));
+static cl::opt<int64_t> gpuLoopsOnCPU(
+    "gpu-loops-on-cpu",
+    cl::desc("Testing aid for the CUDA target, with --target cpu: build the "
+             "program from the CUDA kernels' loop nests (blocks of this many "
+             "threads) run sequentially on the CPU, to check the kernels' "
+             "decomposition against the plain CPU program"),
+    cl::init(0), cl::cat(cat));
 static cl::opt<std::string>
     deviceMemory("device-memory",
                  cl::desc("Fail when a rank needs more than this (e.g. "
@@ -181,6 +189,12 @@ int main(int argc, char **argv) {
     return fail("--max-prompt must be positive");
   if (target != "cpu" && target != "cuda")
     return fail("--target must be cpu or cuda, got '" + target + "'");
+  if (gpuLoopsOnCPU.getNumOccurrences() &&
+      (target != "cpu" || gpuLoopsOnCPU < 1 || gpuLoopsOnCPU > 1024 ||
+       !llvm::isPowerOf2_64(uint64_t(int64_t(gpuLoopsOnCPU)))))
+    return fail("--gpu-loops-on-cpu needs --target cpu and a power of two of "
+                "threads per block in 1..1024, got " +
+                std::to_string(gpuLoopsOnCPU));
   if (weightDType.getNumOccurrences() && weightDType != "f32" &&
       weightDType != "bf16")
     return fail("--weight-dtype must be f32 or bf16, got '" + weightDType +
@@ -377,6 +391,7 @@ int main(int argc, char **argv) {
   } else {
     CPUPipelineOptions options;
     options.weightDType = weightDType;
+    options.gpuLoops = gpuLoopsOnCPU;
     buildLowerToCPUPipeline(pm, options);
   }
   if (failed(pm.run(*module)))

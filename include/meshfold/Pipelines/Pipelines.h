@@ -26,6 +26,14 @@ struct CPUPipelineOptions
       llvm::cl::desc("Storage type of the weights: f32 (default) or bf16; "
                      "computation stays f32"),
       llvm::cl::init("f32")};
+  Option<int64_t> gpuLoops{
+      *this, "gpu-loops",
+      llvm::cl::desc(
+          "A check of the CUDA target's loop decomposition: lower linalg "
+          "through the CUDA pipeline's parallel loops and block x thread "
+          "tiling with this many threads per block, and run those loop "
+          "nests sequentially on the CPU (0: plain loops, the default)"),
+      llvm::cl::init(0)};
 };
 
 struct CUDAPipelineOptions
@@ -130,6 +138,12 @@ void buildLowerToCPUPipeline(mlir::OpPassManager &pm,
 /// ABI.
 void buildLowerToCUDAPipeline(mlir::OpPassManager &pm,
                               const CUDAPipelineOptions &options);
+
+/// Bufferized linalg -> the kernels' loop nests: parallel loops tiled into
+/// blocks of at most `threadsPerBlock` threads (reductions sequential in each
+/// thread) and mapped to GPU blocks and threads (scf.parallel with mapping
+/// attributes, before they become gpu.launch).
+void addGPULoopNests(mlir::OpPassManager &pm, int64_t threadsPerBlock);
 
 /// The CUDA toolkit root that the build found ("" when none).
 llvm::StringRef getConfiguredCUDAToolkitPath();
