@@ -241,11 +241,18 @@ if have_time &&
   qkv=$(cub qkv) o=$(cub o) f13=$(cub ffn13-all) f2=$(cub ffn2-all)
   awk -v lin="$lin" -v ffn="$ffn" -v att="$att" -v qkv="$qkv" -v o="$o" \
     -v f13="$f13" -v f2="$f2" 'BEGIN {
-      printf "   linear (q/k/v/o, router, head): %.3f ms", lin
+      # FLOPs of the layer at T = 4096 (2 per multiply-add): q/k/v/o
+      # projections and the router; the routed experts (top-2, SwiGLU:
+      # w1, w3, w2); causal attention (QK^T and PV over half the pairs).
+      T = 4096; d = 4096; kv = 1024; ffn = 14336; h = 32; dh = 128
+      flin = 2 * T * d * (d + kv + kv + d) + 2 * T * d * 32
+      fffn = 2 * T * 2 * 3 * d * ffn
+      fatt = 2 * 2 * T * T / 2 * h * dh
+      printf "   linear (q/k/v/o, router, head): %.3f ms, %.2f TFLOP/s", lin, lin > 0 ? flin / lin / 1e9 : 0
       if (qkv + o > 0) printf "; cuBLAS q/k/v/o %.3f ms: %.1fx its time", (qkv + o) / 1000, lin / ((qkv + o) / 1000)
-      printf "\n   expert FFN: %.3f ms", ffn
+      printf "\n   expert FFN: %.3f ms, %.2f TFLOP/s", ffn, ffn > 0 ? fffn / ffn / 1e9 : 0
       if (f13 + f2 > 0) printf "; cuBLAS w1/w3 + w2 over the routed rows %.3f ms: %.1fx its time", (f13 + f2) / 1000, ffn / ((f13 + f2) / 1000)
-      printf "\n   attention: %.3f ms (roofline in step d)\n", att }'
+      printf "\n   attention: %.3f ms, %.2f TFLOP/s (roofline in step d)\n", att, att > 0 ? fatt / att / 1e9 : 0 }'
   record e PASS "kernel profile in $log"
 else
   record e FAIL "see $log"
