@@ -244,9 +244,9 @@ if have_time &&
       # FLOPs of the layer at T = 4096 (2 per multiply-add): q/k/v/o
       # projections and the router; the routed experts (top-2, SwiGLU:
       # w1, w3, w2); causal attention (QK^T and PV over half the pairs).
-      T = 4096; d = 4096; kv = 1024; ffn = 14336; h = 32; dh = 128
+      T = 4096; d = 4096; kv = 1024; ff = 14336; h = 32; dh = 128
       flin = 2 * T * d * (d + kv + kv + d) + 2 * T * d * 32
-      fffn = 2 * T * 2 * 3 * d * ffn
+      fffn = 2 * T * 2 * 3 * d * ff
       fatt = 2 * 2 * T * T / 2 * h * dh
       printf "   linear (q/k/v/o, router, head): %.3f ms, %.2f TFLOP/s", lin, lin > 0 ? flin / lin / 1e9 : 0
       if (qkv + o > 0) printf "; cuBLAS q/k/v/o %.3f ms: %.1fx its time", (qkv + o) / 1000, lin / ((qkv + o) / 1000)
