@@ -248,11 +248,11 @@ if have_time &&
       flin = 2 * T * d * (d + kv + kv + d) + 2 * T * d * 32
       fffn = 2 * T * 2 * 3 * d * ff
       fatt = 2 * 2 * T * T / 2 * h * dh
-      printf "   linear (q/k/v/o, router, head): %.3f ms, %.2f TFLOP/s", lin, lin > 0 ? flin / lin / 1e9 : 0
+      printf "   linear (q/k/v/o, router, head): %.3f ms, %.2f TFLOP/s", lin, (lin > 0 ? flin / lin / 1e9 : 0)
       if (qkv + o > 0) printf "; cuBLAS q/k/v/o %.3f ms: %.1fx its time", (qkv + o) / 1000, lin / ((qkv + o) / 1000)
-      printf "\n   expert FFN: %.3f ms, %.2f TFLOP/s", ffn, ffn > 0 ? fffn / ffn / 1e9 : 0
+      printf "\n   expert FFN: %.3f ms, %.2f TFLOP/s", ffn, (ffn > 0 ? fffn / ffn / 1e9 : 0)
       if (f13 + f2 > 0) printf "; cuBLAS w1/w3 + w2 over the routed rows %.3f ms: %.1fx its time", (f13 + f2) / 1000, ffn / ((f13 + f2) / 1000)
-      printf "\n   attention: %.3f ms, %.2f TFLOP/s (roofline in step d)\n", att, att > 0 ? fatt / att / 1e9 : 0 }'
+      printf "\n   attention: %.3f ms, %.2f TFLOP/s (roofline in step d)\n", att, (att > 0 ? fatt / att / 1e9 : 0) }'
   record e PASS "kernel profile in $log"
 else
   record e FAIL "see $log"
