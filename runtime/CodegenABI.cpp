@@ -289,6 +289,11 @@ int64_t _mlir_ciface_mfrt_cg_dispatch_f32(int64_t id, int64_t hierarchical,
   const TraceConfig &c = traceConfig();
   const int64_t *choices = e.data;
   std::vector<int64_t> routed;
+  if (c.needsPositions() && tokens > 0 && int64_t(rs.spRows.size()) != tokens)
+    fatal("--trace-token / --force-routing: the dispatch's " +
+          std::to_string(tokens) + " rows are not the layer's " +
+          std::to_string(rs.spRows.size()) +
+          " rows (this program's layers do not say their rows' positions)");
   if (c.needsPositions() && int64_t(rs.spRows.size()) == tokens) {
     // The routing hooks (--force-routing): random experts for every token,
     // or fixed ones for the traced token in the layers the file lists.

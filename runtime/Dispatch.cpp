@@ -790,6 +790,9 @@ mfrt_dispatch_tokens(int64_t group, mfrt_dispatch_mode mode, const void *x,
           std::to_string(hidden) + ") >= 1");
     else if (dtypeSize(dtype) == 0)
       bad("unknown dtype " + std::to_string(int(dtype)));
+    else if (n_experts >= kTraceBit)
+      bad("n_experts=" + std::to_string(n_experts) + " is over the " +
+          std::to_string(kTraceBit - 1) + " the routing metadata holds");
     else if (n_experts < 1 || n_experts % n)
       bad("the group's " + std::to_string(n) +
           " ranks must divide n_experts=" + std::to_string(n_experts));

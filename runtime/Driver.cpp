@@ -39,6 +39,7 @@
 #include <tuple>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace mfrt;
@@ -405,6 +406,7 @@ int rankMain(void *) {
     std::vector<int64_t> tokens = real ? prog.requests[mine[round]] : dummy;
     rs.output = real ? prog.outputs[mine[round]].get() : nullptr;
     rs.request = real ? mine[round] : -1;
+    mfrt_trace_new_request();
     // Kernels may read the token ids (CUDA mode: managed memory).
     SharedBuffer tokenBuf(tokens.size() * sizeof(int64_t));
     std::memcpy(tokenBuf.data(), tokens.data(), tokenBuf.size());
@@ -627,7 +629,9 @@ void usage() {
       "(layers from 1,\n"
       "                   expert ids 0..n_experts-1, top_k of them); random "
       "draws every\n"
-      "                   token's experts uniformly (the same on every plan)\n"
+      "                   token's experts uniformly (the same on every "
+      "plan); the chosen\n"
+      "                   experts keep the router's weights\n"
       "  --nvlink-gbps N, --ib-gbps N\n"
       "                   link speeds for the report's times (default: the "
       "plan's, 450 and 50)\n"
@@ -850,6 +854,9 @@ int main(int argc, char **argv) {
     if (access(dir.c_str(), W_OK) != 0)
       die(std::string(flag) + " " + *file + ": directory '" + dir +
           "' is not writable (" + std::strerror(errno) + ")");
+    struct stat info;
+    if (stat(file->c_str(), &info) == 0 && S_ISDIR(info.st_mode))
+      die(std::string(flag) + " " + *file + ": is a directory");
   }
 
   Program &prog = gProgramState;
@@ -895,11 +902,13 @@ int main(int argc, char **argv) {
   if (!forceRouting.empty()) {
     if (forceRouting == "random" || forceRouting.rfind("random:", 0) == 0) {
       trace.randomRouting = true;
-      if (forceRouting.size() > 7) {
+      if (forceRouting != "random") {
         std::string seed = forceRouting.substr(7);
         char *end = nullptr;
+        errno = 0;
         trace.seed = std::strtoull(seed.c_str(), &end, 10);
-        if (seed.empty() || !std::isdigit((unsigned char)seed[0]) || *end)
+        if (seed.empty() || !std::isdigit((unsigned char)seed[0]) || *end ||
+            errno == ERANGE)
           die("--force-routing random:SEED needs a number, got '" + seed + "'");
       }
     } else {
@@ -935,6 +944,8 @@ int main(int argc, char **argv) {
       die(std::string(flag) + " sets the link speed of --report traffic");
     reportPlan += std::string(" ") + key + "=" + *text;
   }
+  if (reportPlan != plan && !mfrt::comm::layoutFromPlanText(reportPlan, &error))
+    die("--nvlink-gbps / --ib-gbps: " + error);
   if (prog.reportTraffic) {
     if (options.backend != MFRT_BACKEND_LOCAL)
       die("--report traffic needs --backend local (every rank's counters in "
@@ -987,12 +998,14 @@ int main(int argc, char **argv) {
                   (long long)t, (long long)best, o.logits[best]);
     }
   }
+  // The trace (and its map) before the outputs: nothing is written when
+  // the map cannot be.
+  if (trace.traceToken)
+    reportTrace(prog, plan);
   if (!writer.write(out, &error))
     die(error);
   if (prog.reportTraffic)
     printTraffic(prog, reportPlan);
-  if (trace.traceToken)
-    reportTrace(prog, plan);
   if (!quiet) {
     double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)

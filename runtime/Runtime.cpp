@@ -622,6 +622,13 @@ extern "C" void mfrt_trace_mark(const int64_t *rows, int64_t n,
   tlsRank->traceRowElems = row_elems;
 }
 
+extern "C" void mfrt_trace_new_request(void) {
+  if (!tlsRank)
+    return;
+  tlsRank->traceLayer = -1;
+  tlsRank->traceOp = 0;
+}
+
 extern "C" int64_t mfrt_trace_hops(mfrt_trace_hop *out, int64_t max) {
   std::lock_guard<std::mutex> lock(gTraceMutex);
   for (int64_t i = 0; out && i < max && i < int64_t(gTraceHops.size()); ++i)

@@ -330,7 +330,8 @@ bool mfrt::writeTraceSvg(const std::string &path, const MeshLayout &layout,
   svg << "<text x=\"" << gap << "\" y=\"28\" font-size=\"18\">request "
       << c.request << ", position " << c.position << ": " << log.gpus << "/"
       << layout.numDevices() << " GPUs, " << log.crossings
-      << " node crossings (" << log.ep << " EP, " << log.pp << " PP), "
+      << " node crossings (" << log.ep << " EP, " << log.pp << " PP"
+      << (log.other ? ", " + std::to_string(log.other) + " other" : "") << "), "
       << log.ops << " comm ops</text>\n";
 
   // Nodes and GPUs.

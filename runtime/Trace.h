@@ -11,7 +11,8 @@
 // token's experts per layer ("LAYER: E1 E2 ...", layers from 1); "random"
 // or "random:SEED" draws every token's experts uniformly at random (k
 // distinct ones, a function of the seed, request, position and layer, so
-// that every plan routes alike).
+// that every plan routes alike). The experts replaced keep the router's
+// weights (the choice moves the data; the weights only scale it).
 //
 //===----------------------------------------------------------------------===//
 

@@ -251,6 +251,9 @@ typedef struct mfrt_trace_hop {
 } mfrt_trace_hop;
 void mfrt_trace_enable(int on);
 void mfrt_trace_mark(const int64_t *rows, int64_t n, int64_t row_elems);
+/* Starts the calling rank's hop keys afresh (layer -1, op 0): called before
+   each request, so that ops before the first layer are keyed alike. */
+void mfrt_trace_new_request(void);
 /* Copies up to max of the hops this process's ranks recorded (in no
    particular order) and returns how many there are. */
 int64_t mfrt_trace_hops(mfrt_trace_hop *out, int64_t max);

@@ -253,7 +253,11 @@ if have_time &&
       printf "\n   expert FFN: %.3f ms, %.2f TFLOP/s", ffn, (ffn > 0 ? fffn / ffn / 1e9 : 0)
       if (f13 + f2 > 0) printf "; cuBLAS w1/w3 + w2 over the routed rows %.3f ms: %.1fx its time", (f13 + f2) / 1000, ffn / ((f13 + f2) / 1000)
       printf "\n   attention: %.3f ms, %.2f TFLOP/s (roofline in step d)\n", att, (att > 0 ? fatt / att / 1e9 : 0) }'
-  record e PASS "kernel profile in $log"
+  if [ "$lin" = "0.000" ] || [ "$ffn" = "0.000" ]; then
+    record e FAIL "no linear / expert_ffn kernels in the profile (see $log)"
+  else
+    record e PASS "kernel profile in $log"
+  fi
 else
   record e FAIL "see $log"
 fi

@@ -552,7 +552,12 @@ LogicalResult Lowering::run() {
     // all-gather, the same when the layer has no second positions operand),
     // for the runtime's token tracing and routing hooks.
     Block &body = layer.getBody().front();
-    if (body.getNumArguments() >= 2) {
+    auto isPositions = [](Value v) {
+      auto t = dyn_cast<RankedTensorType>(v.getType());
+      return t && t.getRank() == 1 && t.getElementType().isInteger(64);
+    };
+    if (body.getNumArguments() >= 2 && isPositions(body.getArgument(1)) &&
+        (body.getNumArguments() < 3 || isPositions(body.getArgument(2)))) {
       Value sp = body.getArgument(1);
       Value cp = body.getNumArguments() >= 3 ? body.getArgument(2) : sp;
       Type ui = unranked(b.getI64Type());
