@@ -12,9 +12,10 @@
 #   (c)   the one-rank program on the nccl backend (mpirun -np 1)
 #   (d)   bench/gpu-kernels (cuBLAS timings, compiled kernels if the compiler
 #         can emit PTX, attention roofline)
-#   (e)   the generated kernels at realistic dims (one Mixtral layer, 32
-#         experts, T = 4096): per-kernel times (MFRT_PROFILE_KERNELS=1) and
-#         the matrix products' time against cuBLAS's
+#   (e)   bench/gpu-layer.sh: the generated kernels at realistic dims (one
+#         Mixtral layer, 32 experts, T = 4096): per-kernel times
+#         (MFRT_PROFILE_KERNELS=1), achieved TFLOP/s, the matrix products'
+#         time against cuBLAS's
 #
 # Tolerance: the CUDA program stores the weights in bf16 (--weight-dtype
 # bf16, the CUDA default) and computes and accumulates in fp32; the reference
@@ -211,53 +212,13 @@ else
   record d FAIL "see $log"
 fi
 
-say "(e) generated kernels at realistic dims (bench/mixtral-layer.json, T = 4096)"
-# One Mixtral layer (d 4096, 32/8 heads of 128, 32 experts of FFN 14336,
-# top-2), one rank, one 4096-token prompt; the runtime times every kernel
-# launch (MFRT_PROFILE_KERNELS=1) and the generated matrix products are set
-# against cuBLAS's time for the same products (from step d's report).
+say "(e) generated kernels at realistic dims (bench/gpu-layer.sh, T = 4096)"
 log="$work/e.log"
 : >"$log"
-layer="$work/layer"
-mkdir -p "$layer"
-if have_time &&
-  run "$(left 60)" "$bin/meshfold-import-hf" "$root/bench/mixtral-layer.json" \
-    -o "$layer/model.mlir" &&
-  run "$(left 120)" "$bin/meshfold-gen-weights" "$layer/model.mlir" --seed 1 \
-    --dtype bf16 -o "$layer/weights.safetensors" &&
-  awk 'BEGIN { s = ""; for (i = 0; i < 4096; i++) s = s (i ? " " : "") (i * 7919) % 32000; print s }' \
-    >"$layer/prompt.txt" &&
-  run "$(left 180)" "$bin/meshfold-compile" "$layer/model.mlir" --target cuda \
-    -o "$layer/prefill" &&
-  MFRT_PROFILE_KERNELS=1 run "$(left 240)" "$layer/prefill" \
-    --weights "$layer/weights.safetensors" --prompts "$layer/prompt.txt" \
-    --out "$layer/out.safetensors" --timeout 200; then
-  sed -n '/^kernel profile/,$p' "$log" | head -25 | sed 's/^/   /'
-  # Generated time per op family (kernel names are op_N), and cuBLAS's.
-  gen() { sed -n '/^kernel profile/,$p' "$log" |
-    awk -v p="$1" '$1 ~ "^"p"_[0-9]+$" { t += $3 } END { printf "%.3f", t }'; }
-  cub() { sed -n "s/^  $1 .* \([0-9.]*\) us .*/\1/p" "$work/d.log" | head -1; }
-  lin=$(gen linear) ffn=$(gen expert_ffn) att=$(gen attention)
-  qkv=$(cub qkv) o=$(cub o) f13=$(cub ffn13-all) f2=$(cub ffn2-all)
-  awk -v lin="$lin" -v ffn="$ffn" -v att="$att" -v qkv="$qkv" -v o="$o" \
-    -v f13="$f13" -v f2="$f2" 'BEGIN {
-      # FLOPs of the layer at T = 4096 (2 per multiply-add): q/k/v/o
-      # projections and the router; the routed experts (top-2, SwiGLU:
-      # w1, w3, w2); causal attention (QK^T and PV over half the pairs).
-      T = 4096; d = 4096; kv = 1024; ff = 14336; h = 32; dh = 128
-      flin = 2 * T * d * (d + kv + kv + d) + 2 * T * d * 32
-      fffn = 2 * T * 2 * 3 * d * ff
-      fatt = 2 * 2 * T * T / 2 * h * dh
-      printf "   linear (q/k/v/o, router, head): %.3f ms, %.2f TFLOP/s", lin, (lin > 0 ? flin / lin / 1e9 : 0)
-      if (qkv + o > 0) printf "; cuBLAS q/k/v/o %.3f ms: %.1fx its time", (qkv + o) / 1000, lin / ((qkv + o) / 1000)
-      printf "\n   expert FFN: %.3f ms, %.2f TFLOP/s", ffn, (ffn > 0 ? fffn / ffn / 1e9 : 0)
-      if (f13 + f2 > 0) printf "; cuBLAS w1/w3 + w2 over the routed rows %.3f ms: %.1fx its time", (f13 + f2) / 1000, ffn / ((f13 + f2) / 1000)
-      printf "\n   attention: %.3f ms, %.2f TFLOP/s (roofline in step d)\n", att, (att > 0 ? fatt / att / 1e9 : 0) }'
-  if [ "$lin" = "0.000" ] || [ "$ffn" = "0.000" ]; then
-    record e FAIL "no linear / expert_ffn kernels in the profile (see $log)"
-  else
-    record e PASS "kernel profile in $log"
-  fi
+if have_time && run "$(left 300)" "$root/bench/gpu-layer.sh" "$build" \
+  "$work/layer"; then
+  sed -n '/^== generated vs cuBLAS/,$p' "$log" | sed 's/^/   /'
+  record e PASS "kernel profile in $log"
 else
   record e FAIL "see $log"
 fi
