@@ -96,17 +96,7 @@ void meshfold::buildLowerToCUDAPipeline(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(createSCFToControlFlowPass());
   pm.addNestedPass<func::FuncOp>(memref::createExpandStridedMetadataPass());
   pm.addNestedPass<func::FuncOp>(createLowerAffinePass());
-  pm.addPass(createConvertMFToLLVMPass());
-  pm.addPass(createGpuToLLVMConversionPass());
-  pm.addPass(createFinalizeMemRefToLLVMConversionPass());
-  pm.addPass(createConvertMathToLLVMPass());
-  pm.addPass(createConvertMathToLibmPass());
-  pm.addPass(createArithToLLVMConversionPass());
-  pm.addPass(createConvertIndexToLLVMPass());
-  pm.addPass(createConvertFuncToLLVMPass());
-  pm.addPass(createConvertControlFlowToLLVMPass());
-  pm.addPass(createReconcileUnrealizedCastsPass());
-  pm.addPass(createCanonicalizerPass());
+  addHostToLLVM(pm, /*gpuLaunches=*/true);
 
   // Kernels -> PTX / cubin / fatbin, embedded as gpu.binary.
   GpuModuleToBinaryPassOptions binary;

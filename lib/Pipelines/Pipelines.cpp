@@ -83,7 +83,13 @@ void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
   pm.addPass(createSCFToControlFlowPass());
   pm.addPass(memref::createExpandStridedMetadataPass());
   pm.addPass(createLowerAffinePass());
+  addHostToLLVM(pm, /*gpuLaunches=*/false);
+}
+
+void meshfold::addHostToLLVM(OpPassManager &pm, bool gpuLaunches) {
   pm.addPass(createConvertMFToLLVMPass());
+  if (gpuLaunches)
+    pm.addPass(createGpuToLLVMConversionPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
   pm.addPass(createConvertMathToLLVMPass());
   pm.addPass(createConvertMathToLibmPass());

@@ -145,6 +145,11 @@ void buildLowerToCUDAPipeline(mlir::OpPassManager &pm,
 /// attributes, before they become gpu.launch).
 void addGPULoopNests(mlir::OpPassManager &pm, int64_t threadsPerBlock);
 
+/// Host code (func/cf/arith/math/memref and the runtime's mf ops; with
+/// `gpuLaunches`, gpu.launch_func and gpu.alloc as mgpu* calls) -> the LLVM
+/// dialect: the common end of the CPU and CUDA pipelines.
+void addHostToLLVM(mlir::OpPassManager &pm, bool gpuLaunches);
+
 /// The CUDA toolkit root that the build found ("" when none).
 llvm::StringRef getConfiguredCUDAToolkitPath();
 
