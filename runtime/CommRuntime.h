@@ -116,6 +116,9 @@ struct Op {
   /// Records that a message of this op to global rank `peer` carries the
   /// traced token's data (no-op unless tracing is on).
   void traceHop(int peer) const;
+  /// Records that this op used the traced token's data where it is (an
+  /// expert on the token's own GPU): a hop from this rank to itself.
+  void traceStay() const;
   bool traced() const { return !traceMarks.empty(); }
 };
 

@@ -346,11 +346,15 @@ Status dispatchImpl(Op &op, mfrt_dispatch &h, const void *x,
   // Slots this rank owns itself go straight to their place.
   if (s.ok() && !slotsTo[size_t(me)].empty()) {
     std::vector<int64_t> selfRows;
+    bool stays = false;
     for (int64_t slot : slotsTo[size_t(me)]) {
       selfRows.push_back(slot / k);
       rowExpert[size_t(h.rowOffset[size_t(me)]) + selfRows.size() - 1] =
           localExpert(experts[size_t(slot)], me) | traceBit(slot);
+      stays |= traceBit(slot) != 0;
     }
+    if (stays)
+      op.traceStay();
     s = compute.gatherRows(
         rowPtr(rows.data(), h.rowOffset[size_t(me)], rowBytes), x,
         selfRows.data(), int64_t(selfRows.size()), rowBytes);
@@ -572,6 +576,14 @@ Status combineImpl(Op &op, mfrt_dispatch &h, const void *out, void *y) {
   const size_t rowBytes = h.rowBytes;
   Compute &compute = st.compute;
   const bool hier = h.mode == MFRT_DISPATCH_HIERARCHICAL;
+
+  // The traced token's rows for this rank's own experts stay here.
+  {
+    const auto first = h.traced.begin() + h.rowOffset[size_t(me)];
+    const auto last = first + h.fromSlots[size_t(me)];
+    if (std::find(first, last, 1) != last)
+      op.traceStay();
+  }
 
   // Where returned rows land: per direct owner, per relay.
   std::vector<int64_t> directOffset(static_cast<size_t>(n), 0),

@@ -207,13 +207,23 @@ void Op::account(int to, uint64_t bytes) {
 
 bool mfrt::comm::tracing() { return gTracing.load(std::memory_order_relaxed); }
 
-void Op::traceHop(int to) const {
-  if (!tracing() || to == st.rank)
+namespace {
+void recordTraceHop(const Op &op, int to) {
+  if (!tracing())
     return;
   std::lock_guard<std::mutex> lock(gTraceMutex);
-  gTraceHops.push_back(mfrt_trace_hop{traceLayer, traceOp, int32_t(kind),
-                                      int32_t(st.rank), int32_t(to)});
+  gTraceHops.push_back(mfrt_trace_hop{op.traceLayer, op.traceOp,
+                                      int32_t(op.kind), int32_t(op.st.rank),
+                                      int32_t(to)});
 }
+} // namespace
+
+void Op::traceHop(int to) const {
+  if (to != st.rank)
+    recordTraceHop(*this, to);
+}
+
+void Op::traceStay() const { recordTraceHop(*this, st.rank); }
 
 Phase::~Phase() {
   if (!requests.empty())

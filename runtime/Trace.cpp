@@ -169,6 +169,8 @@ TraceLog mfrt::buildTraceLog(const MeshLayout &layout,
     for (size_t i = a; i < b; ++i) {
       const mfrt_trace_hop &h = hops[i];
       step.hops.push_back(h);
+      if (h.from == h.to)
+        continue; // used where it is: no move
       if (layout.link(h.from, h.to) == LinkClass::IB) {
         ++log.crossings;
         if (h.kind == MFRT_OP_DISPATCH || h.kind == MFRT_OP_COMBINE)
@@ -259,9 +261,12 @@ void mfrt::printTraceLog(const MeshLayout &layout, const TraceLog &log,
     // NVLink hops as a->b, IB hops as a=>b.
     std::string route;
     for (const mfrt_trace_hop &h : s.hops)
-      route += (route.empty() ? "" : " ") + std::to_string(h.from) +
-               (layout.link(h.from, h.to) == LinkClass::IB ? "=>" : "->") +
-               std::to_string(h.to);
+      route +=
+          (route.empty() ? "" : " ") + std::to_string(h.from) +
+          (h.from == h.to
+               ? std::string(" (local)")
+               : (layout.link(h.from, h.to) == LinkClass::IB ? "=>" : "->") +
+                     std::to_string(h.to));
     std::printf(
         "  %3lld  %-26s %-30s %s\n", (long long)s.ops, s.what.c_str(),
         route.c_str(),

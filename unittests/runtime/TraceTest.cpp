@@ -73,6 +73,19 @@ TEST(TraceLog, SeedLayerOne) {
   EXPECT_EQ(log.ops, 6);
 }
 
+// Both experts on the token's own GPU: the dispatch and combine still count
+// as comm ops it took part in, with nothing moved.
+TEST(TraceLog, LocalExpertsCountAsOpsWithoutMoves) {
+  std::vector<mfrt_trace_hop> hops = {hop(0, 3, MFRT_OP_DISPATCH, 11, 11),
+                                      hop(0, 4, MFRT_OP_COMBINE, 11, 11)};
+  TraceLog log = buildTraceLog(seedLayout(), hops, 11, {});
+  ASSERT_EQ(log.steps.size(), 2u);
+  EXPECT_EQ(log.ops, 2);
+  EXPECT_EQ(log.gpus, 1);
+  EXPECT_EQ(log.crossings, 0);
+  EXPECT_TRUE(log.steps[0].added.empty());
+}
+
 std::string writeFile(const std::string &text) {
   std::string path =
       ::testing::TempDir() + "routing-" + std::to_string(std::rand()) + ".txt";
