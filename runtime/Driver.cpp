@@ -378,6 +378,28 @@ void collectTrace() {
   }
 }
 
+/// Under MPI each process has its own rank's byte counters: rank 0 collects
+/// them for --report traffic (read before any of these messages).
+void collectTraffic(Program &prog) {
+  int world = mfrt_world_size(), me = mfrt_rank();
+  if (me != 0) {
+    const std::vector<uint64_t> &t = prog.traffic[size_t(me)];
+    sendToRoot(t.data(), t.size() * sizeof(uint64_t),
+               "sending the traffic counters to rank 0");
+    return;
+  }
+  for (int peer = 1; peer < world; ++peer) {
+    std::vector<char> in = recvFromRank(peer, "collecting traffic counters");
+    std::vector<uint64_t> &t = prog.traffic[size_t(peer)];
+    t.assign(in.size() / sizeof(uint64_t), 0);
+    if (t.size() != prog.traffic[0].size())
+      fatal("internal: rank " + std::to_string(peer) + " sent " +
+            std::to_string(t.size()) + " traffic counters, expected " +
+            std::to_string(prog.traffic[0].size()));
+    std::memcpy(t.data(), in.data(), t.size() * sizeof(uint64_t));
+  }
+}
+
 int rankMain(void *) {
   Program &prog = gProgramState;
   RankState &rs = tRank;
@@ -430,6 +452,8 @@ int rankMain(void *) {
         for (int n = 0; n < MFRT_LINK_COUNT; ++n)
           t[at++] = mfrt_bytes_sent(mfrt_op_kind(k), mfrt_link(n), l);
   }
+  if (gCollectOutputs && prog.reportTraffic)
+    collectTraffic(prog);
   if (gCollectOutputs && traceConfig().traceToken)
     collectTrace();
   if (gCollectOutputs)
@@ -609,8 +633,10 @@ void usage() {
       "60)\n"
       "  --report traffic print, per GPU and layer, the elements each "
       "collective sent\n"
-      "                   over NVLink and IB (runtime counters; local "
-      "backend)\n"
+      "                   over NVLink and IB (the runtime's counters; "
+      "under mpi\n"
+      "                   rank 0 collects them), beside the analytic "
+      "figures\n"
       "  --trace-token REQ:POS\n"
       "                   follow the data of prompt position POS of request "
       "REQ (0-based)\n"
@@ -947,9 +973,6 @@ int main(int argc, char **argv) {
   if (reportPlan != plan && !mfrt::comm::layoutFromPlanText(reportPlan, &error))
     die("--nvlink-gbps / --ib-gbps: " + error);
   if (prog.reportTraffic) {
-    if (options.backend != MFRT_BACKEND_LOCAL)
-      die("--report traffic needs --backend local (every rank's counters in "
-          "one process)");
     std::optional<meshfold::MeshLayout> layout =
         mfrt::comm::layoutFromPlanText(plan, &error);
     if (!layout)
