@@ -105,30 +105,32 @@ public:
   int rank() const override { return me; }
   int size() const override { return fabric.size(); }
 
-  Request *isend(int peer, Tag tag, const ConstSpan *parts,
-                 size_t numParts) override {
+  /// A request of this rank with `peer`, of the parts' total size.
+  template <typename Part>
+  LocalRequest *newRequest(int peer, Tag tag, bool isSend, const Part *parts,
+                           size_t numParts) {
     auto *req = new LocalRequest;
-    req->isSend = true;
+    req->isSend = isSend;
     req->owner = me;
     req->peer = peer;
     req->tag = tag;
-    req->sendParts.assign(parts, parts + numParts);
     for (size_t i = 0; i < numParts; ++i)
       req->bytes += parts[i].bytes;
+    return req;
+  }
+
+  Request *isend(int peer, Tag tag, const ConstSpan *parts,
+                 size_t numParts) override {
+    LocalRequest *req = newRequest(peer, tag, true, parts, numParts);
+    req->sendParts.assign(parts, parts + numParts);
     post(req);
     return req;
   }
 
   Status sendBuffered(int peer, Tag tag, const ConstSpan *parts,
                       size_t numParts, Clock::time_point, double) override {
-    auto *req = new LocalRequest;
-    req->isSend = true;
+    LocalRequest *req = newRequest(peer, tag, true, parts, numParts);
     req->buffered = true;
-    req->owner = me;
-    req->peer = peer;
-    req->tag = tag;
-    for (size_t i = 0; i < numParts; ++i)
-      req->bytes += parts[i].bytes;
     req->owned.reset(new char[std::max<size_t>(req->bytes, 1)]);
     size_t off = 0;
     Device *device = copyDevice();
@@ -157,13 +159,8 @@ public:
 
   Request *irecv(int peer, Tag tag, const Span *parts,
                  size_t numParts) override {
-    auto *req = new LocalRequest;
-    req->owner = me;
-    req->peer = peer;
-    req->tag = tag;
+    LocalRequest *req = newRequest(peer, tag, false, parts, numParts);
     req->recvParts.assign(parts, parts + numParts);
-    for (size_t i = 0; i < numParts; ++i)
-      req->bytes += parts[i].bytes;
 
     LocalMailbox &box = fabric.box(me);
     std::unique_lock<std::mutex> lock(box.mutex);

@@ -694,6 +694,22 @@ mfrt_status runCollective(const char *entry, const char *name,
   return finishOp(op, s);
 }
 
+/// Opens a point-to-point op with `peer` and checks its arguments.
+Status beginPeerOp(Op &op, int peer, const void *buf, int64_t count,
+                   mfrt_dtype dtype) {
+  op.peer = peer;
+  Status s = beginOp(op, -1, true);
+  if (s.ok() && (peer < 0 || peer >= op.st.size))
+    s = Status::error(MFRT_ERR_ARGUMENT,
+                      "peer " + std::to_string(peer) + " is not a rank (0.." +
+                          std::to_string(op.st.size - 1) + ")");
+  if (s.ok())
+    s = checkCountDtype(count, dtype);
+  if (s.ok())
+    s = checkBuffer(buf, count, "buf");
+  return s;
+}
+
 /// A traced ring step's message goes to the next group rank.
 void traceRingNext(Op &op) {
   const int n = op.group->size();
@@ -795,16 +811,7 @@ extern "C" mfrt_status mfrt_send(int peer, const void *buf, int64_t count,
   if (!st)
     return stateError("mfrt_send");
   Op op(*st, "send", MFRT_OP_PP);
-  op.peer = peer;
-  Status s = beginOp(op, -1, true);
-  if (s.ok() && (peer < 0 || peer >= st->size))
-    s = Status::error(MFRT_ERR_ARGUMENT,
-                      "peer " + std::to_string(peer) + " is not a rank (0.." +
-                          std::to_string(st->size - 1) + ")");
-  if (s.ok())
-    s = checkCountDtype(count, dtype);
-  if (s.ok())
-    s = checkBuffer(buf, count, "buf");
+  Status s = beginPeerOp(op, peer, buf, count, dtype);
   if (s.ok())
     s = sendTo(op, peer, buf, count, dtype);
   if (s.ok() && op.traced())
@@ -818,16 +825,7 @@ extern "C" mfrt_status mfrt_recv(int peer, void *buf, int64_t count,
   if (!st)
     return stateError("mfrt_recv");
   Op op(*st, "recv", MFRT_OP_PP);
-  op.peer = peer;
-  Status s = beginOp(op, -1, true);
-  if (s.ok() && (peer < 0 || peer >= st->size))
-    s = Status::error(MFRT_ERR_ARGUMENT,
-                      "peer " + std::to_string(peer) + " is not a rank (0.." +
-                          std::to_string(st->size - 1) + ")");
-  if (s.ok())
-    s = checkCountDtype(count, dtype);
-  if (s.ok())
-    s = checkBuffer(buf, count, "buf");
+  Status s = beginPeerOp(op, peer, buf, count, dtype);
   if (s.ok())
     s = recvFrom(op, peer, buf, count, dtype);
   return finishOp(op, s);

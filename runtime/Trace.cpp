@@ -238,6 +238,13 @@ std::string tally(int64_t gpus, int64_t devices, const std::vector<int> &added,
          std::to_string(ops) + " comm op" + (ops == 1 ? "" : "s");
   return out;
 }
+
+/// The whole trip: "23/32 GPUs, 15 node crossings (14 EP, 1 PP), 41 comm
+/// ops".
+std::string tripTally(const TraceLog &log, int64_t devices) {
+  return tally(log.gpus, devices, {}, log.crossings, log.ep, log.pp, log.other,
+               log.ops);
+}
 } // namespace
 
 void mfrt::printTraceLog(const MeshLayout &layout, const TraceLog &log,
@@ -276,13 +283,7 @@ void mfrt::printTraceLog(const MeshLayout &layout, const TraceLog &log,
   std::printf(
       "K/V of the token kept on GPUs %s\n",
       joinRanks(std::vector<int>(log.kv.begin(), log.kv.end())).c_str());
-  std::string crossings =
-      std::to_string(log.crossings) + " node crossing" +
-      (log.crossings == 1 ? "" : "s") + " (" + std::to_string(log.ep) +
-      " EP, " + std::to_string(log.pp) + " PP" +
-      (log.other ? ", " + std::to_string(log.other) + " other" : "") + ")";
-  std::printf("trip: %lld/%lld GPUs, %s, %lld comm ops\n", (long long)log.gpus,
-              (long long)devices, crossings.c_str(), (long long)log.ops);
+  std::printf("trip: %s\n", tripTally(log, devices).c_str());
 }
 
 bool mfrt::writeTraceSvg(const std::string &path, const MeshLayout &layout,
@@ -333,11 +334,8 @@ bool mfrt::writeTraceSvg(const std::string &path, const MeshLayout &layout,
   svg << "</defs>\n";
   const TraceConfig &c = traceConfig();
   svg << "<text x=\"" << gap << "\" y=\"28\" font-size=\"18\">request "
-      << c.request << ", position " << c.position << ": " << log.gpus << "/"
-      << layout.numDevices() << " GPUs, " << log.crossings
-      << " node crossings (" << log.ep << " EP, " << log.pp << " PP"
-      << (log.other ? ", " + std::to_string(log.other) + " other" : "") << "), "
-      << log.ops << " comm ops</text>\n";
+      << c.request << ", position " << c.position << ": "
+      << tripTally(log, layout.numDevices()) << "</text>\n";
 
   // Nodes and GPUs.
   for (int64_t n = 0; n < nodes; ++n) {
