@@ -92,24 +92,71 @@ int64_t product(const std::vector<int64_t> &shape) {
   return n;
 }
 
+/// The checkpoint tensor `name`, after checking its presence, dtype and
+/// shape; the first failed check is the error.
+const TensorInfo *findTensor(const SafetensorsFile &file,
+                             const std::string &name,
+                             const std::vector<int64_t> &shape,
+                             std::string &error) {
+  const TensorInfo *t = file.find(name);
+  if (!t) {
+    error = file.path() + ": weight '" + name +
+            "' is missing (expected shape " + formatShape(shape) + ")";
+    return nullptr;
+  }
+  if (t->dtype != DType::F32 && t->dtype != DType::BF16 &&
+      t->dtype != DType::F16) {
+    error = file.path() + ": weight '" + name + "' has dtype " +
+            dtypeName(t->dtype) + ", expected F32, BF16 or F16";
+    return nullptr;
+  }
+  if (t->shape != shape) {
+    error = file.path() + ": weight '" + name + "' has shape " +
+            formatShape(t->shape) + ", the model expects " +
+            formatShape(shape) + " (a weights file for a different model?)";
+    return nullptr;
+  }
+  return t;
+}
+
+/// The checkpoint names and whole (unsharded) shapes of `p`: one tensor, or
+/// one per expert of a stacked weight.
+std::vector<std::pair<std::string, std::vector<int64_t>>>
+checkpointTensors(const ManifestParam &p) {
+  std::vector<int64_t> global = p.shape;
+  if (p.shardDim >= 0)
+    global[p.shardDim] *= p.shardParts;
+  if (!p.isStacked())
+    return {{p.name, global}};
+  std::vector<int64_t> one(global.begin() + 1, global.end());
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+  for (int64_t e = 0; e < global[0]; ++e)
+    out.push_back({replaceAll(p.name, "{e}", std::to_string(e)), one});
+  return out;
+}
+
+/// Checks the dtype and shape of every tensor the model reads (all stages,
+/// all experts) that the checkpoint holds, before any rank starts: a file
+/// for another model gets the same error, the first wrong tensor in the
+/// model's order, on every run. A missing tensor is left to the ranks that
+/// read it, so that the error names the rank that needed it.
+void checkWeights(const Manifest &m, const SafetensorsFile &file) {
+  std::string error;
+  for (const ManifestParam &p : m.params)
+    for (const auto &[name, shape] : checkpointTensors(p))
+      if (file.find(name) && !findTensor(file, name, shape, error))
+        die(error);
+}
+
 /// Reads one checkpoint tensor whole, checking presence, dtype and shape.
 std::vector<float> readTensor(const SafetensorsFile &file,
                               const std::string &name,
                               const std::vector<int64_t> &shape) {
-  const TensorInfo *t = file.find(name);
-  if (!t)
-    fatal(file.path() + ": weight '" + name + "' is missing (expected shape " +
-          formatShape(shape) + ")");
-  if (t->dtype != DType::F32 && t->dtype != DType::BF16 &&
-      t->dtype != DType::F16)
-    fatal(file.path() + ": weight '" + name + "' has dtype " +
-          dtypeName(t->dtype) + ", expected F32, BF16 or F16");
-  if (t->shape != shape)
-    fatal(file.path() + ": weight '" + name + "' has shape " +
-          formatShape(t->shape) + ", the model expects " + formatShape(shape) +
-          " (a weights file for a different model?)");
-  std::vector<float> out(size_t(product(shape)));
   std::string error;
+  const TensorInfo *t = findTensor(file, name, shape, error);
+  if (!t)
+    fatal(error);
+  std::vector<float> out(size_t(product(shape)));
   if (!readAsF32(*t, out.data(), out.size(), &error))
     fatal(error);
   return out;
@@ -895,6 +942,7 @@ int main(int argc, char **argv) {
   prog.weights = SafetensorsFile::open(weights, &error);
   if (!prog.weights)
     die(error);
+  checkWeights(m, *prog.weights);
   for (const std::vector<int64_t> &r : prog.requests) {
     auto o = std::make_unique<RequestOutput>();
     o->tokens = int64_t(r.size());
