@@ -77,14 +77,6 @@ Program gProgramState;
   std::_Exit(1);
 }
 
-std::string replaceAll(std::string s, const std::string &from,
-                       const std::string &to) {
-  for (size_t pos = s.find(from); pos != std::string::npos;
-       pos = s.find(from, pos + to.size()))
-    s.replace(pos, from.size(), to);
-  return s;
-}
-
 int64_t product(const std::vector<int64_t> &shape) {
   int64_t n = 1;
   for (int64_t d : shape)
@@ -123,15 +115,13 @@ const TensorInfo *findTensor(const SafetensorsFile &file,
 /// one per expert of a stacked weight.
 std::vector<std::pair<std::string, std::vector<int64_t>>>
 checkpointTensors(const ManifestParam &p) {
-  std::vector<int64_t> global = p.shape;
-  if (p.shardDim >= 0)
-    global[p.shardDim] *= p.shardParts;
+  std::vector<int64_t> global = p.globalShape();
   if (!p.isStacked())
     return {{p.name, global}};
   std::vector<int64_t> one(global.begin() + 1, global.end());
   std::vector<std::pair<std::string, std::vector<int64_t>>> out;
   for (int64_t e = 0; e < global[0]; ++e)
-    out.push_back({replaceAll(p.name, "{e}", std::to_string(e)), one});
+    out.push_back({p.expertName(e), one});
   return out;
 }
 
@@ -215,10 +205,9 @@ void loadWeights(RankState &rs, std::map<std::string, int64_t> &groups) {
     if (!p.stages.empty() &&
         std::find(p.stages.begin(), p.stages.end(), stage) == p.stages.end())
       continue;
-    std::vector<int64_t> global = p.shape;
+    std::vector<int64_t> global = p.globalShape();
     int64_t index = 0;
     if (p.shardDim >= 0) {
-      global[p.shardDim] *= p.shardParts;
       int64_t g = groupOf(groups, p.shardAxis);
       index = int64_t(mfrt_group_rank(g)) * p.shardParts / mfrt_group_size(g);
     }
@@ -229,22 +218,18 @@ void loadWeights(RankState &rs, std::map<std::string, int64_t> &groups) {
       buf = p.shardDim >= 0
                 ? sliceAlong(full, global, p.shardDim, p.shardParts, index)
                 : std::move(full);
-      if (p.bf16) {
-        slice.bf16 = toBF16(buf);
-        std::vector<float>().swap(buf);
+    } else {
+      // Stacked experts: this rank's block, one checkpoint tensor per expert.
+      std::vector<int64_t> oneGlobal(global.begin() + 1, global.end());
+      int64_t first = p.shardDim == 0 ? index * p.shape[0] : 0;
+      for (int64_t e = 0; e < p.shape[0]; ++e) {
+        std::vector<float> full =
+            readTensor(*prog.weights, p.expertName(first + e), oneGlobal);
+        if (p.shardDim > 0)
+          full =
+              sliceAlong(full, oneGlobal, p.shardDim - 1, p.shardParts, index);
+        buf.insert(buf.end(), full.begin(), full.end());
       }
-      continue;
-    }
-    // Stacked experts: this rank's block, one checkpoint tensor per expert.
-    std::vector<int64_t> one(p.shape.begin() + 1, p.shape.end());
-    std::vector<int64_t> oneGlobal(global.begin() + 1, global.end());
-    int64_t first = p.shardDim == 0 ? index * p.shape[0] : 0;
-    for (int64_t e = 0; e < p.shape[0]; ++e) {
-      std::string name = replaceAll(p.name, "{e}", std::to_string(first + e));
-      std::vector<float> full = readTensor(*prog.weights, name, oneGlobal);
-      if (p.shardDim > 0)
-        full = sliceAlong(full, oneGlobal, p.shardDim - 1, p.shardParts, index);
-      buf.insert(buf.end(), full.begin(), full.end());
     }
     if (int64_t(buf.size()) != product(p.shape))
       fatal("internal: weight '" + p.name + "' slice has the wrong size");

@@ -6,6 +6,21 @@
 
 using namespace mfrt;
 
+std::vector<int64_t> mfrt::ManifestParam::globalShape() const {
+  std::vector<int64_t> global = shape;
+  if (shardDim >= 0)
+    global[shardDim] *= shardParts;
+  return global;
+}
+
+std::string mfrt::ManifestParam::expertName(int64_t e) const {
+  std::string out = name;
+  size_t at = out.find("{e}");
+  if (at != std::string::npos)
+    out.replace(at, 3, std::to_string(e));
+  return out;
+}
+
 bool mfrt::parseManifest(const char *text, Manifest &out, std::string &error) {
   std::istringstream in(text ? text : "");
   std::string line;

@@ -33,6 +33,11 @@ struct ManifestParam {
   std::string shardMesh, shardAxis;
   /// The pipeline stages that read it (empty: every stage).
   std::vector<int64_t> stages;
+
+  /// The whole tensor's shape: `shape` with the sharded dim unsliced.
+  std::vector<int64_t> globalShape() const;
+  /// The checkpoint name of expert `e` of a stacked weight.
+  std::string expertName(int64_t e) const;
 };
 
 /// A group the program uses: its mesh and comma-separated axes.

@@ -41,4 +41,20 @@ TEST(ManifestTest, UnknownStorageDTypeIsAnError) {
                    "dtype 'f16', expected f32 or bf16");
 }
 
+TEST(ManifestTest, GlobalShapeAndExpertNames) {
+  ManifestParam p;
+  p.name = "model.layers.0.block_sparse_moe.experts.{e}.w1.weight";
+  p.shape = {2, 128, 64};
+  EXPECT_EQ(p.globalShape(), p.shape);
+  p.shardDim = 0;
+  p.shardParts = 16;
+  EXPECT_EQ(p.globalShape(), (std::vector<int64_t>{32, 128, 64}));
+  EXPECT_EQ(p.shape, (std::vector<int64_t>{2, 128, 64}));
+  EXPECT_EQ(p.expertName(17),
+            "model.layers.0.block_sparse_moe.experts.17.w1.weight");
+  ManifestParam q;
+  q.name = "model.norm.weight";
+  EXPECT_EQ(q.expertName(3), "model.norm.weight");
+}
+
 } // namespace
