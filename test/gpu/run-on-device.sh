@@ -117,6 +117,13 @@ left() { # seconds left for the steps, at most $1
   [ "$rest" -lt "$1" ] && echo "$rest" || echo "$1"
 }
 have_time() { [ "$(left 1000000)" -gt 5 ]; }
+# Compares the program's output $1 with the CPU reference (logged to $log).
+compare() {
+  run "$(left 60)" "$bin/meshfold-compare" "$1" "$work/reference.safetensors" \
+    --rtol "$rtol"
+}
+# What the last comparison in $log found, for the summary.
+compared() { echo "$(grep -o 'max rel err [^,]*' "$log" | tail -1) (rtol $rtol)"; }
 
 say "unit: runtime GPU tests"
 log="$work/unit.log"
@@ -147,10 +154,9 @@ if have_time &&
     -o "$work/prefill-1" &&
   run "$(left 120)" "$work/prefill-1" --weights "$work/weights.safetensors" \
     --prompts "$prompts" --out "$work/out-1.safetensors" --timeout 60 &&
-  run "$(left 60)" "$bin/meshfold-compare" "$work/out-1.safetensors" \
-    "$work/reference.safetensors" --rtol "$rtol"; then
+  compare "$work/out-1.safetensors"; then
   a_ok=1
-  record a PASS "$(grep -o 'max rel err [^,]*' "$log" | tail -1) (rtol $rtol)"
+  record a PASS "$(compared)"
 else
   record a FAIL "see $log"
 fi
@@ -164,9 +170,8 @@ elif run "$(left 180)" "$bin/meshfold-compile" "$work/model.mlir" "${plan[@]}" \
   --target cuda -o "$work/prefill-32" &&
   run "$(left 180)" "$work/prefill-32" --weights "$work/weights.safetensors" \
     --prompts "$prompts" --out "$work/out-32.safetensors" --timeout 120 &&
-  run "$(left 60)" "$bin/meshfold-compare" "$work/out-32.safetensors" \
-    "$work/reference.safetensors" --rtol "$rtol"; then
-  record b PASS "$(grep -o 'max rel err [^,]*' "$log" | tail -1) (rtol $rtol)"
+  compare "$work/out-32.safetensors"; then
+  record b PASS "$(compared)"
 else
   record b FAIL "see $log"
 fi
@@ -185,9 +190,8 @@ elif run "$(left 120)" "$mpirun_cmd" --allow-run-as-root --oversubscribe -np 1 \
   -x MFRT_PLUGIN_DIR "$work/prefill-1" --backend nccl \
   --weights "$work/weights.safetensors" --prompts "$prompts" \
   --out "$work/out-nccl.safetensors" --timeout 60 &&
-  run "$(left 60)" "$bin/meshfold-compare" "$work/out-nccl.safetensors" \
-    "$work/reference.safetensors" --rtol "$rtol"; then
-  record c PASS "$(grep -o 'max rel err [^,]*' "$log" | tail -1) (rtol $rtol)"
+  compare "$work/out-nccl.safetensors"; then
+  record c PASS "$(compared)"
 else
   record c FAIL "see $log"
 fi
