@@ -7,14 +7,11 @@
 #   bench/partition.sh [BUILD_DIR] [N]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-build="$(cd "${1:-$here/../build}" && pwd)"
-reps="${2:-7}"
-bin="$build/bin"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-config="$here/../python-free-examples/seed/config.json"
+default_reps=7
+# shellcheck source=bench/common.sh
+. "$here/common.sh"
+config="$seed/config.json"
 
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 for layers in 8 32 64; do
   sed "s/\"num_hidden_layers\": 8/\"num_hidden_layers\": $layers/" "$config" > "$work/c.json"
   "$bin/meshfold-import-hf" "$work/c.json" -o "$work/m.mlir"

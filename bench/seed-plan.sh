@@ -7,23 +7,14 @@
 #   bench/seed-plan.sh [BUILD_DIR] [N]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-build="$(cd "${1:-$here/../build}" && pwd)"
-reps="${2:-5}"
-bin="$build/bin"
-work="$(mktemp -d)"
-trap 'rm -rf "$work"' EXIT
-ex="$here/../python-free-examples/seed"
-
-"$bin/meshfold-import-hf" "$ex/config.json" -o "$work/model.mlir"
-"$bin/meshfold-gen-weights" "$work/model.mlir" --seed 1 -o "$work/w.safetensors"
+default_reps=5
+# shellcheck source=bench/common.sh
+. "$here/common.sh"
+seed_model_and_weights
 # More work than the 4 example prompts: 8 requests of 64-256 tokens.
 awk 'BEGIN { srand(7); for (r = 0; r < 8; ++r) { n = 64 + int(rand() * 193);
        line = ""; for (i = 0; i < n; ++i) line = line (i ? " " : "") int(rand() * 512);
        print line } }' > "$work/prompts.txt"
-
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
-now() { date +%s.%N; }
-elapsed() { awk -v a="$1" -v b="$2" 'BEGIN {print b - a}'; }
 
 compile32=(); compile1=()
 for _ in $(seq "$reps"); do

@@ -1,0 +1,24 @@
+# shellcheck shell=bash
+# Sourced by the bench scripts, which take [BUILD_DIR] [N] and set `here`
+# (their folder) and `default_reps` first. Sets build, bin, reps and work (a
+# scratch folder removed on exit), and the helpers below.
+
+build="$(cd "${1:-$here/../build}" && pwd)"
+# shellcheck disable=SC2034 # used by the scripts that source this
+reps="${2:-$default_reps}"
+bin="$build/bin"
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+seed="$here/../python-free-examples/seed"
+
+# The median of the numbers on stdin, one a line.
+median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+now() { date +%s.%N; }
+# Seconds from $1 to $2 (two `now` values).
+elapsed() { awk -v a="$1" -v b="$2" 'BEGIN {print b - a}'; }
+
+# The seed model ($work/model.mlir) and its weights ($work/w.safetensors).
+seed_model_and_weights() {
+  "$bin/meshfold-import-hf" "$seed/config.json" -o "$work/model.mlir"
+  "$bin/meshfold-gen-weights" "$work/model.mlir" --seed 1 -o "$work/w.safetensors"
+}
