@@ -163,20 +163,10 @@ public:
     req->recvParts.assign(parts, parts + numParts);
 
     LocalMailbox &box = fabric.box(me);
-    std::unique_lock<std::mutex> lock(box.mutex);
-    auto it = std::find_if(
-        box.unexpected.begin(), box.unexpected.end(),
-        [&](LocalRequest *s) { return s->owner == peer && s->tag == tag; });
-    if (it == box.unexpected.end()) {
-      box.posted.push_back(req);
-      return req;
-    }
-    LocalRequest *send = *it;
-    box.unexpected.erase(it);
-    send->state = LocalRequest::Matched;
-    req->state = LocalRequest::Matched;
-    lock.unlock();
-    transfer(send, req);
+    if (LocalRequest *send = matchOrQueue(
+            box, box.unexpected, box.posted, req,
+            [&](LocalRequest *s) { return s->owner == peer && s->tag == tag; }))
+      transfer(send, req);
     return req;
   }
 
@@ -234,23 +224,35 @@ public:
   }
 
 private:
+  /// Under `box`'s lock: takes the first request of `from` that `matches`
+  /// and marks it and `req` matched, or else queues `req` on `queue`.
+  /// Returns the partner, or null if `req` was queued.
+  template <typename Pred>
+  static LocalRequest *matchOrQueue(LocalMailbox &box,
+                                    std::deque<LocalRequest *> &from,
+                                    std::deque<LocalRequest *> &queue,
+                                    LocalRequest *req, Pred matches) {
+    std::lock_guard<std::mutex> lock(box.mutex);
+    auto it = std::find_if(from.begin(), from.end(), matches);
+    if (it == from.end()) {
+      queue.push_back(req);
+      return nullptr;
+    }
+    LocalRequest *partner = *it;
+    from.erase(it);
+    partner->state = LocalRequest::Matched;
+    req->state = LocalRequest::Matched;
+    return partner;
+  }
+
   /// Matches a send against the receiver's posted receives, or queues it.
   void post(LocalRequest *send) {
     LocalMailbox &box = fabric.box(send->peer);
-    std::unique_lock<std::mutex> lock(box.mutex);
-    auto it = std::find_if(
-        box.posted.begin(), box.posted.end(),
-        [&](LocalRequest *r) { return r->peer == me && r->tag == send->tag; });
-    if (it == box.posted.end()) {
-      box.unexpected.push_back(send);
-      return;
-    }
-    LocalRequest *recv = *it;
-    box.posted.erase(it);
-    send->state = LocalRequest::Matched;
-    recv->state = LocalRequest::Matched;
-    lock.unlock();
-    transfer(send, recv);
+    if (LocalRequest *recv = matchOrQueue(
+            box, box.posted, box.unexpected, send, [&](LocalRequest *r) {
+              return r->peer == me && r->tag == send->tag;
+            }))
+      transfer(send, recv);
   }
 
   /// Copies a matched pair outside any lock, then completes both.
