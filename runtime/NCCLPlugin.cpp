@@ -276,6 +276,23 @@ struct NcclRequest final : Request {
   Request *hostRequest = nullptr;
 };
 
+/// Splits a message's parts: device parts (NCCL) go to `device`, their
+/// bytes to `deviceBytes`; the host parts (MPI) are returned.
+template <typename SpanT>
+std::vector<SpanT> splitParts(const SpanT *parts, size_t numParts,
+                              std::vector<SpanT> &device, size_t &deviceBytes) {
+  std::vector<SpanT> hostParts;
+  for (size_t i = 0; i < numParts; ++i) {
+    if (parts[i].host) {
+      hostParts.push_back(parts[i]);
+      continue;
+    }
+    device.push_back(parts[i]);
+    deviceBytes += parts[i].bytes;
+  }
+  return hostParts;
+}
+
 class NCCLTransport final : public Transport {
 public:
   NCCLTransport(MPITransport &host, ncclComm_t world, CudaCompute &compute)
@@ -290,11 +307,8 @@ public:
     r->isSend = true;
     r->peer = peer;
     r->tag = tag;
-    std::vector<ConstSpan> hostParts;
-    for (size_t i = 0; i < numParts; ++i)
-      (parts[i].host ? hostParts : r->sendParts).push_back(parts[i]);
-    for (const ConstSpan &p : r->sendParts)
-      r->deviceBytes += p.bytes;
+    std::vector<ConstSpan> hostParts =
+        splitParts(parts, numParts, r->sendParts, r->deviceBytes);
     // A message without device bytes still exists: it goes over MPI.
     if (!hostParts.empty() || r->deviceBytes == 0)
       r->hostRequest =
@@ -315,11 +329,8 @@ public:
     auto *r = new NcclRequest;
     r->peer = peer;
     r->tag = tag;
-    std::vector<Span> hostParts;
-    for (size_t i = 0; i < numParts; ++i)
-      (parts[i].host ? hostParts : r->recvParts).push_back(parts[i]);
-    for (const Span &p : r->recvParts)
-      r->deviceBytes += p.bytes;
+    std::vector<Span> hostParts =
+        splitParts(parts, numParts, r->recvParts, r->deviceBytes);
     if (!hostParts.empty() || r->deviceBytes == 0)
       r->hostRequest =
           host.irecv(peer, tag, hostParts.data(), hostParts.size());
