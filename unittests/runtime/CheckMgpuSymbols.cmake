@@ -59,11 +59,17 @@ else()
   message(STATUS "mlir-opt / mlir-translate not found: fixed list only")
 endif()
 
-execute_process(COMMAND ${NM} ${LIB} OUTPUT_VARIABLE libSyms
-                RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "${NM} ${LIB} failed")
-endif()
+# The symbol table of `file` (nm), into `out`.
+function(symbols file out)
+  execute_process(COMMAND ${NM} ${file} OUTPUT_VARIABLE syms
+                  RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${NM} ${file} failed")
+  endif()
+  set(${out} "${syms}" PARENT_SCOPE)
+endfunction()
+
+symbols(${LIB} libSyms)
 set(missing "")
 foreach(n IN LISTS names)
   if(NOT libSyms MATCHES "[0-9a-f]+ T ${n}\n")
@@ -74,11 +80,7 @@ if(missing)
   message(FATAL_ERROR "libmfrt_cuda.a does not define: ${missing}")
 endif()
 
-execute_process(COMMAND ${NM} ${EXE} OUTPUT_VARIABLE exeSyms
-                RESULT_VARIABLE rc)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "${NM} ${EXE} failed")
-endif()
+symbols(${EXE} exeSyms)
 string(REGEX MATCHALL " U mgpu[A-Za-z0-9_]+" undefined "${exeSyms}")
 if(undefined)
   message(FATAL_ERROR "unresolved in the linked program: ${undefined}")
