@@ -1,7 +1,7 @@
 //===- CudaDevice.cpp - The runtime's CUDA device (driver API) ------------===//
 
-#include "CudaDevice.h"
-#include "CudaError.h"
+#include "mfrt/cuda/CudaDevice.h"
+#include "mfrt/cuda/CudaError.h"
 
 #include <algorithm>
 

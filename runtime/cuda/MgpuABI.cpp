@@ -21,8 +21,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "MgpuABI.h"
-#include "CudaDevice.h"
+#include "mfrt/cuda/MgpuABI.h"
+#include "mfrt/cuda/CudaDevice.h"
 
 #include <algorithm>
 #include <cstdio>

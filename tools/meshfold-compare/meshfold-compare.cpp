@@ -14,7 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Safetensors.h"
+#include "mfrt/io/Safetensors.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"

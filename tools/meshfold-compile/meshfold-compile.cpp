@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "meshfold/Analysis/MemoryReport.h"
-#include "meshfold/Analysis/TrafficModel.h"
+#include "meshfold/Support/TrafficModel.h"
 #include "meshfold/Config.h"
 #include "meshfold/InitAll.h"
 #include "meshfold/Target/Compile.h"

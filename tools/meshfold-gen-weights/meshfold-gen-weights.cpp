@@ -11,7 +11,8 @@
 
 #include "meshfold/Dialect/MoE/IR/MoE.h"
 
-#include "Safetensors.h"
+#include "mfrt/io/Safetensors.h"
+#include "meshfold/Support/DType.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -128,7 +129,7 @@ int main(int argc, char **argv) {
     }
     std::vector<uint16_t> half(values.size());
     for (size_t i = 0; i < values.size(); ++i)
-      half[i] = mfrt::f32ToBF16(values[i]);
+      half[i] = meshfold::f32ToBF16(values[i]);
     writer.add(name, mfrt::DType::BF16, dims, half.data());
   };
   size_t params = 0;

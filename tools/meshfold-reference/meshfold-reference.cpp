@@ -16,8 +16,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Prompts.h"
-#include "Safetensors.h"
+#include "mfrt/io/Prompts.h"
+#include "mfrt/io/Safetensors.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"

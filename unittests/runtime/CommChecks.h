@@ -10,9 +10,9 @@
 #ifndef MESHFOLD_UNITTESTS_RUNTIME_COMMCHECKS_H
 #define MESHFOLD_UNITTESTS_RUNTIME_COMMCHECKS_H
 
-#include "CommDType.h"
-#include "Plan.h"
-#include "mfrt.h"
+#include "mfrt/comm/CommDType.h"
+#include "meshfold/Support/PlanText.h"
+#include "mfrt/mfrt.h"
 
 #include <algorithm>
 #include <atomic>
@@ -62,7 +62,7 @@ struct Failures {
 inline MeshLayout layoutOf(const std::string &plan) {
   std::string error;
   std::optional<MeshLayout> layout =
-      mfrt::comm::layoutFromPlanText(plan, &error);
+      meshfold::layoutFromPlanText(plan, &error);
   if (!layout) {
     std::fprintf(stderr, "bad test plan: %s\n", error.c_str());
     std::abort();

@@ -55,7 +55,7 @@ template <typename Check> void runChecks(const char *plan, Check check) {
 TEST(CommPlan, ParsesTheSeedPlan) {
   meshfold::PlanSpec spec;
   std::string error;
-  ASSERT_TRUE(mfrt::comm::parsePlanText(
+  ASSERT_TRUE(meshfold::parsePlanText(
       std::string(kSeedPlan) + " nvlink_gbps=400 ib_gbps=25", spec, &error))
       << error;
   EXPECT_EQ(spec.devices, 32);
@@ -83,11 +83,11 @@ TEST(CommPlan, DefaultsDevicesAndExperts) {
 TEST(CommPlan, RejectsBadText) {
   meshfold::PlanSpec spec;
   std::string error;
-  EXPECT_FALSE(mfrt::comm::parsePlanText("devices=32", spec, &error));
+  EXPECT_FALSE(meshfold::parsePlanText("devices=32", spec, &error));
   EXPECT_NE(error.find("attention"), std::string::npos) << error;
-  EXPECT_FALSE(mfrt::comm::parsePlanText("attention=tp2", spec, &error));
+  EXPECT_FALSE(meshfold::parsePlanText("attention=tp2", spec, &error));
   EXPECT_NE(error.find("name:size"), std::string::npos) << error;
-  EXPECT_FALSE(mfrt::comm::parsePlanText("attention=tp:2 foo=1", spec, &error));
+  EXPECT_FALSE(meshfold::parsePlanText("attention=tp:2 foo=1", spec, &error));
   EXPECT_NE(error.find("unknown field 'foo'"), std::string::npos) << error;
 }
 

@@ -1,6 +1,6 @@
 //===- CudaErrorTest.cpp - CUDA driver error messages (no GPU needed) -----===//
 
-#include "CudaError.h"
+#include "mfrt/cuda/CudaError.h"
 
 #include <gtest/gtest.h>
 

@@ -5,9 +5,9 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CudaDevice.h"
-#include "MgpuABI.h"
-#include "mfrt.h"
+#include "mfrt/cuda/CudaDevice.h"
+#include "mfrt/cuda/MgpuABI.h"
+#include "mfrt/mfrt.h"
 
 #include <gtest/gtest.h>
 

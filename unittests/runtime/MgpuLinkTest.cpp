@@ -8,7 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "MgpuABI.h"
+#include "mfrt/cuda/MgpuABI.h"
 
 #include <cstdio>
 

@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Prompts.h"
+#include "mfrt/io/Prompts.h"
 
 #include "gtest/gtest.h"
 

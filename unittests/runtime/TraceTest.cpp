@@ -4,7 +4,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "Trace.h"
+#include "mfrt/program/Trace.h"
 
 #include "gtest/gtest.h"
 

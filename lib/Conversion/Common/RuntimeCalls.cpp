@@ -5,7 +5,112 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
 
+#include "llvm/ADT/StringSwitch.h"
+
 using namespace mlir;
+using namespace meshfold;
+
+namespace {
+/// The type tags of CodegenABI.def, each appending its MLIR type.
+namespace tags {
+using Types = SmallVectorImpl<Type>;
+MemRefType strided(MLIRContext *ctx, Type elt, int64_t rank) {
+  return dynamicStrided(SmallVector<int64_t>(rank, ShapedType::kDynamic), elt);
+}
+struct Void {
+  static void add(MLIRContext *, Types &) {}
+};
+struct I64 {
+  static void add(MLIRContext *ctx, Types &t) {
+    t.push_back(IntegerType::get(ctx, 64));
+  }
+};
+struct Ptr {
+  static void add(MLIRContext *ctx, Types &t) {
+    t.push_back(LLVM::LLVMPointerType::get(ctx));
+  }
+};
+struct UnrankedF32 {
+  static void add(MLIRContext *ctx, Types &t) {
+    t.push_back(UnrankedMemRefType::get(Float32Type::get(ctx), 0));
+  }
+};
+struct UnrankedI64 {
+  static void add(MLIRContext *ctx, Types &t) {
+    t.push_back(UnrankedMemRefType::get(IntegerType::get(ctx, 64), 0));
+  }
+};
+template <int Rank> struct StridedF32 {
+  static void add(MLIRContext *ctx, Types &t) {
+    t.push_back(strided(ctx, Float32Type::get(ctx), Rank));
+  }
+};
+using StridedF32R1 = StridedF32<1>;
+using StridedF32R2 = StridedF32<2>;
+using StridedF32R3 = StridedF32<3>;
+struct StridedI64R1 {
+  static void add(MLIRContext *ctx, Types &t) {
+    t.push_back(strided(ctx, IntegerType::get(ctx, 64), 1));
+  }
+};
+
+/// A signature of CodegenABI.def (a function type over the tags) as an MLIR
+/// function type.
+template <typename Sig> struct Signature;
+template <typename R, typename... A> struct Signature<R(A...)> {
+  static FunctionType get(MLIRContext *ctx) {
+    SmallVector<Type> args, results;
+    (A::add(ctx, args), ...);
+    R::add(ctx, results);
+    return FunctionType::get(ctx, args, results);
+  }
+};
+} // namespace tags
+} // namespace
+
+StringRef meshfold::getRuntimeFnName(RuntimeFn fn) {
+  switch (fn) {
+#define MFRT_CODEGEN_MEMREF(Name, Signature)                                   \
+  case RuntimeFn::Name:                                                        \
+    return #Name;
+#define MFRT_CODEGEN_LLVM(Name, Signature) MFRT_CODEGEN_MEMREF(Name, Signature)
+#include "mfrt/CodegenABI.def"
+  }
+  llvm_unreachable("unknown runtime entry point");
+}
+
+FunctionType meshfold::getRuntimeFnType(MLIRContext *ctx, RuntimeFn fn) {
+  using namespace tags;
+  switch (fn) {
+#define MFRT_CODEGEN_MEMREF(Name, Sig)                                         \
+  case RuntimeFn::Name:                                                        \
+    return Signature<Sig>::get(ctx);
+#define MFRT_CODEGEN_LLVM(Name, Sig) MFRT_CODEGEN_MEMREF(Name, Sig)
+#include "mfrt/CodegenABI.def"
+  }
+  llvm_unreachable("unknown runtime entry point");
+}
+
+bool meshfold::isLLVMRuntimeFn(RuntimeFn fn) {
+  switch (fn) {
+#define MFRT_CODEGEN_MEMREF(Name, Signature)                                   \
+  case RuntimeFn::Name:                                                        \
+    return false;
+#define MFRT_CODEGEN_LLVM(Name, Signature)                                     \
+  case RuntimeFn::Name:                                                        \
+    return true;
+#include "mfrt/CodegenABI.def"
+  }
+  llvm_unreachable("unknown runtime entry point");
+}
+
+std::optional<RuntimeFn> meshfold::lookupRuntimeFn(StringRef name) {
+  return llvm::StringSwitch<std::optional<RuntimeFn>>(name)
+#define MFRT_CODEGEN_MEMREF(Name, Signature) .Case(#Name, RuntimeFn::Name)
+#define MFRT_CODEGEN_LLVM(Name, Signature) .Case(#Name, RuntimeFn::Name)
+#include "mfrt/CodegenABI.def"
+      .Default(std::nullopt);
+}
 
 MemRefType meshfold::dynamicStrided(ArrayRef<int64_t> shape, Type elt) {
   SmallVector<int64_t> strides(shape.size(), ShapedType::kDynamic);
@@ -14,13 +119,15 @@ MemRefType meshfold::dynamicStrided(ArrayRef<int64_t> shape, Type elt) {
       StridedLayoutAttr::get(elt.getContext(), ShapedType::kDynamic, strides));
 }
 
-func::FuncOp meshfold::declareRuntimeFunction(ModuleOp module, StringRef name,
-                                              FunctionType type) {
-  if (auto fn = module.lookupSymbol<func::FuncOp>(name))
-    return fn;
+func::FuncOp meshfold::declareRuntimeFunction(ModuleOp module, RuntimeFn fn) {
+  assert(!isLLVMRuntimeFn(fn) && "an llvm.func entry point");
+  StringRef name = getRuntimeFnName(fn);
+  if (auto existing = module.lookupSymbol<func::FuncOp>(name))
+    return existing;
   OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
-  auto fn = func::FuncOp::create(b, module.getLoc(), name, type);
-  fn.setPrivate();
-  fn->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(), b.getUnitAttr());
-  return fn;
+  auto decl = func::FuncOp::create(b, module.getLoc(), name,
+                                   getRuntimeFnType(module.getContext(), fn));
+  decl.setPrivate();
+  decl->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(), b.getUnitAttr());
+  return decl;
 }

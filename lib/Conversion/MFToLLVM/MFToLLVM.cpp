@@ -2,6 +2,7 @@
 
 #include "meshfold/Conversion/MFToLLVM/MFToLLVM.h"
 #include "meshfold/Conversion/Passes.h"
+#include "meshfold/Conversion/RuntimeCalls.h"
 #include "meshfold/Dialect/MF/IR/MF.h"
 
 #include "mlir/Conversion/LLVMCommon/ConversionTarget.h"
@@ -23,9 +24,6 @@ using namespace mlir;
 using namespace meshfold;
 
 namespace {
-/// The runtime's entry that returns the data pointer of weight `id`.
-constexpr StringLiteral kWeightFn = "mfrt_weight";
-
 struct WeightOpLowering : public ConvertOpToLLVMPattern<mf::WeightOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
 
@@ -34,10 +32,13 @@ struct WeightOpLowering : public ConvertOpToLLVMPattern<mf::WeightOp> {
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
     auto module = op->getParentOfType<ModuleOp>();
-    auto ptrType = LLVM::LLVMPointerType::get(rewriter.getContext());
+    // The runtime's entry that returns the data pointer of weight `id`.
+    FunctionType type =
+        getRuntimeFnType(rewriter.getContext(), RuntimeFn::mfrt_weight);
     Type i64 = rewriter.getI64Type();
-    FailureOr<LLVM::LLVMFuncOp> fn =
-        LLVM::lookupOrCreateFn(rewriter, module, kWeightFn, {i64}, ptrType);
+    FailureOr<LLVM::LLVMFuncOp> fn = LLVM::lookupOrCreateFn(
+        rewriter, module, getRuntimeFnName(RuntimeFn::mfrt_weight),
+        type.getInputs(), type.getResult(0));
     if (failed(fn))
       return rewriter.notifyMatchFailure(op, "mfrt_weight has a bad signature");
     Value id = LLVM::ConstantOp::create(rewriter, loc, i64,

@@ -54,16 +54,15 @@ private:
                                     RankedTensorType type, ValueRange dynSizes);
   Value asTensor(OpBuilder &b, Location loc, Value buffer,
                  RankedTensorType type);
-  func::FuncOp fn(StringRef name, TypeRange args, TypeRange results = {}) {
-    return declareRuntimeFunction(module, name,
-                                  FunctionType::get(ctx, args, results));
+  func::FuncOp fn(RuntimeFn entry) {
+    return declareRuntimeFunction(module, entry);
   }
   Type unranked(Type elt) { return UnrankedMemRefType::get(elt, 0); }
   /// The row count of `t` times `num` / `den`, as an index.
   Value scaledRows(OpBuilder &b, Location loc, Value t, int64_t num,
                    int64_t den);
   LogicalResult checkF32Rows(Operation *op, RankedTensorType type, int64_t dim);
-  LogicalResult rowCollective(Operation *op, StringRef name, StringRef mesh,
+  LogicalResult rowCollective(Operation *op, RuntimeFn entry, StringRef mesh,
                               ArrayAttr axes, Value input,
                               RankedTensorType type, int64_t dim, int64_t num,
                               int64_t den, ArrayRef<int64_t> extra = {});
@@ -116,7 +115,7 @@ int64_t Lowering::groupSize(ArrayAttr axes) {
 Value Lowering::groupRank(OpBuilder &b, Location loc, int64_t id) {
   Type i64t = b.getI64Type();
   Value r =
-      func::CallOp::create(b, loc, fn("mfrt_cg_group_rank", {i64t}, {i64t}),
+      func::CallOp::create(b, loc, fn(RuntimeFn::mfrt_cg_group_rank),
                            ValueRange{i64(b, loc, id)})
           .getResult(0);
   return arith::IndexCastOp::create(b, loc, b.getIndexType(), r);
@@ -285,7 +284,7 @@ LogicalResult Lowering::lower(ZigzagPositionsOp op) {
 
 /// A collective whose result has `num`/`den` times the rows of its input:
 /// one call `name(group id, [extra...], input, result)`.
-LogicalResult Lowering::rowCollective(Operation *op, StringRef name,
+LogicalResult Lowering::rowCollective(Operation *op, RuntimeFn entry,
                                       StringRef mesh, ArrayAttr axes,
                                       Value input, RankedTensorType type,
                                       int64_t dim, int64_t num, int64_t den,
@@ -298,29 +297,24 @@ LogicalResult Lowering::rowCollective(Operation *op, StringRef name,
   if (type.isDynamicDim(0))
     dyn.push_back(scaledRows(b, loc, input, num, den));
   auto [buf, view] = outBuffer(b, loc, type, dyn);
-  Type u = unranked(b.getF32Type());
-  SmallVector<Type> args = {b.getI64Type()};
   SmallVector<Value> operands = {i64(b, loc, groupId(mesh, axes))};
-  for (int64_t e : extra) {
-    args.push_back(b.getI64Type());
+  for (int64_t e : extra)
     operands.push_back(i64(b, loc, e));
-  }
-  args.append({u, u});
   operands.append({inBuffer(b, loc, input), view});
-  func::CallOp::create(b, loc, fn(name, args), operands);
+  func::CallOp::create(b, loc, fn(entry), operands);
   op->getResult(0).replaceAllUsesWith(asTensor(b, loc, buf, type));
   op->erase();
   return success();
 }
 
 LogicalResult Lowering::lower(AllGatherOp op) {
-  return rowCollective(op, "mfrt_cg_all_gather_f32", op.getMesh(), op.getAxes(),
+  return rowCollective(op, RuntimeFn::mfrt_cg_all_gather_f32, op.getMesh(), op.getAxes(),
                        op.getInput(), op.getType(), op.getDim(),
                        groupSize(op.getAxes()), 1);
 }
 
 LogicalResult Lowering::lower(ReduceScatterOp op) {
-  return rowCollective(op, "mfrt_cg_reduce_scatter_f32", op.getMesh(),
+  return rowCollective(op, RuntimeFn::mfrt_cg_reduce_scatter_f32, op.getMesh(),
                        op.getAxes(), op.getInput(), op.getType(), op.getDim(),
                        1, groupSize(op.getAxes()));
 }
@@ -355,9 +349,8 @@ LogicalResult Lowering::lower(AllReduceOp op) {
   if (packedType.isDynamicDim(0))
     dyn.push_back(tensor::DimOp::create(b, loc, packed, 0));
   auto [buf, view] = outBuffer(b, loc, packedType, dyn);
-  Type u = unranked(b.getF32Type());
   func::CallOp::create(
-      b, loc, fn("mfrt_cg_all_reduce_f32", {b.getI64Type(), u, u}),
+      b, loc, fn(RuntimeFn::mfrt_cg_all_reduce_f32),
       ValueRange{i64(b, loc, groupId(op.getMesh(), op.getAxes())),
                  inBuffer(b, loc, packed), view});
   Value sum = asTensor(b, loc, buf, packedType);
@@ -402,7 +395,6 @@ LogicalResult Lowering::lower(RingStepOp op) {
   // Up to three tensors (K, V and their positions) travel as one message.
   SmallVector<Value> ins, outs, bufs;
   std::string name = "mfrt_cg_ring_step";
-  SmallVector<Type> args = {b.getI64Type()};
   for (Value in : op.getInputs()) {
     auto type = cast<RankedTensorType>(in.getType());
     Type elt = type.getElementType();
@@ -412,11 +404,12 @@ LogicalResult Lowering::lower(RingStepOp op) {
                             << type;
     name += elt.isF32() ? "_f32" : "_i64";
     ins.push_back(inBuffer(b, loc, in));
-    args.push_back(unranked(elt));
   }
-  if (op.getInputs().size() > 3)
-    return op.emitError("convert-mf-to-runtime: at most 3 tensors per ring "
-                        "step");
+  std::optional<RuntimeFn> entry = lookupRuntimeFn(name);
+  if (!entry)
+    return op.emitError() << "convert-mf-to-runtime: the runtime has no ring "
+                             "step for these tensors ("
+                          << name << ")";
   for (Value in : op.getInputs()) {
     auto type = cast<RankedTensorType>(in.getType());
     SmallVector<Value> dyn;
@@ -426,12 +419,11 @@ LogicalResult Lowering::lower(RingStepOp op) {
     auto [buf, view] = outBuffer(b, loc, type, dyn);
     bufs.push_back(buf);
     outs.push_back(view);
-    args.push_back(unranked(type.getElementType()));
   }
   SmallVector<Value> operands = {i64(b, loc, id)};
   llvm::append_range(operands, ins);
   llvm::append_range(operands, outs);
-  func::CallOp::create(b, loc, fn(name, args), operands);
+  func::CallOp::create(b, loc, fn(*entry), operands);
   for (auto [i, res] : llvm::enumerate(op.getResults()))
     res.replaceAllUsesWith(
         asTensor(b, loc, bufs[i], cast<RankedTensorType>(res.getType())));
@@ -445,9 +437,8 @@ LogicalResult Lowering::lower(SendOp op) {
     return failure();
   OpBuilder b(op);
   Location loc = op.getLoc();
-  Type u = unranked(b.getF32Type());
   func::CallOp::create(
-      b, loc, fn("mfrt_cg_send_f32", {b.getI64Type(), b.getI64Type(), u}),
+      b, loc, fn(RuntimeFn::mfrt_cg_send_f32),
       ValueRange{i64(b, loc, groupId(op.getMesh(), {op.getAxis()})),
                  i64(b, loc, op.getOffset()), inBuffer(b, loc, op.getInput())});
   op.erase();
@@ -460,9 +451,8 @@ LogicalResult Lowering::lower(RecvOp op) {
   OpBuilder b(op);
   Location loc = op.getLoc();
   auto [buf, view] = outBuffer(b, loc, op.getType(), op.getDynamicSizes());
-  Type u = unranked(b.getF32Type());
   func::CallOp::create(
-      b, loc, fn("mfrt_cg_recv_f32", {b.getI64Type(), b.getI64Type(), u}),
+      b, loc, fn(RuntimeFn::mfrt_cg_recv_f32),
       ValueRange{i64(b, loc, groupId(op.getMesh(), {op.getAxis()})),
                  i64(b, loc, op.getOffset()), view});
   op.replaceAllUsesWith(asTensor(b, loc, buf, op.getType()));
@@ -471,7 +461,7 @@ LogicalResult Lowering::lower(RecvOp op) {
 }
 
 LogicalResult Lowering::lower(GatherOp op) {
-  return rowCollective(op, "mfrt_cg_gather_f32", op.getMesh(), op.getAxes(),
+  return rowCollective(op, RuntimeFn::mfrt_cg_gather_f32, op.getMesh(), op.getAxes(),
                        op.getInput(), op.getType(), op.getDim(),
                        groupSize(op.getAxes()), 1, {int64_t(op.getRoot())});
 }
@@ -484,13 +474,12 @@ LogicalResult Lowering::lower(DispatchOp op) {
   OpBuilder b(op);
   Location loc = op.getLoc();
   Type i64t = b.getI64Type();
-  Type uf = unranked(b.getF32Type()), ui = unranked(i64t);
   // The call routes and exchanges counts and rows; the rows wait in the
   // runtime until fetched into buffers of the count it returns.
   Value handle =
       func::CallOp::create(
           b, loc,
-          fn("mfrt_cg_dispatch_f32", {i64t, i64t, i64t, uf, ui, uf}, {i64t}),
+          fn(RuntimeFn::mfrt_cg_dispatch_f32),
           ValueRange{i64(b, loc, groupId(op.getMesh(), op.getAxes())),
                      i64(b, loc, op.getMode() == DispatchMode::hierarchical),
                      i64(b, loc, op.getNumExperts()),
@@ -500,13 +489,13 @@ LogicalResult Lowering::lower(DispatchOp op) {
           .getResult(0);
   Value count = arith::IndexCastOp::create(
       b, loc, b.getIndexType(),
-      func::CallOp::create(b, loc, fn("mfrt_cg_dispatch_count", {i64t}, {i64t}),
+      func::CallOp::create(b, loc, fn(RuntimeFn::mfrt_cg_dispatch_count),
                            ValueRange{handle})
           .getResult(0));
   auto [rows, rowsView] = outBuffer(b, loc, op.getRows().getType(), {count});
   auto [local, localView] =
       outBuffer(b, loc, op.getLocalExperts().getType(), {count});
-  func::CallOp::create(b, loc, fn("mfrt_cg_dispatch_fetch", {i64t, uf, ui}),
+  func::CallOp::create(b, loc, fn(RuntimeFn::mfrt_cg_dispatch_fetch),
                        ValueRange{handle, rowsView, localView});
   op.getRows().replaceAllUsesWith(
       asTensor(b, loc, rows, op.getRows().getType()));
@@ -526,11 +515,9 @@ LogicalResult Lowering::lower(CombineOp op) {
     return op.emitError("mf.combine needs the mf.dispatch it answers");
   OpBuilder b(op);
   Location loc = op.getLoc();
-  Type i64t = b.getI64Type();
-  Type uf = unranked(b.getF32Type());
   auto [y, yView] = outBuffer(b, loc, op.getType(), {op.getNumTokens()});
   func::CallOp::create(
-      b, loc, fn("mfrt_cg_combine_f32", {i64t, uf, uf}),
+      b, loc, fn(RuntimeFn::mfrt_cg_combine_f32),
       ValueRange{handle, inBuffer(b, loc, op.getExpertOut()), yView});
   op.replaceAllUsesWith(asTensor(b, loc, y, op.getType()));
   op.erase();
@@ -545,7 +532,7 @@ LogicalResult Lowering::run() {
   for (moe::LayerOp layer : layers) {
     OpBuilder b = OpBuilder::atBlockBegin(&layer.getBody().front());
     Location loc = layer.getLoc();
-    func::FuncOp setLayer = fn("mfrt_cg_set_layer", {b.getI64Type()}, {});
+    func::FuncOp setLayer = fn(RuntimeFn::mfrt_cg_set_layer);
     func::CallOp::create(b, loc, setLayer,
                          ValueRange{i64(b, loc, layer.getIndex())});
     // The positions of the layer's rows (SP layout; CP layout after the TP
@@ -560,9 +547,8 @@ LogicalResult Lowering::run() {
         (body.getNumArguments() < 3 || isPositions(body.getArgument(2)))) {
       Value sp = body.getArgument(1);
       Value cp = body.getNumArguments() >= 3 ? body.getArgument(2) : sp;
-      Type ui = unranked(b.getI64Type());
       func::CallOp::create(
-          b, loc, fn("mfrt_cg_layer_rows", {b.getI64Type(), ui, ui}, {}),
+          b, loc, fn(RuntimeFn::mfrt_cg_layer_rows),
           ValueRange{i64(b, loc, layer.getIndex()), inBuffer(b, loc, sp),
                      inBuffer(b, loc, cp)});
     }

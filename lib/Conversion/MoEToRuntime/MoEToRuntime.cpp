@@ -12,7 +12,8 @@
 #include "meshfold/Conversion/RuntimeCalls.h"
 #include "meshfold/Dialect/MF/IR/MF.h"
 #include "meshfold/Dialect/MoE/IR/MoE.h"
-#include "llvm/ADT/StringExtras.h"
+#include "meshfold/Support/Manifest.h"
+#include "meshfold/Support/PlanText.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -39,34 +40,6 @@ using namespace meshfold;
 using namespace meshfold::moe;
 
 namespace {
-constexpr StringLiteral kKVCacheFn = "mfrt_kv_cache_f32";
-constexpr StringLiteral kLogitsFn = "mfrt_logits_f32";
-
-func::FuncOp declare(ModuleOp module, StringRef name, FunctionType type) {
-  return declareRuntimeFunction(module, name, type);
-}
-
-/// The plan as the runtime's plan text: "devices=32 gpus_per_node=8
-/// attention=tp:2,cp:2,dp:4,pp:2 experts=ep:16:tp+cp+dp,pp:2:pp ...".
-std::string formatPlan(const PlanSpec &spec) {
-  std::string out;
-  llvm::raw_string_ostream os(out);
-  os << "devices=" << spec.devices << " gpus_per_node=" << spec.gpusPerNode
-     << " nvlink_gbps=" << spec.nvlinkGBps << " ib_gbps=" << spec.ibGBps
-     << " attention=";
-  llvm::interleave(
-      spec.attention, os,
-      [&](const MeshAxis &a) { os << a.name << ":" << a.size; }, ",");
-  os << " experts=";
-  llvm::interleave(
-      spec.experts, os,
-      [&](const ExpertAxis &a) {
-        os << a.name << ":" << a.size << ":" << llvm::join(a.composedOf, "+");
-      },
-      ",");
-  return out;
-}
-
 struct ConvertMoEToRuntimePass
     : public meshfold::impl::ConvertMoEToRuntimePassBase<
           ConvertMoEToRuntimePass> {
@@ -96,12 +69,10 @@ struct ConvertMoEToRuntimePass
     // The weights' storage type (the manifest and mf.weight say it; the
     // runtime loads each slice in it).
     Type storage = weightDType == "bf16" ? Type(BFloat16Type::get(ctx)) : f32;
-    std::string manifest;
-    llvm::raw_string_ostream os(manifest);
+    Manifest manifest;
     llvm::StringMap<std::pair<int64_t, RankedTensorType>> ids;
     SmallVector<ParamOp> params;
     module.walk([&](ParamOp op) { params.push_back(op); });
-    SmallVector<std::string> paramLines;
     auto keyOf = [](ParamOp op) {
       std::string key = op.getName().str();
       if (auto shard = op->getAttrOfType<mf::ShardAttr>(
@@ -139,21 +110,22 @@ struct ConvertMoEToRuntimePass
         return signalPassFailure();
       }
       if (inserted) {
-        std::string line;
-        llvm::raw_string_ostream ls(line);
-        ls << "param " << it->second.first << " " << op.getName() << " "
-           << weightDType << " " << type.getRank();
-        for (int64_t d : type.getShape())
-          ls << " " << d;
-        if (key.size() > op.getName().size())
-          ls << key.substr(op.getName().size());
-        const std::set<int64_t> &stages = stagesOf[key];
-        if (!stages.count(-1)) {
-          ls << " stages";
-          for (int64_t st : stages)
-            ls << " " << st;
+        ManifestParam p;
+        p.id = it->second.first;
+        p.name = op.getName().str();
+        p.bf16 = weightDType == "bf16";
+        p.shape.assign(type.getShape().begin(), type.getShape().end());
+        if (auto shard = op->getAttrOfType<mf::ShardAttr>(
+                mf::MFDialect::getShardAttrName())) {
+          p.shardDim = shard.getDim();
+          p.shardMesh = shard.getMesh().str();
+          p.shardAxis = shard.getAxis().str();
+          p.shardParts = shard.getParts();
         }
-        paramLines.push_back(line);
+        const std::set<int64_t> &stages = stagesOf[key];
+        if (!stages.count(-1))
+          p.stages.assign(stages.begin(), stages.end());
+        manifest.params.push_back(std::move(p));
       }
     }
 
@@ -174,9 +146,8 @@ struct ConvertMoEToRuntimePass
         {ShapedType::kDynamic, ShapedType::kDynamic, ShapedType::kDynamic},
         f32);
     auto posType = dynamicStrided({ShapedType::kDynamic}, i64);
-    func::FuncOp kvFn = declare(
-        module, kKVCacheFn,
-        FunctionType::get(ctx, {i64, kvType, kvType, posType, i64}, {}));
+    func::FuncOp kvFn =
+        declareRuntimeFunction(module, RuntimeFn::mfrt_kv_cache_f32);
     SmallVector<KVCacheOp> caches;
     module.walk([&](KVCacheOp op) { caches.push_back(op); });
     for (KVCacheOp op : caches) {
@@ -209,8 +180,8 @@ struct ConvertMoEToRuntimePass
 
     // Logits outputs.
     auto logitsType = dynamicStrided({ShapedType::kDynamic}, f32);
-    func::FuncOp logitsFn = declare(
-        module, kLogitsFn, FunctionType::get(ctx, {logitsType, i64}, {}));
+    func::FuncOp logitsFn =
+        declareRuntimeFunction(module, RuntimeFn::mfrt_logits_f32);
     SmallVector<LogitsOp> logits;
     module.walk([&](LogitsOp op) { logits.push_back(op); });
     for (LogitsOp op : logits) {
@@ -241,8 +212,7 @@ struct ConvertMoEToRuntimePass
     module.walk([&](PromptLogitsOp op) { prompts.push_back(op); });
     if (!prompts.empty()) {
       func::FuncOp promptFn =
-          declare(module, "mfrt_prompt_logits_f32",
-                  FunctionType::get(ctx, {rowsType, posType}, {}));
+          declareRuntimeFunction(module, RuntimeFn::mfrt_prompt_logits_f32);
       for (PromptLogitsOp op : prompts) {
         OpBuilder b(op);
         Location loc = op.getLoc();
@@ -266,35 +236,34 @@ struct ConvertMoEToRuntimePass
                    UnitAttr::get(ctx));
 
     // The manifest the runtime checks weights and outputs against.
-    os << "meshfold-manifest 1\n"
-       << "entry " << entryName << "\n"
-       << "hidden " << info->hidden << "\n"
-       << "vocab " << info->vocab << "\n"
-       << "layers " << info->numLayers << "\n"
-       << "heads " << info->numHeads << "\n"
-       << "kv_heads " << info->numKVHeads << "\n"
-       << "head_dim " << info->headDim << "\n"
-       << "experts " << info->numExperts << "\n"
-       << "top_k " << info->topK << "\n"
-       << "ffn " << info->ffn << "\n";
+    manifest.entry = entryName;
+    manifest.hidden = info->hidden;
+    manifest.vocab = info->vocab;
+    manifest.layers = info->numLayers;
+    manifest.heads = info->numHeads;
+    manifest.kvHeads = info->numKVHeads;
+    manifest.headDim = info->headDim;
+    manifest.experts = info->numExperts;
+    manifest.topK = info->topK;
+    manifest.ffn = info->ffn;
     // The plan (absent: one rank) and the groups the program uses, by id.
     if (auto plan = module->getAttrOfType<mf::PlanAttr>(
             mf::MFDialect::getPlanAttrName()))
-      os << "plan " << formatPlan(plan.toPlanSpec()) << "\n";
+      manifest.plan = formatPlanText(plan.toPlanSpec());
     if (auto groups =
             module->getAttrOfType<ArrayAttr>(getRuntimeGroupsAttrName()))
-      for (auto [i, g] : llvm::enumerate(groups))
-        os << "group " << i << " " << cast<StringAttr>(g).getValue() << "\n";
-    for (const std::string &line : paramLines)
-      os << line << "\n";
-    os << "end\n";
-    manifest.push_back('\0');
+      for (Attribute g : groups) {
+        auto [mesh, axes] = cast<StringAttr>(g).getValue().split(':');
+        manifest.groups.push_back({mesh.str(), axes.str()});
+      }
+    std::string text = formatManifest(manifest);
+    text.push_back('\0');
     OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
     auto arrayType =
-        LLVM::LLVMArrayType::get(IntegerType::get(ctx, 8), manifest.size());
+        LLVM::LLVMArrayType::get(IntegerType::get(ctx, 8), text.size());
     LLVM::GlobalOp::create(b, module.getLoc(), arrayType, /*isConstant=*/true,
                            LLVM::Linkage::External, kManifestSymbol,
-                           b.getStringAttr(manifest));
+                           b.getStringAttr(text));
   }
 };
 } // namespace

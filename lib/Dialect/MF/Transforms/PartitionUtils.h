@@ -8,7 +8,7 @@
 #ifndef MESHFOLD_LIB_DIALECT_MF_TRANSFORMS_PARTITIONUTILS_H
 #define MESHFOLD_LIB_DIALECT_MF_TRANSFORMS_PARTITIONUTILS_H
 
-#include "meshfold/Analysis/MeshLayout.h"
+#include "meshfold/Support/MeshLayout.h"
 #include "meshfold/Dialect/MF/IR/MF.h"
 #include "meshfold/Dialect/MoE/IR/MoE.h"
 

@@ -3,7 +3,7 @@
 #ifndef MESHFOLD_DIALECT_MF_IR_MF_H
 #define MESHFOLD_DIALECT_MF_IR_MF_H
 
-#include "meshfold/Analysis/MeshLayout.h"
+#include "meshfold/Support/MeshLayout.h"
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinAttributes.h"

@@ -1,0 +1,93 @@
+//===- DType.h - The element-type codec -------------------------*- C++ -*-===//
+//
+// Conversions between f32 and the 16-bit float formats that weights, the KV
+// cache and messages are stored in (bf16, IEEE binary16). One codec for the
+// compiler's tools and the runtime; inline because the runtime converts
+// whole tensors element by element.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MESHFOLD_SUPPORT_DTYPE_H
+#define MESHFOLD_SUPPORT_DTYPE_H
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace meshfold {
+
+inline uint32_t floatBits(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  return bits;
+}
+
+inline float bitsToFloat(uint32_t bits) {
+  float value;
+  std::memcpy(&value, &bits, sizeof(value));
+  return value;
+}
+
+/// Converts f32 to bf16, rounding to nearest even. NaN stays a (quiet) NaN.
+inline uint16_t f32ToBF16(float value) {
+  uint32_t bits = floatBits(value);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN: keep it a quiet NaN.
+    return static_cast<uint16_t>((bits >> 16) | 0x40u);
+  uint32_t roundingBias = 0x7fffu + ((bits >> 16) & 1u);
+  return static_cast<uint16_t>((bits + roundingBias) >> 16);
+}
+
+/// Converts bf16 to f32 (exact).
+inline float bf16ToF32(uint16_t value) {
+  return bitsToFloat(static_cast<uint32_t>(value) << 16);
+}
+
+/// Converts IEEE half to f32 (exact; handles subnormals, inf and NaN).
+inline float f16ToF32(uint16_t value) {
+  uint32_t sign = static_cast<uint32_t>(value & 0x8000u) << 16;
+  uint32_t exponent = (value >> 10) & 0x1fu;
+  uint32_t mantissa = value & 0x3ffu;
+  if (exponent == 0) {
+    // Zero or subnormal: mantissa * 2^-24, exact in f32.
+    float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+    return sign ? -magnitude : magnitude;
+  }
+  if (exponent == 31)
+    return bitsToFloat(sign | 0x7f800000u | (mantissa << 13));
+  return bitsToFloat(sign | ((exponent + 112) << 23) | (mantissa << 13));
+}
+
+/// Converts f32 to IEEE half, rounding to nearest even; overflow gives inf,
+/// NaN stays a quiet NaN with the top bits of its payload.
+inline uint16_t f32ToF16(float value) {
+  uint32_t bits = floatBits(value);
+  uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  uint32_t magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) // NaN
+    return sign | 0x7e00u | static_cast<uint16_t>((magnitude >> 13) & 0x3ffu);
+  if (magnitude >= 0x47800000u) // >= 65536 (and inf): overflows to inf.
+    return sign | 0x7c00u;
+  uint32_t exponent = magnitude >> 23;
+  if (exponent < 113) {
+    // Half subnormal (or zero): value = m * 2^-24 with m = M >> shift.
+    if (exponent < 101)
+      return sign;
+    uint32_t fullMantissa = (magnitude & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126 - exponent;
+    uint32_t result = fullMantissa >> shift;
+    uint32_t remainder = fullMantissa & ((1u << shift) - 1);
+    uint32_t half = 1u << (shift - 1);
+    if (remainder > half || (remainder == half && (result & 1u)))
+      ++result;
+    return sign | static_cast<uint16_t>(result);
+  }
+  uint32_t result = ((exponent - 112) << 10) | ((magnitude >> 13) & 0x3ffu);
+  uint32_t remainder = magnitude & 0x1fffu;
+  if (remainder > 0x1000u || (remainder == 0x1000u && (result & 1u)))
+    ++result; // A carry into the exponent is the correct rounding.
+  return sign | static_cast<uint16_t>(result);
+}
+
+} // namespace meshfold
+
+#endif // MESHFOLD_SUPPORT_DTYPE_H

@@ -1,0 +1,68 @@
+//===- Manifest.h - The compiled model's manifest ---------------*- C++ -*-===//
+//
+// The compiler embeds a manifest in every executable (symbol __mf_manifest):
+// the model's dimensions, the plan, the groups the program uses and the
+// weight table (id, Hugging Face name, storage dtype f32 or bf16, shape,
+// slice, stages). The runtime checks the weights file and the outputs against
+// it. Written (formatManifest, by the compiler) and parsed (parseManifest, by
+// the runtime) in one file.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MESHFOLD_SUPPORT_MANIFEST_H
+#define MESHFOLD_SUPPORT_MANIFEST_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace meshfold {
+
+struct ManifestParam {
+  int64_t id = 0;
+  /// Hugging Face name; "{e}" stands for the expert index of a stacked weight.
+  std::string name;
+  /// Full shape; for a stacked weight the leading dimension counts experts.
+  std::vector<int64_t> shape;
+  /// Storage type of the program's buffer: the runtime converts the
+  /// checkpoint's tensor to it (bf16: rounded to nearest even).
+  bool bf16 = false;
+  bool isStacked() const { return name.find("{e}") != std::string::npos; }
+  /// The slice this program holds: `parts` equal slices along `shardDim`,
+  /// slice i = coord(shardAxis) * parts / size(shardAxis). shardDim < 0: the
+  /// whole tensor.
+  int64_t shardDim = -1, shardParts = 1;
+  std::string shardMesh, shardAxis;
+  /// The pipeline stages that read it (empty: every stage).
+  std::vector<int64_t> stages;
+
+  /// The whole tensor's shape: `shape` with the sharded dim unsliced.
+  std::vector<int64_t> globalShape() const;
+  /// The checkpoint name of expert `e` of a stacked weight.
+  std::string expertName(int64_t e) const;
+};
+
+/// A group the program uses: its mesh and comma-separated axes.
+struct ManifestGroup {
+  std::string mesh, axes;
+};
+
+struct Manifest {
+  std::string entry;
+  int64_t hidden = 0, vocab = 0, layers = 0, heads = 0, kvHeads = 0,
+          headDim = 0, experts = 0, topK = 0, ffn = 0;
+  std::vector<ManifestParam> params;
+  /// The plan in the runtime's text form ("" for a one-rank program).
+  std::string plan;
+  std::vector<ManifestGroup> groups;
+};
+
+/// The manifest as text, the form parseManifest reads.
+std::string formatManifest(const Manifest &manifest);
+
+/// Parses the manifest text; returns false and sets `error` on bad input.
+bool parseManifest(const char *text, Manifest &out, std::string &error);
+
+} // namespace meshfold
+
+#endif // MESHFOLD_SUPPORT_MANIFEST_H

@@ -1,0 +1,66 @@
+//===- TrafficModel.h - analytic per-layer traffic of a plan ----*- C++ -*-===//
+//
+// What SPEC section 5 computes by hand, for any plan: the elements each GPU
+// sends per layer, by collective and link class, for T prompt tokens per DP
+// replica and uniform top-k routing, and the time that takes at given link
+// speeds. Pure C++ on MeshLayout, like the runtime that measures the same.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MESHFOLD_ANALYSIS_TRAFFICMODEL_H
+#define MESHFOLD_ANALYSIS_TRAFFICMODEL_H
+
+#include "meshfold/Support/MeshLayout.h"
+
+#include <string>
+#include <vector>
+
+namespace meshfold {
+
+struct TrafficModelInput {
+  int64_t hidden = 0, numKVHeads = 0, headDim = 0, numExperts = 0, topK = 0;
+  int64_t numLayers = 0;
+  /// Hierarchical dispatch (through the relay) or flat.
+  bool hierarchical = true;
+};
+
+/// One collective's traffic, averaged over the GPUs, per layer, in units of
+/// T*d elements (T = prompt tokens per DP replica, d = hidden size).
+struct TrafficRow {
+  std::string collective; // all_gather, kv_ring, reduce_scatter, dispatch,
+                          // combine, pp
+  double nvlink = 0, ib = 0;
+};
+
+/// The analytic per-layer traffic of `layout` (the PP send amortized over
+/// the layers of a stage). Dispatch/combine count expert rows only (not the
+/// routing metadata); positions travelling with K/V are not counted.
+std::vector<TrafficRow> analyticTraffic(const MeshLayout &layout,
+                                        const TrafficModelInput &model);
+
+/// Seconds per layer for T tokens per replica at the layout's link
+/// bandwidths, `bytes` per element, no overlap (the slowest link class of
+/// each GPU's traffic added up).
+double trafficSeconds(const MeshLayout &layout,
+                      const std::vector<TrafficRow> &rows, double tokens,
+                      int64_t hidden, double bytes);
+
+/// One admissible attention-axis order of given sizes and its traffic.
+struct OrderCost {
+  std::string order;
+  std::vector<TrafficRow> rows;
+  double seconds = 0;
+};
+
+/// Every order of the axes tp, cp, dp, pp (sizes and GPUs per node kept)
+/// that makes a valid plan, with its analytic per-layer traffic and time for
+/// `tokens` per replica at `bytes` per element; fastest first (ties keep
+/// the permutation order).
+std::vector<OrderCost> rankOrders(int64_t tp, int64_t cp, int64_t dp,
+                                  int64_t pp, int64_t gpusPerNode,
+                                  const TrafficModelInput &model, double tokens,
+                                  double bytes);
+
+} // namespace meshfold
+
+#endif // MESHFOLD_ANALYSIS_TRAFFICMODEL_H

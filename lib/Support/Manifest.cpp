@@ -1,0 +1,168 @@
+//===- Manifest.cpp - The compiled model's manifest -----------------------===//
+
+#include "meshfold/Support/Manifest.h"
+
+#include <sstream>
+
+using namespace meshfold;
+
+std::vector<int64_t> meshfold::ManifestParam::globalShape() const {
+  std::vector<int64_t> global = shape;
+  if (shardDim >= 0)
+    global[shardDim] *= shardParts;
+  return global;
+}
+
+std::string meshfold::ManifestParam::expertName(int64_t e) const {
+  std::string out = name;
+  size_t at = out.find("{e}");
+  if (at != std::string::npos)
+    out.replace(at, 3, std::to_string(e));
+  return out;
+}
+
+std::string meshfold::formatManifest(const Manifest &m) {
+  std::ostringstream os;
+  os << "meshfold-manifest 1\n"
+     << "entry " << m.entry << "\n"
+     << "hidden " << m.hidden << "\n"
+     << "vocab " << m.vocab << "\n"
+     << "layers " << m.layers << "\n"
+     << "heads " << m.heads << "\n"
+     << "kv_heads " << m.kvHeads << "\n"
+     << "head_dim " << m.headDim << "\n"
+     << "experts " << m.experts << "\n"
+     << "top_k " << m.topK << "\n"
+     << "ffn " << m.ffn << "\n";
+  if (!m.plan.empty())
+    os << "plan " << m.plan << "\n";
+  for (size_t i = 0; i < m.groups.size(); ++i)
+    os << "group " << i << " " << m.groups[i].mesh << ":" << m.groups[i].axes
+       << "\n";
+  for (const ManifestParam &p : m.params) {
+    os << "param " << p.id << " " << p.name << " " << (p.bf16 ? "bf16" : "f32")
+       << " " << p.shape.size();
+    for (int64_t d : p.shape)
+      os << " " << d;
+    if (p.shardDim >= 0)
+      os << " shard " << p.shardDim << " " << p.shardMesh << " " << p.shardAxis
+         << " " << p.shardParts;
+    if (!p.stages.empty()) {
+      os << " stages";
+      for (int64_t st : p.stages)
+        os << " " << st;
+    }
+    os << "\n";
+  }
+  os << "end\n";
+  return os.str();
+}
+
+bool meshfold::parseManifest(const char *text, Manifest &out, std::string &error) {
+  std::istringstream in(text ? text : "");
+  std::string line;
+  int lineNo = 0;
+  bool sawHeader = false, sawEnd = false;
+  while (std::getline(in, line)) {
+    ++lineNo;
+    std::istringstream ls(line);
+    std::string key;
+    ls >> key;
+    if (key.empty())
+      continue;
+    auto bad = [&](const std::string &why) {
+      error = "manifest line " + std::to_string(lineNo) + ": " + why;
+      return false;
+    };
+    if (!sawHeader) {
+      int version = 0;
+      if (key != "meshfold-manifest" || !(ls >> version) || version != 1)
+        return bad("not a meshfold manifest (version 1)");
+      sawHeader = true;
+      continue;
+    }
+    if (key == "end") {
+      sawEnd = true;
+      break;
+    }
+    if (key == "entry") {
+      ls >> out.entry;
+      continue;
+    }
+    if (key == "plan") {
+      std::getline(ls >> std::ws, out.plan);
+      continue;
+    }
+    if (key == "group") {
+      int64_t id = -1;
+      std::string spec;
+      if (!(ls >> id >> spec) || id != int64_t(out.groups.size()) ||
+          spec.find(':') == std::string::npos)
+        return bad("malformed group entry");
+      out.groups.push_back(
+          {spec.substr(0, spec.find(':')), spec.substr(spec.find(':') + 1)});
+      continue;
+    }
+    if (key == "param") {
+      ManifestParam p;
+      std::string dtype;
+      int64_t rank = 0;
+      if (!(ls >> p.id >> p.name >> dtype >> rank) || rank < 0)
+        return bad("malformed param entry");
+      if (dtype != "f32" && dtype != "bf16")
+        return bad("param '" + p.name + "' has storage dtype '" + dtype +
+                   "', expected f32 or bf16");
+      p.bf16 = dtype == "bf16";
+      p.shape.resize(rank);
+      for (int64_t &d : p.shape)
+        if (!(ls >> d) || d < 0)
+          return bad("malformed shape of param '" + p.name + "'");
+      std::string word;
+      while (ls >> word) {
+        if (word == "shard") {
+          if (!(ls >> p.shardDim >> p.shardMesh >> p.shardAxis >>
+                p.shardParts) ||
+              p.shardDim < 0 || p.shardDim >= rank || p.shardParts < 1)
+            return bad("malformed shard of param '" + p.name + "'");
+        } else if (word == "stages") {
+          int64_t st;
+          while (ls >> st)
+            p.stages.push_back(st);
+        } else {
+          return bad("unknown field '" + word + "' of param '" + p.name + "'");
+        }
+      }
+      if (p.id != int64_t(out.params.size()))
+        return bad("param ids must be dense and in order");
+      out.params.push_back(std::move(p));
+      continue;
+    }
+    int64_t value = 0;
+    if (!(ls >> value))
+      return bad("malformed entry '" + key + "'");
+    if (key == "hidden")
+      out.hidden = value;
+    else if (key == "vocab")
+      out.vocab = value;
+    else if (key == "layers")
+      out.layers = value;
+    else if (key == "heads")
+      out.heads = value;
+    else if (key == "kv_heads")
+      out.kvHeads = value;
+    else if (key == "head_dim")
+      out.headDim = value;
+    else if (key == "experts")
+      out.experts = value;
+    else if (key == "top_k")
+      out.topK = value;
+    else if (key == "ffn")
+      out.ffn = value;
+    // Unknown keys are ignored so newer compilers stay readable.
+  }
+  if (!sawHeader || !sawEnd) {
+    error = "manifest is truncated";
+    return false;
+  }
+  return true;
+}

@@ -1,0 +1,147 @@
+//===- TrafficModel.cpp - analytic per-layer traffic of a plan ------------===//
+
+#include "meshfold/Support/TrafficModel.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+using namespace meshfold;
+
+namespace {
+/// log C(n, k).
+double logChoose(int64_t n, int64_t k) {
+  if (k < 0 || k > n)
+    return -INFINITY;
+  return std::lgamma(double(n + 1)) - std::lgamma(double(k + 1)) -
+         std::lgamma(double(n - k + 1));
+}
+
+/// P(none of k distinct experts drawn from E falls among `held` of them).
+double pNone(int64_t numExperts, int64_t held, int64_t k) {
+  return std::exp(logChoose(numExperts - held, k) - logChoose(numExperts, k));
+}
+
+void add(TrafficRow &row, LinkClass link, double v) {
+  if (link == LinkClass::NVLink)
+    row.nvlink += v;
+  else if (link == LinkClass::IB)
+    row.ib += v;
+}
+} // namespace
+
+std::vector<TrafficRow> meshfold::analyticTraffic(const MeshLayout &layout,
+                                                  const TrafficModelInput &m) {
+  int64_t n = layout.numDevices();
+  int64_t tp = layout.axisSize("tp"), cp = layout.axisSize("cp"),
+          pp = layout.axisSize("pp"), ep = layout.axisSize("ep");
+  double d = double(m.hidden);
+  // Per GPU, in units of T (tokens per replica): SP rows S, CP rows A.
+  double s = 1.0 / double(cp * tp), a = 1.0 / double(cp);
+  double kvLocal = double(std::max<int64_t>(m.numKVHeads / tp, 1));
+  TrafficRow ag{"all_gather"}, ring{"kv_ring"}, rs{"reduce_scatter"},
+      disp{"dispatch"}, comb{"combine"}, send{"pp"};
+  int64_t perRank = ep > 0 ? m.numExperts / ep : m.numExperts;
+  for (int64_t r = 0; r < n; ++r) {
+    // TP: all-gather and reduce-scatter each send S*d to every partner.
+    for (int64_t q : layout.group(r, {"tp"}))
+      if (q != r) {
+        add(ag, layout.link(r, q), s);
+        add(rs, layout.link(r, q), s);
+      }
+    // CP ring: CP-1 steps of K and V for A tokens to the next member.
+    std::vector<int64_t> cpg = layout.group(r, {"cp"});
+    int64_t me = layout.groupRank(r, {"cp"});
+    int64_t next = cpg[size_t((me + 1) % cp)];
+    if (cp > 1)
+      add(ring, layout.link(r, next),
+          double(cp - 1) * 2.0 * a * kvLocal * double(m.headDim) / d);
+    // EP: each of S tokens goes to the owners of its k experts.
+    std::vector<int64_t> epg = layout.group(r, {"ep"});
+    std::map<int64_t, int64_t> heldOnNode; // experts per node
+    for (int64_t q : epg)
+      heldOnNode[layout.node(q)] += perRank;
+    for (int64_t q : epg) {
+      if (q == r)
+        continue;
+      // P(q holds one of the token's experts).
+      double pq = 1.0 - pNone(m.numExperts, perRank, m.topK);
+      bool remote = layout.node(q) != layout.node(r);
+      if (!remote || !m.hierarchical) {
+        add(disp, layout.link(r, q), s * pq);
+        add(comb, layout.link(r, q), s * pq);
+        continue;
+      }
+      // Hierarchical: the relay on q's node forwards to q over NVLink
+      // unless q is the relay itself.
+      if (layout.relay(r, layout.node(q)) != q) {
+        disp.nvlink += s * pq;
+        comb.nvlink += s * pq;
+      }
+    }
+    if (m.hierarchical)
+      for (auto [node, held] : heldOnNode)
+        if (node != layout.node(r)) {
+          double pn = 1.0 - pNone(m.numExperts, held, m.topK);
+          disp.ib += s * pn;
+          comb.ib += s * pn;
+        }
+    // PP: the S*d slice once per stage boundary, amortized over the stage.
+    int64_t stage = layout.coord(r, "pp");
+    if (pp > 1 && stage + 1 < pp) {
+      std::map<std::string, int64_t> c = layout.coords(r);
+      c["pp"] = stage + 1;
+      int64_t peer = layout.rankOf(c);
+      add(send, layout.link(r, peer), s * double(pp) / double(m.numLayers));
+    }
+  }
+  std::vector<TrafficRow> rows = {ag, ring, rs, disp, comb, send};
+  for (TrafficRow &row : rows) {
+    row.nvlink /= double(n);
+    row.ib /= double(n);
+  }
+  return rows;
+}
+
+double meshfold::trafficSeconds(const MeshLayout &layout,
+                                const std::vector<TrafficRow> &rows,
+                                double tokens, int64_t hidden, double bytes) {
+  double nv = 0, ib = 0;
+  for (const TrafficRow &r : rows) {
+    nv += r.nvlink;
+    ib += r.ib;
+  }
+  double scale = tokens * double(hidden) * bytes / 1e9;
+  return nv * scale / layout.bandwidthGBps(LinkClass::NVLink) +
+         ib * scale / layout.bandwidthGBps(LinkClass::IB);
+}
+
+std::vector<OrderCost> meshfold::rankOrders(int64_t tp, int64_t cp, int64_t dp,
+                                            int64_t pp, int64_t gpusPerNode,
+                                            const TrafficModelInput &model,
+                                            double tokens, double bytes) {
+  std::vector<std::string> axes = {"tp", "cp", "dp", "pp"};
+  std::vector<OrderCost> out;
+  std::sort(axes.begin(), axes.end());
+  do {
+    std::string order = axes[0] + "," + axes[1] + "," + axes[2] + "," + axes[3];
+    PlanSpec spec;
+    std::string error;
+    if (!PlanSpec::fromFlags(tp, cp, dp, pp, tp * cp * dp, order, gpusPerNode,
+                             spec, &error))
+      continue;
+    std::optional<MeshLayout> layout = MeshLayout::create(spec, &error);
+    if (!layout)
+      continue;
+    OrderCost c;
+    c.order = order;
+    c.rows = analyticTraffic(*layout, model);
+    c.seconds = trafficSeconds(*layout, c.rows, tokens, model.hidden, bytes);
+    out.push_back(std::move(c));
+  } while (std::next_permutation(axes.begin(), axes.end()));
+  std::stable_sort(out.begin(), out.end(),
+                   [](const OrderCost &a, const OrderCost &b) {
+                     return a.seconds < b.seconds - 1e-15;
+                   });
+  return out;
+}

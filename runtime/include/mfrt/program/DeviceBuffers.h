@@ -1,0 +1,71 @@
+//===- DeviceBuffers.h - Program buffers in CUDA mode -----------*- C++ -*-===//
+//
+// What the emitted program's hooks (Driver.cpp, CodegenABI.cpp) need to run
+// a program compiled for CUDA (runtime/Device.h): weights and the hooks'
+// temporaries in memory the kernels, the collectives and the host share, and
+// copies that work whatever memory the pointers name. Without a device
+// (the CPU target) everything is plain host memory.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MESHFOLD_RUNTIME_DEVICEBUFFERS_H
+#define MESHFOLD_RUNTIME_DEVICEBUFFERS_H
+
+#include "mfrt/program/RankState.h"
+#include "mfrt/mfrt.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace mfrt {
+
+/// True when the program was built for a device (libmfrt_cuda.a linked).
+bool programUsesDevice();
+/// True when the calling rank runs on a CUDA device.
+bool deviceMode();
+
+/// CUDA mode: copies every weight slice of `rs` into managed memory on the
+/// rank's device (and frees the host copy); mfrt_weight then returns these.
+void uploadWeights(RankState &rs);
+void releaseWeights(RankState &rs);
+/// The data of weight `id` (device copy in CUDA mode).
+void *weightData(RankState &rs, int64_t id);
+
+/// Synchronizes the rank's stream before the host reads or writes program
+/// buffers (no-op on the CPU target).
+void syncForHost();
+
+/// Copies `bytes` between any two of host, managed and device memory; done
+/// when it returns.
+void copyAny(void *dst, const void *src, size_t bytes);
+
+/// A temporary buffer that collectives may be given: host memory on the CPU
+/// target, managed memory in CUDA mode (the nccl backend takes only device
+/// pointers).
+class SharedBuffer {
+public:
+  explicit SharedBuffer(size_t bytes = 0) { resize(bytes); }
+  SharedBuffer(const SharedBuffer &) = delete;
+  SharedBuffer &operator=(const SharedBuffer &) = delete;
+  ~SharedBuffer();
+  void resize(size_t bytes);
+  char *data() { return ptr; }
+  size_t size() const { return bytes; }
+
+private:
+  std::vector<char> host;
+  char *ptr = nullptr;
+  size_t bytes = 0;
+  bool onDevice = false;
+};
+
+/// mfrt_send / mfrt_recv of host memory, staged through a SharedBuffer in
+/// CUDA mode (the nccl backend moves device memory only).
+mfrt_status sendHost(int peer, const void *buf, int64_t count,
+                     mfrt_dtype dtype);
+mfrt_status recvHost(int peer, void *buf, int64_t count, mfrt_dtype dtype);
+
+} // namespace mfrt
+
+#endif // MESHFOLD_RUNTIME_DEVICEBUFFERS_H

@@ -1,0 +1,83 @@
+//===- RankState.h - what the emitted program's hooks see on a rank -------===//
+//
+// The program's runtime hooks (weights, outputs, the collective calls of
+// CodegenABI.cpp) act for the calling rank: each rank (a thread of the local
+// backend, or a process) has one RankState, reached through currentRank().
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MESHFOLD_RUNTIME_RANKSTATE_H
+#define MESHFOLD_RUNTIME_RANKSTATE_H
+
+#include "meshfold/Support/Manifest.h"
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace mfrt {
+
+/// The outputs of one request, filled by all the ranks that hold a part.
+struct RequestOutput {
+  int64_t tokens = 0;
+  std::vector<std::vector<float>> keys, values; // [layer][T * n_kv * d_h]
+  std::vector<std::vector<uint8_t>> written;    // [layer][T * n_kv]
+  std::vector<float> logits;
+  bool haveLogits = false;
+  /// Prompt logprobs, when the program records them: [T * V] and a mark
+  /// per position.
+  std::vector<float> promptLogits;
+  std::vector<uint8_t> promptWritten;
+  std::mutex mutex;
+};
+
+/// This rank's slice of one weight, in the storage type the manifest names:
+/// f32 or bf16 (exactly one of the two vectors is used).
+struct WeightSlice {
+  std::vector<float> f32;
+  std::vector<uint16_t> bf16;
+  bool empty() const { return f32.empty() && bf16.empty(); }
+  void *data() {
+    return bf16.empty() ? static_cast<void *>(f32.data()) : bf16.data();
+  }
+  size_t bytes() const {
+    return f32.size() * sizeof(float) + bf16.size() * sizeof(uint16_t);
+  }
+  void release() {
+    std::vector<float>().swap(f32);
+    std::vector<uint16_t>().swap(bf16);
+  }
+};
+
+struct RankState {
+  const meshfold::Manifest *manifest = nullptr;
+  int rank = 0;
+  /// Weights by manifest id: this rank's slice of each, in its storage type.
+  std::vector<WeightSlice> params;
+  /// CUDA mode: the same slices in managed memory on the rank's device
+  /// (DeviceBuffers.h; the host copies are then freed).
+  std::vector<void *> deviceParams;
+  /// Runtime group handles by manifest group id.
+  std::vector<int64_t> groups;
+  /// The request being run (null for a dummy batch, whose outputs are
+  /// dropped) and its index (-1 for a dummy batch).
+  RequestOutput *output = nullptr;
+  int64_t request = -1;
+  /// The layer last entered (for the routing hooks).
+  int64_t layer = -1;
+  /// Positions of the rows of the current layer, when tracing or routing
+  /// hooks need them: in the SP layout (the hidden state's rows) and in the
+  /// CP layout (after the TP all-gather).
+  std::vector<int64_t> spRows, cpRows;
+};
+
+/// The calling rank's state (thread-local).
+RankState &currentRank();
+
+/// Fails the program with a one-line message naming the rank.
+[[noreturn]] void fatal(const std::string &msg);
+
+} // namespace mfrt
+
+#endif // MESHFOLD_RUNTIME_RANKSTATE_H

@@ -1,0 +1,352 @@
+//===- CodegenABI.cpp - the collective calls of emitted programs ----------===//
+//
+// convert-mf-to-runtime lowers every mf collective to one of these calls on
+// buffers (unranked memref descriptors). They resolve the manifest's group
+// ids to the runtime's groups and call the mfrt C ABI of mfrt.h.
+//
+// CUDA mode (DeviceBuffers.h): the program's buffers are managed memory;
+// every call first waits for the rank's stream (the kernels that wrote its
+// operands), and the calls' own temporaries are managed memory too, because
+// the nccl backend moves device memory only. Dispatch and combine run the
+// runtime's generic algorithms: under the local backend their packing and
+// weighted sums run on the host, on managed memory (the pages migrate to the
+// host and back), which is correct but not fast.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mfrt/CodegenABI.h"
+#include "mfrt/program/DeviceBuffers.h"
+#include "mfrt/program/RankState.h"
+#include "mfrt/program/Trace.h"
+#include "mfrt/mfrt.h"
+
+#include "mlir/ExecutionEngine/CRunnerUtils.h"
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+using namespace mfrt;
+
+namespace {
+/// A buffer passed by the program: its first element and element count, with
+/// a contiguous copy when the view is strided (in memory the collectives
+/// accept: managed memory in CUDA mode).
+template <typename T> struct Buffer {
+  T *data = nullptr;
+  int64_t count = 1;
+  int64_t rows = 1;
+  SharedBuffer copy;
+
+  explicit Buffer(UnrankedMemRefType<T> *m) {
+    syncForHost();
+    DynamicMemRefType<T> view(*m);
+    const int64_t *sizes = view.sizes, *strides = view.strides;
+    bool contiguous = true;
+    int64_t expect = 1;
+    for (int64_t d = view.rank - 1; d >= 0; --d) {
+      if (sizes[d] != 1 && strides[d] != expect)
+        contiguous = false;
+      expect *= sizes[d];
+    }
+    count = expect;
+    rows = view.rank > 0 ? sizes[0] : 1;
+    data = view.data + view.offset;
+    if (contiguous || count == 0)
+      return;
+    // Gather the strided view into a contiguous copy.
+    copy.resize(size_t(count) * sizeof(T));
+    T *out = reinterpret_cast<T *>(copy.data());
+    std::vector<int64_t> idx(size_t(view.rank), 0);
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t at = 0;
+      for (int64_t d = 0; d < view.rank; ++d)
+        at += idx[d] * strides[d];
+      out[i] = data[at];
+      for (int64_t d = view.rank - 1; d >= 0; --d) {
+        if (++idx[d] < sizes[d])
+          break;
+        idx[d] = 0;
+      }
+    }
+    data = out;
+  }
+};
+
+int64_t group(int64_t id) {
+  RankState &rs = currentRank();
+  if (id < 0 || size_t(id) >= rs.groups.size())
+    fatal("internal: group id " + std::to_string(id) +
+          " is not in the manifest");
+  return rs.groups[id];
+}
+
+void check(mfrt_status status, const char *what) {
+  if (status != MFRT_OK)
+    fatal(std::string(what) + ": " + mfrt_last_error());
+}
+
+/// Token tracing: whether this rank runs the traced request now.
+bool tracedRequest(const RankState &rs) {
+  const TraceConfig &c = traceConfig();
+  return c.traceToken && rs.request == c.request;
+}
+
+/// The rows among `positions` (of `n`) that hold the traced position.
+std::vector<int64_t> tracedRows(const RankState &rs, const int64_t *positions,
+                                int64_t n) {
+  std::vector<int64_t> rows;
+  if (!tracedRequest(rs))
+    return rows;
+  for (int64_t i = 0; i < n; ++i)
+    if (positions[i] == traceConfig().position)
+      rows.push_back(i);
+  return rows;
+}
+
+/// Marks, for the next collective, the rows of a buffer of `rows` rows
+/// (`count` elements) laid out by `positions` that hold the traced token.
+/// A buffer of another row count is not in that layout: nothing is marked.
+void markRows(const RankState &rs, const std::vector<int64_t> &positions,
+              int64_t rows, int64_t count) {
+  if (!tracedRequest(rs) || rows != int64_t(positions.size()) || rows == 0)
+    return;
+  std::vector<int64_t> marks =
+      tracedRows(rs, positions.data(), int64_t(positions.size()));
+  if (!marks.empty())
+    mfrt_trace_mark(marks.data(), int64_t(marks.size()), count / rows);
+}
+
+/// Whether the rank's rows of `layout` hold the traced token at the
+/// request's last position (the LM head's row).
+bool holdsTracedLastRow(const RankState &rs,
+                        const std::vector<int64_t> &layout) {
+  if (!tracedRequest(rs) || !rs.output ||
+      traceConfig().position != rs.output->tokens - 1)
+    return false;
+  return !tracedRows(rs, layout.data(), int64_t(layout.size())).empty();
+}
+
+void copyPositions(UnrankedMemRefType<int64_t> *m, std::vector<int64_t> &out) {
+  Buffer<int64_t> b(m);
+  out.assign(b.data, b.data + b.count);
+}
+} // namespace
+
+extern "C" {
+/// Tags the rank's following traffic with a layer (-1: none).
+void _mlir_ciface_mfrt_cg_set_layer(int64_t layer) {
+  mfrt_set_layer(layer);
+  if (layer >= 0)
+    currentRank().layer = layer;
+}
+
+/// The positions of the current layer's rows, in the SP layout (the hidden
+/// state) and the CP layout (after the TP all-gather), for the tracing and
+/// routing hooks; the rank the traced token lands on is the first-layer
+/// holder of its row.
+void _mlir_ciface_mfrt_cg_layer_rows(int64_t layer,
+                                     UnrankedMemRefType<int64_t> *sp,
+                                     UnrankedMemRefType<int64_t> *cp) {
+  if (!traceConfig().needsPositions())
+    return;
+  RankState &rs = currentRank();
+  copyPositions(sp, rs.spRows);
+  copyPositions(cp, rs.cpRows);
+  if (layer == 0 &&
+      !tracedRows(rs, rs.spRows.data(), int64_t(rs.spRows.size())).empty()) {
+    TraceSightings &seen = traceSightings();
+    std::lock_guard<std::mutex> lock(seen.mutex);
+    seen.landing = rs.rank;
+  }
+}
+
+int64_t _mlir_ciface_mfrt_cg_group_rank(int64_t id) {
+  return mfrt_group_rank(group(id));
+}
+
+void _mlir_ciface_mfrt_cg_all_gather_f32(int64_t id,
+                                         UnrankedMemRefType<float> *in,
+                                         UnrankedMemRefType<float> *out) {
+  Buffer<float> a(in), b(out);
+  markRows(currentRank(), currentRank().spRows, a.rows, a.count);
+  check(mfrt_all_gather(group(id), a.data, b.data, a.count, MFRT_F32),
+        "all_gather");
+}
+
+void _mlir_ciface_mfrt_cg_reduce_scatter_f32(int64_t id,
+                                             UnrankedMemRefType<float> *in,
+                                             UnrankedMemRefType<float> *out) {
+  Buffer<float> a(in), b(out);
+  markRows(currentRank(), currentRank().cpRows, a.rows, a.count);
+  check(mfrt_reduce_scatter(group(id), a.data, b.data, b.count, MFRT_F32),
+        "reduce_scatter");
+}
+
+void _mlir_ciface_mfrt_cg_all_reduce_f32(int64_t id,
+                                         UnrankedMemRefType<float> *in,
+                                         UnrankedMemRefType<float> *out) {
+  Buffer<float> a(in), b(out);
+  // The LM head's all-reduce brings the last position's row to the TP group.
+  if (holdsTracedLastRow(currentRank(), currentRank().spRows)) {
+    int64_t row = 0;
+    mfrt_trace_mark(&row, 1, a.count);
+  }
+  check(mfrt_all_reduce(group(id), a.data, b.data, a.count, MFRT_F32),
+        "all_reduce");
+}
+
+void _mlir_ciface_mfrt_cg_gather_f32(int64_t id, int64_t root,
+                                     UnrankedMemRefType<float> *in,
+                                     UnrankedMemRefType<float> *out) {
+  Buffer<float> a(in), b(out);
+  // The LM head's logits halves of the last position, on the TP group that
+  // holds it.
+  if (holdsTracedLastRow(currentRank(), currentRank().cpRows)) {
+    int64_t row = 0;
+    mfrt_trace_mark(&row, 1, a.count);
+  }
+  check(mfrt_gather(group(id), int(root), a.data, b.data, a.count, MFRT_F32),
+        "gather");
+}
+
+/// Point to point along a group (pipeline stages): the peer is the member
+/// `offset` places away.
+static int peerOf(int64_t id, int64_t offset) {
+  int64_t g = group(id);
+  int r = mfrt_group_rank(g), n = mfrt_group_size(g);
+  int64_t to = r + offset;
+  if (to < 0 || to >= n)
+    fatal("internal: pipeline peer " + std::to_string(to) +
+          " outside the group of " + std::to_string(n));
+  return mfrt_group_member(g, int(to));
+}
+
+void _mlir_ciface_mfrt_cg_send_f32(int64_t id, int64_t offset,
+                                   UnrankedMemRefType<float> *in) {
+  Buffer<float> a(in);
+  markRows(currentRank(), currentRank().spRows, a.rows, a.count);
+  check(mfrt_send(peerOf(id, offset), a.data, a.count, MFRT_F32), "send");
+}
+
+void _mlir_ciface_mfrt_cg_recv_f32(int64_t id, int64_t offset,
+                                   UnrankedMemRefType<float> *out) {
+  Buffer<float> b(out);
+  check(mfrt_recv(peerOf(id, offset), b.data, b.count, MFRT_F32), "recv");
+}
+
+/// K, V and their positions as one message around the ring.
+void _mlir_ciface_mfrt_cg_ring_step_f32_f32_i64(
+    int64_t id, UnrankedMemRefType<float> *k, UnrankedMemRefType<float> *v,
+    UnrankedMemRefType<int64_t> *p, UnrankedMemRefType<float> *kOut,
+    UnrankedMemRefType<float> *vOut, UnrankedMemRefType<int64_t> *pOut) {
+  Buffer<float> a(k), b(v), ao(kOut), bo(vOut);
+  Buffer<int64_t> c(p), co(pOut);
+  size_t kb = size_t(a.count) * 4, vb = size_t(b.count) * 4,
+         pb = size_t(c.count) * 8;
+  SharedBuffer send(kb + vb + pb), recv(send.size());
+  copyAny(send.data(), a.data, kb);
+  copyAny(send.data() + kb, b.data, vb);
+  copyAny(send.data() + kb + vb, c.data, pb);
+  // The message's own positions say whether it carries the traced K/V.
+  std::vector<int64_t> marks = tracedRows(currentRank(), c.data, c.count);
+  if (!marks.empty())
+    mfrt_trace_mark(marks.data(), int64_t(marks.size()), 0);
+  check(mfrt_ring_step_bytes(group(id), send.data(), recv.data(),
+                             int64_t(send.size())),
+        "ring_step");
+  copyAny(ao.data, recv.data(), kb);
+  copyAny(bo.data, recv.data() + kb, vb);
+  copyAny(co.data, recv.data() + kb + vb, pb);
+}
+
+void _mlir_ciface_mfrt_cg_ring_step_f32(int64_t id,
+                                        UnrankedMemRefType<float> *x,
+                                        UnrankedMemRefType<float> *out) {
+  Buffer<float> a(x), b(out);
+  check(mfrt_ring_step_bytes(group(id), a.data, b.data, a.count * 4),
+        "ring_step");
+}
+
+void _mlir_ciface_mfrt_cg_ring_step_i64(int64_t id,
+                                        UnrankedMemRefType<int64_t> *x,
+                                        UnrankedMemRefType<int64_t> *out) {
+  Buffer<int64_t> a(x), b(out);
+  check(mfrt_ring_step_bytes(group(id), a.data, b.data, a.count * 8),
+        "ring_step");
+}
+
+/// Dispatch: the handle keeps the routing; rows wait in it until fetched.
+int64_t _mlir_ciface_mfrt_cg_dispatch_f32(int64_t id, int64_t hierarchical,
+                                          int64_t numExperts,
+                                          UnrankedMemRefType<float> *x,
+                                          UnrankedMemRefType<int64_t> *experts,
+                                          UnrankedMemRefType<float> *weights) {
+  Buffer<float> a(x), w(weights);
+  Buffer<int64_t> e(experts);
+  int64_t tokens = a.rows, k = tokens > 0 ? e.count / tokens : 0;
+  int64_t hidden = tokens > 0 ? a.count / tokens : 0;
+  RankState &rs = currentRank();
+  const TraceConfig &c = traceConfig();
+  const int64_t *choices = e.data;
+  std::vector<int64_t> routed;
+  if (c.needsPositions() && tokens > 0 && int64_t(rs.spRows.size()) != tokens)
+    fatal("--trace-token / --force-routing: the dispatch's " +
+          std::to_string(tokens) + " rows are not the layer's " +
+          std::to_string(rs.spRows.size()) +
+          " rows (this program's layers do not say their rows' positions)");
+  if (c.needsPositions() && int64_t(rs.spRows.size()) == tokens) {
+    // The routing hooks (--force-routing): random experts for every token,
+    // or fixed ones for the traced token in the layers the file lists.
+    std::vector<int64_t> marks =
+        tracedRows(rs, rs.spRows.data(), int64_t(rs.spRows.size()));
+    auto forced = c.forced.find(rs.layer);
+    if (c.randomRouting || (!marks.empty() && forced != c.forced.end())) {
+      routed.assign(e.data, e.data + e.count);
+      if (c.randomRouting)
+        for (int64_t t = 0; t < tokens; ++t)
+          randomExperts(c.seed, rs.request, rs.spRows[size_t(t)], rs.layer,
+                        numExperts, k, &routed[size_t(t * k)]);
+      if (forced != c.forced.end())
+        for (int64_t t : marks)
+          std::copy(forced->second.begin(), forced->second.end(),
+                    routed.begin() + t * k);
+      choices = routed.data();
+    }
+    if (!marks.empty())
+      mfrt_trace_mark(marks.data(), int64_t(marks.size()), hidden);
+  }
+  mfrt_dispatch *h = nullptr;
+  check(mfrt_dispatch_tokens(group(id),
+                             hierarchical ? MFRT_DISPATCH_HIERARCHICAL
+                                          : MFRT_DISPATCH_FLAT,
+                             a.data, tokens, hidden, MFRT_F32, choices, w.data,
+                             k, numExperts, &h),
+        "dispatch");
+  return int64_t(reinterpret_cast<intptr_t>(h));
+}
+
+int64_t _mlir_ciface_mfrt_cg_dispatch_count(int64_t handle) {
+  return mfrt_dispatch_count(
+      reinterpret_cast<const mfrt_dispatch *>(intptr_t(handle)));
+}
+
+void _mlir_ciface_mfrt_cg_dispatch_fetch(int64_t handle,
+                                         UnrankedMemRefType<float> *rows,
+                                         UnrankedMemRefType<int64_t> *local) {
+  auto *h = reinterpret_cast<const mfrt_dispatch *>(intptr_t(handle));
+  Buffer<float> r(rows);
+  Buffer<int64_t> l(local);
+  // Rows are device memory under nccl; expert ids are host memory.
+  copyAny(r.data, mfrt_dispatch_rows(h), size_t(r.count) * sizeof(float));
+  copyAny(l.data, mfrt_dispatch_experts(h), size_t(l.count) * sizeof(int64_t));
+}
+
+void _mlir_ciface_mfrt_cg_combine_f32(int64_t handle,
+                                      UnrankedMemRefType<float> *out,
+                                      UnrankedMemRefType<float> *y) {
+  auto *h = reinterpret_cast<mfrt_dispatch *>(intptr_t(handle));
+  Buffer<float> o(out), r(y);
+  check(mfrt_combine_tokens(h, o.data, r.data), "combine");
+}
+} // extern "C"

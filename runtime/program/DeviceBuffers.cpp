@@ -1,0 +1,141 @@
+//===- DeviceBuffers.cpp - Program buffers in CUDA mode -------------------===//
+
+#include "mfrt/program/DeviceBuffers.h"
+#include "mfrt/comm/Device.h"
+
+#include <cstring>
+
+using namespace mfrt;
+using mfrt::comm::Device;
+using mfrt::comm::Status;
+
+namespace {
+Device *device() {
+  Device *d = comm::activeDevice();
+  return d && d->attached() ? d : nullptr;
+}
+
+void check(const Status &s, const std::string &what) {
+  if (!s.ok())
+    fatal(what + ": " + s.detail);
+}
+} // namespace
+
+bool mfrt::programUsesDevice() { return comm::activeDevice() != nullptr; }
+
+bool mfrt::deviceMode() { return device() != nullptr; }
+
+void mfrt::syncForHost() { comm::hostAccess(); }
+
+void mfrt::copyAny(void *dst, const void *src, size_t bytes) {
+  if (!bytes || dst == src)
+    return;
+  Device *d = device();
+  if (!d) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  check(d->copyAsync(dst, src, bytes), "copy");
+  check(d->synchronize(), "copy");
+}
+
+void mfrt::uploadWeights(RankState &rs) {
+  Device *d = device();
+  if (!d)
+    return;
+  rs.deviceParams.assign(rs.params.size(), nullptr);
+  for (size_t id = 0; id < rs.params.size(); ++id) {
+    WeightSlice &host = rs.params[id];
+    if (host.empty())
+      continue; // another stage's weight
+    size_t bytes = host.bytes();
+    void *ptr = nullptr;
+    check(d->allocShared(bytes, &ptr),
+          "weights: " + std::to_string(bytes) + " bytes of device memory");
+    rs.deviceParams[id] = ptr;
+    check(d->copyAsync(ptr, host.data(), bytes), "weights: upload");
+    check(d->synchronize(), "weights: upload");
+    // The device copy is the only one from now on.
+    host.release();
+  }
+}
+
+void mfrt::releaseWeights(RankState &rs) {
+  Device *d = device();
+  if (!d)
+    return;
+  (void)d->synchronize();
+  for (void *ptr : rs.deviceParams)
+    d->release(ptr);
+  rs.deviceParams.clear();
+}
+
+void *mfrt::weightData(RankState &rs, int64_t id) {
+  if (id < 0 || size_t(id) >= rs.params.size())
+    fatal("internal: weight id " + std::to_string(id) + " out of range");
+  if (!rs.deviceParams.empty())
+    return rs.deviceParams[size_t(id)];
+  return rs.params[size_t(id)].data();
+}
+
+SharedBuffer::~SharedBuffer() {
+  if (onDevice)
+    if (Device *d = comm::activeDevice()) {
+      (void)d->synchronize();
+      d->release(ptr);
+    }
+}
+
+void SharedBuffer::resize(size_t n) {
+  if (onDevice && n <= bytes) {
+    bytes = n;
+    return;
+  }
+  if (onDevice) {
+    Device *d = comm::activeDevice();
+    (void)d->synchronize();
+    d->release(ptr);
+    onDevice = false;
+    ptr = nullptr;
+  }
+  bytes = n;
+  if (n == 0) { // nothing to stage: no device allocation
+    host.clear();
+    ptr = nullptr;
+    return;
+  }
+  if (Device *d = device()) {
+    void *p = nullptr;
+    check(d->allocShared(n, &p),
+          "staging buffer of " + std::to_string(n) + " bytes");
+    ptr = static_cast<char *>(p);
+    onDevice = true;
+    return;
+  }
+  host.resize(n);
+  ptr = host.data();
+}
+
+mfrt_status mfrt::sendHost(int peer, const void *buf, int64_t count,
+                           mfrt_dtype dtype) {
+  if (!deviceMode())
+    return mfrt_send(peer, buf, count, dtype);
+  size_t bytes = size_t(count) * (dtype == MFRT_F32 ? 4 : 2);
+  SharedBuffer staged(bytes);
+  std::memcpy(staged.data(), buf, bytes);
+  return mfrt_send(peer, staged.data(), count, dtype);
+}
+
+mfrt_status mfrt::recvHost(int peer, void *buf, int64_t count,
+                           mfrt_dtype dtype) {
+  if (!deviceMode())
+    return mfrt_recv(peer, buf, count, dtype);
+  size_t bytes = size_t(count) * (dtype == MFRT_F32 ? 4 : 2);
+  SharedBuffer staged(bytes);
+  mfrt_status s = mfrt_recv(peer, staged.data(), count, dtype);
+  if (s == MFRT_OK) {
+    syncForHost();
+    std::memcpy(buf, staged.data(), bytes);
+  }
+  return s;
+}

@@ -1,0 +1,61 @@
+//===- ManifestTest.cpp - Tests for the compiled model's manifest ---------===//
+//
+// Part of the meshfold project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "meshfold/Support/Manifest.h"
+
+#include "gtest/gtest.h"
+
+using namespace mfrt;
+using namespace meshfold;
+
+namespace {
+
+const char *kHeader = "meshfold-manifest 1\nentry prefill\nhidden 8\n";
+
+TEST(ManifestTest, WeightStorageDTypes) {
+  std::string text = std::string(kHeader) +
+                     "param 0 model.norm.weight f32 1 8\n"
+                     "param 1 lm_head.weight bf16 2 16 8 shard 0 attention "
+                     "tp 2\n"
+                     "end\n";
+  Manifest m;
+  std::string error;
+  ASSERT_TRUE(parseManifest(text.c_str(), m, error)) << error;
+  ASSERT_EQ(m.params.size(), 2u);
+  EXPECT_FALSE(m.params[0].bf16);
+  EXPECT_TRUE(m.params[1].bf16);
+  EXPECT_EQ(m.params[1].shape, (std::vector<int64_t>{16, 8}));
+  EXPECT_EQ(m.params[1].shardDim, 0);
+  EXPECT_EQ(m.params[1].shardParts, 2);
+}
+
+TEST(ManifestTest, UnknownStorageDTypeIsAnError) {
+  std::string text =
+      std::string(kHeader) + "param 0 model.norm.weight f16 1 8\nend\n";
+  Manifest m;
+  std::string error;
+  EXPECT_FALSE(parseManifest(text.c_str(), m, error));
+  EXPECT_EQ(error, "manifest line 4: param 'model.norm.weight' has storage "
+                   "dtype 'f16', expected f32 or bf16");
+}
+
+TEST(ManifestTest, GlobalShapeAndExpertNames) {
+  ManifestParam p;
+  p.name = "model.layers.0.block_sparse_moe.experts.{e}.w1.weight";
+  p.shape = {2, 128, 64};
+  EXPECT_EQ(p.globalShape(), p.shape);
+  p.shardDim = 0;
+  p.shardParts = 16;
+  EXPECT_EQ(p.globalShape(), (std::vector<int64_t>{32, 128, 64}));
+  EXPECT_EQ(p.shape, (std::vector<int64_t>{2, 128, 64}));
+  EXPECT_EQ(p.expertName(17),
+            "model.layers.0.block_sparse_moe.experts.17.w1.weight");
+  ManifestParam q;
+  q.name = "model.norm.weight";
+  EXPECT_EQ(q.expertName(3), "model.norm.weight");
+}
+
+} // namespace

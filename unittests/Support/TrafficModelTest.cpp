@@ -1,0 +1,81 @@
+//===- TrafficModelTest.cpp - analytic traffic against SPEC section 5 ----===//
+
+#include "meshfold/Support/TrafficModel.h"
+
+#include <gtest/gtest.h>
+
+using namespace meshfold;
+
+namespace {
+MeshLayout layoutFor(const std::string &order, int64_t tp, int64_t cp,
+                     int64_t dp, int64_t pp) {
+  PlanSpec spec;
+  std::string error;
+  EXPECT_TRUE(
+      PlanSpec::fromFlags(tp, cp, dp, pp, tp * cp * dp, order, 8, spec, &error))
+      << error;
+  return *MeshLayout::create(spec, &error);
+}
+
+/// The seed model: d 64, 4 KV heads of 8, 32 experts top-2, 8 layers.
+TrafficModelInput seedModel() { return {64, 4, 8, 32, 2, 8, true}; }
+
+const TrafficRow &row(const std::vector<TrafficRow> &rows,
+                      const std::string &name) {
+  for (const TrafficRow &r : rows)
+    if (r.collective == name)
+      return r;
+  static TrafficRow none;
+  ADD_FAILURE() << "no row " << name;
+  return none;
+}
+} // namespace
+
+// SPEC section 5: EP's IB traffic under uniform routing is
+// 2 * (1 - (16/32)*(15/31)) * (T/4) * d ~ 0.38*T*d per GPU per layer (both
+// ways); TP's all-gather and reduce-scatter send T/4*d each over NVLink.
+TEST(TrafficModel, SeedPlan) {
+  MeshLayout layout = layoutFor("tp,cp,dp,pp", 2, 2, 4, 2);
+  std::vector<TrafficRow> rows = analyticTraffic(layout, seedModel());
+  double expected = 2 * (1 - (16.0 / 32) * (15.0 / 31)) * 0.25;
+  EXPECT_NEAR(row(rows, "dispatch").ib + row(rows, "combine").ib, expected,
+              1e-12);
+  EXPECT_NEAR(expected, 0.379, 0.001);
+  EXPECT_DOUBLE_EQ(row(rows, "all_gather").nvlink, 0.25);
+  EXPECT_DOUBLE_EQ(row(rows, "all_gather").ib, 0.0);
+  EXPECT_DOUBLE_EQ(row(rows, "reduce_scatter").nvlink, 0.25);
+  // One CP swap of K and V for T/2 tokens, 2 KV heads of 8: 2*0.5*16/64.
+  EXPECT_DOUBLE_EQ(row(rows, "kv_ring").nvlink, 0.25);
+  // PP: the T/4*d slice once per 4 layers, by half the GPUs, over IB.
+  EXPECT_DOUBLE_EQ(row(rows, "pp").ib, 0.25 / 4 / 2);
+  EXPECT_DOUBLE_EQ(row(rows, "pp").nvlink, 0.0);
+}
+
+// Swapping PP and DP spreads a stage over four nodes: 3/4 of a token's
+// candidate experts are across IB and EP's IB traffic rises to ~0.67*T*d;
+// the PP send moves onto NVLink.
+TEST(TrafficModel, SwappedOrder) {
+  MeshLayout layout = layoutFor("tp,cp,pp,dp", 2, 2, 4, 2);
+  std::vector<TrafficRow> rows = analyticTraffic(layout, seedModel());
+  double pNone = (24.0 * 23) / (32.0 * 31);
+  double expected = 2 * 3 * (1 - pNone) * 0.25;
+  EXPECT_NEAR(row(rows, "dispatch").ib + row(rows, "combine").ib, expected,
+              1e-12);
+  EXPECT_NEAR(expected, 0.665, 0.001);
+  EXPECT_DOUBLE_EQ(row(rows, "pp").ib, 0.0);
+  EXPECT_GT(row(rows, "pp").nvlink, 0.0);
+  // The seed order is faster at the same sizes.
+  MeshLayout seed = layoutFor("tp,cp,dp,pp", 2, 2, 4, 2);
+  EXPECT_LT(
+      trafficSeconds(seed, analyticTraffic(seed, seedModel()), 4096, 64, 2),
+      trafficSeconds(layout, rows, 4096, 64, 2));
+}
+
+// Flat dispatch sends a row per destination GPU: more IB than through relays.
+TEST(TrafficModel, FlatCostsMoreIB) {
+  MeshLayout layout = layoutFor("tp,cp,dp,pp", 2, 2, 4, 2);
+  TrafficModelInput flat = seedModel();
+  flat.hierarchical = false;
+  EXPECT_GT(row(analyticTraffic(layout, flat), "dispatch").ib,
+            row(analyticTraffic(layout, seedModel()), "dispatch").ib);
+}
