@@ -385,7 +385,7 @@ extern "C" mfrt_status mfrt_launch(const mfrt_options *options,
   if (!options->plan)
     return setError(MFRT_ERR_ARGUMENT, "mfrt: mfrt_options.plan is NULL");
   std::string error;
-  std::optional<MeshLayout> layout = layoutFromPlanText(options->plan, &error);
+  std::optional<MeshLayout> layout = meshfold::layoutFromPlanText(options->plan, &error);
   if (!layout)
     return setError(MFRT_ERR_ARGUMENT, "mfrt: " + error);
   const double timeoutS = resolveTimeout(options);
