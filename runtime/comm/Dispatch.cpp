@@ -168,21 +168,106 @@ void appendRows(std::vector<ConstSpan> &parts, const void *base,
   }
 }
 
-Status dispatchImpl(Op &op, mfrt_dispatch &h, const void *x,
-                    const int64_t *expertsIn, const float *weightsIn) {
-  RankState &st = op.st;
-  Group &g = *op.group;
-  const int n = g.size(), me = g.index;
-  const int64_t k = h.k, nTokens = h.nTokens, slots = nTokens * k;
-  const size_t rowBytes = h.rowBytes;
-  Compute &compute = st.compute;
+/// One dispatch call on this rank: its arguments, and the routing, counts and
+/// buffers that its phases share. As token rank it sends rows to the owners
+/// and relays; as owner it receives them; as relay it forwards them.
+struct Dispatcher {
+  Dispatcher(Op &op, mfrt_dispatch &h, const void *x)
+      : op(op), h(h), x(x), st(op.st), g(*op.group), compute(st.compute),
+        n(g.size()), me(g.index), k(h.k), nTokens(h.nTokens),
+        slots(nTokens * k), rowBytes(h.rowBytes) {}
 
+  Status readRouting(const int64_t *expertsIn, const float *weightsIn);
+  void planRoutes();
+  Status exchangeCounts();
+  Status readCounts();
+  Status allocate();
+  Status packOutbound();
+  Status placeOwnRows();
+  Status exchangeRows();
+  void sendDirect(Phase &direct);
+  void sendToRelays(Phase &relayed);
+  void postRowReceives(Phase &direct, Phase &relayed);
+  void stripInboundTraceBits();
+  Status forwardOnNode();
+  Status planForwards();
+  void packForwards();
+  Status placeOwnForwards();
+  void sendForwards(Phase &phase, const Buffer &fwd);
+  void recvForwards(Phase &phase);
+  Status finish();
+
+  /// The trace bit for the rows of `slot`: set if its token is traced.
+  int32_t traceBit(int64_t slot) const {
+    return tokenTraced[size_t(slot / k)] ? kTraceBit : 0;
+  }
+  /// Expert `e` as an index among the experts of group rank `o`.
+  int32_t localExpert(int64_t e, int o) const {
+    return int32_t(e - int64_t(o) * h.perRank);
+  }
+  /// The rows of the message whose pack rows start at `offset`.
+  std::vector<ConstSpan> rowParts(int64_t offset, size_t count) const {
+    std::vector<ConstSpan> parts;
+    if (zeroCopy)
+      appendRows(parts, x, packRows.data() + offset, count, rowBytes);
+    else
+      parts.push_back(
+          ConstSpan{rowPtr(pack.data(), offset, rowBytes), count * rowBytes});
+    return parts;
+  }
+
+  Op &op;
+  mfrt_dispatch &h;
+  const void *x;
+  RankState &st;
+  Group &g;
+  Compute &compute;
+  const int n, me;
+  const int64_t k, nTokens, slots;
+  const size_t rowBytes;
+
+  /// The expert of each slot, on the host.
+  std::vector<int64_t> experts;
+  /// Token tracing: the marked tokens of x.
+  std::vector<uint8_t> tokenTraced;
+  /// By group rank: the slots it owns, in slot order; the tokens this rank
+  /// sends through it as relay; the relay through which it is reached (-1:
+  /// direct).
+  std::vector<std::vector<int64_t>> slotsTo, tokensTo;
+  std::vector<int> relayOf;
+  /// Phase A messages: (slots, relayed tokens) to and from each member.
+  std::vector<int64_t> sendCounts, recvCounts;
+  /// Inbound tokens this rank relays, from all sources.
+  int64_t inTotal = 0;
+  /// Received rows; a relay's inbound tokens; this rank's packed outbound
+  /// rows.
+  Buffer rows{compute}, inRows{compute}, pack{compute};
+  /// The local expert id of each received row, with the trace bit.
+  std::vector<int32_t> rowExpert;
+  /// Outbound rows (tokens of x) in pack order, and where the rows of each
+  /// message start: [o] for direct owner o, [n + r] for relay r.
+  std::vector<int64_t> packRows, packOffset;
+  /// Rows are sent straight from x (host memory) rather than from `pack`.
+  bool zeroCopy = false;
+  /// Phase B metadata: local expert ids to each direct owner, slot metadata
+  /// to each relay.
+  std::vector<std::vector<int32_t>> directMeta;
+  std::vector<std::vector<SlotMeta>> relayMeta;
+  /// Phase C: inbound token rows forwarded, grouped by owner; where each
+  /// owner's rows start; their local expert ids, with the trace bit.
+  std::vector<int64_t> fwdRows, fwdOffset;
+  std::vector<std::vector<int32_t>> fwdMeta;
+};
+
+/// Builds the group's expert owner table, copies the routing to the host and
+/// checks its expert ids; marks the traced tokens.
+Status Dispatcher::readRouting(const int64_t *expertsIn,
+                               const float *weightsIn) {
   Status s = ownerTable(st, g, h.nExperts);
   if (!s.ok())
     return s;
 
-  // Routing, on the host.
-  std::vector<int64_t> experts(static_cast<size_t>(slots));
+  experts.resize(size_t(slots));
   h.weights.resize(size_t(slots));
   if (slots) {
     s = compute.copyToHost(experts.data(), expertsIn, size_t(slots) * 8);
@@ -200,25 +285,26 @@ Status dispatchImpl(Op &op, mfrt_dispatch &h, const void *x,
                                ", but there are " + std::to_string(h.nExperts) +
                                " experts");
 
-  // Token tracing: the marked tokens of x.
-  std::vector<uint8_t> tokenTraced(static_cast<size_t>(nTokens), 0);
+  tokenTraced.assign(size_t(nTokens), 0);
   for (int64_t t : op.traceMarks)
     if (t >= 0 && t < nTokens)
       tokenTraced[size_t(t)] = 1;
-  auto traceBit = [&](int64_t slot) {
-    return tokenTraced[size_t(slot / k)] ? kTraceBit : 0;
-  };
+  return Status::success();
+}
 
-  // As token rank: owners, positions, relays.
-  std::vector<std::vector<int64_t>> slotsTo(static_cast<size_t>(n));
+/// As token rank: the owner of each slot, its position among the slots sent
+/// to that owner, its relay and its row among the partials that relays
+/// return; per member, the slots it owns and the tokens it relays.
+void Dispatcher::planRoutes() {
+  slotsTo.assign(size_t(n), {});
   h.slotOwner.resize(size_t(slots));
   h.slotPos.resize(size_t(slots));
   h.slotRelay.assign(size_t(slots), -1);
   h.slotRelayRow.assign(size_t(slots), -1);
-  std::vector<int> relayOf(static_cast<size_t>(n));
+  relayOf.resize(size_t(n));
   for (int o = 0; o < n; ++o)
     relayOf[size_t(o)] = routeVia(st, g, h.mode, me, o);
-  std::vector<std::vector<int64_t>> tokensTo(static_cast<size_t>(n));
+  tokensTo.assign(size_t(n), {});
   for (int64_t t = 0; t < nTokens; ++t) {
     for (int64_t j = 0; j < k; ++j) {
       const int64_t slot = t * k + j;
@@ -249,33 +335,37 @@ Status dispatchImpl(Op &op, mfrt_dispatch &h, const void *x,
     if (h.slotRelay[size_t(slot)] >= 0)
       h.slotRelayRow[size_t(slot)] +=
           h.relayOffset[size_t(h.slotRelay[size_t(slot)])];
+}
 
-  // Phase A: counts.
-  std::vector<int64_t> sendCounts(static_cast<size_t>(2 * n)),
-      recvCounts(size_t(2 * n));
-  {
-    Phase phase(op, 0);
-    for (int d = 0; d < n; ++d) {
-      sendCounts[size_t(2 * d)] = h.slotsTo[size_t(d)];
-      sendCounts[size_t(2 * d + 1)] = h.tokensTo[size_t(d)];
-      if (d == me)
-        continue;
-      phase.send(g.members[size_t(d)],
-                 {ConstSpan{&sendCounts[size_t(2 * d)], 16, true}});
-      phase.recv(g.members[size_t(d)],
-                 {Span{&recvCounts[size_t(2 * d)], 16, true}});
-    }
-    recvCounts[size_t(2 * me)] = sendCounts[size_t(2 * me)];
-    recvCounts[size_t(2 * me + 1)] = 0;
-    s = phase.wait();
-    if (!s.ok())
-      return s;
+/// Phase A: sends every other member (slots it owns, tokens it relays) and
+/// receives the same from it.
+Status Dispatcher::exchangeCounts() {
+  sendCounts.resize(size_t(2 * n));
+  recvCounts.resize(size_t(2 * n));
+  Phase phase(op, 0);
+  for (int d = 0; d < n; ++d) {
+    sendCounts[size_t(2 * d)] = h.slotsTo[size_t(d)];
+    sendCounts[size_t(2 * d + 1)] = h.tokensTo[size_t(d)];
+    if (d == me)
+      continue;
+    phase.send(g.members[size_t(d)],
+               {ConstSpan{&sendCounts[size_t(2 * d)], 16, true}});
+    phase.recv(g.members[size_t(d)],
+               {Span{&recvCounts[size_t(2 * d)], 16, true}});
   }
+  recvCounts[size_t(2 * me)] = sendCounts[size_t(2 * me)];
+  recvCounts[size_t(2 * me + 1)] = 0;
+  return phase.wait();
+}
+
+/// Lays out the received counts: each source's rows as owner and inbound
+/// tokens as relay. Fails on negative counts and on tokens relayed through a
+/// rank that is not the source's relay.
+Status Dispatcher::readCounts() {
   h.fromSlots.resize(size_t(n));
   h.rowOffset.resize(size_t(n));
   h.fromTokens.resize(size_t(n));
   h.inOffset.resize(size_t(n));
-  int64_t inTotal = 0;
   for (int i = 0; i < n; ++i) {
     h.fromSlots[size_t(i)] = recvCounts[size_t(2 * i)];
     h.fromTokens[size_t(i)] = recvCounts[size_t(2 * i + 1)];
@@ -293,25 +383,27 @@ Status dispatchImpl(Op &op, mfrt_dispatch &h, const void *x,
                                " relays tokens through this rank, which is "
                                "not its relay (inconsistent plans?)");
   }
+  return Status::success();
+}
 
-  // Buffers: received rows and their local expert ids; a relay's inbound
-  // tokens; this rank's packed outbound rows.
-  Buffer rows(compute), inRows(compute), pack(compute);
-  s = allocRows(rows, h.count, rowBytes);
+/// Allocates the received rows and their local expert ids, and a relay's
+/// inbound tokens and their slot metadata.
+Status Dispatcher::allocate() {
+  Status s = allocRows(rows, h.count, rowBytes);
   if (s.ok())
     s = allocRows(inRows, inTotal, rowBytes);
   if (!s.ok())
     return s;
-  std::vector<int32_t> rowExpert(static_cast<size_t>(h.count));
+  rowExpert.resize(size_t(h.count));
   h.inMeta.resize(size_t(inTotal * k));
+  return Status::success();
+}
 
-  auto localExpert = [&](int64_t e, int o) {
-    return int32_t(e - int64_t(o) * h.perRank);
-  };
-
-  // Phase B. Pack order: direct owners ascending, then relays ascending.
-  std::vector<int64_t> packRows;
-  std::vector<int64_t> packOffset(static_cast<size_t>(2 * n), 0);
+/// Orders the outbound rows, direct owners ascending, then relays ascending;
+/// on a device, gathers them into `pack` (one kernel instead of a copy per
+/// row), while on the host they go straight from x as message parts.
+Status Dispatcher::packOutbound() {
+  packOffset.assign(size_t(2 * n), 0);
   for (int o = 0; o < n; ++o) {
     packOffset[size_t(o)] = int64_t(packRows.size());
     if (o == me || relayOf[size_t(o)] >= 0)
@@ -324,114 +416,130 @@ Status dispatchImpl(Op &op, mfrt_dispatch &h, const void *x,
     for (int64_t t : tokensTo[size_t(r)])
       packRows.push_back(t);
   }
-  // On the host, rows go straight from x as message parts; device memory
-  // is packed first (one gather kernel instead of a copy per row).
-  const bool zeroCopy = compute.hostMemory();
+  zeroCopy = compute.hostMemory();
+  Status s = Status::success();
   if (!zeroCopy) {
     s = allocRows(pack, int64_t(packRows.size()), rowBytes);
     if (s.ok() && !packRows.empty())
       s = compute.gatherRows(pack.data(), x, packRows.data(),
                              int64_t(packRows.size()), rowBytes);
   }
-  // The rows of the message whose pack rows start at `offset`.
-  auto rowParts = [&](int64_t offset, size_t count) {
-    std::vector<ConstSpan> parts;
-    if (zeroCopy)
-      appendRows(parts, x, packRows.data() + offset, count, rowBytes);
-    else
-      parts.push_back(
-          ConstSpan{rowPtr(pack.data(), offset, rowBytes), count * rowBytes});
-    return parts;
-  };
-  // Slots this rank owns itself go straight to their place.
-  if (s.ok() && !slotsTo[size_t(me)].empty()) {
-    std::vector<int64_t> selfRows;
-    bool stays = false;
-    for (int64_t slot : slotsTo[size_t(me)]) {
-      selfRows.push_back(slot / k);
-      rowExpert[size_t(h.rowOffset[size_t(me)]) + selfRows.size() - 1] =
-          localExpert(experts[size_t(slot)], me) | traceBit(slot);
-      stays |= traceBit(slot) != 0;
-    }
-    if (stays)
-      op.traceStay();
-    s = compute.gatherRows(
-        rowPtr(rows.data(), h.rowOffset[size_t(me)], rowBytes), x,
-        selfRows.data(), int64_t(selfRows.size()), rowBytes);
+  return s;
+}
+
+/// Copies the slots this rank owns itself straight to their place among the
+/// received rows.
+Status Dispatcher::placeOwnRows() {
+  if (slotsTo[size_t(me)].empty())
+    return Status::success();
+  std::vector<int64_t> selfRows;
+  bool stays = false;
+  for (int64_t slot : slotsTo[size_t(me)]) {
+    selfRows.push_back(slot / k);
+    rowExpert[size_t(h.rowOffset[size_t(me)]) + selfRows.size() - 1] =
+        localExpert(experts[size_t(slot)], me) | traceBit(slot);
+    stays |= traceBit(slot) != 0;
   }
-  if (!s.ok())
-    return s;
-  std::vector<std::vector<int32_t>> directMeta(static_cast<size_t>(n));
-  std::vector<std::vector<SlotMeta>> relayMeta(static_cast<size_t>(n));
-  {
-    Phase direct(op, 1), relayed(op, 2);
-    for (int o = 0; o < n; ++o) {
-      if (o == me || relayOf[size_t(o)] >= 0 || slotsTo[size_t(o)].empty())
-        continue;
-      std::vector<int32_t> &meta = directMeta[size_t(o)];
-      bool carries = false;
-      for (int64_t slot : slotsTo[size_t(o)]) {
-        meta.push_back(localExpert(experts[size_t(slot)], o) | traceBit(slot));
-        carries |= traceBit(slot) != 0;
+  if (stays)
+    op.traceStay();
+  return compute.gatherRows(
+      rowPtr(rows.data(), h.rowOffset[size_t(me)], rowBytes), x,
+      selfRows.data(), int64_t(selfRows.size()), rowBytes);
+}
+
+/// Phase B: rows and local expert ids to the direct owners, token rows and
+/// their slot metadata to the relays; receives the same.
+Status Dispatcher::exchangeRows() {
+  directMeta.assign(size_t(n), {});
+  relayMeta.assign(size_t(n), {});
+  Phase direct(op, 1), relayed(op, 2);
+  sendDirect(direct);
+  sendToRelays(relayed);
+  postRowReceives(direct, relayed);
+  Status s = direct.wait();
+  Status s2 = relayed.wait();
+  if (s.ok())
+    s = s2;
+  return s;
+}
+
+/// Phase B, to each direct owner: the rows of its slots, then their local
+/// expert ids.
+void Dispatcher::sendDirect(Phase &direct) {
+  for (int o = 0; o < n; ++o) {
+    if (o == me || relayOf[size_t(o)] >= 0 || slotsTo[size_t(o)].empty())
+      continue;
+    std::vector<int32_t> &meta = directMeta[size_t(o)];
+    bool carries = false;
+    for (int64_t slot : slotsTo[size_t(o)]) {
+      meta.push_back(localExpert(experts[size_t(slot)], o) | traceBit(slot));
+      carries |= traceBit(slot) != 0;
+    }
+    if (carries)
+      op.traceHop(g.members[size_t(o)]);
+    std::vector<ConstSpan> parts = rowParts(packOffset[size_t(o)], meta.size());
+    parts.push_back(ConstSpan{meta.data(), meta.size() * 4, true});
+    direct.send(g.members[size_t(o)], parts.data(), parts.size());
+  }
+}
+
+/// Phase B, to each relay: the rows of the tokens it relays, then per token
+/// k slot metadata (the expert and weight of each choice for the relay's
+/// node, expert -1 for the others).
+void Dispatcher::sendToRelays(Phase &relayed) {
+  for (int r = 0; r < n; ++r) {
+    if (tokensTo[size_t(r)].empty())
+      continue;
+    std::vector<SlotMeta> &meta = relayMeta[size_t(r)];
+    bool carries = false;
+    for (int64_t t : tokensTo[size_t(r)])
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t slot = t * k + j;
+        bool here = h.slotRelay[size_t(slot)] == r;
+        meta.push_back(
+            SlotMeta{here ? int32_t(experts[size_t(slot)]) | traceBit(slot)
+                          : int32_t(-1),
+                     here ? h.weights[size_t(slot)] : 0.0f});
+        carries |= tokenTraced[size_t(t)] != 0;
       }
-      if (carries)
-        op.traceHop(g.members[size_t(o)]);
-      std::vector<ConstSpan> parts =
-          rowParts(packOffset[size_t(o)], meta.size());
-      parts.push_back(ConstSpan{meta.data(), meta.size() * 4, true});
-      direct.send(g.members[size_t(o)], parts.data(), parts.size());
-    }
-    for (int r = 0; r < n; ++r) {
-      if (tokensTo[size_t(r)].empty())
-        continue;
-      std::vector<SlotMeta> &meta = relayMeta[size_t(r)];
-      bool carries = false;
-      for (int64_t t : tokensTo[size_t(r)])
-        for (int64_t j = 0; j < k; ++j) {
-          const int64_t slot = t * k + j;
-          bool here = h.slotRelay[size_t(slot)] == r;
-          meta.push_back(
-              SlotMeta{here ? int32_t(experts[size_t(slot)]) | traceBit(slot)
-                            : int32_t(-1),
-                       here ? h.weights[size_t(slot)] : 0.0f});
-          carries |= tokenTraced[size_t(t)] != 0;
-        }
-      if (carries)
-        op.traceHop(g.members[size_t(r)]);
-      std::vector<ConstSpan> parts =
-          rowParts(packOffset[size_t(n + r)], tokensTo[size_t(r)].size());
-      parts.push_back(
-          ConstSpan{meta.data(), meta.size() * sizeof(SlotMeta), true});
-      relayed.send(g.members[size_t(r)], parts.data(), parts.size());
-    }
-    for (int src = 0; src < n; ++src) {
-      if (src == me)
-        continue;
-      const int64_t cnt = h.fromSlots[size_t(src)];
-      if (cnt && routeVia(st, g, h.mode, src, me) < 0)
-        direct.recv(
-            g.members[size_t(src)],
-            {Span{rowPtr(rows.data(), h.rowOffset[size_t(src)], rowBytes),
-                  size_t(cnt) * rowBytes},
-             Span{&rowExpert[size_t(h.rowOffset[size_t(src)])], size_t(cnt) * 4,
-                  true}});
-      const int64_t toks = h.fromTokens[size_t(src)];
-      if (toks)
-        relayed.recv(
-            g.members[size_t(src)],
-            {Span{rowPtr(inRows.data(), h.inOffset[size_t(src)], rowBytes),
-                  size_t(toks) * rowBytes},
-             Span{&h.inMeta[size_t(h.inOffset[size_t(src)] * k)],
-                  size_t(toks * k) * sizeof(SlotMeta), true}});
-    }
-    s = direct.wait();
-    Status s2 = relayed.wait();
-    if (s.ok())
-      s = s2;
-    if (!s.ok())
-      return s;
+    if (carries)
+      op.traceHop(g.members[size_t(r)]);
+    std::vector<ConstSpan> parts =
+        rowParts(packOffset[size_t(n + r)], tokensTo[size_t(r)].size());
+    parts.push_back(
+        ConstSpan{meta.data(), meta.size() * sizeof(SlotMeta), true});
+    relayed.send(g.members[size_t(r)], parts.data(), parts.size());
   }
-  // Inbound tokens a relay forwards: take the trace bit off their metadata.
+}
+
+/// Phase B receives, per source: its direct rows and their local expert ids
+/// into their place among the received rows; the tokens it relays through
+/// this rank and their slot metadata.
+void Dispatcher::postRowReceives(Phase &direct, Phase &relayed) {
+  for (int src = 0; src < n; ++src) {
+    if (src == me)
+      continue;
+    const int64_t cnt = h.fromSlots[size_t(src)];
+    if (cnt && routeVia(st, g, h.mode, src, me) < 0)
+      direct.recv(g.members[size_t(src)],
+                  {Span{rowPtr(rows.data(), h.rowOffset[size_t(src)], rowBytes),
+                        size_t(cnt) * rowBytes},
+                   Span{&rowExpert[size_t(h.rowOffset[size_t(src)])],
+                        size_t(cnt) * 4, true}});
+    const int64_t toks = h.fromTokens[size_t(src)];
+    if (toks)
+      relayed.recv(
+          g.members[size_t(src)],
+          {Span{rowPtr(inRows.data(), h.inOffset[size_t(src)], rowBytes),
+                size_t(toks) * rowBytes},
+           Span{&h.inMeta[size_t(h.inOffset[size_t(src)] * k)],
+                size_t(toks * k) * sizeof(SlotMeta), true}});
+  }
+}
+
+/// Inbound tokens a relay forwards: takes the trace bit off their metadata
+/// and notes the traced tokens.
+void Dispatcher::stripInboundTraceBits() {
   h.inTraced.assign(size_t(inTotal), 0);
   for (int64_t row = 0; row < inTotal; ++row)
     for (int64_t j = 0; j < k; ++j) {
@@ -441,122 +549,160 @@ Status dispatchImpl(Op &op, mfrt_dispatch &h, const void *x,
         h.inTraced[size_t(row)] = 1;
       }
     }
+}
 
-  // Phase C: relays forward to the owners on their node.
-  if (h.mode == MFRT_DISPATCH_HIERARCHICAL) {
-    h.forward.assign(size_t(n), {});
-    const int64_t myNode = st.layout.node(st.rank);
-    for (int src = 0; src < n; ++src)
-      for (int64_t i = 0; i < h.fromTokens[size_t(src)]; ++i) {
-        const int64_t row = h.inOffset[size_t(src)] + i;
-        for (int64_t j = 0; j < k; ++j) {
-          const int32_t e = h.inMeta[size_t(row * k + j)].expert;
-          if (e < 0)
-            continue;
-          if (e >= h.nExperts)
-            return Status::error(MFRT_ERR_BACKEND, "bad relay metadata");
-          const int o = g.owner[size_t(e)];
-          if (st.layout.node(g.members[size_t(o)]) != myNode)
-            return Status::error(MFRT_ERR_BACKEND, "relayed expert " +
-                                                       std::to_string(e) +
-                                                       " is not on this node");
-          h.forward[size_t(o)].push_back(
-              Forward{int32_t(src), row, int32_t(j)});
-        }
-      }
-    std::vector<int64_t> fwdRows, fwdOffset(static_cast<size_t>(n), 0);
-    std::vector<std::vector<int32_t>> fwdMeta(static_cast<size_t>(n));
-    for (int o = 0; o < n; ++o) {
-      fwdOffset[size_t(o)] = int64_t(fwdRows.size());
-      bool carries = false;
-      for (const Forward &f : h.forward[size_t(o)]) {
-        fwdRows.push_back(f.tokenRow);
-        const bool t = h.inTraced[size_t(f.tokenRow)] != 0;
-        fwdMeta[size_t(o)].push_back(
-            localExpert(h.inMeta[size_t(f.tokenRow * k + f.j)].expert, o) |
-            (t ? kTraceBit : 0));
-        carries |= t;
-      }
-      if (carries && o != me)
-        op.traceHop(g.members[size_t(o)]);
-    }
-    Buffer fwd(compute);
-    if (!zeroCopy) {
-      s = allocRows(fwd, int64_t(fwdRows.size()), rowBytes);
-      if (s.ok() && !fwdRows.empty())
-        s = compute.gatherRows(fwd.data(), inRows.data(), fwdRows.data(),
-                               int64_t(fwdRows.size()), rowBytes);
-      if (!s.ok())
-        return s;
-    }
-    // Rows this relay owns itself: per source, in place.
-    {
-      const std::vector<Forward> &mine = h.forward[size_t(me)];
-      for (size_t a = 0; a < mine.size();) {
-        size_t b = a;
-        const int src = mine[a].source;
-        while (b < mine.size() && mine[b].source == src)
-          ++b;
-        if (int64_t(b - a) != h.fromSlots[size_t(src)])
-          return Status::error(MFRT_ERR_BACKEND,
-                               "relayed row count mismatch for rank " +
-                                   std::to_string(g.members[size_t(src)]));
-        s = compute.gatherRows(
-            rowPtr(rows.data(), h.rowOffset[size_t(src)], rowBytes),
-            inRows.data(), fwdRows.data() + fwdOffset[size_t(me)] + int64_t(a),
-            int64_t(b - a), rowBytes);
-        if (!s.ok())
-          return s;
-        std::copy(fwdMeta[size_t(me)].begin() + long(a),
-                  fwdMeta[size_t(me)].begin() + long(b),
-                  rowExpert.begin() + h.rowOffset[size_t(src)]);
-        a = b;
-      }
-    }
-    Phase phase(op, 3);
-    for (int o = 0; o < n; ++o) {
-      if (o == me || h.forward[size_t(o)].empty())
-        continue;
-      std::vector<ConstSpan> parts;
-      const size_t cnt = h.forward[size_t(o)].size();
-      if (zeroCopy)
-        appendRows(parts, inRows.data(), fwdRows.data() + fwdOffset[size_t(o)],
-                   cnt, rowBytes);
-      else
-        parts.push_back(
-            ConstSpan{rowPtr(fwd.data(), fwdOffset[size_t(o)], rowBytes),
-                      cnt * rowBytes});
-      parts.push_back(ConstSpan{fwdMeta[size_t(o)].data(), cnt * 4, true});
-      phase.send(g.members[size_t(o)], parts.data(), parts.size());
-    }
-    for (int r = 0; r < n; ++r) {
-      if (r == me)
-        continue;
-      std::vector<Span> rowParts, metaParts;
-      for (int src = 0; src < n; ++src) {
-        const int64_t cnt = h.fromSlots[size_t(src)];
-        if (!cnt || src == me || routeVia(st, g, h.mode, src, me) != r)
-          continue;
-        rowParts.push_back(
-            Span{rowPtr(rows.data(), h.rowOffset[size_t(src)], rowBytes),
-                 size_t(cnt) * rowBytes});
-        metaParts.push_back(Span{&rowExpert[size_t(h.rowOffset[size_t(src)])],
-                                 size_t(cnt) * 4, true});
-      }
-      if (rowParts.empty())
-        continue;
-      rowParts.insert(rowParts.end(), metaParts.begin(), metaParts.end());
-      phase.recv(g.members[size_t(r)], rowParts.data(), rowParts.size());
-    }
-    s = phase.wait();
+/// Phase C (hierarchical only): relays forward the inbound rows and their
+/// local expert ids to the owners on their node; owners receive the rows
+/// relayed to them.
+Status Dispatcher::forwardOnNode() {
+  if (h.mode != MFRT_DISPATCH_HIERARCHICAL)
+    return Status::success();
+  Status s = planForwards();
+  if (!s.ok())
+    return s;
+  packForwards();
+  Buffer fwd(compute);
+  if (!zeroCopy) {
+    s = allocRows(fwd, int64_t(fwdRows.size()), rowBytes);
+    if (s.ok() && !fwdRows.empty())
+      s = compute.gatherRows(fwd.data(), inRows.data(), fwdRows.data(),
+                             int64_t(fwdRows.size()), rowBytes);
     if (!s.ok())
       return s;
   }
-
-  s = compute.sync(op.deadline, st.timeoutS);
+  s = placeOwnForwards();
   if (!s.ok())
     return s;
-  // Received rows: take the trace bit off their expert ids.
+  Phase phase(op, 3);
+  sendForwards(phase, fwd);
+  recvForwards(phase);
+  return phase.wait();
+}
+
+/// Phase C: the inbound slots for each owner on this node, by (source,
+/// token, j); fails on metadata naming an expert off this node.
+Status Dispatcher::planForwards() {
+  h.forward.assign(size_t(n), {});
+  const int64_t myNode = st.layout.node(st.rank);
+  for (int src = 0; src < n; ++src)
+    for (int64_t i = 0; i < h.fromTokens[size_t(src)]; ++i) {
+      const int64_t row = h.inOffset[size_t(src)] + i;
+      for (int64_t j = 0; j < k; ++j) {
+        const int32_t e = h.inMeta[size_t(row * k + j)].expert;
+        if (e < 0)
+          continue;
+        if (e >= h.nExperts)
+          return Status::error(MFRT_ERR_BACKEND, "bad relay metadata");
+        const int o = g.owner[size_t(e)];
+        if (st.layout.node(g.members[size_t(o)]) != myNode)
+          return Status::error(MFRT_ERR_BACKEND, "relayed expert " +
+                                                     std::to_string(e) +
+                                                     " is not on this node");
+        h.forward[size_t(o)].push_back(Forward{int32_t(src), row, int32_t(j)});
+      }
+    }
+  return Status::success();
+}
+
+/// Phase C: the forwarded rows in owner order, and their local expert ids
+/// with the trace bit; records the hops of the traced token.
+void Dispatcher::packForwards() {
+  fwdOffset.assign(size_t(n), 0);
+  fwdMeta.assign(size_t(n), {});
+  for (int o = 0; o < n; ++o) {
+    fwdOffset[size_t(o)] = int64_t(fwdRows.size());
+    bool carries = false;
+    for (const Forward &f : h.forward[size_t(o)]) {
+      fwdRows.push_back(f.tokenRow);
+      const bool t = h.inTraced[size_t(f.tokenRow)] != 0;
+      fwdMeta[size_t(o)].push_back(
+          localExpert(h.inMeta[size_t(f.tokenRow * k + f.j)].expert, o) |
+          (t ? kTraceBit : 0));
+      carries |= t;
+    }
+    if (carries && o != me)
+      op.traceHop(g.members[size_t(o)]);
+  }
+}
+
+/// Phase C: the relayed rows this relay owns itself go, per source, straight
+/// to their place among the received rows.
+Status Dispatcher::placeOwnForwards() {
+  const std::vector<Forward> &mine = h.forward[size_t(me)];
+  for (size_t a = 0; a < mine.size();) {
+    size_t b = a;
+    const int src = mine[a].source;
+    while (b < mine.size() && mine[b].source == src)
+      ++b;
+    if (int64_t(b - a) != h.fromSlots[size_t(src)])
+      return Status::error(MFRT_ERR_BACKEND,
+                           "relayed row count mismatch for rank " +
+                               std::to_string(g.members[size_t(src)]));
+    Status s = compute.gatherRows(
+        rowPtr(rows.data(), h.rowOffset[size_t(src)], rowBytes), inRows.data(),
+        fwdRows.data() + fwdOffset[size_t(me)] + int64_t(a), int64_t(b - a),
+        rowBytes);
+    if (!s.ok())
+      return s;
+    std::copy(fwdMeta[size_t(me)].begin() + long(a),
+              fwdMeta[size_t(me)].begin() + long(b),
+              rowExpert.begin() + h.rowOffset[size_t(src)]);
+    a = b;
+  }
+  return Status::success();
+}
+
+/// Phase C sends: to each other owner on this node, its forwarded rows (from
+/// the inbound rows, or packed in `fwd` on a device), then their local
+/// expert ids.
+void Dispatcher::sendForwards(Phase &phase, const Buffer &fwd) {
+  for (int o = 0; o < n; ++o) {
+    if (o == me || h.forward[size_t(o)].empty())
+      continue;
+    std::vector<ConstSpan> parts;
+    const size_t cnt = h.forward[size_t(o)].size();
+    if (zeroCopy)
+      appendRows(parts, inRows.data(), fwdRows.data() + fwdOffset[size_t(o)],
+                 cnt, rowBytes);
+    else
+      parts.push_back(ConstSpan{
+          rowPtr(fwd.data(), fwdOffset[size_t(o)], rowBytes), cnt * rowBytes});
+    parts.push_back(ConstSpan{fwdMeta[size_t(o)].data(), cnt * 4, true});
+    phase.send(g.members[size_t(o)], parts.data(), parts.size());
+  }
+}
+
+/// Phase C receives: from each other relay, one message with the rows of
+/// every source that reaches this rank through it, then their local expert
+/// ids, each into its source's place.
+void Dispatcher::recvForwards(Phase &phase) {
+  for (int r = 0; r < n; ++r) {
+    if (r == me)
+      continue;
+    std::vector<Span> parts, metaParts;
+    for (int src = 0; src < n; ++src) {
+      const int64_t cnt = h.fromSlots[size_t(src)];
+      if (!cnt || src == me || routeVia(st, g, h.mode, src, me) != r)
+        continue;
+      parts.push_back(
+          Span{rowPtr(rows.data(), h.rowOffset[size_t(src)], rowBytes),
+               size_t(cnt) * rowBytes});
+      metaParts.push_back(Span{&rowExpert[size_t(h.rowOffset[size_t(src)])],
+                               size_t(cnt) * 4, true});
+    }
+    if (parts.empty())
+      continue;
+    parts.insert(parts.end(), metaParts.begin(), metaParts.end());
+    phase.recv(g.members[size_t(r)], parts.data(), parts.size());
+  }
+}
+
+/// Waits for the queued work, takes the trace bit off the received rows'
+/// expert ids and hands the rows to the handle.
+Status Dispatcher::finish() {
+  Status s = compute.sync(op.deadline, st.timeoutS);
+  if (!s.ok())
+    return s;
   h.traced.assign(size_t(h.count), 0);
   for (int64_t row = 0; row < h.count; ++row)
     if (rowExpert[size_t(row)] & kTraceBit) {
@@ -568,27 +714,107 @@ Status dispatchImpl(Op &op, mfrt_dispatch &h, const void *x,
   return Status::success();
 }
 
-Status combineImpl(Op &op, mfrt_dispatch &h, const void *out, void *y) {
-  RankState &st = op.st;
-  Group &g = *op.group;
-  const int n = g.size(), me = g.index;
-  const int64_t k = h.k, nTokens = h.nTokens;
-  const size_t rowBytes = h.rowBytes;
-  Compute &compute = st.compute;
-  const bool hier = h.mode == MFRT_DISPATCH_HIERARCHICAL;
+/// Dispatches x by its routing: counts (A), rows to owners and relays (B),
+/// relays to the owners on their node (C); fills `h` as owner, token rank
+/// and relay.
+Status dispatchImpl(Op &op, mfrt_dispatch &h, const void *x,
+                    const int64_t *expertsIn, const float *weightsIn) {
+  Dispatcher d(op, h, x);
+  Status s = d.readRouting(expertsIn, weightsIn);
+  if (!s.ok())
+    return s;
+  d.planRoutes();
+  s = d.exchangeCounts();
+  if (s.ok())
+    s = d.readCounts();
+  if (s.ok())
+    s = d.allocate();
+  if (s.ok())
+    s = d.packOutbound();
+  if (s.ok())
+    s = d.placeOwnRows();
+  if (s.ok())
+    s = d.exchangeRows();
+  if (!s.ok())
+    return s;
+  d.stripInboundTraceBits();
+  s = d.forwardOnNode();
+  if (!s.ok())
+    return s;
+  return d.finish();
+}
 
-  // The traced token's rows for this rank's own experts stay here.
-  {
-    const auto first = h.traced.begin() + h.rowOffset[size_t(me)];
-    const auto last = first + h.fromSlots[size_t(me)];
-    if (std::find(first, last, 1) != last)
-      op.traceStay();
+/// One combine call on this rank: the handle of its dispatch, the expert
+/// outputs and y, and the buffers that its phases share.
+struct Combiner {
+  Combiner(Op &op, mfrt_dispatch &h, const void *out, void *y)
+      : op(op), h(h), out(out), y(y), st(op.st), g(*op.group),
+        compute(st.compute), n(g.size()), me(g.index), k(h.k),
+        nTokens(h.nTokens), rowBytes(h.rowBytes),
+        hier(h.mode == MFRT_DISPATCH_HIERARCHICAL) {}
+
+  void traceOwnRows();
+  void planReturns();
+  Status allocate();
+  Status returnRows();
+  void sendReturns(Phase &direct,
+                   std::vector<std::vector<ConstSpan>> &relayParts);
+  void postReturnReceives(Phase &direct, Phase &toRelay);
+  Status relaySum();
+  Status sumNodePartials();
+  Status returnPartials();
+  void buildFinalTerms();
+  Status sumFinal();
+
+  /// Expert output row `row`.
+  const char *outRow(int64_t row) const {
+    return static_cast<const char *>(out) + size_t(row) * rowBytes;
   }
 
-  // Where returned rows land: per direct owner, per relay.
-  std::vector<int64_t> directOffset(static_cast<size_t>(n), 0),
-      returnOffset(size_t(n), 0);
+  Op &op;
+  mfrt_dispatch &h;
+  const void *out;
+  void *y;
+  RankState &st;
+  Group &g;
+  Compute &compute;
+  const int n, me;
+  const int64_t k, nTokens;
+  const size_t rowBytes;
+  const bool hier;
+
+  /// Where returned rows land: per direct owner in directBack, per owner on
+  /// this relay's node in returned.
+  std::vector<int64_t> directOffset, returnOffset;
   int64_t directTotal = 0, returnTotal = 0, relayTotal = 0;
+  /// Inbound tokens this rank relays, from all sources.
+  int64_t inTotal = 0;
+  /// Rows from direct owners; rows from the owners on this relay's node;
+  /// partials from relays; this relay's partials; this rank's own node
+  /// partials.
+  Buffer directBack{compute}, returned{compute}, relayBack{compute},
+      partials{compute}, local{compute};
+  /// Phase E: the terms of each inbound token's partial.
+  std::vector<int64_t> termBegin{0};
+  std::vector<Term> terms;
+  /// Final: the terms of each local node partial, and of each token's y.
+  std::vector<int64_t> localBegin{0}, finalBegin{0};
+  std::vector<Term> localTerms, finalTerms;
+};
+
+/// The traced token's rows for this rank's own experts stay here.
+void Combiner::traceOwnRows() {
+  const auto first = h.traced.begin() + h.rowOffset[size_t(me)];
+  const auto last = first + h.fromSlots[size_t(me)];
+  if (std::find(first, last, 1) != last)
+    op.traceStay();
+}
+
+/// Lays out the returned rows: per direct owner, per owner on this relay's
+/// node, per relay; counts this relay's inbound tokens.
+void Combiner::planReturns() {
+  directOffset.assign(size_t(n), 0);
+  returnOffset.assign(size_t(n), 0);
   for (int o = 0; o < n; ++o) {
     directOffset[size_t(o)] = directTotal;
     if (o != me && routeVia(st, g, h.mode, me, o) < 0)
@@ -598,11 +824,12 @@ Status combineImpl(Op &op, mfrt_dispatch &h, const void *out, void *y) {
       returnTotal += int64_t(h.forward[size_t(o)].size());
     relayTotal += h.tokensTo[size_t(o)];
   }
-  int64_t inTotal = 0;
   for (int i = 0; i < n; ++i)
     inTotal += h.fromTokens[size_t(i)];
-  Buffer directBack(compute), returned(compute), relayBack(compute),
-      partials(compute), local(compute);
+}
+
+/// Allocates the returned rows and the relay partials.
+Status Combiner::allocate() {
   Status s = allocRows(directBack, directTotal, rowBytes);
   if (s.ok())
     s = allocRows(returned, returnTotal, rowBytes);
@@ -610,117 +837,140 @@ Status combineImpl(Op &op, mfrt_dispatch &h, const void *out, void *y) {
     s = allocRows(relayBack, relayTotal, rowBytes);
   if (s.ok())
     s = allocRows(partials, inTotal, rowBytes);
+  return s;
+}
+
+/// Phase D: owners return rows to direct sources and to relays; receives the
+/// rows of this rank's direct slots and, as relay, those of its node.
+Status Combiner::returnRows() {
+  Phase direct(op, 0), toRelay(op, 1);
+  std::vector<std::vector<ConstSpan>> relayParts(static_cast<size_t>(n));
+  sendReturns(direct, relayParts);
+  for (int r = 0; r < n; ++r)
+    if (!relayParts[size_t(r)].empty())
+      toRelay.send(g.members[size_t(r)], relayParts[size_t(r)].data(),
+                   relayParts[size_t(r)].size());
+  postReturnReceives(direct, toRelay);
+  Status s = direct.wait();
+  Status s2 = toRelay.wait();
+  if (s.ok())
+    s = s2;
+  return s;
+}
+
+/// Phase D, per source: its output rows straight back if it sent them
+/// directly, else collected in `relayParts` for the relay they came
+/// through; records the hops of the traced token.
+void Combiner::sendReturns(Phase &direct,
+                           std::vector<std::vector<ConstSpan>> &relayParts) {
+  for (int src = 0; src < n; ++src) {
+    const int64_t cnt = h.fromSlots[size_t(src)];
+    if (!cnt || src == me)
+      continue;
+    const ConstSpan seg{outRow(h.rowOffset[size_t(src)]),
+                        size_t(cnt) * rowBytes};
+    const int r = routeVia(st, g, h.mode, src, me);
+    const auto first = h.traced.begin() + h.rowOffset[size_t(src)];
+    if (r != me && std::find(first, first + cnt, 1) != first + cnt)
+      op.traceHop(g.members[size_t(r < 0 ? src : r)]);
+    if (r < 0)
+      direct.send(g.members[size_t(src)], {seg});
+    else if (r != me)
+      relayParts[size_t(r)].push_back(seg);
+  }
+}
+
+/// Phase D receives: from each direct owner, the rows of this rank's slots;
+/// as relay, from each owner on this node, the rows forwarded to it.
+void Combiner::postReturnReceives(Phase &direct, Phase &toRelay) {
+  for (int o = 0; o < n; ++o) {
+    if (o == me)
+      continue;
+    if (h.slotsTo[size_t(o)] && routeVia(st, g, h.mode, me, o) < 0)
+      direct.recv(
+          g.members[size_t(o)],
+          {Span{rowPtr(directBack.data(), directOffset[size_t(o)], rowBytes),
+                size_t(h.slotsTo[size_t(o)]) * rowBytes}});
+    if (hier && !h.forward[size_t(o)].empty())
+      toRelay.recv(
+          g.members[size_t(o)],
+          {Span{rowPtr(returned.data(), returnOffset[size_t(o)], rowBytes),
+                h.forward[size_t(o)].size() * rowBytes}});
+  }
+}
+
+/// Phase E (hierarchical only): relays sum their node's weighted outputs per
+/// token and return one partial row per token.
+Status Combiner::relaySum() {
+  if (!hier)
+    return Status::success();
+  Status s = sumNodePartials();
   if (!s.ok())
     return s;
-  auto outRow = [&](int64_t row) {
-    return static_cast<const char *>(out) + size_t(row) * rowBytes;
-  };
+  return returnPartials();
+}
 
-  // Phase D: owners return rows to direct sources and to relays.
-  {
-    Phase direct(op, 0), toRelay(op, 1);
-    std::vector<std::vector<ConstSpan>> relayParts(static_cast<size_t>(n));
-    for (int src = 0; src < n; ++src) {
-      const int64_t cnt = h.fromSlots[size_t(src)];
-      if (!cnt || src == me)
-        continue;
-      const ConstSpan seg{outRow(h.rowOffset[size_t(src)]),
-                          size_t(cnt) * rowBytes};
-      const int r = routeVia(st, g, h.mode, src, me);
-      const auto first = h.traced.begin() + h.rowOffset[size_t(src)];
-      if (r != me && std::find(first, first + cnt, 1) != first + cnt)
-        op.traceHop(g.members[size_t(r < 0 ? src : r)]);
-      if (r < 0)
-        direct.send(g.members[size_t(src)], {seg});
-      else if (r != me)
-        relayParts[size_t(r)].push_back(seg);
-    }
-    for (int r = 0; r < n; ++r)
-      if (!relayParts[size_t(r)].empty())
-        toRelay.send(g.members[size_t(r)], relayParts[size_t(r)].data(),
-                     relayParts[size_t(r)].size());
-    for (int o = 0; o < n; ++o) {
-      if (o == me)
-        continue;
-      if (h.slotsTo[size_t(o)] && routeVia(st, g, h.mode, me, o) < 0)
-        direct.recv(
-            g.members[size_t(o)],
-            {Span{rowPtr(directBack.data(), directOffset[size_t(o)], rowBytes),
-                  size_t(h.slotsTo[size_t(o)]) * rowBytes}});
-      if (hier && !h.forward[size_t(o)].empty())
-        toRelay.recv(
-            g.members[size_t(o)],
-            {Span{rowPtr(returned.data(), returnOffset[size_t(o)], rowBytes),
-                  h.forward[size_t(o)].size() * rowBytes}});
-    }
-    s = direct.wait();
-    Status s2 = toRelay.wait();
-    if (s.ok())
-      s = s2;
-    if (!s.ok())
-      return s;
-  }
-
-  // Phase E: relays sum their node's weighted outputs per token.
-  if (hier) {
-    std::vector<int64_t> cursor(static_cast<size_t>(n), 0),
-        selfCursor(size_t(n), 0);
-    std::vector<int64_t> termBegin{0};
-    std::vector<Term> terms;
-    for (int src = 0; src < n; ++src)
-      for (int64_t i = 0; i < h.fromTokens[size_t(src)]; ++i) {
-        const int64_t row = h.inOffset[size_t(src)] + i;
-        for (int64_t j = 0; j < k; ++j) {
-          const SlotMeta &m = h.inMeta[size_t(row * k + j)];
-          if (m.expert < 0)
-            continue;
-          const int o = g.owner[size_t(m.expert)];
-          if (o == me)
-            terms.push_back(
-                Term{0, h.rowOffset[size_t(src)] + selfCursor[size_t(src)]++,
-                     m.weight});
-          else
-            terms.push_back(Term{
-                1, returnOffset[size_t(o)] + cursor[size_t(o)]++, m.weight});
-        }
-        termBegin.push_back(int64_t(terms.size()));
+/// Phase E: per inbound token, the weighted sum over j ascending of the
+/// outputs of this node's experts, from this rank's own output rows or the
+/// rows returned to it.
+Status Combiner::sumNodePartials() {
+  std::vector<int64_t> cursor(static_cast<size_t>(n), 0),
+      selfCursor(size_t(n), 0);
+  for (int src = 0; src < n; ++src)
+    for (int64_t i = 0; i < h.fromTokens[size_t(src)]; ++i) {
+      const int64_t row = h.inOffset[size_t(src)] + i;
+      for (int64_t j = 0; j < k; ++j) {
+        const SlotMeta &m = h.inMeta[size_t(row * k + j)];
+        if (m.expert < 0)
+          continue;
+        const int o = g.owner[size_t(m.expert)];
+        if (o == me)
+          terms.push_back(
+              Term{0, h.rowOffset[size_t(src)] + selfCursor[size_t(src)]++,
+                   m.weight});
+        else
+          terms.push_back(
+              Term{1, returnOffset[size_t(o)] + cursor[size_t(o)]++, m.weight});
       }
-    const void *bufs[2] = {out, returned.data()};
-    if (inTotal) {
-      s = compute.weightedSum(partials.data(), inTotal, termBegin.data(),
-                              terms.data(), bufs, 2, h.hidden, h.dtype);
-      if (!s.ok())
-        return s;
+      termBegin.push_back(int64_t(terms.size()));
     }
-    Phase phase(op, 2);
-    for (int src = 0; src < n; ++src) {
-      const auto first = h.inTraced.begin() + h.inOffset[size_t(src)];
-      const auto last = first + h.fromTokens[size_t(src)];
-      if (std::find(first, last, 1) != last)
-        op.traceHop(g.members[size_t(src)]);
-    }
-    for (int src = 0; src < n; ++src)
-      if (h.fromTokens[size_t(src)])
-        phase.send(g.members[size_t(src)],
-                   {ConstSpan{rowPtr(partials.data(), h.inOffset[size_t(src)],
-                                     rowBytes),
-                              size_t(h.fromTokens[size_t(src)]) * rowBytes}});
-    for (int r = 0; r < n; ++r)
-      if (h.tokensTo[size_t(r)])
-        phase.recv(
-            g.members[size_t(r)],
-            {Span{rowPtr(relayBack.data(), h.relayOffset[size_t(r)], rowBytes),
-                  size_t(h.tokensTo[size_t(r)]) * rowBytes}});
-    s = phase.wait();
-    if (!s.ok())
-      return s;
-  }
+  const void *bufs[2] = {out, returned.data()};
+  if (inTotal)
+    return compute.weightedSum(partials.data(), inTotal, termBegin.data(),
+                               terms.data(), bufs, 2, h.hidden, h.dtype);
+  return Status::success();
+}
 
-  // Final: per token, node partials in ascending node order.
-  // Buffers: 0 = out (slots this rank owns), 1 = directBack, 2 = relayBack,
-  // 3 = local node partials.
-  std::vector<int64_t> localBegin{0}, finalBegin{0};
-  std::vector<Term> localTerms, finalTerms;
+/// Phase E messages: each source's partials back to it; receives the
+/// partials of this rank's tokens from their relays.
+Status Combiner::returnPartials() {
+  Phase phase(op, 2);
+  for (int src = 0; src < n; ++src) {
+    const auto first = h.inTraced.begin() + h.inOffset[size_t(src)];
+    const auto last = first + h.fromTokens[size_t(src)];
+    if (std::find(first, last, 1) != last)
+      op.traceHop(g.members[size_t(src)]);
+  }
+  for (int src = 0; src < n; ++src)
+    if (h.fromTokens[size_t(src)])
+      phase.send(
+          g.members[size_t(src)],
+          {ConstSpan{rowPtr(partials.data(), h.inOffset[size_t(src)], rowBytes),
+                     size_t(h.fromTokens[size_t(src)]) * rowBytes}});
+  for (int r = 0; r < n; ++r)
+    if (h.tokensTo[size_t(r)])
+      phase.recv(
+          g.members[size_t(r)],
+          {Span{rowPtr(relayBack.data(), h.relayOffset[size_t(r)], rowBytes),
+                size_t(h.tokensTo[size_t(r)]) * rowBytes}});
+  return phase.wait();
+}
+
+/// Final terms: per token, its node partials in ascending node order, each
+/// a relay's partial or a local partial over the direct slots of that node.
+/// Buffers: 0 = out (slots this rank owns), 1 = directBack, 2 = relayBack,
+/// 3 = local node partials.
+void Combiner::buildFinalTerms() {
   std::vector<std::pair<int64_t, int64_t>> byNode; // (node, j)
   for (int64_t t = 0; t < nTokens; ++t) {
     byNode.clear();
@@ -756,8 +1006,13 @@ Status combineImpl(Op &op, mfrt_dispatch &h, const void *out, void *y) {
     }
     finalBegin.push_back(int64_t(finalTerms.size()));
   }
+}
+
+/// Computes the local node partials, then y from all node partials, and
+/// waits for the queued work.
+Status Combiner::sumFinal() {
   const int64_t numLocal = int64_t(localBegin.size()) - 1;
-  s = allocRows(local, numLocal, rowBytes);
+  Status s = allocRows(local, numLocal, rowBytes);
   if (!s.ok())
     return s;
   const void *bufs[4] = {out, directBack.data(), relayBack.data(),
@@ -771,6 +1026,24 @@ Status combineImpl(Op &op, mfrt_dispatch &h, const void *out, void *y) {
   if (s.ok())
     s = compute.sync(op.deadline, st.timeoutS);
   return s;
+}
+
+/// Combines the expert outputs `out` into y: owners return rows (D), relays
+/// return their node's partials (E), then each token's rank sums its node
+/// partials.
+Status combineImpl(Op &op, mfrt_dispatch &h, const void *out, void *y) {
+  Combiner c(op, h, out, y);
+  c.traceOwnRows();
+  c.planReturns();
+  Status s = c.allocate();
+  if (s.ok())
+    s = c.returnRows();
+  if (s.ok())
+    s = c.relaySum();
+  if (!s.ok())
+    return s;
+  c.buildFinalTerms();
+  return c.sumFinal();
 }
 
 } // namespace
