@@ -55,7 +55,7 @@ step "32 ranks vs the plain reference (meshfold-reference)"
   --prompts "$prompts" --out "$work/reference.safetensors"
 "$bin/meshfold-compare" "$work/out-32.safetensors" "$work/reference.safetensors" --rtol 1e-4
 
-step "trace the article's token: request 2, position 40 of four 64-token prompts"
+step "trace the reference token: request 2, position 40 of four 64-token prompts"
 "$work/prefill-32" --weights "$work/weights.safetensors" \
   --prompts "$here/seed/four-64.txt" --out "$work/trace.safetensors" --quiet \
   --trace-token 2:40 --force-routing "$here/seed/routing.txt" \

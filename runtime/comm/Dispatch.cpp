@@ -5,8 +5,8 @@
 //
 // Flat: every slot travels directly from its token's rank to the owner.
 //
-// Hierarchical (DeepEP high-throughput / SPEC hop 4): a token crosses to
-// another node at most once per destination node, to the relay (MeshLayout::
+// Hierarchical (as DeepEP's high-throughput kernels; hop 4 of
+// docs/design.md §4): a token crosses to another node at most once per destination node, to the relay (MeshLayout::
 // relay: the GPU on that node with the sender's local index, same IB rail),
 // which forwards it over NVLink to the owners of its experts on that node.
 // Combine goes back the same way, and the relay first sums the weighted

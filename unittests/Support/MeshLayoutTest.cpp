@@ -186,7 +186,7 @@ TEST(MeshLayoutSeed, Experts) {
   EXPECT_EQ(l.expertOwner(27, 32, 0), 13);
   EXPECT_EQ(l.expertOwner(5, 32, 1), 18);
   EXPECT_EQ(l.expertOwner(27, 32, 1), 29);
-  // Expert e on GPU 16*pp + e/2 (SPEC section 2).
+  // Expert e on GPU 16*pp + e/2 (docs/design.md §2).
   for (int64_t stage = 0; stage < 2; ++stage)
     for (int64_t e = 0; e < 32; ++e)
       EXPECT_EQ(l.expertOwner(e, 32, stage), 16 * stage + e / 2);
@@ -234,7 +234,7 @@ TEST(MeshLayoutSeed, NodesRelaysLinks) {
 }
 
 TEST(MeshLayoutSeed, TokenJourneyOnGpu11) {
-  // SPEC section 4: the hop-4 dispatch from GPU 11 to experts 5 and 27.
+  // docs/design.md §4: the hop-4 dispatch from GPU 11 to experts 5 and 27.
   MeshLayout l = seed();
   int64_t e5 = l.expertOwner(5, 32, l.stageOf(11));
   int64_t e27 = l.expertOwner(27, 32, l.stageOf(11));

@@ -1,4 +1,4 @@
-//===- TrafficModelTest.cpp - analytic traffic against SPEC section 5 ----===//
+//===- TrafficModelTest.cpp - analytic traffic against docs/design.md §5 ----===//
 
 #include "meshfold/Support/TrafficModel.h"
 
@@ -31,7 +31,7 @@ const TrafficRow &row(const std::vector<TrafficRow> &rows,
 }
 } // namespace
 
-// SPEC section 5: EP's IB traffic under uniform routing is
+// docs/design.md §5: EP's IB traffic under uniform routing is
 // 2 * (1 - (16/32)*(15/31)) * (T/4) * d ~ 0.38*T*d per GPU per layer (both
 // ways); TP's all-gather and reduce-scatter send T/4*d each over NVLink.
 TEST(TrafficModel, SeedPlan) {

@@ -2,7 +2,7 @@
 //
 // Every op on the seed's 32-rank layout (and the swapped and DP32/EP32
 // layouts for dispatch), against plain computations (CommChecks.h); the
-// traffic of hierarchical dispatch against the article's analytic figure;
+// traffic of hierarchical dispatch against the analytic figure of docs/design.md §5;
 // failures (a rank that errs, stops, or passes bad arguments) ending every
 // waiting rank's call within the timeout with a message naming the rank.
 //
@@ -267,8 +267,8 @@ TEST(CommDispatch, RelaysOutsideTheGroupGoDirect) {
 }
 
 TEST(CommDispatch, ExpertOwnerIsMeshLayouts) {
-  // Expert 5 of the seed lives on GPU 2, expert 27 on GPU 13 (SPEC hop 4):
-  // token rows routed there arrive there.
+  // Expert 5 of the seed lives on GPU 2, expert 27 on GPU 13 (hop 4 of
+  // docs/design.md §4): token rows routed there arrive there.
   std::atomic<int> seen{0};
   mfrt_status s = launch(kSeedPlan, [&] {
     int64_t g = mfrt_group("ep");
@@ -333,7 +333,7 @@ IBTraffic measureIB(const char *plan, mfrt_dispatch_mode mode, int64_t nTokens,
   return {double(dispatchBytes.load()), double(combineBytes.load())};
 }
 
-// The article's traffic figure (SPEC section 5), measured.
+// The traffic figure of docs/design.md §5, measured.
 //
 // Setup: 32 ranks, every rank has n = 64 tokens (so T/4 = n: T = 256 per DP
 // replica), hidden d = 1024, f32 (4 bytes), top-2 over 32 experts drawn
@@ -345,7 +345,7 @@ IBTraffic measureIB(const char *plan, mfrt_dispatch_mode mode, int64_t nTokens,
 // relay, once) with p = 1 - (16/32)(15/31) = 1 - 240/992 = 0.7581. Dispatch
 // then sends p * n rows of d elements per GPU over IB, and combine returns
 // one summed row per crossing token: p * n * d elements each way, and
-// 2 * p * (T/4) * d = 0.379 * T * d both ways, the article's ~0.38*T*d.
+// 2 * p * (T/4) * d = 0.379 * T * d both ways, docs/design.md §5's ~0.38*T*d.
 // The measured bytes also carry, per crossing token, k * 8 bytes of (expert,
 // weight) and per rank 16 bytes of counts to each member on the other node:
 // 16 / 4096 = 0.4% of a row, well inside the 5% tolerance, so the check is on
@@ -354,7 +354,7 @@ IBTraffic measureIB(const char *plan, mfrt_dispatch_mode mode, int64_t nTokens,
 // Swapped plan (rank = tp + 2cp + 4pp + 8dp): a stage spans 4 nodes with 8
 // of its experts each; the expected number of other nodes a token's experts
 // touch is 3 * (1 - (24/32)(23/31)) = 1.3306, so 2 * 1.3306 * (T/4) * d =
-// 0.665 * T * d both ways (the article's ~0.67*T*d).
+// 0.665 * T * d both ways (docs/design.md §5's ~0.67*T*d).
 //
 // Flat mode sends every remote slot separately: k * (16/32) = 1 row per token
 // each way on the seed plan, which hierarchical mode cuts to 0.758.
@@ -388,7 +388,7 @@ TEST(CommDispatch, HierarchicalIBTrafficMatchesTheArticle) {
   EXPECT_NEAR(flatDispatch / (1.0 / 4), 1.0, 0.05)
       << "flat dispatch IB per GPU: " << flatDispatch << " T*d";
   std::printf("IB per GPU per layer (T*d elements): hierarchical seed %.4f + "
-              "%.4f = %.4f (article 0.38), swapped %.4f (article 0.67), flat "
+              "%.4f = %.4f (analytic 0.38), swapped %.4f (analytic 0.67), flat "
               "seed dispatch %.4f\n",
               seedDispatch, seedCombine, seedDispatch + seedCombine,
               swappedBoth, flatDispatch);

@@ -32,7 +32,7 @@ mfrt_trace_hop hop(int64_t layer, int64_t op, mfrt_op_kind kind, int from,
   return mfrt_trace_hop{layer, op, int32_t(kind), from, to};
 }
 
-// SPEC section 4, hops 2-4 of layer 1, as the runtime records them (in any
+// docs/design.md §4, hops 2-4 of layer 1, as the runtime records them (in any
 // order, with a duplicate): the counts after each comm op.
 TEST(TraceLog, SeedLayerOne) {
   std::vector<mfrt_trace_hop> hops = {hop(0, 4, MFRT_OP_COMBINE, 3, 11),

@@ -64,7 +64,7 @@ typedef enum mfrt_backend {
   MFRT_BACKEND_NCCL = 2
 } mfrt_backend;
 
-/* What a collective is, for the byte accounting (SPEC section 5 table). */
+/* What a collective is, for the byte accounting (docs/design.md §5 table). */
 typedef enum mfrt_op_kind {
   MFRT_OP_ALL_GATHER = 0,
   MFRT_OP_REDUCE_SCATTER = 1,
@@ -89,7 +89,8 @@ typedef enum mfrt_dispatch_mode {
   /* A token crosses to another node at most once per destination node, to
      the relay GPU with the sender's local index (same IB rail), which
      forwards it over NVLink; combine returns the reverse way and the relay
-     sums its node's weighted expert outputs first (DeepEP / SPEC hop 4). */
+     sums its node's weighted expert outputs first (as DeepEP does; hop 4
+     of docs/design.md §4). */
   MFRT_DISPATCH_HIERARCHICAL = 1
 } mfrt_dispatch_mode;
 

@@ -4,8 +4,8 @@
 // token (request REQ, position POS) through the collectives: the program's
 // hooks mark the rows that hold it (by the positions the program computed),
 // the runtime records every message that carries a marked row (mfrt.h,
-// mfrt_trace_*), and this file turns the hops into the travel log of SPEC
-// section 4 and an SVG map of the route.
+// mfrt_trace_*), and this file turns the hops into the travel log of
+// docs/design.md §4 and an SVG map of the route.
 //
 // --force-routing is a benchmarking and test hook: FILE fixes the traced
 // token's experts per layer ("LAYER: E1 E2 ...", layers from 1); "random"
