@@ -2,7 +2,7 @@
 // RUN: meshfold-opt %s -split-input-file --mlir-print-op-generic | meshfold-opt -split-input-file | FileCheck %s
 
 // Round trip of the #mf.plan module attribute and of mf.weight. The parser only
-// reads a plan; its rules are checked by -mf-verify-plan (mf-verify-plan.mlir).
+// reads a plan; its rules are checked by -mf-verify-plan (Transforms/mf-verify-plan.mlir).
 
 // The seed plan (TP2 x CP2 x DP4 x PP2 / EP16 x PP2 on 4 nodes of 8); omitted
 // link bandwidths print as their defaults (450 and 50 GB/s).

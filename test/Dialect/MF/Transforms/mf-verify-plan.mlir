@@ -123,6 +123,23 @@ module {
   }
 }
 
+// -----
+
+// A partitioned module is checked against the global dimensions recorded in
+// moe.model_info, not against its local ops: 1 local query head, but 8 heads
+// and 4 KV heads in the model, which TP=4 divides.
+// CHECK-LABEL: module attributes {mf.plan = #mf.plan<{{.*}}attention = [tp = 4], experts = [ep = 4 : (tp)]>, moe.model_info = {{{.*}}heads = 8 : i64{{.*}}}}
+// CHECK-LABEL: func.func @partitioned
+// CHECK: moe.attention {{.*}} : tensor<?x2x2xf32>, tensor<?x1x2xf32>, tensor<?x1x2xf32>
+module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
+    attention = [tp = 4], experts = [ep = 4 : (tp)]>,
+    moe.model_info = {heads = 8, kv_heads = 4, head_dim = 2, experts = 8, layers = 2, vocab = 16}} {
+  func.func @partitioned(%q: tensor<?x2x2xf32>, %k: tensor<?x1x2xf32>, %p: tensor<?xi64>) -> tensor<?x2x2xf32> {
+    %a = moe.attention %q, %k, %k, %p, %p {scale = 0.5 : f32} : tensor<?x2x2xf32>, tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x2x2xf32>
+    return %a : tensor<?x2x2xf32>
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Plan rules (MeshLayout::create): checked with or without a model
 //===----------------------------------------------------------------------===//
@@ -383,5 +400,58 @@ module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
     %wt, %i = moe.router %x, %g {top_k = 2 : i64} : tensor<?x64xf32>, tensor<32x64xf32> -> tensor<?x2xf32>, tensor<?x2xi64>
     %l = moe.lm_head %x, %w, %p, %last : tensor<?x64xf32>, tensor<510x64xf32>, tensor<?xi64> -> tensor<510xf32>
     return %a0, %wt, %i, %l : tensor<?x8x8xf32>, tensor<?x2xf32>, tensor<?x2xi64>, tensor<510xf32>
+  }
+}
+
+// -----
+
+// pp-layers with moe.model_info: its layer count (3) is checked, not the ops'
+// (1 attention).
+// expected-error @+1 {{plan rule 'pp-layers': PP=2 must divide n_layers=3}}
+module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
+    attention = [tp = 2, pp = 2], experts = [ep = 2 : (tp), pp = 2 : (pp)]>,
+    moe.model_info = {heads = 4, kv_heads = 2, head_dim = 2, experts = 4, layers = 3, vocab = 16}} {
+  func.func @model_info_layers(%q: tensor<?x2x2xf32>, %k: tensor<?x1x2xf32>, %p: tensor<?xi64>) -> tensor<?x2x2xf32> {
+    %a = moe.attention %q, %k, %k, %p, %p {scale = 0.5 : f32} : tensor<?x2x2xf32>, tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x2x2xf32>
+    return %a : tensor<?x2x2xf32>
+  }
+}
+
+// -----
+
+// pp-layers with moe.layer ops: the layers are the moe.layer ops (3), not the
+// attentions (1).
+// expected-error @+1 {{plan rule 'pp-layers': PP=2 must divide n_layers=3}}
+module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
+    attention = [tp = 2, pp = 2], experts = [ep = 2 : (tp), pp = 2 : (pp)]>} {
+  func.func @layer_ops(%h: tensor<?x8xf32>, %p: tensor<?xi64>, %q: tensor<?x4x2xf32>, %k: tensor<?x2x2xf32>, %g: tensor<4x8xf32>) -> tensor<?x8xf32> {
+    %0 = moe.layer 0(%h, %p, %q, %k, %g) : (tensor<?x8xf32>, tensor<?xi64>, tensor<?x4x2xf32>, tensor<?x2x2xf32>, tensor<4x8xf32>) -> tensor<?x8xf32> {
+    ^bb0(%x: tensor<?x8xf32>, %pos: tensor<?xi64>, %lq: tensor<?x4x2xf32>, %lk: tensor<?x2x2xf32>, %lg: tensor<4x8xf32>):
+      %a = moe.attention %lq, %lk, %lk, %pos, %pos {scale = 0.5 : f32} : tensor<?x4x2xf32>, tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x4x2xf32>
+      %w, %i = moe.router %x, %lg {top_k = 2 : i64} : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x2xf32>, tensor<?x2xi64>
+      moe.yield %x : tensor<?x8xf32>
+    }
+    %1 = moe.layer 1(%0, %p) : (tensor<?x8xf32>, tensor<?xi64>) -> tensor<?x8xf32> {
+    ^bb0(%x: tensor<?x8xf32>, %pos: tensor<?xi64>):
+      moe.yield %x : tensor<?x8xf32>
+    }
+    %2 = moe.layer 2(%1, %p) : (tensor<?x8xf32>, tensor<?xi64>) -> tensor<?x8xf32> {
+    ^bb0(%x: tensor<?x8xf32>, %pos: tensor<?xi64>):
+      moe.yield %x : tensor<?x8xf32>
+    }
+    return %2 : tensor<?x8xf32>
+  }
+}
+
+// -----
+
+// ep-experts: a model with attention but no router or experts has no experts
+// to place, which is rejected whatever EP is (here EP=1).
+// expected-error @+1 {{plan rule 'ep-experts': EP=1 must divide n_experts=0 (and n_experts must be >= 1)}}
+module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 2,
+    attention = [dp = 1, pp = 2], experts = [ep = 1 : (dp), pp = 2 : (pp)]>} {
+  func.func @no_experts(%q: tensor<?x2x2xf32>, %k: tensor<?x1x2xf32>, %p: tensor<?xi64>) -> tensor<?x2x2xf32> {
+    %a = moe.attention %q, %k, %k, %p, %p {scale = 0.5 : f32} : tensor<?x2x2xf32>, tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x2x2xf32>
+    return %a : tensor<?x2x2xf32>
   }
 }

@@ -1,0 +1,210 @@
+// RUN: meshfold-opt %s -split-input-file --mf-shard-tp | FileCheck %s
+
+// -mf-shard-tp splits attention heads over the TP group: column-parallel
+// Q/K/V weights (mf.shard on dim 0), attention and KV-cache writes for the
+// rank's heads (from head tp * n_kv_local), and a row-parallel output
+// projection (mf.shard on dim 1) summed by mf.all_reduce on tp. Inputs are
+// one attention chain as the importer builds it (d 8, 4 query heads, 2 KV
+// heads, d_h 2). Errors are in mf-shard-tp-invalid.mlir.
+
+// TP=2: 2 query heads and 1 KV head per rank. The model's global dimensions
+// are recorded on the module first.
+// CHECK-LABEL: module attributes {mf.plan = {{.+}}, moe.model_info = {{{.*}}head_dim = 2 : i64, heads = 4 : i64{{.*}}kv_heads = 2 : i64, layers = 1 : i64{{.*}}}}
+// CHECK-LABEL: func.func @tp2(
+// CHECK-SAME:      %[[X:[^:]+]]: tensor<?x8xf32>, %[[POS:[^:]+]]: tensor<?xi64>)
+// CHECK:         %[[T:.+]] = tensor.dim %[[X]]
+// CHECK-NEXT:    %[[WQ:.+]] = moe.param "q.weight" {mf.shard = #mf.shard<dim = 0, mesh = "attention", axis = "tp", parts = 2>} : tensor<4x8xf32>
+// CHECK-NEXT:    %[[QL:.+]] = moe.linear %[[X]], %[[WQ]] : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+// CHECK-NEXT:    %[[QE:.+]] = tensor.expand_shape %[[QL]] {{\[\[}}0], [1, 2]] output_shape [%[[T]], 2, 2] : tensor<?x4xf32> into tensor<?x2x2xf32>
+// CHECK-NEXT:    %[[WK:.+]] = moe.param "k.weight" {mf.shard = #mf.shard<dim = 0, mesh = "attention", axis = "tp", parts = 2>} : tensor<2x8xf32>
+// CHECK-NEXT:    %[[KL:.+]] = moe.linear %[[X]], %[[WK]] : tensor<?x8xf32>, tensor<2x8xf32> -> tensor<?x2xf32>
+// CHECK-NEXT:    %[[KE:.+]] = tensor.expand_shape %[[KL]] {{\[\[}}0], [1, 2]] output_shape [%[[T]], 1, 2] : tensor<?x2xf32> into tensor<?x1x2xf32>
+// CHECK-NEXT:    %[[WV:.+]] = moe.param "v.weight" {mf.shard = #mf.shard<dim = 0, mesh = "attention", axis = "tp", parts = 2>} : tensor<2x8xf32>
+// CHECK-NEXT:    %[[VL:.+]] = moe.linear %[[X]], %[[WV]] : tensor<?x8xf32>, tensor<2x8xf32> -> tensor<?x2xf32>
+// CHECK-NEXT:    %[[VE:.+]] = tensor.expand_shape %[[VL]] {{\[\[}}0], [1, 2]] output_shape [%[[T]], 1, 2] : tensor<?x2xf32> into tensor<?x1x2xf32>
+// CHECK-NEXT:    %[[Q:.+]] = moe.rope %[[QE]], %[[POS]] {theta = 1.000000e+04 : f32} : tensor<?x2x2xf32>, tensor<?xi64> -> tensor<?x2x2xf32>
+// CHECK-NEXT:    %[[K:.+]] = moe.rope %[[KE]], %[[POS]] {theta = 1.000000e+04 : f32} : tensor<?x1x2xf32>, tensor<?xi64> -> tensor<?x1x2xf32>
+// CHECK-NEXT:    %[[TP:.+]] = mf.coord "attention" "tp" : index
+// CHECK-NEXT:    %[[C1:.+]] = arith.constant 1 : index
+// CHECK-NEXT:    %[[FIRST:.+]] = arith.muli %[[TP]], %[[C1]] : index
+// CHECK-NEXT:    moe.kv_cache %[[K]], %[[VE]], %[[POS]] heads from %[[FIRST]] {layer = 0 : i64} : tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?xi64>
+// CHECK-NEXT:    %[[A:.+]] = moe.attention %[[Q]], %[[K]], %[[VE]], %[[POS]], %[[POS]] {scale = 0.707106769 : f32} : tensor<?x2x2xf32>, tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x2x2xf32>
+// CHECK-NEXT:    %[[F:.+]] = tensor.collapse_shape %[[A]] {{\[\[}}0], [1, 2]] : tensor<?x2x2xf32> into tensor<?x4xf32>
+// CHECK-NEXT:    %[[WO:.+]] = moe.param "o.weight" {mf.shard = #mf.shard<dim = 1, mesh = "attention", axis = "tp", parts = 2>} : tensor<8x4xf32>
+// CHECK-NEXT:    %[[PART:.+]] = moe.linear %[[F]], %[[WO]] : tensor<?x4xf32>, tensor<8x4xf32> -> tensor<?x8xf32>
+// CHECK-NEXT:    %[[SUM:.+]] = mf.all_reduce %[[PART]] on "attention" ["tp"] : tensor<?x8xf32> -> tensor<?x8xf32>
+// CHECK-NEXT:    return %[[SUM]] : tensor<?x8xf32>
+module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
+    attention = [tp = 2], experts = [ep = 2 : (tp)]>} {
+  func.func @tp2(%x: tensor<?x8xf32>, %pos: tensor<?xi64>) -> tensor<?x8xf32> {
+    %c0 = arith.constant 0 : index
+    %t = tensor.dim %x, %c0 : tensor<?x8xf32>
+    %wq = moe.param "q.weight" : tensor<8x8xf32>
+    %ql = moe.linear %x, %wq : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+    %qe = tensor.expand_shape %ql [[0], [1, 2]] output_shape [%t, 4, 2] : tensor<?x8xf32> into tensor<?x4x2xf32>
+    %wk = moe.param "k.weight" : tensor<4x8xf32>
+    %kl = moe.linear %x, %wk : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+    %ke = tensor.expand_shape %kl [[0], [1, 2]] output_shape [%t, 2, 2] : tensor<?x4xf32> into tensor<?x2x2xf32>
+    %wv = moe.param "v.weight" : tensor<4x8xf32>
+    %vl = moe.linear %x, %wv : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+    %ve = tensor.expand_shape %vl [[0], [1, 2]] output_shape [%t, 2, 2] : tensor<?x4xf32> into tensor<?x2x2xf32>
+    %q = moe.rope %qe, %pos {theta = 1.000000e+04 : f32} : tensor<?x4x2xf32>, tensor<?xi64> -> tensor<?x4x2xf32>
+    %k = moe.rope %ke, %pos {theta = 1.000000e+04 : f32} : tensor<?x2x2xf32>, tensor<?xi64> -> tensor<?x2x2xf32>
+    moe.kv_cache %k, %ve, %pos {layer = 0 : i64} : tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64>
+    %a = moe.attention %q, %k, %ve, %pos, %pos {scale = 0.707106769 : f32} : tensor<?x4x2xf32>, tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x4x2xf32>
+    %f = tensor.collapse_shape %a [[0], [1, 2]] : tensor<?x4x2xf32> into tensor<?x8xf32>
+    %wo = moe.param "o.weight" : tensor<8x8xf32>
+    %o = moe.linear %f, %wo : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+    return %o : tensor<?x8xf32>
+  }
+}
+
+// -----
+
+// TP=4 > n_kv=2 (KV-head replication): 1 query head per rank, the K/V weights
+// in 2 parts (each KV head held by 2 ranks) and the rank's KV head
+// (tp * 2 / 4) * 1.
+// CHECK-LABEL: func.func @kv_replication(
+// CHECK:         moe.param "q.weight" {mf.shard = #mf.shard<dim = 0, mesh = "attention", axis = "tp", parts = 4>} : tensor<2x8xf32>
+// CHECK:         tensor.expand_shape {{.+}} : tensor<?x2xf32> into tensor<?x1x2xf32>
+// CHECK:         moe.param "k.weight" {mf.shard = #mf.shard<dim = 0, mesh = "attention", axis = "tp", parts = 2>} : tensor<2x8xf32>
+// CHECK:         moe.param "v.weight" {mf.shard = #mf.shard<dim = 0, mesh = "attention", axis = "tp", parts = 2>} : tensor<2x8xf32>
+// CHECK:         %[[TP:.+]] = mf.coord "attention" "tp" : index
+// CHECK-NEXT:    %[[C2:.+]] = arith.constant 2 : index
+// CHECK-NEXT:    %[[M:.+]] = arith.muli %[[TP]], %[[C2]] : index
+// CHECK-NEXT:    %[[C4:.+]] = arith.constant 4 : index
+// CHECK-NEXT:    %[[D:.+]] = arith.divui %[[M]], %[[C4]] : index
+// CHECK-NEXT:    %[[C1:.+]] = arith.constant 1 : index
+// CHECK-NEXT:    %[[FIRST:.+]] = arith.muli %[[D]], %[[C1]] : index
+// CHECK-NEXT:    moe.kv_cache {{.+}} heads from %[[FIRST]] {layer = 0 : i64} : tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?xi64>
+// CHECK-NEXT:    moe.attention {{.+}} : tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x1x2xf32>
+// CHECK:         moe.param "o.weight" {mf.shard = #mf.shard<dim = 1, mesh = "attention", axis = "tp", parts = 4>} : tensor<8x2xf32>
+// CHECK:         mf.all_reduce %{{.+}} on "attention" ["tp"] : tensor<?x8xf32> -> tensor<?x8xf32>
+module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
+    attention = [tp = 4], experts = [ep = 4 : (tp)]>} {
+  func.func @kv_replication(%x: tensor<?x8xf32>, %pos: tensor<?xi64>) -> tensor<?x8xf32> {
+    %c0 = arith.constant 0 : index
+    %t = tensor.dim %x, %c0 : tensor<?x8xf32>
+    %wq = moe.param "q.weight" : tensor<8x8xf32>
+    %ql = moe.linear %x, %wq : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+    %qe = tensor.expand_shape %ql [[0], [1, 2]] output_shape [%t, 4, 2] : tensor<?x8xf32> into tensor<?x4x2xf32>
+    %wk = moe.param "k.weight" : tensor<4x8xf32>
+    %kl = moe.linear %x, %wk : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+    %ke = tensor.expand_shape %kl [[0], [1, 2]] output_shape [%t, 2, 2] : tensor<?x4xf32> into tensor<?x2x2xf32>
+    %wv = moe.param "v.weight" : tensor<4x8xf32>
+    %vl = moe.linear %x, %wv : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+    %ve = tensor.expand_shape %vl [[0], [1, 2]] output_shape [%t, 2, 2] : tensor<?x4xf32> into tensor<?x2x2xf32>
+    %q = moe.rope %qe, %pos {theta = 1.000000e+04 : f32} : tensor<?x4x2xf32>, tensor<?xi64> -> tensor<?x4x2xf32>
+    %k = moe.rope %ke, %pos {theta = 1.000000e+04 : f32} : tensor<?x2x2xf32>, tensor<?xi64> -> tensor<?x2x2xf32>
+    moe.kv_cache %k, %ve, %pos {layer = 0 : i64} : tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64>
+    %a = moe.attention %q, %k, %ve, %pos, %pos {scale = 0.707106769 : f32} : tensor<?x4x2xf32>, tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x4x2xf32>
+    %f = tensor.collapse_shape %a [[0], [1, 2]] : tensor<?x4x2xf32> into tensor<?x8xf32>
+    %wo = moe.param "o.weight" : tensor<8x8xf32>
+    %o = moe.linear %f, %wo : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+    return %o : tensor<?x8xf32>
+  }
+}
+
+// -----
+
+// Without a KV cache there is no head offset to compute.
+// CHECK-LABEL: func.func @no_cache(
+// CHECK-NOT:     mf.coord
+// CHECK-NOT:     moe.kv_cache
+// CHECK:         moe.attention {{.+}} -> tensor<?x2x2xf32>
+// CHECK:         mf.all_reduce
+module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
+    attention = [tp = 2], experts = [ep = 2 : (tp)]>} {
+  func.func @no_cache(%x: tensor<?x8xf32>, %pos: tensor<?xi64>) -> tensor<?x8xf32> {
+    %c0 = arith.constant 0 : index
+    %t = tensor.dim %x, %c0 : tensor<?x8xf32>
+    %wq = moe.param "q.weight" : tensor<8x8xf32>
+    %ql = moe.linear %x, %wq : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+    %qe = tensor.expand_shape %ql [[0], [1, 2]] output_shape [%t, 4, 2] : tensor<?x8xf32> into tensor<?x4x2xf32>
+    %wk = moe.param "k.weight" : tensor<4x8xf32>
+    %kl = moe.linear %x, %wk : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+    %ke = tensor.expand_shape %kl [[0], [1, 2]] output_shape [%t, 2, 2] : tensor<?x4xf32> into tensor<?x2x2xf32>
+    %wv = moe.param "v.weight" : tensor<4x8xf32>
+    %vl = moe.linear %x, %wv : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+    %ve = tensor.expand_shape %vl [[0], [1, 2]] output_shape [%t, 2, 2] : tensor<?x4xf32> into tensor<?x2x2xf32>
+    %q = moe.rope %qe, %pos {theta = 1.000000e+04 : f32} : tensor<?x4x2xf32>, tensor<?xi64> -> tensor<?x4x2xf32>
+    %k = moe.rope %ke, %pos {theta = 1.000000e+04 : f32} : tensor<?x2x2xf32>, tensor<?xi64> -> tensor<?x2x2xf32>
+    %a = moe.attention %q, %k, %ve, %pos, %pos {scale = 0.707106769 : f32} : tensor<?x4x2xf32>, tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x4x2xf32>
+    %f = tensor.collapse_shape %a [[0], [1, 2]] : tensor<?x4x2xf32> into tensor<?x8xf32>
+    %wo = moe.param "o.weight" : tensor<8x8xf32>
+    %o = moe.linear %f, %wo : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+    return %o : tensor<?x8xf32>
+  }
+}
+
+// -----
+
+// TP=1 (DP only): nothing to split.
+// CHECK-LABEL: func.func @tp1(
+// CHECK-NOT:     mf.shard
+// CHECK:         moe.param "q.weight" : tensor<8x8xf32>
+// CHECK:         moe.kv_cache %{{[^ ]+}}, %{{[^ ]+}}, %{{[^ ]+}} {layer = 0 : i64}
+// CHECK:         moe.attention {{.+}} -> tensor<?x4x2xf32>
+// CHECK:         %[[O:.+]] = moe.linear %{{.+}}, %{{.+}} : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+// CHECK-NEXT:    return %[[O]]
+module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
+    attention = [dp = 2], experts = [ep = 2 : (dp)]>} {
+  func.func @tp1(%x: tensor<?x8xf32>, %pos: tensor<?xi64>) -> tensor<?x8xf32> {
+    %c0 = arith.constant 0 : index
+    %t = tensor.dim %x, %c0 : tensor<?x8xf32>
+    %wq = moe.param "q.weight" : tensor<8x8xf32>
+    %ql = moe.linear %x, %wq : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+    %qe = tensor.expand_shape %ql [[0], [1, 2]] output_shape [%t, 4, 2] : tensor<?x8xf32> into tensor<?x4x2xf32>
+    %wk = moe.param "k.weight" : tensor<4x8xf32>
+    %kl = moe.linear %x, %wk : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+    %ke = tensor.expand_shape %kl [[0], [1, 2]] output_shape [%t, 2, 2] : tensor<?x4xf32> into tensor<?x2x2xf32>
+    %wv = moe.param "v.weight" : tensor<4x8xf32>
+    %vl = moe.linear %x, %wv : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+    %ve = tensor.expand_shape %vl [[0], [1, 2]] output_shape [%t, 2, 2] : tensor<?x4xf32> into tensor<?x2x2xf32>
+    %q = moe.rope %qe, %pos {theta = 1.000000e+04 : f32} : tensor<?x4x2xf32>, tensor<?xi64> -> tensor<?x4x2xf32>
+    %k = moe.rope %ke, %pos {theta = 1.000000e+04 : f32} : tensor<?x2x2xf32>, tensor<?xi64> -> tensor<?x2x2xf32>
+    moe.kv_cache %k, %ve, %pos {layer = 0 : i64} : tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64>
+    %a = moe.attention %q, %k, %ve, %pos, %pos {scale = 0.707106769 : f32} : tensor<?x4x2xf32>, tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x4x2xf32>
+    %f = tensor.collapse_shape %a [[0], [1, 2]] : tensor<?x4x2xf32> into tensor<?x8xf32>
+    %wo = moe.param "o.weight" : tensor<8x8xf32>
+    %o = moe.linear %f, %wo : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+    return %o : tensor<?x8xf32>
+  }
+}
+
+// -----
+
+// A chain whose query weight is already sharded (the pass ran before) is
+// left as it is: the K/V weights keep their type and no all-reduce is added.
+// CHECK-LABEL: func.func @already_sharded(
+// CHECK:         moe.param "q.weight" {mf.shard = #mf.shard<dim = 0, mesh = "attention", axis = "tp", parts = 2>} : tensor<4x8xf32>
+// CHECK:         moe.param "k.weight" : tensor<4x8xf32>
+// CHECK:         moe.param "v.weight" : tensor<4x8xf32>
+// CHECK-NOT:     mf.coord
+// CHECK:         moe.param "o.weight" : tensor<8x4xf32>
+// CHECK-NEXT:    %[[O:.+]] = moe.linear
+// CHECK-NEXT:    return %[[O]]
+module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
+    attention = [tp = 2], experts = [ep = 2 : (tp)]>} {
+  func.func @already_sharded(%x: tensor<?x8xf32>, %pos: tensor<?xi64>) -> tensor<?x8xf32> {
+    %c0 = arith.constant 0 : index
+    %t = tensor.dim %x, %c0 : tensor<?x8xf32>
+    %wq = moe.param "q.weight" {mf.shard = #mf.shard<dim = 0, mesh = "attention", axis = "tp", parts = 2>} : tensor<4x8xf32>
+    %ql = moe.linear %x, %wq : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+    %qe = tensor.expand_shape %ql [[0], [1, 2]] output_shape [%t, 2, 2] : tensor<?x4xf32> into tensor<?x2x2xf32>
+    %wk = moe.param "k.weight" : tensor<4x8xf32>
+    %kl = moe.linear %x, %wk : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+    %ke = tensor.expand_shape %kl [[0], [1, 2]] output_shape [%t, 2, 2] : tensor<?x4xf32> into tensor<?x2x2xf32>
+    %wv = moe.param "v.weight" : tensor<4x8xf32>
+    %vl = moe.linear %x, %wv : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+    %ve = tensor.expand_shape %vl [[0], [1, 2]] output_shape [%t, 2, 2] : tensor<?x4xf32> into tensor<?x2x2xf32>
+    %q = moe.rope %qe, %pos {theta = 1.000000e+04 : f32} : tensor<?x2x2xf32>, tensor<?xi64> -> tensor<?x2x2xf32>
+    %k = moe.rope %ke, %pos {theta = 1.000000e+04 : f32} : tensor<?x2x2xf32>, tensor<?xi64> -> tensor<?x2x2xf32>
+    moe.kv_cache %k, %ve, %pos {layer = 0 : i64} : tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64>
+    %a = moe.attention %q, %k, %ve, %pos, %pos {scale = 0.707106769 : f32} : tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x2x2xf32>
+    %f = tensor.collapse_shape %a [[0], [1, 2]] : tensor<?x2x2xf32> into tensor<?x4xf32>
+    %wo = moe.param "o.weight" : tensor<8x4xf32>
+    %o = moe.linear %f, %wo : tensor<?x4xf32>, tensor<8x4xf32> -> tensor<?x8xf32>
+    return %o : tensor<?x8xf32>
+  }
+}
