@@ -405,6 +405,9 @@ LogicalResult Lowering::lower(RingStepOp op) {
     name += elt.isF32() ? "_f32" : "_i64";
     ins.push_back(inBuffer(b, loc, in));
   }
+  if (op.getInputs().size() > 3)
+    return op.emitError("convert-mf-to-runtime: at most 3 tensors per ring "
+                        "step");
   std::optional<RuntimeFn> entry = lookupRuntimeFn(name);
   if (!entry)
     return op.emitError() << "convert-mf-to-runtime: the runtime has no ring "

@@ -87,6 +87,18 @@ module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
 
 module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
     attention = [cp = 2], experts = [ep = 2 : (cp)]>} {
+  // A mix of tensors that no runtime entry point of CodegenABI.def carries.
+  func.func @ring_pair(%k: tensor<?x8xf32>, %v: tensor<?x8xf32>) -> (tensor<?x8xf32>, tensor<?x8xf32>) {
+    // expected-error @+1 {{convert-mf-to-runtime: the runtime has no ring step for these tensors (mfrt_cg_ring_step_f32_f32)}}
+    %0:2 = mf.ring_step %k, %v on "attention" ["cp"] : tensor<?x8xf32>, tensor<?x8xf32> -> tensor<?x8xf32>, tensor<?x8xf32>
+    return %0#0, %0#1 : tensor<?x8xf32>, tensor<?x8xf32>
+  }
+}
+
+// -----
+
+module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
+    attention = [cp = 2], experts = [ep = 2 : (cp)]>} {
   // At most three tensors travel in one ring step.
   func.func @ring_four(%k: tensor<?x8xf32>) -> (tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>) {
     // expected-error @+1 {{convert-mf-to-runtime: at most 3 tensors per ring step}}

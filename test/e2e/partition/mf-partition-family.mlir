@@ -27,7 +27,7 @@
 // RUN: meshfold-import-hf %S/Inputs/gqa6x3.json --num-layers 2 -o %t.gqa.mlir
 // RUN: not meshfold-opt %t.gqa.mlir --mf-partition="tp=2 cp=2 dp=4 pp=2" 2>&1 | FileCheck %s --check-prefix=BAD-GQA
 
-// SPEC section 8: other plans of the family through the whole -mf-partition
+// docs/design.md §8: other plans of the family through the whole -mf-partition
 // pipeline, each with its expected structure, and bad plans rejected with the
 // rule's name. Inputs: 2 layers of the seed model and of small variants
 // (n_kv=2, top-1, top-4, 64 experts, 24 experts, 6 heads / 3 KV heads).

@@ -16,7 +16,7 @@
 // RUN: not grep -E 'tensor<\?x8x8xf32>|tensor<\?x4x8xf32>, tensor<\?x4x8xf32>|tensor<32x128x64xf32>|tensor<64x64xf32>|moe.lm_head .*tensor<512x64xf32>' %t.out.mlir
 
 // The whole -mf-partition pipeline on the seed model (8 layers) with the
-// seed plan TP2 x CP2 x DP4 x PP2 / EP16 x PP2: SPEC's counts. Per layer
+// seed plan TP2 x CP2 x DP4 x PP2 / EP16 x PP2: the counts of docs/design.md §4. Per layer
 // exactly five comm ops (all-gather on tp, one K/V/positions ring step on cp,
 // reduce-scatter on tp, hierarchical dispatch on ep, combine), one PP send and
 // receive, and the LM head's grouped all-reduce and gather: 8*5 + 4 = 44 calls.
