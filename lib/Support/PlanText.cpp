@@ -1,49 +1,13 @@
 //===- PlanText.cpp - The plan as text ------------------------------------===//
 
 #include "meshfold/Support/PlanText.h"
+#include "meshfold/Support/Text.h"
 
-#include <cerrno>
-#include <cstdlib>
 #include <sstream>
 
 using namespace meshfold;
 
 namespace {
-
-std::vector<std::string> split(const std::string &s, char sep) {
-  std::vector<std::string> out;
-  std::string item;
-  std::stringstream ss(s);
-  while (std::getline(ss, item, sep))
-    out.push_back(item);
-  if (!s.empty() && s.back() == sep)
-    out.push_back("");
-  return out;
-}
-
-bool parseInt(const std::string &s, int64_t &out) {
-  if (s.empty())
-    return false;
-  char *end = nullptr;
-  errno = 0;
-  long long v = std::strtoll(s.c_str(), &end, 10);
-  if (errno || *end)
-    return false;
-  out = v;
-  return true;
-}
-
-bool parseDouble(const std::string &s, double &out) {
-  if (s.empty())
-    return false;
-  char *end = nullptr;
-  errno = 0;
-  double v = std::strtod(s.c_str(), &end);
-  if (errno || *end)
-    return false;
-  out = v;
-  return true;
-}
 
 bool fail(std::string *error, const std::string &msg) {
   if (error)
