@@ -21,6 +21,7 @@
 #include "mfrt/program/Trace.h"
 #include "mfrt/mfrt.h"
 
+#include "meshfold/Support/DType.h"
 #include "meshfold/Support/TrafficModel.h"
 
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
