@@ -6,12 +6,13 @@
 // Flat: every slot travels directly from its token's rank to the owner.
 //
 // Hierarchical (as DeepEP's high-throughput kernels; hop 4 of
-// docs/design.md §4): a token crosses to another node at most once per destination node, to the relay (MeshLayout::
-// relay: the GPU on that node with the sender's local index, same IB rail),
-// which forwards it over NVLink to the owners of its experts on that node.
-// Combine goes back the same way, and the relay first sums the weighted
-// outputs of its node's experts for the token so that one row crosses back.
-// Where a relay is not a member of the group the slots go directly.
+// docs/design.md §4): a token crosses to another node at most once per
+// destination node, to the relay (MeshLayout::relay: the GPU on that node
+// with the sender's local index, same IB rail), which forwards it over NVLink
+// to the owners of its experts on that node. Combine goes back the same way,
+// and the relay first sums the weighted outputs of its node's experts for the
+// token so that one row crosses back. Where a relay is not a member of the
+// group the slots go directly.
 //
 // Both modes compute y with the same arithmetic, so they agree bit for bit:
 //   y[t] = round( sum over nodes N ascending of
@@ -32,6 +33,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mfrt/comm/Dispatch.h"
 #include "mfrt/comm/CommDType.h"
 #include "mfrt/comm/CommRuntime.h"
 
@@ -39,64 +41,6 @@
 #include <cstring>
 
 using namespace mfrt::comm;
-
-namespace {
-
-/// Token tracing: the bit of an int32 expert id in the routing metadata
-/// that marks the traced token's rows (expert ids stay far below it).
-constexpr int32_t kTraceBit = int32_t(1) << 30;
-
-/// What a relay learns about each slot of an inbound token.
-struct SlotMeta {
-  int32_t expert; // -1: not for this node
-  float weight;
-};
-static_assert(sizeof(SlotMeta) == 8, "SlotMeta is sent as bytes");
-
-/// One row a relay forwards: inbound token row, choice j.
-struct Forward {
-  int32_t source;
-  int64_t tokenRow;
-  int32_t j;
-};
-
-} // namespace
-
-struct mfrt_dispatch {
-  RankState *st = nullptr;
-  int64_t groupHandle = -1;
-  mfrt_dispatch_mode mode = MFRT_DISPATCH_FLAT;
-  mfrt_dtype dtype = MFRT_F32;
-  int64_t hidden = 0, nTokens = 0, k = 0, nExperts = 0, perRank = 0;
-  size_t rowBytes = 0;
-
-  // As owner: rows received, by source group rank.
-  int64_t count = 0;
-  void *rows = nullptr;
-  std::vector<int64_t> experts;
-  std::vector<int64_t> fromSlots, rowOffset;
-  /// Token tracing: received rows (as owner) and inbound tokens (as relay)
-  /// that carry the traced token.
-  std::vector<uint8_t> traced, inTraced;
-
-  // As token rank: per slot, its owner, position among the slots sent to that
-  // owner, relay (-1: direct) and row in the relay's returned partials.
-  std::vector<float> weights;
-  std::vector<int32_t> slotOwner, slotRelay;
-  std::vector<int64_t> slotPos, slotRelayRow;
-  std::vector<int64_t> slotsTo, tokensTo, relayOffset;
-
-  // As relay: inbound tokens by source, their slot metadata, and the rows
-  // forwarded to each owner on this node.
-  std::vector<int64_t> fromTokens, inOffset;
-  std::vector<SlotMeta> inMeta;
-  std::vector<std::vector<Forward>> forward;
-
-  ~mfrt_dispatch() {
-    if (rows && st)
-      st->compute.release(rows);
-  }
-};
 
 namespace {
 
@@ -713,12 +657,14 @@ Status Dispatcher::finish() {
   h.rows = rows.take();
   return Status::success();
 }
+} // namespace
 
 /// Dispatches x by its routing: counts (A), rows to owners and relays (B),
 /// relays to the owners on their node (C); fills `h` as owner, token rank
 /// and relay.
-Status dispatchImpl(Op &op, mfrt_dispatch &h, const void *x,
-                    const int64_t *expertsIn, const float *weightsIn) {
+Status mfrt::comm::dispatchTokens(Op &op, mfrt_dispatch &h, const void *x,
+                                  const int64_t *expertsIn,
+                                  const float *weightsIn) {
   Dispatcher d(op, h, x);
   Status s = d.readRouting(expertsIn, weightsIn);
   if (!s.ok())
@@ -745,6 +691,9 @@ Status dispatchImpl(Op &op, mfrt_dispatch &h, const void *x,
 }
 
 /// One combine call on this rank: the handle of its dispatch, the expert
+
+namespace {
+
 /// outputs and y, and the buffers that its phases share.
 struct Combiner {
   Combiner(Op &op, mfrt_dispatch &h, const void *out, void *y)
@@ -1027,11 +976,13 @@ Status Combiner::sumFinal() {
     s = compute.sync(op.deadline, st.timeoutS);
   return s;
 }
+} // namespace
 
 /// Combines the expert outputs `out` into y: owners return rows (D), relays
 /// return their node's partials (E), then each token's rank sums its node
 /// partials.
-Status combineImpl(Op &op, mfrt_dispatch &h, const void *out, void *y) {
+Status mfrt::comm::combineTokens(Op &op, mfrt_dispatch &h, const void *out,
+                                 void *y) {
   Combiner c(op, h, out, y);
   c.traceOwnRows();
   c.planReturns();
@@ -1044,105 +995,4 @@ Status combineImpl(Op &op, mfrt_dispatch &h, const void *out, void *y) {
     return s;
   c.buildFinalTerms();
   return c.sumFinal();
-}
-
-} // namespace
-
-extern "C" mfrt_status
-mfrt_dispatch_tokens(int64_t group, mfrt_dispatch_mode mode, const void *x,
-                     int64_t n_tokens, int64_t hidden, mfrt_dtype dtype,
-                     const int64_t *experts, const float *weights, int64_t k,
-                     int64_t n_experts, mfrt_dispatch **h) {
-  RankState *st = currentRank();
-  if (!st)
-    return outsideLaunch("mfrt_dispatch_tokens");
-  if (h)
-    *h = nullptr;
-  Op op(*st, "dispatch", MFRT_OP_DISPATCH);
-  Status s = beginGroupOp(op, group);
-  auto bad = [&](const std::string &what) {
-    s = Status::error(MFRT_ERR_ARGUMENT, what);
-  };
-  if (s.ok()) {
-    const int n = op.group->size();
-    if (!h)
-      bad("the handle pointer is NULL");
-    else if (mode != MFRT_DISPATCH_FLAT && mode != MFRT_DISPATCH_HIERARCHICAL)
-      bad("unknown dispatch mode " + std::to_string(int(mode)));
-    else if (n_tokens < 0 || hidden < 1 || k < 0)
-      bad("n_tokens (" + std::to_string(n_tokens) + ") and k (" +
-          std::to_string(k) + ") must be >= 0 and hidden (" +
-          std::to_string(hidden) + ") >= 1");
-    else if (dtypeSize(dtype) == 0)
-      bad("unknown dtype " + std::to_string(int(dtype)));
-    else if (n_experts >= kTraceBit)
-      bad("n_experts=" + std::to_string(n_experts) + " is over the " +
-          std::to_string(kTraceBit - 1) + " the routing metadata holds");
-    else if (n_experts < 1 || n_experts % n)
-      bad("the group's " + std::to_string(n) +
-          " ranks must divide n_experts=" + std::to_string(n_experts));
-    else if (n_tokens > 0 && !x)
-      bad("x is NULL");
-    else if (n_tokens * k > 0 && (!experts || !weights))
-      bad("experts or weights is NULL");
-  }
-  auto handle = std::make_unique<mfrt_dispatch>();
-  if (s.ok()) {
-    handle->st = st;
-    handle->groupHandle = group;
-    handle->mode = mode;
-    handle->dtype = dtype;
-    handle->hidden = hidden;
-    handle->nTokens = n_tokens;
-    handle->k = k;
-    handle->nExperts = n_experts;
-    handle->perRank = n_experts / op.group->size();
-    handle->rowBytes = size_t(hidden) * dtypeSize(dtype);
-    s = dispatchImpl(op, *handle, x, experts, weights);
-  }
-  mfrt_status code = finishGroupOp(op, s);
-  if (code == MFRT_OK)
-    *h = handle.release();
-  return code;
-}
-
-extern "C" int64_t mfrt_dispatch_count(const mfrt_dispatch *h) {
-  return h ? h->count : 0;
-}
-
-extern "C" const void *mfrt_dispatch_rows(const mfrt_dispatch *h) {
-  return h ? h->rows : nullptr;
-}
-
-extern "C" const int64_t *mfrt_dispatch_experts(const mfrt_dispatch *h) {
-  return h ? h->experts.data() : nullptr;
-}
-
-extern "C" mfrt_status mfrt_combine_tokens(mfrt_dispatch *h, const void *out,
-                                           void *y) {
-  RankState *st = currentRank();
-  if (!st) {
-    delete h;
-    return outsideLaunch("mfrt_combine_tokens");
-  }
-  std::unique_ptr<mfrt_dispatch> owned(h);
-  Op op(*st, "combine", MFRT_OP_COMBINE);
-  Status s;
-  if (!h) {
-    s = Status::error(MFRT_ERR_ARGUMENT, "the dispatch handle is NULL");
-  } else if (h->st != st) {
-    s = Status::error(MFRT_ERR_ARGUMENT,
-                      "the dispatch handle belongs to another rank");
-  } else {
-    s = beginGroupOp(op, h->groupHandle);
-    if (s.ok() && h->count > 0 && !out)
-      s = Status::error(MFRT_ERR_ARGUMENT, "out is NULL with " +
-                                               std::to_string(h->count) +
-                                               " rows");
-    if (s.ok() && h->nTokens > 0 && !y)
-      s = Status::error(MFRT_ERR_ARGUMENT, "y is NULL");
-    if (s.ok())
-      s = combineImpl(op, *h, out, y);
-  }
-  return finishGroupOp(op, s);
 }

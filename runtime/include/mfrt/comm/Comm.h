@@ -14,7 +14,7 @@
 //    all-reduce (NCCL); the generic algorithms are used where it has none.
 //
 // Byte accounting is done above the transport, on every message, by
-// MeshLayout link class (Runtime.cpp), so every backend reports the same
+// MeshLayout link class (Op.cpp), so every backend reports the same
 // figures for the same program.
 //
 // `local` lives in libmfrt itself; `mpi` and `nccl` are plugins

@@ -166,14 +166,6 @@ Status barrier(Op &op);
 /// True when token tracing is on (mfrt_trace_enable).
 bool tracing();
 
-/// Op scaffolding of the C entry points (Runtime.cpp): beginGroupOp checks
-/// that no rank failed and picks the group, tag sequence and deadline;
-/// finishGroupOp reports a failure (and raises one of this rank's own).
-Status beginGroupOp(Op &op, int64_t group);
-mfrt_status finishGroupOp(Op &op, const Status &s);
-/// The error of an entry point called outside mfrt_launch.
-mfrt_status outsideLaunch(const char *fn);
-
 /// Scoped buffer from Compute::alloc.
 class Buffer {
 public:
