@@ -21,7 +21,7 @@
 #include "mfrt/CodegenABI.h"
 #include "mfrt/mfrt.h"
 #include "mfrt/program/DeviceBuffers.h"
-#include "mfrt/program/RankState.h"
+#include "mfrt/program/ProgramRank.h"
 #include "mfrt/program/Trace.h"
 
 #include "meshfold/Support/Manifest.h"
@@ -38,7 +38,7 @@ using meshfold::Manifest;
 
 namespace {
 int64_t group(int64_t id) {
-  RankState &rs = currentRank();
+  ProgramRank &rs = programRank();
   if (id < 0 || size_t(id) >= rs.groups.size())
     fatal("internal: group id " + std::to_string(id) +
           " is not in the manifest");
@@ -51,13 +51,13 @@ void check(mfrt_status status, const char *what) {
 }
 
 /// Token tracing: whether this rank runs the traced request now.
-bool tracedRequest(const RankState &rs) {
+bool tracedRequest(const ProgramRank &rs) {
   const TraceConfig &c = traceConfig();
   return c.traceToken && rs.request == c.request;
 }
 
 /// The rows among `positions` (of `n`) that hold the traced position.
-std::vector<int64_t> tracedRows(const RankState &rs, const int64_t *positions,
+std::vector<int64_t> tracedRows(const ProgramRank &rs, const int64_t *positions,
                                 int64_t n) {
   std::vector<int64_t> rows;
   if (!tracedRequest(rs))
@@ -71,7 +71,7 @@ std::vector<int64_t> tracedRows(const RankState &rs, const int64_t *positions,
 /// Marks, for the next collective, the rows of a buffer of `rows` rows
 /// (`count` elements) laid out by `positions` that hold the traced token.
 /// A buffer of another row count is not in that layout: nothing is marked.
-void markRows(const RankState &rs, const std::vector<int64_t> &positions,
+void markRows(const ProgramRank &rs, const std::vector<int64_t> &positions,
               int64_t rows, int64_t count) {
   if (!tracedRequest(rs) || rows != int64_t(positions.size()) || rows == 0)
     return;
@@ -83,7 +83,7 @@ void markRows(const RankState &rs, const std::vector<int64_t> &positions,
 
 /// Whether the rank's rows of `layout` hold the traced token at the
 /// request's last position (the LM head's row).
-bool holdsTracedLastRow(const RankState &rs,
+bool holdsTracedLastRow(const ProgramRank &rs,
                         const std::vector<int64_t> &layout) {
   if (!tracedRequest(rs) || !rs.output ||
       traceConfig().position != rs.output->tokens - 1)
@@ -102,7 +102,7 @@ extern "C" {
 /// storage type the manifest names (f32 or bf16), row-major (CUDA mode: managed
 /// memory on the rank's device). The runtime owns it; the program only reads
 /// it.
-void *mfrt_weight(int64_t id) { return weightData(currentRank(), id); }
+void *mfrt_weight(int64_t id) { return weightData(programRank(), id); }
 
 /// K/V cache entries of `layer` for the tokens at `positions`, KV heads
 /// `headOffset ..` of the model's; positions past the prompt (padding) are
@@ -113,7 +113,7 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
                                     StridedMemRefType<int64_t, 1> *positions,
                                     int64_t headOffset) {
   syncForHost();
-  RankState &rs = currentRank();
+  ProgramRank &rs = programRank();
   const Manifest &m = *rs.manifest;
   if (layer < 0 || layer >= m.layers)
     fatal("internal: K/V for layer " + std::to_string(layer) +
@@ -135,7 +135,7 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
           trace.position) {
         TraceSightings &seen = traceSightings();
         std::lock_guard<std::mutex> lock(seen.mutex);
-        seen.kv.insert(rs.rank);
+        seen.kv.insert(mfrt_rank());
       }
   std::lock_guard<std::mutex> lock(out->mutex);
   int64_t row = m.kvHeads * m.headDim;
@@ -165,7 +165,7 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
 void _mlir_ciface_mfrt_prompt_logits_f32(StridedMemRefType<float, 2> *logits,
                                          StridedMemRefType<int64_t, 1> *pos) {
   syncForHost();
-  RankState &rs = currentRank();
+  ProgramRank &rs = programRank();
   const Manifest &m = *rs.manifest;
   if (logits->sizes[1] != m.vocab || logits->sizes[0] != pos->sizes[0])
     fatal("internal: prompt logits have an unexpected shape");
@@ -193,7 +193,7 @@ void _mlir_ciface_mfrt_prompt_logits_f32(StridedMemRefType<float, 2> *logits,
 void _mlir_ciface_mfrt_logits_f32(StridedMemRefType<float, 1> *logits,
                                   int64_t valid) {
   syncForHost();
-  RankState &rs = currentRank();
+  ProgramRank &rs = programRank();
   const Manifest &m = *rs.manifest;
   if (!valid || !rs.output)
     return;
@@ -214,7 +214,7 @@ void _mlir_ciface_mfrt_logits_f32(StridedMemRefType<float, 1> *logits,
 void _mlir_ciface_mfrt_cg_set_layer(int64_t layer) {
   mfrt_set_layer(layer);
   if (layer >= 0)
-    currentRank().layer = layer;
+    programRank().layer = layer;
 }
 
 /// The positions of the current layer's rows, in the SP layout (the hidden
@@ -226,14 +226,14 @@ void _mlir_ciface_mfrt_cg_layer_rows(int64_t layer,
                                      UnrankedMemRefType<int64_t> *cp) {
   if (!traceConfig().needsPositions())
     return;
-  RankState &rs = currentRank();
+  ProgramRank &rs = programRank();
   copyPositions(sp, rs.spRows);
   copyPositions(cp, rs.cpRows);
   if (layer == 0 &&
       !tracedRows(rs, rs.spRows.data(), int64_t(rs.spRows.size())).empty()) {
     TraceSightings &seen = traceSightings();
     std::lock_guard<std::mutex> lock(seen.mutex);
-    seen.landing = rs.rank;
+    seen.landing = mfrt_rank();
   }
 }
 
@@ -245,7 +245,7 @@ void _mlir_ciface_mfrt_cg_all_gather_f32(int64_t id,
                                          UnrankedMemRefType<float> *in,
                                          UnrankedMemRefType<float> *out) {
   MemRefBuffer<float> a(in), b(out);
-  markRows(currentRank(), currentRank().spRows, a.rows, a.count);
+  markRows(programRank(), programRank().spRows, a.rows, a.count);
   check(mfrt_all_gather(group(id), a.data, b.data, a.count, MFRT_F32),
         "all_gather");
 }
@@ -254,7 +254,7 @@ void _mlir_ciface_mfrt_cg_reduce_scatter_f32(int64_t id,
                                              UnrankedMemRefType<float> *in,
                                              UnrankedMemRefType<float> *out) {
   MemRefBuffer<float> a(in), b(out);
-  markRows(currentRank(), currentRank().cpRows, a.rows, a.count);
+  markRows(programRank(), programRank().cpRows, a.rows, a.count);
   check(mfrt_reduce_scatter(group(id), a.data, b.data, b.count, MFRT_F32),
         "reduce_scatter");
 }
@@ -264,7 +264,7 @@ void _mlir_ciface_mfrt_cg_all_reduce_f32(int64_t id,
                                          UnrankedMemRefType<float> *out) {
   MemRefBuffer<float> a(in), b(out);
   // The LM head's all-reduce brings the last position's row to the TP group.
-  if (holdsTracedLastRow(currentRank(), currentRank().spRows)) {
+  if (holdsTracedLastRow(programRank(), programRank().spRows)) {
     int64_t row = 0;
     mfrt_trace_mark(&row, 1, a.count);
   }
@@ -278,7 +278,7 @@ void _mlir_ciface_mfrt_cg_gather_f32(int64_t id, int64_t root,
   MemRefBuffer<float> a(in), b(out);
   // The LM head's logits halves of the last position, on the TP group that
   // holds it.
-  if (holdsTracedLastRow(currentRank(), currentRank().cpRows)) {
+  if (holdsTracedLastRow(programRank(), programRank().cpRows)) {
     int64_t row = 0;
     mfrt_trace_mark(&row, 1, a.count);
   }
@@ -301,7 +301,7 @@ static int peerOf(int64_t id, int64_t offset) {
 void _mlir_ciface_mfrt_cg_send_f32(int64_t id, int64_t offset,
                                    UnrankedMemRefType<float> *in) {
   MemRefBuffer<float> a(in);
-  markRows(currentRank(), currentRank().spRows, a.rows, a.count);
+  markRows(programRank(), programRank().spRows, a.rows, a.count);
   check(mfrt_send(peerOf(id, offset), a.data, a.count, MFRT_F32), "send");
 }
 
@@ -325,7 +325,7 @@ void _mlir_ciface_mfrt_cg_ring_step_f32_f32_i64(
   copyAny(send.data() + kb, b.data, vb);
   copyAny(send.data() + kb + vb, c.data, pb);
   // The message's own positions say whether it carries the traced K/V.
-  std::vector<int64_t> marks = tracedRows(currentRank(), c.data, c.count);
+  std::vector<int64_t> marks = tracedRows(programRank(), c.data, c.count);
   if (!marks.empty())
     mfrt_trace_mark(marks.data(), int64_t(marks.size()), 0);
   check(mfrt_ring_step_bytes(group(id), send.data(), recv.data(),
@@ -362,7 +362,7 @@ int64_t _mlir_ciface_mfrt_cg_dispatch_f32(int64_t id, int64_t hierarchical,
   MemRefBuffer<int64_t> e(experts);
   int64_t tokens = a.rows, k = tokens > 0 ? e.count / tokens : 0;
   int64_t hidden = tokens > 0 ? a.count / tokens : 0;
-  RankState &rs = currentRank();
+  ProgramRank &rs = programRank();
   const TraceConfig &c = traceConfig();
   const int64_t *choices = e.data;
   std::vector<int64_t> routed;

@@ -39,7 +39,7 @@ void mfrt::copyAny(void *dst, const void *src, size_t bytes) {
   check(d->synchronize(), "copy");
 }
 
-void mfrt::uploadWeights(RankState &rs) {
+void mfrt::uploadWeights(ProgramRank &rs) {
   Device *d = device();
   if (!d)
     return;
@@ -60,7 +60,7 @@ void mfrt::uploadWeights(RankState &rs) {
   }
 }
 
-void mfrt::releaseWeights(RankState &rs) {
+void mfrt::releaseWeights(ProgramRank &rs) {
   Device *d = device();
   if (!d)
     return;
@@ -70,7 +70,7 @@ void mfrt::releaseWeights(RankState &rs) {
   rs.deviceParams.clear();
 }
 
-void *mfrt::weightData(RankState &rs, int64_t id) {
+void *mfrt::weightData(ProgramRank &rs, int64_t id) {
   if (id < 0 || size_t(id) >= rs.params.size())
     fatal("internal: weight id " + std::to_string(id) + " out of range");
   if (!rs.deviceParams.empty())

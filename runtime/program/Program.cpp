@@ -2,6 +2,8 @@
 
 #include "mfrt/program/Program.h"
 
+#include "mfrt/comm/CommRuntime.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -11,7 +13,6 @@ using namespace mfrt;
 
 namespace {
 const char *gProgram = "prefill";
-thread_local RankState tRank;
 } // namespace
 
 Program &mfrt::program() {
@@ -37,10 +38,17 @@ void mfrt::die(const std::string &msg) {
   std::_Exit(1);
 }
 
-RankState &mfrt::currentRank() { return tRank; }
+ProgramRank &mfrt::programRank() {
+  comm::RankState *rank = comm::currentRank();
+  if (!rank || !rank->program)
+    die("internal: a program hook called outside the ranks' run");
+  return *rank->program;
+}
 
 void mfrt::fatal(const std::string &msg) {
-  if (tRank.manifest && !tRank.manifest->plan.empty())
-    die("rank " + std::to_string(tRank.rank) + ": " + msg);
+  comm::RankState *rank = comm::currentRank();
+  const ProgramRank *rs = rank ? rank->program : nullptr;
+  if (rs && rs->manifest && !rs->manifest->plan.empty())
+    die("rank " + std::to_string(rank->rank) + ": " + msg);
   die(msg);
 }

@@ -13,6 +13,7 @@
 #include "mfrt/program/Trace.h"
 
 #include "meshfold/Support/PlanText.h"
+#include "mfrt/comm/CommRuntime.h"
 #include "mfrt/io/Prompts.h"
 
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
@@ -46,7 +47,7 @@ void runPrefill(const std::vector<int64_t> &tokens) {
 
 /// Runs this rank's share of the requests: its DP replica's, in rounds that
 /// every replica takes part in.
-void runRequests(const Program &prog, RankState &rs,
+void runRequests(const Program &prog, ProgramRank &rs,
                  std::map<std::string, int64_t> &groups) {
   int64_t replicas = 1, replica = 0;
   if (prog.manifest.plan.find("dp:") != std::string::npos) {
@@ -141,9 +142,11 @@ mfrt::balance(const std::vector<std::vector<int64_t>> &requests,
 
 int mfrt::rankMain(void *) {
   Program &prog = program();
-  RankState &rs = currentRank();
+  // The program's part of this rank's state, for as long as the rank runs.
+  ProgramRank rs;
+  comm::RankState &rank = *comm::currentRank();
+  rank.program = &rs;
   rs.manifest = &prog.manifest;
-  rs.rank = mfrt_rank();
   std::map<std::string, int64_t> groups;
   for (const ManifestGroup &g : prog.manifest.groups)
     rs.groups.push_back(groupOf(groups, g.axes));
@@ -151,7 +154,7 @@ int mfrt::rankMain(void *) {
   uploadWeights(rs); // CUDA mode: to the rank's device
   runRequests(prog, rs, groups);
   if (prog.reportTraffic)
-    readTrafficCounters(prog, rs.rank);
+    readTrafficCounters(prog, rank.rank);
   if (prog.collectOutputs && prog.reportTraffic)
     collectTraffic(prog);
   if (prog.collectOutputs && traceConfig().traceToken)
@@ -159,5 +162,6 @@ int mfrt::rankMain(void *) {
   if (prog.collectOutputs)
     collectOutputs(prog);
   releaseWeights(rs);
+  rank.program = nullptr;
   return 0;
 }

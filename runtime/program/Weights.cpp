@@ -158,7 +158,8 @@ int64_t mfrt::groupOf(std::map<std::string, int64_t> &cache,
   return g;
 }
 
-void mfrt::loadWeights(RankState &rs, std::map<std::string, int64_t> &groups) {
+void mfrt::loadWeights(ProgramRank &rs,
+                       std::map<std::string, int64_t> &groups) {
   const Program &prog = program();
   rs.params.resize(prog.manifest.params.size());
   // Only the weights of this rank's pipeline stage.

@@ -12,7 +12,7 @@
 #define MESHFOLD_RUNTIME_DEVICEBUFFERS_H
 
 #include "mfrt/mfrt.h"
-#include "mfrt/program/RankState.h"
+#include "mfrt/program/ProgramRank.h"
 
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
 
@@ -29,10 +29,10 @@ bool deviceMode();
 
 /// CUDA mode: copies every weight slice of `rs` into managed memory on the
 /// rank's device (and frees the host copy); mfrt_weight then returns these.
-void uploadWeights(RankState &rs);
-void releaseWeights(RankState &rs);
+void uploadWeights(ProgramRank &rs);
+void releaseWeights(ProgramRank &rs);
 /// The data of weight `id` (device copy in CUDA mode).
-void *weightData(RankState &rs, int64_t id);
+void *weightData(ProgramRank &rs, int64_t id);
 
 /// Synchronizes the rank's stream before the host reads or writes program
 /// buffers (no-op on the CPU target).

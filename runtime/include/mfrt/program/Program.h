@@ -18,7 +18,7 @@
 #include "meshfold/Support/Manifest.h"
 #include "mfrt/io/Safetensors.h"
 #include "mfrt/mfrt.h"
-#include "mfrt/program/RankState.h"
+#include "mfrt/program/ProgramRank.h"
 
 #include <cstdint>
 #include <map>
@@ -113,7 +113,7 @@ void checkWeights(const meshfold::Manifest &m, const SafetensorsFile &file);
 int64_t groupOf(std::map<std::string, int64_t> &cache, const std::string &axes);
 /// Loads this rank's slice of every weight, in the storage type the
 /// manifest names for it.
-void loadWeights(RankState &rs, std::map<std::string, int64_t> &groups);
+void loadWeights(ProgramRank &rs, std::map<std::string, int64_t> &groups);
 
 //===----------------------------------------------------------------------===//
 // The outputs (Outputs.cpp)
