@@ -19,7 +19,7 @@ int main(int argc, char **argv) {
   Options options;
   if (!parseCommandLine(argc, argv, options))
     return 0; // --help
-  mfrt_options launch = launchOptions(options, argc, argv);
+  mfrt_options launch = launchOptions(options);
   // Fail before the work, not after it, when an output cannot be written.
   checkOutputPaths(options);
 

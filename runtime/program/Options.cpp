@@ -1,9 +1,12 @@
 //===- Options.cpp - The emitted program's command line -------------------===//
 //
-// Flags take their value as the next argument or after '=' (--out=FILE);
-// every flag is checked where its meaning is known: the required ones and
-// the value sets here, the trace flags against the prompts and the model,
-// the link speeds against --report traffic.
+// A flag's value is the next argument or follows '=' (--out=FILE, and
+// --timeout= gives an empty one); the last of a repeated flag wins. An
+// unknown flag, an argument that is not a flag and a flag without its value
+// each fail with one line naming the argument as given. Every value is
+// checked where its meaning is known: the required flags and the value sets
+// here, the trace flags against the prompts and the model, the link speeds
+// against --report traffic.
 //
 //===----------------------------------------------------------------------===//
 
@@ -137,9 +140,10 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
       usage();
       return false;
     }
-    if (auto it = valued.find(name); it != valued.end())
+    if (auto it = valued.find(name); it != valued.end()) {
       value(*it->second);
-    else if (name == "--quiet")
+      options.timeoutGiven |= name == "--timeout";
+    } else if (name == "--quiet")
       options.quiet = true;
     else if (name == "--report") {
       std::string what;
@@ -159,8 +163,7 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
   return true;
 }
 
-mfrt_options mfrt::launchOptions(const Options &options, int argc,
-                                 char **argv) {
+mfrt_options mfrt::launchOptions(const Options &options) {
   mfrt_options launch{};
   const std::string &backend = options.backend;
   if (backend == "local")
@@ -173,10 +176,7 @@ mfrt_options mfrt::launchOptions(const Options &options, int argc,
     die("--backend nccl needs a program compiled with --target cuda");
   else
     die("--backend must be local, mpi or nccl, got '" + backend + "'");
-  bool timeoutGiven = false;
-  for (int i = 1; i < argc; ++i)
-    timeoutGiven |= std::strncmp(argv[i], "--timeout", 9) == 0;
-  if (timeoutGiven) {
+  if (options.timeoutGiven) {
     const std::string &timeout = options.timeout;
     char *end = nullptr;
     bool digits =

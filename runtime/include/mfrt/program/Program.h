@@ -31,6 +31,8 @@ namespace mfrt {
 /// The command line, as given (checked by the steps that use it).
 struct Options {
   std::string weights, prompts, out, backend = "local", timeout;
+  /// Whether --timeout was given (its value may be empty: --timeout=).
+  bool timeoutGiven = false;
   std::string traceToken, forceRouting, traceSvg, nvlinkGBps, ibGBps;
   bool quiet = false;
   /// --report traffic.
@@ -75,7 +77,7 @@ const char *programName();
 /// Unknown flags, a flag without its value and missing required flags fail.
 bool parseCommandLine(int argc, char **argv, Options &options);
 /// The launch options of --backend and --timeout (the plan is set later).
-mfrt_options launchOptions(const Options &options, int argc, char **argv);
+mfrt_options launchOptions(const Options &options);
 /// Fails, before any work, when --out or --trace-svg cannot be written.
 void checkOutputPaths(const Options &options);
 /// Sets traceConfig() from --trace-token, --trace-svg and --force-routing,
