@@ -39,7 +39,7 @@ void mfrt::copyAny(void *dst, const void *src, size_t bytes) {
   check(d->synchronize(), "copy");
 }
 
-void mfrt::uploadWeights(RankState &rs) {
+void mfrt::uploadWeights(ProgramRank &rs) {
   Device *d = device();
   if (!d)
     return;
@@ -60,7 +60,7 @@ void mfrt::uploadWeights(RankState &rs) {
   }
 }
 
-void mfrt::releaseWeights(RankState &rs) {
+void mfrt::releaseWeights(ProgramRank &rs) {
   Device *d = device();
   if (!d)
     return;
@@ -70,7 +70,7 @@ void mfrt::releaseWeights(RankState &rs) {
   rs.deviceParams.clear();
 }
 
-void *mfrt::weightData(RankState &rs, int64_t id) {
+void *mfrt::weightData(ProgramRank &rs, int64_t id) {
   if (id < 0 || size_t(id) >= rs.params.size())
     fatal("internal: weight id " + std::to_string(id) + " out of range");
   if (!rs.deviceParams.empty())
@@ -115,6 +115,44 @@ void SharedBuffer::resize(size_t n) {
   host.resize(n);
   ptr = host.data();
 }
+
+template <typename T>
+mfrt::MemRefBuffer<T>::MemRefBuffer(UnrankedMemRefType<T> *m) {
+  syncForHost();
+  DynamicMemRefType<T> view(*m);
+  const int64_t *sizes = view.sizes, *strides = view.strides;
+  bool contiguous = true;
+  int64_t expect = 1;
+  for (int64_t d = view.rank - 1; d >= 0; --d) {
+    if (sizes[d] != 1 && strides[d] != expect)
+      contiguous = false;
+    expect *= sizes[d];
+  }
+  count = expect;
+  rows = view.rank > 0 ? sizes[0] : 1;
+  data = view.data + view.offset;
+  if (contiguous || count == 0)
+    return;
+  // Gather the strided view into a contiguous copy.
+  copy.resize(size_t(count) * sizeof(T));
+  T *out = reinterpret_cast<T *>(copy.data());
+  std::vector<int64_t> idx(size_t(view.rank), 0);
+  for (int64_t i = 0; i < count; ++i) {
+    int64_t at = 0;
+    for (int64_t d = 0; d < view.rank; ++d)
+      at += idx[d] * strides[d];
+    out[i] = data[at];
+    for (int64_t d = view.rank - 1; d >= 0; --d) {
+      if (++idx[d] < sizes[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+  data = out;
+}
+
+template struct mfrt::MemRefBuffer<float>;
+template struct mfrt::MemRefBuffer<int64_t>;
 
 mfrt_status mfrt::sendHost(int peer, const void *buf, int64_t count,
                            mfrt_dtype dtype) {

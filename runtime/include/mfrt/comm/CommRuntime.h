@@ -9,13 +9,18 @@
 #ifndef MESHFOLD_RUNTIME_COMMRUNTIME_H
 #define MESHFOLD_RUNTIME_COMMRUNTIME_H
 
-#include "mfrt/comm/Comm.h"
 #include "meshfold/Support/MeshLayout.h"
+#include "mfrt/comm/Comm.h"
 
 #include <initializer_list>
 #include <map>
 #include <memory>
 #include <unordered_map>
+
+namespace mfrt {
+/// The emitted program's part of a rank's state (mfrt/program/ProgramRank.h).
+struct ProgramRank;
+} // namespace mfrt
 
 namespace mfrt::comm {
 
@@ -74,6 +79,10 @@ struct RankState {
   /// Fault injection (MFRT_FAULT_EXIT="<rank>:<op>"): the op in which this
   /// rank calls _exit(3) after posting its messages; "" for none.
   std::string faultExitOp;
+  /// The emitted program's part (weights, the request being run), set by
+  /// the program while the rank runs its function; null otherwise and for
+  /// other callers of mfrt_launch.
+  ProgramRank *program = nullptr;
 
   Group *group(int64_t handle) {
     if (handle < 0 || handle >= int64_t(groups.size()))

@@ -1,7 +1,7 @@
 //===- DeviceBuffers.h - Program buffers in CUDA mode -----------*- C++ -*-===//
 //
-// What the emitted program's hooks (Driver.cpp, CodegenABI.cpp) need to run
-// a program compiled for CUDA (runtime/Device.h): weights and the hooks'
+// What the emitted program's hooks (CodegenHooks.cpp) and its run need to run
+// a program compiled for CUDA (mfrt/comm/Device.h): weights and the hooks'
 // temporaries in memory the kernels, the collectives and the host share, and
 // copies that work whatever memory the pointers name. Without a device
 // (the CPU target) everything is plain host memory.
@@ -11,8 +11,10 @@
 #ifndef MESHFOLD_RUNTIME_DEVICEBUFFERS_H
 #define MESHFOLD_RUNTIME_DEVICEBUFFERS_H
 
-#include "mfrt/program/RankState.h"
 #include "mfrt/mfrt.h"
+#include "mfrt/program/ProgramRank.h"
+
+#include "mlir/ExecutionEngine/CRunnerUtils.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -27,10 +29,10 @@ bool deviceMode();
 
 /// CUDA mode: copies every weight slice of `rs` into managed memory on the
 /// rank's device (and frees the host copy); mfrt_weight then returns these.
-void uploadWeights(RankState &rs);
-void releaseWeights(RankState &rs);
+void uploadWeights(ProgramRank &rs);
+void releaseWeights(ProgramRank &rs);
 /// The data of weight `id` (device copy in CUDA mode).
-void *weightData(RankState &rs, int64_t id);
+void *weightData(ProgramRank &rs, int64_t id);
 
 /// Synchronizes the rank's stream before the host reads or writes program
 /// buffers (no-op on the CPU target).
@@ -59,6 +61,21 @@ private:
   size_t bytes = 0;
   bool onDevice = false;
 };
+
+/// A buffer the program passes to a hook (an unranked memref): its first
+/// element and element count, with a contiguous copy when the view is
+/// strided (in memory the collectives accept: a SharedBuffer). Waits for the
+/// rank's stream first (syncForHost).
+template <typename T> struct MemRefBuffer {
+  T *data = nullptr;
+  int64_t count = 1;
+  int64_t rows = 1;
+  SharedBuffer copy;
+
+  explicit MemRefBuffer(UnrankedMemRefType<T> *m);
+};
+extern template struct MemRefBuffer<float>;
+extern template struct MemRefBuffer<int64_t>;
 
 /// mfrt_send / mfrt_recv of host memory, staged through a SharedBuffer in
 /// CUDA mode (the nccl backend moves device memory only).

@@ -1,13 +1,16 @@
-//===- RankState.h - what the emitted program's hooks see on a rank -------===//
+//===- ProgramRank.h - The program's part of a rank's state -----*- C++ -*-===//
 //
-// The program's runtime hooks (weights, outputs, the collective calls of
-// CodegenABI.cpp) act for the calling rank: each rank (a thread of the local
-// backend, or a process) has one RankState, reached through currentRank().
+// The program's runtime hooks (CodegenHooks.cpp: weights, outputs,
+// collective calls) act for the calling rank. Each rank (a thread of the
+// local backend, or a process) has one state, mfrt::comm::RankState, reached
+// through mfrt::comm::currentRank(); its `program` member is the program's
+// part, a ProgramRank, set by the rank's body (rankMain) for as long as it
+// runs.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MESHFOLD_RUNTIME_RANKSTATE_H
-#define MESHFOLD_RUNTIME_RANKSTATE_H
+#ifndef MFRT_PROGRAM_PROGRAMRANK_H
+#define MFRT_PROGRAM_PROGRAMRANK_H
 
 #include "meshfold/Support/Manifest.h"
 
@@ -50,9 +53,10 @@ struct WeightSlice {
   }
 };
 
-struct RankState {
+/// What the program keeps per rank (the rank's number and its groups'
+/// state are the comm layer's).
+struct ProgramRank {
   const meshfold::Manifest *manifest = nullptr;
-  int rank = 0;
   /// Weights by manifest id: this rank's slice of each, in its storage type.
   std::vector<WeightSlice> params;
   /// CUDA mode: the same slices in managed memory on the rank's device
@@ -72,12 +76,14 @@ struct RankState {
   std::vector<int64_t> spRows, cpRows;
 };
 
-/// The calling rank's state (thread-local).
-RankState &currentRank();
+/// The program's part of the calling rank's state. Only inside the rank's
+/// body (mfrt_launch), where the program's hooks run.
+ProgramRank &programRank();
 
-/// Fails the program with a one-line message naming the rank.
+/// Fails the program with a one-line message, naming the rank when a
+/// multi-device rank calls it.
 [[noreturn]] void fatal(const std::string &msg);
 
 } // namespace mfrt
 
-#endif // MESHFOLD_RUNTIME_RANKSTATE_H
+#endif // MFRT_PROGRAM_PROGRAMRANK_H

@@ -1,8 +1,12 @@
-//===- CodegenABI.cpp - the collective calls of emitted programs ----------===//
+//===- CodegenHooks.cpp - The runtime calls of emitted programs -----------===//
 //
-// convert-mf-to-runtime lowers every mf collective to one of these calls on
-// buffers (unranked memref descriptors). They resolve the manifest's group
-// ids to the runtime's groups and call the mfrt C ABI of mfrt.h.
+// Every function generated code calls (mfrt/CodegenABI.def), defined with
+// the declarations of mfrt/CodegenABI.h: the weights (mfrt_weight), the
+// outputs (K/V cache entries, last-token and prompt logits, written into the
+// request's RequestOutput) and the collectives. convert-mf-to-runtime lowers
+// every mf collective to one of these calls on buffers (unranked memref
+// descriptors); they resolve the manifest's group ids to the runtime's
+// groups and call the mfrt C ABI of mfrt.h.
 //
 // CUDA mode (DeviceBuffers.h): the program's buffers are managed memory;
 // every call first waits for the rank's stream (the kernels that wrote its
@@ -15,66 +19,26 @@
 //===----------------------------------------------------------------------===//
 
 #include "mfrt/CodegenABI.h"
-#include "mfrt/program/DeviceBuffers.h"
-#include "mfrt/program/RankState.h"
-#include "mfrt/program/Trace.h"
 #include "mfrt/mfrt.h"
+#include "mfrt/program/DeviceBuffers.h"
+#include "mfrt/program/ProgramRank.h"
+#include "mfrt/program/Trace.h"
+
+#include "meshfold/Support/Manifest.h"
 
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
 
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 using namespace mfrt;
+using meshfold::Manifest;
 
 namespace {
-/// A buffer passed by the program: its first element and element count, with
-/// a contiguous copy when the view is strided (in memory the collectives
-/// accept: managed memory in CUDA mode).
-template <typename T> struct Buffer {
-  T *data = nullptr;
-  int64_t count = 1;
-  int64_t rows = 1;
-  SharedBuffer copy;
-
-  explicit Buffer(UnrankedMemRefType<T> *m) {
-    syncForHost();
-    DynamicMemRefType<T> view(*m);
-    const int64_t *sizes = view.sizes, *strides = view.strides;
-    bool contiguous = true;
-    int64_t expect = 1;
-    for (int64_t d = view.rank - 1; d >= 0; --d) {
-      if (sizes[d] != 1 && strides[d] != expect)
-        contiguous = false;
-      expect *= sizes[d];
-    }
-    count = expect;
-    rows = view.rank > 0 ? sizes[0] : 1;
-    data = view.data + view.offset;
-    if (contiguous || count == 0)
-      return;
-    // Gather the strided view into a contiguous copy.
-    copy.resize(size_t(count) * sizeof(T));
-    T *out = reinterpret_cast<T *>(copy.data());
-    std::vector<int64_t> idx(size_t(view.rank), 0);
-    for (int64_t i = 0; i < count; ++i) {
-      int64_t at = 0;
-      for (int64_t d = 0; d < view.rank; ++d)
-        at += idx[d] * strides[d];
-      out[i] = data[at];
-      for (int64_t d = view.rank - 1; d >= 0; --d) {
-        if (++idx[d] < sizes[d])
-          break;
-        idx[d] = 0;
-      }
-    }
-    data = out;
-  }
-};
-
 int64_t group(int64_t id) {
-  RankState &rs = currentRank();
+  ProgramRank &rs = programRank();
   if (id < 0 || size_t(id) >= rs.groups.size())
     fatal("internal: group id " + std::to_string(id) +
           " is not in the manifest");
@@ -87,13 +51,13 @@ void check(mfrt_status status, const char *what) {
 }
 
 /// Token tracing: whether this rank runs the traced request now.
-bool tracedRequest(const RankState &rs) {
+bool tracedRequest(const ProgramRank &rs) {
   const TraceConfig &c = traceConfig();
   return c.traceToken && rs.request == c.request;
 }
 
 /// The rows among `positions` (of `n`) that hold the traced position.
-std::vector<int64_t> tracedRows(const RankState &rs, const int64_t *positions,
+std::vector<int64_t> tracedRows(const ProgramRank &rs, const int64_t *positions,
                                 int64_t n) {
   std::vector<int64_t> rows;
   if (!tracedRequest(rs))
@@ -107,7 +71,7 @@ std::vector<int64_t> tracedRows(const RankState &rs, const int64_t *positions,
 /// Marks, for the next collective, the rows of a buffer of `rows` rows
 /// (`count` elements) laid out by `positions` that hold the traced token.
 /// A buffer of another row count is not in that layout: nothing is marked.
-void markRows(const RankState &rs, const std::vector<int64_t> &positions,
+void markRows(const ProgramRank &rs, const std::vector<int64_t> &positions,
               int64_t rows, int64_t count) {
   if (!tracedRequest(rs) || rows != int64_t(positions.size()) || rows == 0)
     return;
@@ -119,7 +83,7 @@ void markRows(const RankState &rs, const std::vector<int64_t> &positions,
 
 /// Whether the rank's rows of `layout` hold the traced token at the
 /// request's last position (the LM head's row).
-bool holdsTracedLastRow(const RankState &rs,
+bool holdsTracedLastRow(const ProgramRank &rs,
                         const std::vector<int64_t> &layout) {
   if (!tracedRequest(rs) || !rs.output ||
       traceConfig().position != rs.output->tokens - 1)
@@ -128,17 +92,129 @@ bool holdsTracedLastRow(const RankState &rs,
 }
 
 void copyPositions(UnrankedMemRefType<int64_t> *m, std::vector<int64_t> &out) {
-  Buffer<int64_t> b(m);
+  MemRefBuffer<int64_t> b(m);
   out.assign(b.data, b.data + b.count);
 }
 } // namespace
 
 extern "C" {
+/// The data of weight `id` of the manifest: this rank's slice, in the
+/// storage type the manifest names (f32 or bf16), row-major (CUDA mode: managed
+/// memory on the rank's device). The runtime owns it; the program only reads
+/// it.
+void *mfrt_weight(int64_t id) { return weightData(programRank(), id); }
+
+/// K/V cache entries of `layer` for the tokens at `positions`, KV heads
+/// `headOffset ..` of the model's; positions past the prompt (padding) are
+/// dropped, and so is everything of a dummy batch.
+void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
+                                    StridedMemRefType<float, 3> *k,
+                                    StridedMemRefType<float, 3> *v,
+                                    StridedMemRefType<int64_t, 1> *positions,
+                                    int64_t headOffset) {
+  syncForHost();
+  ProgramRank &rs = programRank();
+  const Manifest &m = *rs.manifest;
+  if (layer < 0 || layer >= m.layers)
+    fatal("internal: K/V for layer " + std::to_string(layer) +
+          " outside the model's " + std::to_string(m.layers) + " layers");
+  int64_t heads = k->sizes[1];
+  if (k->sizes[2] != m.headDim || v->sizes[0] != k->sizes[0] ||
+      v->sizes[1] != heads || v->sizes[2] != m.headDim ||
+      positions->sizes[0] != k->sizes[0] || headOffset < 0 ||
+      headOffset + heads > m.kvHeads)
+    fatal("internal: K/V entries of layer " + std::to_string(layer) +
+          " have an unexpected shape");
+  RequestOutput *out = rs.output;
+  if (!out)
+    return;
+  const TraceConfig &trace = traceConfig();
+  if (trace.traceToken && rs.request == trace.request)
+    for (int64_t t = 0; t < k->sizes[0]; ++t)
+      if (positions->data[positions->offset + t * positions->strides[0]] ==
+          trace.position) {
+        TraceSightings &seen = traceSightings();
+        std::lock_guard<std::mutex> lock(seen.mutex);
+        seen.kv.insert(mfrt_rank());
+      }
+  std::lock_guard<std::mutex> lock(out->mutex);
+  int64_t row = m.kvHeads * m.headDim;
+  for (int64_t t = 0; t < k->sizes[0]; ++t) {
+    int64_t pos =
+        positions->data[positions->offset + t * positions->strides[0]];
+    if (pos < 0)
+      fatal("internal: negative K/V position " + std::to_string(pos));
+    if (pos >= out->tokens)
+      continue; // padding
+    for (int64_t h = 0; h < heads; ++h) {
+      out->written[layer][pos * m.kvHeads + headOffset + h] = 1;
+      for (int64_t d = 0; d < m.headDim; ++d) {
+        int64_t kIdx = k->offset + t * k->strides[0] + h * k->strides[1] +
+                       d * k->strides[2];
+        int64_t vIdx = v->offset + t * v->strides[0] + h * v->strides[1] +
+                       d * v->strides[2];
+        int64_t at = pos * row + (headOffset + h) * m.headDim + d;
+        out->keys[layer][at] = k->data[kIdx];
+        out->values[layer][at] = v->data[vIdx];
+      }
+    }
+  }
+}
+
+/// Logits of every prompt position a rank holds (prompt logprobs).
+void _mlir_ciface_mfrt_prompt_logits_f32(StridedMemRefType<float, 2> *logits,
+                                         StridedMemRefType<int64_t, 1> *pos) {
+  syncForHost();
+  ProgramRank &rs = programRank();
+  const Manifest &m = *rs.manifest;
+  if (logits->sizes[1] != m.vocab || logits->sizes[0] != pos->sizes[0])
+    fatal("internal: prompt logits have an unexpected shape");
+  RequestOutput *out = rs.output;
+  if (!out)
+    return;
+  std::lock_guard<std::mutex> lock(out->mutex);
+  if (out->promptWritten.empty()) {
+    out->promptLogits.assign(size_t(out->tokens * m.vocab), 0.0f);
+    out->promptWritten.assign(size_t(out->tokens), 0);
+  }
+  for (int64_t t = 0; t < logits->sizes[0]; ++t) {
+    int64_t p = pos->data[pos->offset + t * pos->strides[0]];
+    if (p < 0 || p >= out->tokens)
+      continue; // padding
+    out->promptWritten[p] = 1;
+    for (int64_t v = 0; v < m.vocab; ++v)
+      out->promptLogits[p * m.vocab + v] =
+          logits->data[logits->offset + t * logits->strides[0] +
+                       v * logits->strides[1]];
+  }
+}
+
+/// The request's last-token logits, recorded when `valid` is non-zero.
+void _mlir_ciface_mfrt_logits_f32(StridedMemRefType<float, 1> *logits,
+                                  int64_t valid) {
+  syncForHost();
+  ProgramRank &rs = programRank();
+  const Manifest &m = *rs.manifest;
+  if (!valid || !rs.output)
+    return;
+  if (logits->sizes[0] != m.vocab)
+    fatal("internal: logits have " + std::to_string(logits->sizes[0]) +
+          " entries, expected " + std::to_string(m.vocab));
+  RequestOutput *out = rs.output;
+  std::lock_guard<std::mutex> lock(out->mutex);
+  if (out->haveLogits)
+    fatal("internal: two ranks recorded logits for one request");
+  out->logits.resize(size_t(m.vocab));
+  for (int64_t i = 0; i < m.vocab; ++i)
+    out->logits[i] = logits->data[logits->offset + i * logits->strides[0]];
+  out->haveLogits = true;
+}
+
 /// Tags the rank's following traffic with a layer (-1: none).
 void _mlir_ciface_mfrt_cg_set_layer(int64_t layer) {
   mfrt_set_layer(layer);
   if (layer >= 0)
-    currentRank().layer = layer;
+    programRank().layer = layer;
 }
 
 /// The positions of the current layer's rows, in the SP layout (the hidden
@@ -150,14 +226,14 @@ void _mlir_ciface_mfrt_cg_layer_rows(int64_t layer,
                                      UnrankedMemRefType<int64_t> *cp) {
   if (!traceConfig().needsPositions())
     return;
-  RankState &rs = currentRank();
+  ProgramRank &rs = programRank();
   copyPositions(sp, rs.spRows);
   copyPositions(cp, rs.cpRows);
   if (layer == 0 &&
       !tracedRows(rs, rs.spRows.data(), int64_t(rs.spRows.size())).empty()) {
     TraceSightings &seen = traceSightings();
     std::lock_guard<std::mutex> lock(seen.mutex);
-    seen.landing = rs.rank;
+    seen.landing = mfrt_rank();
   }
 }
 
@@ -168,8 +244,8 @@ int64_t _mlir_ciface_mfrt_cg_group_rank(int64_t id) {
 void _mlir_ciface_mfrt_cg_all_gather_f32(int64_t id,
                                          UnrankedMemRefType<float> *in,
                                          UnrankedMemRefType<float> *out) {
-  Buffer<float> a(in), b(out);
-  markRows(currentRank(), currentRank().spRows, a.rows, a.count);
+  MemRefBuffer<float> a(in), b(out);
+  markRows(programRank(), programRank().spRows, a.rows, a.count);
   check(mfrt_all_gather(group(id), a.data, b.data, a.count, MFRT_F32),
         "all_gather");
 }
@@ -177,8 +253,8 @@ void _mlir_ciface_mfrt_cg_all_gather_f32(int64_t id,
 void _mlir_ciface_mfrt_cg_reduce_scatter_f32(int64_t id,
                                              UnrankedMemRefType<float> *in,
                                              UnrankedMemRefType<float> *out) {
-  Buffer<float> a(in), b(out);
-  markRows(currentRank(), currentRank().cpRows, a.rows, a.count);
+  MemRefBuffer<float> a(in), b(out);
+  markRows(programRank(), programRank().cpRows, a.rows, a.count);
   check(mfrt_reduce_scatter(group(id), a.data, b.data, b.count, MFRT_F32),
         "reduce_scatter");
 }
@@ -186,9 +262,9 @@ void _mlir_ciface_mfrt_cg_reduce_scatter_f32(int64_t id,
 void _mlir_ciface_mfrt_cg_all_reduce_f32(int64_t id,
                                          UnrankedMemRefType<float> *in,
                                          UnrankedMemRefType<float> *out) {
-  Buffer<float> a(in), b(out);
+  MemRefBuffer<float> a(in), b(out);
   // The LM head's all-reduce brings the last position's row to the TP group.
-  if (holdsTracedLastRow(currentRank(), currentRank().spRows)) {
+  if (holdsTracedLastRow(programRank(), programRank().spRows)) {
     int64_t row = 0;
     mfrt_trace_mark(&row, 1, a.count);
   }
@@ -199,10 +275,10 @@ void _mlir_ciface_mfrt_cg_all_reduce_f32(int64_t id,
 void _mlir_ciface_mfrt_cg_gather_f32(int64_t id, int64_t root,
                                      UnrankedMemRefType<float> *in,
                                      UnrankedMemRefType<float> *out) {
-  Buffer<float> a(in), b(out);
+  MemRefBuffer<float> a(in), b(out);
   // The LM head's logits halves of the last position, on the TP group that
   // holds it.
-  if (holdsTracedLastRow(currentRank(), currentRank().cpRows)) {
+  if (holdsTracedLastRow(programRank(), programRank().cpRows)) {
     int64_t row = 0;
     mfrt_trace_mark(&row, 1, a.count);
   }
@@ -224,14 +300,14 @@ static int peerOf(int64_t id, int64_t offset) {
 
 void _mlir_ciface_mfrt_cg_send_f32(int64_t id, int64_t offset,
                                    UnrankedMemRefType<float> *in) {
-  Buffer<float> a(in);
-  markRows(currentRank(), currentRank().spRows, a.rows, a.count);
+  MemRefBuffer<float> a(in);
+  markRows(programRank(), programRank().spRows, a.rows, a.count);
   check(mfrt_send(peerOf(id, offset), a.data, a.count, MFRT_F32), "send");
 }
 
 void _mlir_ciface_mfrt_cg_recv_f32(int64_t id, int64_t offset,
                                    UnrankedMemRefType<float> *out) {
-  Buffer<float> b(out);
+  MemRefBuffer<float> b(out);
   check(mfrt_recv(peerOf(id, offset), b.data, b.count, MFRT_F32), "recv");
 }
 
@@ -240,8 +316,8 @@ void _mlir_ciface_mfrt_cg_ring_step_f32_f32_i64(
     int64_t id, UnrankedMemRefType<float> *k, UnrankedMemRefType<float> *v,
     UnrankedMemRefType<int64_t> *p, UnrankedMemRefType<float> *kOut,
     UnrankedMemRefType<float> *vOut, UnrankedMemRefType<int64_t> *pOut) {
-  Buffer<float> a(k), b(v), ao(kOut), bo(vOut);
-  Buffer<int64_t> c(p), co(pOut);
+  MemRefBuffer<float> a(k), b(v), ao(kOut), bo(vOut);
+  MemRefBuffer<int64_t> c(p), co(pOut);
   size_t kb = size_t(a.count) * 4, vb = size_t(b.count) * 4,
          pb = size_t(c.count) * 8;
   SharedBuffer send(kb + vb + pb), recv(send.size());
@@ -249,7 +325,7 @@ void _mlir_ciface_mfrt_cg_ring_step_f32_f32_i64(
   copyAny(send.data() + kb, b.data, vb);
   copyAny(send.data() + kb + vb, c.data, pb);
   // The message's own positions say whether it carries the traced K/V.
-  std::vector<int64_t> marks = tracedRows(currentRank(), c.data, c.count);
+  std::vector<int64_t> marks = tracedRows(programRank(), c.data, c.count);
   if (!marks.empty())
     mfrt_trace_mark(marks.data(), int64_t(marks.size()), 0);
   check(mfrt_ring_step_bytes(group(id), send.data(), recv.data(),
@@ -263,7 +339,7 @@ void _mlir_ciface_mfrt_cg_ring_step_f32_f32_i64(
 void _mlir_ciface_mfrt_cg_ring_step_f32(int64_t id,
                                         UnrankedMemRefType<float> *x,
                                         UnrankedMemRefType<float> *out) {
-  Buffer<float> a(x), b(out);
+  MemRefBuffer<float> a(x), b(out);
   check(mfrt_ring_step_bytes(group(id), a.data, b.data, a.count * 4),
         "ring_step");
 }
@@ -271,7 +347,7 @@ void _mlir_ciface_mfrt_cg_ring_step_f32(int64_t id,
 void _mlir_ciface_mfrt_cg_ring_step_i64(int64_t id,
                                         UnrankedMemRefType<int64_t> *x,
                                         UnrankedMemRefType<int64_t> *out) {
-  Buffer<int64_t> a(x), b(out);
+  MemRefBuffer<int64_t> a(x), b(out);
   check(mfrt_ring_step_bytes(group(id), a.data, b.data, a.count * 8),
         "ring_step");
 }
@@ -282,11 +358,11 @@ int64_t _mlir_ciface_mfrt_cg_dispatch_f32(int64_t id, int64_t hierarchical,
                                           UnrankedMemRefType<float> *x,
                                           UnrankedMemRefType<int64_t> *experts,
                                           UnrankedMemRefType<float> *weights) {
-  Buffer<float> a(x), w(weights);
-  Buffer<int64_t> e(experts);
+  MemRefBuffer<float> a(x), w(weights);
+  MemRefBuffer<int64_t> e(experts);
   int64_t tokens = a.rows, k = tokens > 0 ? e.count / tokens : 0;
   int64_t hidden = tokens > 0 ? a.count / tokens : 0;
-  RankState &rs = currentRank();
+  ProgramRank &rs = programRank();
   const TraceConfig &c = traceConfig();
   const int64_t *choices = e.data;
   std::vector<int64_t> routed;
@@ -335,8 +411,8 @@ void _mlir_ciface_mfrt_cg_dispatch_fetch(int64_t handle,
                                          UnrankedMemRefType<float> *rows,
                                          UnrankedMemRefType<int64_t> *local) {
   auto *h = reinterpret_cast<const mfrt_dispatch *>(intptr_t(handle));
-  Buffer<float> r(rows);
-  Buffer<int64_t> l(local);
+  MemRefBuffer<float> r(rows);
+  MemRefBuffer<int64_t> l(local);
   // Rows are device memory under nccl; expert ids are host memory.
   copyAny(r.data, mfrt_dispatch_rows(h), size_t(r.count) * sizeof(float));
   copyAny(l.data, mfrt_dispatch_experts(h), size_t(l.count) * sizeof(int64_t));
@@ -346,7 +422,7 @@ void _mlir_ciface_mfrt_cg_combine_f32(int64_t handle,
                                       UnrankedMemRefType<float> *out,
                                       UnrankedMemRefType<float> *y) {
   auto *h = reinterpret_cast<mfrt_dispatch *>(intptr_t(handle));
-  Buffer<float> o(out), r(y);
+  MemRefBuffer<float> o(out), r(y);
   check(mfrt_combine_tokens(h, o.data, r.data), "combine");
 }
 } // extern "C"

@@ -1,0 +1,147 @@
+//===- Program.h - The emitted program's state and steps --------*- C++ -*-===//
+//
+// Every executable meshfold emits runs the same steps (Main.cpp): it parses
+// the command line (Options.cpp), checks the weights file against the
+// embedded manifest and reads the prompts (Run.cpp, Weights.cpp), runs the
+// compiled `prefill` SPMD program on every rank of the plan (threads of the
+// local backend, or MPI processes; Run.cpp), assembles the outputs
+// (Outputs.cpp) and prints the reports (Reports.cpp). Each rank loads only
+// its slices of the weights; requests are spread over the DP replicas by a
+// load balancer, and a replica without a request runs a dummy batch so that
+// the MoE rendezvous completes.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MFRT_PROGRAM_PROGRAM_H
+#define MFRT_PROGRAM_PROGRAM_H
+
+#include "meshfold/Support/Manifest.h"
+#include "mfrt/io/Safetensors.h"
+#include "mfrt/mfrt.h"
+#include "mfrt/program/ProgramRank.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mfrt {
+
+/// The command line, as given (checked by the steps that use it).
+struct Options {
+  std::string weights, prompts, out, backend = "local", timeout;
+  /// Whether --timeout was given (its value may be empty: --timeout=).
+  bool timeoutGiven = false;
+  std::string traceToken, forceRouting, traceSvg, nvlinkGBps, ibGBps;
+  bool quiet = false;
+  /// --report traffic.
+  bool reportTraffic = false;
+};
+
+/// What every rank shares: the manifest, the mapped weights file, the
+/// requests and their outputs.
+struct Program {
+  /// --report traffic: the bytes each rank sent, [rank][layer + 1][kind]
+  /// [link] (layer -1 first).
+  bool reportTraffic = false;
+  std::vector<std::vector<uint64_t>> traffic;
+  meshfold::Manifest manifest;
+  std::unique_ptr<SafetensorsFile> weights;
+  std::vector<std::vector<int64_t>> requests;
+  std::vector<std::unique_ptr<RequestOutput>> outputs;
+  /// Processes of a multi-process run each hold the outputs their ranks
+  /// wrote: rank 0 collects them (and the traffic counters and trace).
+  bool collectOutputs = false;
+  /// Hops of the traced token that rank 0 received from the other
+  /// processes.
+  std::vector<mfrt_trace_hop> traceHops;
+};
+
+/// The process's one Program.
+Program &program();
+
+/// The program's name for messages: the last component of argv[0].
+void setProgramName(const char *argv0);
+const char *programName();
+
+/// Fails the program with "<program>: error: <msg>" (the first rank to fail
+/// speaks for the process).
+[[noreturn]] void die(const std::string &msg);
+
+//===----------------------------------------------------------------------===//
+// The command line (Options.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Reads the flags into `options`; false when --help printed the usage.
+/// Unknown flags, a flag without its value and missing required flags fail.
+bool parseCommandLine(int argc, char **argv, Options &options);
+/// The launch options of --backend and --timeout (the plan is set later).
+mfrt_options launchOptions(const Options &options);
+/// Fails, before any work, when --out or --trace-svg cannot be written.
+void checkOutputPaths(const Options &options);
+/// Sets traceConfig() from --trace-token, --trace-svg and --force-routing,
+/// checked against the prompts and the model.
+void configureTrace(const Options &options, const Program &prog);
+/// `plan` with the link speeds of --nvlink-gbps / --ib-gbps, for
+/// --report traffic.
+std::string reportPlanText(const Options &options, const Program &prog,
+                           const std::string &plan);
+
+//===----------------------------------------------------------------------===//
+// The run (Run.cpp, Weights.cpp)
+//===----------------------------------------------------------------------===//
+
+/// Reads the embedded manifest, the prompts and the weights file (checked
+/// against the manifest) into `prog`, and makes room for the outputs.
+void loadProgram(const Options &options, Program &prog);
+/// The plan the program was compiled for (one device when the manifest has
+/// none).
+std::string planText(const meshfold::Manifest &manifest);
+/// --report traffic: a row of counters per device of `plan`.
+void prepareTraffic(Program &prog, const std::string &plan);
+/// Requests per DP replica: longest first, each to the replica with the
+/// least work so far (token counts), so that replicas finish together.
+std::vector<std::vector<int64_t>>
+balance(const std::vector<std::vector<int64_t>> &requests, int64_t replicas);
+/// The body of every rank (mfrt_launch): loads its weights, runs its
+/// requests and hands its outputs to rank 0.
+int rankMain(void *);
+
+/// Checks the dtype and shape of every tensor the model reads that the
+/// checkpoint holds (see Weights.cpp).
+void checkWeights(const meshfold::Manifest &m, const SafetensorsFile &file);
+/// The runtime group of `axes` for this rank, made once per rank.
+int64_t groupOf(std::map<std::string, int64_t> &cache, const std::string &axes);
+/// Loads this rank's slice of every weight, in the storage type the
+/// manifest names for it.
+void loadWeights(ProgramRank &rs, std::map<std::string, int64_t> &groups);
+
+//===----------------------------------------------------------------------===//
+// The outputs (Outputs.cpp)
+//===----------------------------------------------------------------------===//
+
+/// One empty RequestOutput per request.
+void allocateOutputs(Program &prog);
+/// Multi-process runs: rank 0 collects the other processes' outputs, token
+/// trace and traffic counters; the other ranks send theirs.
+void collectOutputs(Program &prog);
+void collectTrace(Program &prog);
+void collectTraffic(Program &prog);
+/// Checks that every output was written and adds it to `writer`; prints
+/// each request's next token unless `quiet`.
+void addOutputs(const Program &prog, SafetensorsWriter &writer, bool quiet);
+
+//===----------------------------------------------------------------------===//
+// The reports (Reports.cpp)
+//===----------------------------------------------------------------------===//
+
+/// --report traffic: measured bytes per GPU and layer beside the analytic
+/// figures of `plan`.
+void printTraffic(const Program &prog, const std::string &plan);
+/// --trace-token: the travel log (and --trace-svg's map).
+void reportTrace(const Program &prog, const std::string &plan);
+
+} // namespace mfrt
+
+#endif // MFRT_PROGRAM_PROGRAM_H

@@ -1,0 +1,62 @@
+//===- Main.cpp - The emitted executable's main ---------------------------===//
+//
+// Every executable meshfold emits links this main (see Program.h for the
+// steps). Nothing else in the runtime refers to this file, so that a test
+// that links the runtime brings its own main.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mfrt/program/Program.h"
+#include "mfrt/program/Trace.h"
+
+#include <chrono>
+#include <cstdio>
+
+using namespace mfrt;
+
+int main(int argc, char **argv) {
+  setProgramName(argc > 0 ? argv[0] : nullptr);
+  Options options;
+  if (!parseCommandLine(argc, argv, options))
+    return 0; // --help
+  mfrt_options launch = launchOptions(options);
+  // Fail before the work, not after it, when an output cannot be written.
+  checkOutputPaths(options);
+
+  Program &prog = program();
+  loadProgram(options, prog);
+  configureTrace(options, prog);
+  prog.reportTraffic = options.reportTraffic;
+  prog.collectOutputs = launch.backend != MFRT_BACKEND_LOCAL;
+  std::string plan = planText(prog.manifest);
+  launch.plan = plan.c_str();
+  std::string reportPlan = reportPlanText(options, prog, plan);
+  prepareTraffic(prog, plan);
+  auto t0 = std::chrono::steady_clock::now();
+  if (mfrt_launch(&launch, rankMain, nullptr) != MFRT_OK)
+    die(mfrt_last_error());
+  if (launch.backend != MFRT_BACKEND_LOCAL && mfrt_rank() > 0)
+    return 0; // Under MPI, rank 0 writes the outputs.
+
+  SafetensorsWriter writer;
+  writer.setMetadata("format", "meshfold-prefill-output");
+  addOutputs(prog, writer, options.quiet);
+  // The trace (and its map) before the outputs: nothing is written when
+  // the map cannot be.
+  if (traceConfig().traceToken)
+    reportTrace(prog, plan);
+  std::string error;
+  if (!writer.write(options.out, &error))
+    die(error);
+  if (prog.reportTraffic)
+    printTraffic(prog, reportPlan);
+  if (!options.quiet) {
+    double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
+    std::printf("wrote %s: %zu requests, %lld layers (%.3f s)\n",
+                options.out.c_str(), prog.requests.size(),
+                (long long)prog.manifest.layers, s);
+  }
+  return 0;
+}

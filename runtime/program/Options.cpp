@@ -1,0 +1,260 @@
+//===- Options.cpp - The emitted program's command line -------------------===//
+//
+// A flag's value is the next argument or follows '=' (--out=FILE, and
+// --timeout= gives an empty one); the last of a repeated flag wins. An
+// unknown flag, an argument that is not a flag and a flag without its value
+// each fail with one line naming the argument as given. Every value is
+// checked where its meaning is known: the required flags and the value sets
+// here, the trace flags against the prompts and the model, the link speeds
+// against --report traffic.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mfrt/program/DeviceBuffers.h"
+#include "mfrt/program/Program.h"
+#include "mfrt/program/Trace.h"
+
+#include "meshfold/Support/PlanText.h"
+
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <tuple>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace mfrt;
+
+namespace {
+void usage() {
+  std::printf(
+      "usage: %s --weights W.safetensors --prompts PROMPTS.txt --out "
+      "OUT.safetensors [--backend local|mpi|nccl] [--timeout S] [--quiet]\n\n"
+      "Runs prefill for every prompt (one request per line, token ids "
+      "separated by spaces)\non every rank of the compiled plan and writes, "
+      "per request r, req{r}.logits [V]\n(last prompt position) and "
+      "req{r}.layers.{i}.k / .v [T, n_kv, d_h] (K after RoPE), f32.\n\n"
+      "  --weights FILE   safetensors with Hugging Face Mixtral names (F32, "
+      "BF16 or F16)\n"
+      "  --prompts FILE   prompts, one request per line\n"
+      "  --out FILE       output safetensors (written only on success)\n"
+      "  --backend NAME   local (default: every rank a thread of this "
+      "process) or mpi\n"
+      "                   (one process per rank under mpirun) or nccl "
+      "(--target cuda\n"
+      "                   programs: one process per GPU under mpirun)\n"
+      "  --timeout S      seconds a collective waits for its peers (default "
+      "60)\n"
+      "  --report traffic print, per GPU and layer, the elements each "
+      "collective sent\n"
+      "                   over NVLink and IB (the runtime's counters; "
+      "under mpi\n"
+      "                   rank 0 collects them), beside the analytic "
+      "figures\n"
+      "  --trace-token REQ:POS\n"
+      "                   follow the data of prompt position POS of request "
+      "REQ (0-based)\n"
+      "                   through the collectives: one travel-log line per "
+      "comm op it\n"
+      "                   took part in (GPUs that held any of it, node "
+      "crossings split\n"
+      "                   into EP and PP, comm ops), recorded by the runtime "
+      "from the\n"
+      "                   messages that carried it; the whole trip last\n"
+      "  --trace-svg FILE a map of the traced token's route (SVG)\n"
+      "  --force-routing FILE|random[:SEED]\n"
+      "                   benchmarking and test hook: FILE fixes the traced "
+      "token's\n"
+      "                   experts, one line per layer 'LAYER: E1 E2 ...' "
+      "(layers from 1,\n"
+      "                   expert ids 0..n_experts-1, top_k of them); random "
+      "draws every\n"
+      "                   token's experts uniformly (the same on every "
+      "plan); the chosen\n"
+      "                   experts keep the router's weights\n"
+      "  --nvlink-gbps N, --ib-gbps N\n"
+      "                   link speeds for the report's times (default: the "
+      "plan's, 450 and 50)\n"
+      "  --quiet          print nothing but errors\n"
+      "  --help           this text\n",
+      programName());
+}
+
+/// --force-routing random[:SEED] or FILE.
+void configureRouting(const std::string &text, const Program &prog,
+                      TraceConfig &trace) {
+  const meshfold::Manifest &m = prog.manifest;
+  if (text == "random" || text.rfind("random:", 0) == 0) {
+    trace.randomRouting = true;
+    if (text == "random")
+      return;
+    std::string seed = text.substr(7);
+    char *end = nullptr;
+    errno = 0;
+    trace.seed = std::strtoull(seed.c_str(), &end, 10);
+    if (seed.empty() || !std::isdigit((unsigned char)seed[0]) || *end ||
+        errno == ERANGE)
+      die("--force-routing random:SEED needs a number, got '" + seed + "'");
+    return;
+  }
+  if (!trace.traceToken)
+    die("--force-routing FILE fixes the traced token's experts: it needs "
+        "--trace-token REQUEST:POSITION");
+  std::string error;
+  if (!parseRoutingFile(text, m.layers, m.experts, m.topK, trace.forced,
+                        &error))
+    die(error);
+}
+} // namespace
+
+bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
+  const std::map<std::string, std::string *> valued = {
+      {"--weights", &options.weights},
+      {"--prompts", &options.prompts},
+      {"--out", &options.out},
+      {"--backend", &options.backend},
+      {"--timeout", &options.timeout},
+      {"--trace-token", &options.traceToken},
+      {"--force-routing", &options.forceRouting},
+      {"--trace-svg", &options.traceSvg},
+      {"--nvlink-gbps", &options.nvlinkGBps},
+      {"--ib-gbps", &options.ibGBps}};
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    auto value = [&](std::string &dst) {
+      size_t eq = arg.find('=');
+      if (eq != std::string::npos) {
+        dst = arg.substr(eq + 1);
+        return;
+      }
+      if (i + 1 >= argc)
+        die("option '" + arg + "' needs a value");
+      dst = argv[++i];
+    };
+    std::string name = arg.substr(0, arg.find('='));
+    if (name == "--help" || name == "-h") {
+      usage();
+      return false;
+    }
+    if (auto it = valued.find(name); it != valued.end()) {
+      value(*it->second);
+      options.timeoutGiven |= name == "--timeout";
+    } else if (name == "--quiet")
+      options.quiet = true;
+    else if (name == "--report") {
+      std::string what;
+      value(what);
+      if (what != "traffic")
+        die("--report must be traffic, got '" + what + "'");
+      options.reportTraffic = true;
+    } else
+      die("unknown option '" + arg + "' (see --help)");
+  }
+  for (auto [flag, value] : {std::pair<const char *, const std::string *>{
+                                 "--weights", &options.weights},
+                             {"--prompts", &options.prompts},
+                             {"--out", &options.out}})
+    if (value->empty())
+      die(std::string("missing ") + flag + " (see --help)");
+  return true;
+}
+
+mfrt_options mfrt::launchOptions(const Options &options) {
+  mfrt_options launch{};
+  const std::string &backend = options.backend;
+  if (backend == "local")
+    launch.backend = MFRT_BACKEND_LOCAL;
+  else if (backend == "mpi")
+    launch.backend = MFRT_BACKEND_MPI;
+  else if (backend == "nccl" && programUsesDevice())
+    launch.backend = MFRT_BACKEND_NCCL;
+  else if (backend == "nccl")
+    die("--backend nccl needs a program compiled with --target cuda");
+  else
+    die("--backend must be local, mpi or nccl, got '" + backend + "'");
+  if (options.timeoutGiven) {
+    const std::string &timeout = options.timeout;
+    char *end = nullptr;
+    bool digits =
+        !timeout.empty() &&
+        (std::isdigit((unsigned char)timeout[0]) || timeout[0] == '.');
+    launch.timeout_s = digits ? std::strtod(timeout.c_str(), &end) : 0;
+    if (!digits || !end || *end || !(launch.timeout_s >= 0.001))
+      die("--timeout must be a number of seconds of at least 0.001, got '" +
+          timeout + "'");
+  }
+  return launch;
+}
+
+void mfrt::checkOutputPaths(const Options &options) {
+  for (auto [flag, file] :
+       {std::pair<const char *, const std::string *>{"--out", &options.out},
+        {"--trace-svg", &options.traceSvg}}) {
+    if (file->empty())
+      continue;
+    std::string dir = file->find('/') == std::string::npos
+                          ? std::string(".")
+                          : file->substr(0, file->rfind('/') + 1);
+    if (access(dir.c_str(), W_OK) != 0)
+      die(std::string(flag) + " " + *file + ": directory '" + dir +
+          "' is not writable (" + std::strerror(errno) + ")");
+    struct stat info;
+    if (stat(file->c_str(), &info) == 0 && S_ISDIR(info.st_mode))
+      die(std::string(flag) + " " + *file + ": is a directory");
+  }
+}
+
+void mfrt::configureTrace(const Options &options, const Program &prog) {
+  TraceConfig &trace = traceConfig();
+  const std::string &token = options.traceToken;
+  std::string error;
+  if (!token.empty()) {
+    if (!parseTraceToken(token, trace.request, trace.position, &error))
+      die(error);
+    if (trace.request >= int64_t(prog.requests.size()))
+      die("--trace-token " + token + ": there are " +
+          std::to_string(prog.requests.size()) + " requests (0.." +
+          std::to_string(prog.requests.size() - 1) + ")");
+    int64_t len = int64_t(prog.requests[size_t(trace.request)].size());
+    if (trace.position >= len)
+      die("--trace-token " + token + ": request " +
+          std::to_string(trace.request) + " has " + std::to_string(len) +
+          " tokens (positions 0.." + std::to_string(len - 1) + ")");
+    trace.traceToken = true;
+    trace.svgPath = options.traceSvg;
+    mfrt_trace_enable(1);
+  } else if (!options.traceSvg.empty()) {
+    die("--trace-svg needs --trace-token REQUEST:POSITION");
+  }
+  if (!options.forceRouting.empty())
+    configureRouting(options.forceRouting, prog, trace);
+}
+
+std::string mfrt::reportPlanText(const Options &options, const Program &prog,
+                                 const std::string &plan) {
+  // The report's link speeds: the plan's, or --nvlink-gbps / --ib-gbps.
+  std::string reportPlan = plan;
+  for (auto [flag, key, text] :
+       {std::tuple<const char *, const char *, const std::string *>{
+            "--nvlink-gbps", "nvlink_gbps", &options.nvlinkGBps},
+        {"--ib-gbps", "ib_gbps", &options.ibGBps}}) {
+    if (text->empty())
+      continue;
+    char *end = nullptr;
+    double v = std::strtod(text->c_str(), &end);
+    if (!end || *end || !(v > 0) || !std::isfinite(v))
+      die(std::string(flag) + " must be a positive number of GB/s, got '" +
+          *text + "'");
+    if (!prog.reportTraffic)
+      die(std::string(flag) + " sets the link speed of --report traffic");
+    reportPlan += std::string(" ") + key + "=" + *text;
+  }
+  std::string error;
+  if (reportPlan != plan && !meshfold::layoutFromPlanText(reportPlan, &error))
+    die("--nvlink-gbps / --ib-gbps: " + error);
+  return reportPlan;
+}

@@ -1,0 +1,253 @@
+//===- Outputs.cpp - The requests' outputs: gathering and writing ---------===//
+//
+// The ranks that hold a part of a request's outputs (its K/V entries, its
+// last-token logits, its prompt logits) write them into one RequestOutput
+// (CodegenHooks.cpp). In a multi-process run each process holds what its
+// rank wrote: rank 0 collects the other ranks' outputs (and their traffic
+// counters and token-trace sightings), each sent as one message, its size
+// first. Rank 0 then checks that every entry was written and writes them.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mfrt/program/DeviceBuffers.h"
+#include "mfrt/program/Program.h"
+#include "mfrt/program/Trace.h"
+
+#include <cstdio>
+#include <cstring>
+
+using namespace mfrt;
+using namespace meshfold;
+
+namespace {
+/// One message of any size to rank 0: its size in 4-byte words, then the
+/// words (the last one zero-padded).
+void sendToRoot(const void *data, size_t bytes, const char *what) {
+  int64_t words = int64_t((bytes + 3) / 4);
+  std::vector<char> padded(size_t(words) * 4, 0);
+  if (bytes)
+    std::memcpy(padded.data(), data, bytes);
+  float size[2];
+  std::memcpy(size, &words, sizeof(words));
+  if (sendHost(0, size, 2, MFRT_F32) != MFRT_OK ||
+      (words && sendHost(0, padded.data(), words, MFRT_F32) != MFRT_OK))
+    fatal(std::string(what) + ": " + mfrt_last_error());
+}
+
+/// Receives one sendToRoot message from `peer`.
+std::vector<char> recvFromRank(int peer, const char *what) {
+  float size[2];
+  int64_t words = 0;
+  if (recvHost(peer, size, 2, MFRT_F32) != MFRT_OK)
+    fatal(std::string(what) + ": " + mfrt_last_error());
+  std::memcpy(&words, size, sizeof(words));
+  std::vector<char> in(size_t(words) * 4);
+  if (words > 0 && recvHost(peer, in.data(), words, MFRT_F32) != MFRT_OK)
+    fatal(std::string(what) + ": " + mfrt_last_error());
+  return in;
+}
+
+/// The outputs this process's rank wrote, serialised: per written (request,
+/// layer, position, head) 4 int64 then K and V (d_h floats each); per
+/// recorded logits -1 and the request, then the logits; per recorded prompt
+/// position -2, the request and the position, then its logits.
+std::vector<char> serializeOutputs(const Program &prog) {
+  const Manifest &m = prog.manifest;
+  std::vector<char> blob;
+  auto put = [&](const void *p, size_t n) {
+    blob.insert(blob.end(), static_cast<const char *>(p),
+                static_cast<const char *>(p) + n);
+  };
+  for (size_t r = 0; r < prog.outputs.size(); ++r) {
+    const RequestOutput &o = *prog.outputs[r];
+    for (int64_t l = 0; l < m.layers; ++l)
+      for (int64_t ph = 0; ph < o.tokens * m.kvHeads; ++ph) {
+        if (!o.written[l][ph])
+          continue;
+        int64_t hdr[4] = {int64_t(r), l, ph / m.kvHeads, ph % m.kvHeads};
+        put(hdr, sizeof(hdr));
+        put(&o.keys[l][ph * m.headDim], m.headDim * sizeof(float));
+        put(&o.values[l][ph * m.headDim], m.headDim * sizeof(float));
+      }
+    if (o.haveLogits) {
+      int64_t hdr[4] = {-1, int64_t(r), 0, 0};
+      put(hdr, sizeof(hdr));
+      put(o.logits.data(), o.logits.size() * sizeof(float));
+    }
+    for (size_t p = 0; p < o.promptWritten.size(); ++p)
+      if (o.promptWritten[p]) {
+        int64_t hdr[4] = {-2, int64_t(r), int64_t(p), 0};
+        put(hdr, sizeof(hdr));
+        put(&o.promptLogits[p * size_t(m.vocab)],
+            size_t(m.vocab) * sizeof(float));
+      }
+  }
+  return blob;
+}
+
+/// Adds one serializeOutputs message to the outputs.
+void mergeOutputs(Program &prog, const std::vector<char> &in) {
+  const Manifest &m = prog.manifest;
+  size_t at = 0;
+  while (at + 4 * sizeof(int64_t) <= in.size()) {
+    int64_t hdr[4];
+    std::memcpy(hdr, &in[at], sizeof(hdr));
+    at += sizeof(hdr);
+    if (hdr[0] == -2) {
+      RequestOutput &o = *prog.outputs[size_t(hdr[1])];
+      if (o.promptWritten.empty()) {
+        o.promptLogits.assign(size_t(o.tokens * m.vocab), 0.0f);
+        o.promptWritten.assign(size_t(o.tokens), 0);
+      }
+      std::memcpy(&o.promptLogits[size_t(hdr[2] * m.vocab)], &in[at],
+                  size_t(m.vocab) * 4);
+      at += size_t(m.vocab) * 4;
+      o.promptWritten[size_t(hdr[2])] = 1;
+      continue;
+    }
+    if (hdr[0] < 0) {
+      RequestOutput &o = *prog.outputs[size_t(hdr[1])];
+      o.logits.resize(size_t(m.vocab));
+      std::memcpy(o.logits.data(), &in[at], size_t(m.vocab) * 4);
+      at += size_t(m.vocab) * 4;
+      o.haveLogits = true;
+      continue;
+    }
+    RequestOutput &o = *prog.outputs[size_t(hdr[0])];
+    int64_t ph = hdr[2] * m.kvHeads + hdr[3];
+    std::memcpy(&o.keys[hdr[1]][ph * m.headDim], &in[at], m.headDim * 4);
+    at += size_t(m.headDim) * 4;
+    std::memcpy(&o.values[hdr[1]][ph * m.headDim], &in[at], m.headDim * 4);
+    at += size_t(m.headDim) * 4;
+    o.written[hdr[1]][ph] = 1;
+  }
+}
+
+/// Adds one rank's token-trace message (see collectTrace) to `seen` and
+/// `hops`.
+void mergeTrace(int peer, const std::vector<char> &in, TraceSightings &seen,
+                std::vector<mfrt_trace_hop> &hops) {
+  std::vector<int64_t> words(in.size() / sizeof(int64_t));
+  if (!words.empty())
+    std::memcpy(words.data(), in.data(), words.size() * sizeof(int64_t));
+  if (words.size() < 2)
+    fatal("internal: a short token trace from rank " + std::to_string(peer));
+  if (words[0] >= 0)
+    seen.landing = int(words[0]);
+  size_t at = 2;
+  for (int64_t i = 0; i < words[1] && at < words.size(); ++i)
+    seen.kv.insert(int(words[at++]));
+  for (; at + 5 <= words.size(); at += 5)
+    hops.push_back(
+        mfrt_trace_hop{words[at], words[at + 1], int32_t(words[at + 2]),
+                       int32_t(words[at + 3]), int32_t(words[at + 4])});
+}
+} // namespace
+
+void mfrt::allocateOutputs(Program &prog) {
+  const Manifest &m = prog.manifest;
+  for (const std::vector<int64_t> &r : prog.requests) {
+    auto o = std::make_unique<RequestOutput>();
+    o->tokens = int64_t(r.size());
+    size_t row = size_t(m.kvHeads * m.headDim);
+    o->keys.assign(m.layers, std::vector<float>(r.size() * row));
+    o->values.assign(m.layers, std::vector<float>(r.size() * row));
+    o->written.assign(m.layers,
+                      std::vector<uint8_t>(r.size() * size_t(m.kvHeads), 0));
+    prog.outputs.push_back(std::move(o));
+  }
+}
+
+void mfrt::collectOutputs(Program &prog) {
+  if (mfrt_rank() != 0) {
+    std::vector<char> blob = serializeOutputs(prog);
+    sendToRoot(blob.data(), blob.size(), "sending outputs to rank 0");
+    return;
+  }
+  for (int peer = 1; peer < mfrt_world_size(); ++peer)
+    mergeOutputs(prog, recvFromRank(peer, "collecting outputs"));
+}
+
+/// Under MPI each process saw its own part of the traced token's journey:
+/// every rank sends rank 0 its sightings and hops (as int64 words: the
+/// landing rank, the count of K/V ranks, the K/V ranks, then 5 words per
+/// hop).
+void mfrt::collectTrace(Program &prog) {
+  TraceSightings &seen = traceSightings();
+  if (mfrt_rank() != 0) {
+    std::vector<int64_t> words{seen.landing, int64_t(seen.kv.size())};
+    words.insert(words.end(), seen.kv.begin(), seen.kv.end());
+    int64_t n = mfrt_trace_hops(nullptr, 0);
+    std::vector<mfrt_trace_hop> hops(static_cast<size_t>(n));
+    mfrt_trace_hops(hops.data(), n);
+    for (const mfrt_trace_hop &h : hops)
+      words.insert(words.end(), {h.layer, h.op, h.kind, h.from, h.to});
+    sendToRoot(words.data(), words.size() * sizeof(int64_t),
+               "sending the token trace to rank 0");
+    return;
+  }
+  for (int peer = 1; peer < mfrt_world_size(); ++peer)
+    mergeTrace(peer, recvFromRank(peer, "collecting the token trace"), seen,
+               prog.traceHops);
+}
+
+/// Under MPI each process has its own rank's byte counters: rank 0 collects
+/// them for --report traffic (read before any of these messages).
+void mfrt::collectTraffic(Program &prog) {
+  int me = mfrt_rank();
+  if (me != 0) {
+    const std::vector<uint64_t> &t = prog.traffic[size_t(me)];
+    sendToRoot(t.data(), t.size() * sizeof(uint64_t),
+               "sending the traffic counters to rank 0");
+    return;
+  }
+  for (int peer = 1; peer < mfrt_world_size(); ++peer) {
+    std::vector<char> in = recvFromRank(peer, "collecting traffic counters");
+    std::vector<uint64_t> &t = prog.traffic[size_t(peer)];
+    t.assign(in.size() / sizeof(uint64_t), 0);
+    if (t.size() != prog.traffic[0].size())
+      fatal("internal: rank " + std::to_string(peer) + " sent " +
+            std::to_string(t.size()) + " traffic counters, expected " +
+            std::to_string(prog.traffic[0].size()));
+    std::memcpy(t.data(), in.data(), t.size() * sizeof(uint64_t));
+  }
+}
+
+void mfrt::addOutputs(const Program &prog, SafetensorsWriter &writer,
+                      bool quiet) {
+  const Manifest &m = prog.manifest;
+  for (size_t r = 0; r < prog.requests.size(); ++r) {
+    const RequestOutput &o = *prog.outputs[r];
+    int64_t t = o.tokens;
+    if (!o.haveLogits)
+      die("internal: no rank recorded logits for request " + std::to_string(r));
+    for (int64_t l = 0; l < m.layers; ++l)
+      for (int64_t p = 0; p < t * m.kvHeads; ++p)
+        if (!o.written[l][p])
+          die("internal: no K/V for request " + std::to_string(r) + " layer " +
+              std::to_string(l) + " position " + std::to_string(p / m.kvHeads) +
+              " head " + std::to_string(p % m.kvHeads));
+    std::string prefix = "req" + std::to_string(r);
+    writer.addF32(prefix + ".logits", {m.vocab}, o.logits);
+    if (!o.promptWritten.empty()) {
+      for (int64_t p = 0; p < t; ++p)
+        if (!o.promptWritten[p])
+          die("internal: no prompt logits for request " + std::to_string(r) +
+              " position " + std::to_string(p));
+      writer.addF32(prefix + ".prompt_logits", {t, m.vocab}, o.promptLogits);
+    }
+    for (int64_t l = 0; l < m.layers; ++l) {
+      std::string layer = prefix + ".layers." + std::to_string(l);
+      writer.addF32(layer + ".k", {t, m.kvHeads, m.headDim}, o.keys[l]);
+      writer.addF32(layer + ".v", {t, m.kvHeads, m.headDim}, o.values[l]);
+    }
+    if (quiet)
+      continue;
+    int64_t best = 0;
+    for (int64_t i = 1; i < m.vocab; ++i)
+      if (o.logits[i] > o.logits[best])
+        best = i;
+    std::printf("req %zu: %lld tokens -> next token %lld (logit %.4f)\n", r,
+                (long long)t, (long long)best, o.logits[best]);
+  }
+}

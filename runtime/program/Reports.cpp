@@ -1,0 +1,191 @@
+//===- Reports.cpp - The traffic report and the token-trace report --------===//
+//
+// --report traffic prints, per GPU and layer, the elements each collective
+// sent over each link class (the runtime's counters), the analytic figures
+// of the plan beside them (meshfold/Support/TrafficModel.h), and the two
+// side by side. --trace-token prints the traced token's travel log
+// (Trace.h) and writes --trace-svg's map.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mfrt/program/Program.h"
+#include "mfrt/program/Trace.h"
+
+#include "meshfold/Support/PlanText.h"
+#include "meshfold/Support/TrafficModel.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+
+using namespace mfrt;
+using namespace meshfold;
+
+namespace {
+/// The units of the traffic report: T, the prompt tokens per DP replica, and
+/// T*d.
+struct TrafficUnits {
+  double perReplica = 0, td = 0;
+};
+
+/// The index of a counter in a rank's row of Program::traffic.
+size_t counterIndex(int64_t layer, int kind, int link) {
+  return size_t(((layer + 1) * MFRT_OP_KIND_COUNT + kind) * MFRT_LINK_COUNT +
+                link);
+}
+
+/// Per layer, collective and link: mean and max elements per GPU over the
+/// GPUs that sent any.
+void printMeasured(const Program &prog, const TrafficUnits &u) {
+  const Manifest &m = prog.manifest;
+  std::printf("traffic per GPU per layer, f32 elements sent (T*d: T = %.1f "
+              "prompt tokens per DP replica, d = %lld)\n",
+              u.perReplica, (long long)m.hidden);
+  std::printf("  %-6s %-15s %-7s %14s %14s %10s\n", "layer", "collective",
+              "link", "mean/GPU", "max/GPU", "mean/T*d");
+  const char *links[] = {"nvlink", "ib"};
+  for (int64_t l = -1; l < m.layers; ++l)
+    for (int k = 0; k < MFRT_OP_KIND_COUNT; ++k)
+      for (int n = 0; n < MFRT_LINK_COUNT; ++n) {
+        size_t at = counterIndex(l, k, n);
+        uint64_t sum = 0, max = 0;
+        int64_t senders = 0;
+        for (const auto &t : prog.traffic) {
+          uint64_t e = t.empty() ? 0 : t[at] / sizeof(float);
+          sum += e;
+          max = std::max(max, e);
+          senders += e > 0;
+        }
+        if (!senders)
+          continue;
+        double mean = double(sum) / double(senders);
+        std::printf("  %-6s %-15s %-7s %14.1f %14llu %10.4f\n",
+                    l < 0 ? "-" : std::to_string(l).c_str(),
+                    mfrt_op_kind_name(mfrt_op_kind(k)), links[n], mean,
+                    (unsigned long long)max, mean / u.td);
+      }
+}
+
+/// The analytic figures for the plan (uniform routing), printed and
+/// returned.
+std::vector<TrafficRow> printAnalytic(const Program &prog,
+                                      const MeshLayout &layout,
+                                      const TrafficUnits &u) {
+  const Manifest &m = prog.manifest;
+  TrafficModelInput model{m.hidden, m.kvHeads, m.headDim, m.experts,
+                          m.topK,   m.layers,  true};
+  std::vector<TrafficRow> rows = analyticTraffic(layout, model);
+  std::printf("analytic per GPU per layer (uniform routing; PP amortized over "
+              "a stage), in T*d, and time at %g / %g GB/s, bf16, for T = "
+              "%.1f:\n",
+              layout.bandwidthGBps(LinkClass::NVLink),
+              layout.bandwidthGBps(LinkClass::IB), u.perReplica);
+  for (const TrafficRow &r : rows) {
+    double us = trafficSeconds(layout, {r}, u.perReplica, m.hidden, 2.0) * 1e6;
+    std::printf("  %-15s nvlink %8.4f  ib %8.4f  %10.3f us\n",
+                r.collective.c_str(), r.nvlink, r.ib, us);
+  }
+  return rows;
+}
+
+/// Side by side, in the analytic figures' units: all GPUs' elements of a
+/// collective over all layers, per GPU per layer of its stage (the PP send
+/// amortized the same way), in T*d. Measured bytes include what travels
+/// with the rows (routing metadata, K/V positions, counts); the analytic
+/// figures count the rows only.
+void printComparison(const Program &prog, const MeshLayout &layout,
+                     const std::vector<TrafficRow> &rows,
+                     const TrafficUnits &u) {
+  const Manifest &m = prog.manifest;
+  const double gpuLayers = double(layout.numDevices()) * double(m.layers) /
+                           double(layout.axisSize("pp"));
+  auto measured = [&](mfrt_op_kind kind, int link) {
+    uint64_t sum = 0;
+    for (const auto &t : prog.traffic)
+      for (int64_t l = -1; !t.empty() && l < m.layers; ++l)
+        sum += t[counterIndex(l, kind, link)] / sizeof(float);
+    return double(sum) / gpuLayers / u.td;
+  };
+  std::printf("measured vs analytic, per GPU per layer in T*d:\n");
+  std::printf("  %-22s %-7s %10s %10s %8s %12s\n", "collective", "link",
+              "measured", "analytic", "diff", "time (bf16)");
+  auto line = [&](const std::string &what, const char *link, double got,
+                  double want) {
+    const bool ib = std::strcmp(link, "ib") == 0;
+    const double us =
+        got * u.perReplica * double(m.hidden) * 2.0 /
+        (layout.bandwidthGBps(ib ? LinkClass::IB : LinkClass::NVLink) * 1e9) *
+        1e6;
+    if (got == 0 && want == 0)
+      return;
+    std::string diff = "-";
+    if (want > 0) {
+      char buf[32];
+      std::snprintf(buf, sizeof(buf), "%+.1f%%", (got / want - 1.0) * 100.0);
+      diff = buf;
+    }
+    std::printf("  %-22s %-7s %10.4f %10.4f %8s %9.3f us\n", what.c_str(), link,
+                got, want, diff.c_str(), us);
+  };
+  const std::pair<const char *, mfrt_op_kind> kinds[] = {
+      {"all_gather", MFRT_OP_ALL_GATHER},
+      {"kv_ring", MFRT_OP_KV_RING},
+      {"reduce_scatter", MFRT_OP_REDUCE_SCATTER},
+      {"dispatch", MFRT_OP_DISPATCH},
+      {"combine", MFRT_OP_COMBINE},
+      {"pp", MFRT_OP_PP}};
+  double epIB = 0, epIBWant = 0;
+  for (auto [name, kind] : kinds) {
+    auto row = std::find_if(rows.begin(), rows.end(), [&](const auto &r) {
+      return r.collective == name;
+    });
+    double wantNV = row == rows.end() ? 0 : row->nvlink;
+    double wantIB = row == rows.end() ? 0 : row->ib;
+    line(name, "nvlink", measured(kind, MFRT_LINK_NVLINK), wantNV);
+    line(name, "ib", measured(kind, MFRT_LINK_IB), wantIB);
+    if (kind == MFRT_OP_DISPATCH || kind == MFRT_OP_COMBINE) {
+      epIB += measured(kind, MFRT_LINK_IB);
+      epIBWant += wantIB;
+    }
+  }
+  line("ep (dispatch+combine)", "ib", epIB, epIBWant);
+}
+} // namespace
+
+void mfrt::printTraffic(const Program &prog, const std::string &plan) {
+  std::string error;
+  std::optional<MeshLayout> layout = layoutFromPlanText(plan, &error);
+  if (!layout)
+    return;
+  int64_t replicas = layout->axisSize("dp");
+  int64_t tokens = 0;
+  for (const auto &r : prog.requests)
+    tokens += int64_t(r.size());
+  TrafficUnits u;
+  u.perReplica = double(tokens) / double(replicas);
+  u.td = double(tokens) / double(replicas) * double(prog.manifest.hidden);
+  printMeasured(prog, u);
+  std::vector<TrafficRow> rows = printAnalytic(prog, *layout, u);
+  printComparison(prog, *layout, rows, u);
+}
+
+void mfrt::reportTrace(const Program &prog, const std::string &plan) {
+  std::string error;
+  std::optional<MeshLayout> layout = layoutFromPlanText(plan, &error);
+  if (!layout)
+    die(error);
+  const TraceConfig &c = traceConfig();
+  std::vector<mfrt_trace_hop> hops(
+      static_cast<size_t>(mfrt_trace_hops(nullptr, 0)));
+  mfrt_trace_hops(hops.data(), int64_t(hops.size()));
+  hops.insert(hops.end(), prog.traceHops.begin(), prog.traceHops.end());
+  TraceSightings &seen = traceSightings();
+  TraceLog log = buildTraceLog(*layout, hops, seen.landing, seen.kv);
+  int64_t replica = seen.landing >= 0 && layout->hasAxis("dp")
+                        ? layout->coord(seen.landing, "dp")
+                        : 0;
+  printTraceLog(*layout, log, replica,
+                int64_t(prog.requests[size_t(c.request)].size()));
+  if (!c.svgPath.empty() && !writeTraceSvg(c.svgPath, *layout, log, &error))
+    die(error);
+}

@@ -1,0 +1,167 @@
+//===- Run.cpp - The inputs, the DP balancing and the per-rank run --------===//
+//
+// main reads the inputs once; every rank (mfrt_launch) then loads its
+// weights and runs, round by round, the requests the balancer gave its DP
+// replica: a replica with fewer requests runs a dummy batch (one token,
+// outputs dropped) in the rounds it has none, so that the collectives
+// across replicas (the MoE dispatch) see every rank.
+//
+//===----------------------------------------------------------------------===//
+
+#include "mfrt/program/DeviceBuffers.h"
+#include "mfrt/program/Program.h"
+#include "mfrt/program/Trace.h"
+
+#include "meshfold/Support/PlanText.h"
+#include "mfrt/comm/CommRuntime.h"
+#include "mfrt/io/Prompts.h"
+
+#include "mlir/ExecutionEngine/CRunnerUtils.h"
+
+#include <algorithm>
+#include <cstring>
+
+using namespace mfrt;
+using namespace meshfold;
+
+extern "C" {
+/// The manifest the compiler embeds.
+extern const char __mf_manifest[];
+/// The compiled entry point (C interface of `func.func @prefill`).
+void _mlir_ciface_prefill(StridedMemRefType<int64_t, 1> *tokens);
+}
+
+namespace {
+/// Runs the compiled program once on `tokens`.
+void runPrefill(const std::vector<int64_t> &tokens) {
+  // Kernels may read the token ids (CUDA mode: managed memory).
+  SharedBuffer tokenBuf(tokens.size() * sizeof(int64_t));
+  std::memcpy(tokenBuf.data(), tokens.data(), tokenBuf.size());
+  StridedMemRefType<int64_t, 1> in;
+  in.basePtr = in.data = reinterpret_cast<int64_t *>(tokenBuf.data());
+  in.offset = 0;
+  in.sizes[0] = int64_t(tokens.size());
+  in.strides[0] = 1;
+  _mlir_ciface_prefill(&in);
+}
+
+/// Runs this rank's share of the requests: its DP replica's, in rounds that
+/// every replica takes part in.
+void runRequests(const Program &prog, ProgramRank &rs,
+                 std::map<std::string, int64_t> &groups) {
+  int64_t replicas = 1, replica = 0;
+  if (prog.manifest.plan.find("dp:") != std::string::npos) {
+    int64_t dp = groupOf(groups, "dp");
+    replicas = mfrt_group_size(dp);
+    replica = mfrt_group_rank(dp);
+  }
+  std::vector<std::vector<int64_t>> assigned = balance(prog.requests, replicas);
+  size_t rounds = 0;
+  for (const auto &list : assigned)
+    rounds = std::max(rounds, list.size());
+  std::vector<int64_t> dummy = {0};
+  for (size_t round = 0; round < rounds; ++round) {
+    const std::vector<int64_t> &mine = assigned[replica];
+    bool real = round < mine.size();
+    rs.output = real ? prog.outputs[mine[round]].get() : nullptr;
+    rs.request = real ? mine[round] : -1;
+    mfrt_trace_new_request();
+    runPrefill(real ? prog.requests[mine[round]] : dummy);
+  }
+  rs.output = nullptr;
+  rs.request = -1;
+}
+
+/// --report traffic: this rank's byte counters, by layer, kind and link.
+void readTrafficCounters(Program &prog, int rank) {
+  std::vector<uint64_t> &t = prog.traffic[size_t(rank)];
+  t.assign(
+      size_t((prog.manifest.layers + 1) * MFRT_OP_KIND_COUNT * MFRT_LINK_COUNT),
+      0);
+  size_t at = 0;
+  for (int64_t l = -1; l < prog.manifest.layers; ++l)
+    for (int k = 0; k < MFRT_OP_KIND_COUNT; ++k)
+      for (int n = 0; n < MFRT_LINK_COUNT; ++n)
+        t[at++] = mfrt_bytes_sent(mfrt_op_kind(k), mfrt_link(n), l);
+}
+} // namespace
+
+void mfrt::loadProgram(const Options &options, Program &prog) {
+  std::string error;
+  if (!parseManifest(__mf_manifest, prog.manifest, error))
+    die(error);
+  const Manifest &m = prog.manifest;
+  if (!parsePrompts(options.prompts, m.vocab, prog.requests, &error))
+    die(error);
+  prog.weights = SafetensorsFile::open(options.weights, &error);
+  if (!prog.weights)
+    die(error);
+  checkWeights(m, *prog.weights);
+  allocateOutputs(prog);
+}
+
+std::string mfrt::planText(const Manifest &manifest) {
+  return manifest.plan.empty() ? "devices=1 gpus_per_node=1 "
+                                 "attention=tp:1,cp:1,dp:1,pp:1 "
+                                 "experts=ep:1:tp+cp+dp,pp:1:pp"
+                               : manifest.plan;
+}
+
+void mfrt::prepareTraffic(Program &prog, const std::string &plan) {
+  if (!prog.reportTraffic)
+    return;
+  std::string error;
+  std::optional<MeshLayout> layout = layoutFromPlanText(plan, &error);
+  if (!layout)
+    die(error);
+  prog.traffic.resize(size_t(layout->numDevices()));
+}
+
+std::vector<std::vector<int64_t>>
+mfrt::balance(const std::vector<std::vector<int64_t>> &requests,
+              int64_t replicas) {
+  std::vector<int64_t> order(requests.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = int64_t(i);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return requests[a].size() > requests[b].size();
+  });
+  std::vector<std::vector<int64_t>> assigned(static_cast<size_t>(replicas));
+  std::vector<int64_t> load(static_cast<size_t>(replicas), 0);
+  for (int64_t r : order) {
+    size_t best =
+        size_t(std::min_element(load.begin(), load.end()) - load.begin());
+    assigned[best].push_back(r);
+    load[best] += int64_t(requests[r].size());
+  }
+  // Each replica runs its requests in prompt order.
+  for (auto &list : assigned)
+    std::sort(list.begin(), list.end());
+  return assigned;
+}
+
+int mfrt::rankMain(void *) {
+  Program &prog = program();
+  // The program's part of this rank's state, for as long as the rank runs.
+  ProgramRank rs;
+  comm::RankState &rank = *comm::currentRank();
+  rank.program = &rs;
+  rs.manifest = &prog.manifest;
+  std::map<std::string, int64_t> groups;
+  for (const ManifestGroup &g : prog.manifest.groups)
+    rs.groups.push_back(groupOf(groups, g.axes));
+  loadWeights(rs, groups);
+  uploadWeights(rs); // CUDA mode: to the rank's device
+  runRequests(prog, rs, groups);
+  if (prog.reportTraffic)
+    readTrafficCounters(prog, rank.rank);
+  if (prog.collectOutputs && prog.reportTraffic)
+    collectTraffic(prog);
+  if (prog.collectOutputs && traceConfig().traceToken)
+    collectTrace(prog);
+  if (prog.collectOutputs)
+    collectOutputs(prog);
+  releaseWeights(rs);
+  rank.program = nullptr;
+  return 0;
+}
