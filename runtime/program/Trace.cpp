@@ -1,6 +1,7 @@
 //===- Trace.cpp - one token's journey, and the routing hooks -------------===//
 
 #include "mfrt/program/Trace.h"
+#include "meshfold/Support/Text.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +12,7 @@
 using namespace mfrt;
 using meshfold::LinkClass;
 using meshfold::MeshLayout;
+using meshfold::parseUnsignedInt;
 
 TraceConfig &mfrt::traceConfig() {
   static TraceConfig config;
@@ -23,15 +25,6 @@ TraceSightings &mfrt::traceSightings() {
 }
 
 namespace {
-bool parseInt(const std::string &text, int64_t &out) {
-  if (text.empty() || text.size() > 18 ||
-      !std::all_of(text.begin(), text.end(),
-                   [](char c) { return c >= '0' && c <= '9'; }))
-    return false;
-  out = std::stoll(text);
-  return true;
-}
-
 uint64_t splitmix(uint64_t &state) {
   uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -43,8 +36,9 @@ uint64_t splitmix(uint64_t &state) {
 bool mfrt::parseTraceToken(const std::string &text, int64_t &request,
                            int64_t &position, std::string *error) {
   size_t colon = text.find(':');
-  if (colon == std::string::npos || !parseInt(text.substr(0, colon), request) ||
-      !parseInt(text.substr(colon + 1), position)) {
+  if (colon == std::string::npos ||
+      !parseUnsignedInt(text.substr(0, colon), request) ||
+      !parseUnsignedInt(text.substr(colon + 1), position)) {
     *error = "--trace-token must be REQUEST:POSITION (0-based numbers, e.g. "
              "2:40), got '" +
              text + "'";
@@ -76,7 +70,7 @@ bool mfrt::parseRoutingFile(const std::string &path, int64_t numLayers,
     head >> layerText >> extra;
     int64_t layer = 0;
     if (colon == std::string::npos || !extra.empty() ||
-        !parseInt(layerText, layer)) {
+        !parseUnsignedInt(layerText, layer)) {
       *error = where + "expected 'LAYER: E1 .. E" + std::to_string(topK) +
                "' (layers from 1), got '" + line + "'";
       return false;
@@ -94,7 +88,7 @@ bool mfrt::parseRoutingFile(const std::string &path, int64_t numLayers,
     std::vector<int64_t> experts;
     for (std::string word; rest >> word;) {
       int64_t e = 0;
-      if (!parseInt(word, e) || e >= numExperts) {
+      if (!parseUnsignedInt(word, e) || e >= numExperts) {
         *error = where + "expert '" + word + "' is not an expert id 0.." +
                  std::to_string(numExperts - 1);
         return false;
