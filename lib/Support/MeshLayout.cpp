@@ -144,48 +144,53 @@ bool PlanSpec::fromFlags(int64_t tp, int64_t cp, int64_t dp, int64_t pp,
 // MeshLayout: validation
 //===----------------------------------------------------------------------===//
 
-std::optional<MeshLayout> MeshLayout::create(const PlanSpec &spec,
-                                             std::string *error) {
-  // axis-size
+namespace {
+
+/// axis-size: every axis has a size of at least 1.
+bool checkAxisSizes(const PlanSpec &spec, std::string *error) {
   for (const MeshAxis &axis : spec.attention)
     if (axis.size < 1) {
       fail(error, "axis-size",
            "attention axis '" + axis.name + "' has size " +
                std::to_string(axis.size) + ", but sizes must be >= 1");
-      return std::nullopt;
+      return false;
     }
   for (const ExpertAxis &axis : spec.experts)
     if (axis.size < 1) {
       fail(error, "axis-size",
            "expert axis '" + axis.name + "' has size " +
                std::to_string(axis.size) + ", but sizes must be >= 1");
-      return std::nullopt;
+      return false;
     }
+  return true;
+}
 
-  // duplicate-axis
-  {
-    std::set<std::string> seen;
-    for (const MeshAxis &axis : spec.attention)
-      if (!seen.insert(axis.name).second) {
-        fail(error, "duplicate-axis",
-             "the attention mesh has two axes named '" + axis.name + "'");
-        return std::nullopt;
-      }
-    seen.clear();
-    for (const ExpertAxis &axis : spec.experts)
-      if (!seen.insert(axis.name).second) {
-        fail(error, "duplicate-axis",
-             "the expert mesh has two axes named '" + axis.name + "'");
-        return std::nullopt;
-      }
-  }
+/// duplicate-axis: no mesh names an axis twice.
+bool checkDuplicateAxes(const PlanSpec &spec, std::string *error) {
+  std::set<std::string> seen;
+  for (const MeshAxis &axis : spec.attention)
+    if (!seen.insert(axis.name).second) {
+      fail(error, "duplicate-axis",
+           "the attention mesh has two axes named '" + axis.name + "'");
+      return false;
+    }
+  seen.clear();
+  for (const ExpertAxis &axis : spec.experts)
+    if (!seen.insert(axis.name).second) {
+      fail(error, "duplicate-axis",
+           "the expert mesh has two axes named '" + axis.name + "'");
+      return false;
+    }
+  return true;
+}
 
-  // mesh-size: both meshes cover the devices.
+/// mesh-size: both meshes cover the devices.
+bool checkMeshSizes(const PlanSpec &spec, std::string *error) {
   if (spec.devices < 1) {
     fail(error, "mesh-size",
          "the plan has " + std::to_string(spec.devices) +
              " devices, but needs at least 1");
-    return std::nullopt;
+    return false;
   }
   int64_t attentionProduct = 1;
   for (const MeshAxis &axis : spec.attention)
@@ -194,7 +199,7 @@ std::optional<MeshLayout> MeshLayout::create(const PlanSpec &spec,
     fail(error, "mesh-size",
          "attention mesh axes multiply to " + std::to_string(attentionProduct) +
              ", but the plan has " + std::to_string(spec.devices) + " devices");
-    return std::nullopt;
+    return false;
   }
   int64_t expertProduct = 1;
   for (const ExpertAxis &axis : spec.experts)
@@ -203,24 +208,31 @@ std::optional<MeshLayout> MeshLayout::create(const PlanSpec &spec,
     fail(error, "mesh-size",
          "expert mesh axes multiply to " + std::to_string(expertProduct) +
              ", but the plan has " + std::to_string(spec.devices) + " devices");
-    return std::nullopt;
+    return false;
   }
+  return true;
+}
 
-  // node-size
+/// node-size: nodes of equal size hold the devices.
+bool checkNodeSize(const PlanSpec &spec, std::string *error) {
   if (spec.gpusPerNode < 1) {
     fail(error, "node-size",
          "gpus per node is " + std::to_string(spec.gpusPerNode) +
              ", but must be >= 1");
-    return std::nullopt;
+    return false;
   }
   if (spec.devices > spec.gpusPerNode && spec.devices % spec.gpusPerNode) {
     fail(error, "node-size",
          std::to_string(spec.gpusPerNode) + " GPUs per node do not divide " +
              std::to_string(spec.devices) + " devices");
-    return std::nullopt;
+    return false;
   }
+  return true;
+}
 
-  // fold: expert axes are composed of attention axes, each named once.
+/// fold: expert axes are composed of attention axes, each named once
+/// (and mesh-size: a composite axis is as large as its components).
+bool checkFold(const PlanSpec &spec, std::string *error) {
   std::map<std::string, int64_t> attentionSize;
   for (const MeshAxis &axis : spec.attention)
     attentionSize[axis.name] = axis.size;
@@ -229,7 +241,7 @@ std::optional<MeshLayout> MeshLayout::create(const PlanSpec &spec,
     if (axis.composedOf.empty()) {
       fail(error, "fold",
            "expert axis '" + axis.name + "' is composed of no attention axes");
-      return std::nullopt;
+      return false;
     }
     int64_t product = 1;
     for (const std::string &comp : axis.composedOf) {
@@ -238,7 +250,7 @@ std::optional<MeshLayout> MeshLayout::create(const PlanSpec &spec,
         fail(error, "fold",
              "expert axis '" + axis.name + "' is composed of '" + comp +
                  "', which is not an attention axis");
-        return std::nullopt;
+        return false;
       }
       auto [used, inserted] = usedBy.emplace(comp, axis.name);
       if (!inserted) {
@@ -247,7 +259,7 @@ std::optional<MeshLayout> MeshLayout::create(const PlanSpec &spec,
                  "' is named twice in the expert "
                  "mesh (by expert axes '" +
                  used->second + "' and '" + axis.name + "')");
-        return std::nullopt;
+        return false;
       }
       product = mulSat(product, it->second);
     }
@@ -258,7 +270,7 @@ std::optional<MeshLayout> MeshLayout::create(const PlanSpec &spec,
                std::to_string(axis.size) + ", but its components " +
                joinNames(axis.composedOf) + " multiply to " +
                std::to_string(product));
-      return std::nullopt;
+      return false;
     }
   }
   for (const MeshAxis &axis : spec.attention)
@@ -266,29 +278,36 @@ std::optional<MeshLayout> MeshLayout::create(const PlanSpec &spec,
       fail(error, "fold",
            "attention axis '" + axis.name + "' (size " +
                std::to_string(axis.size) + ") is not part of any expert axis");
-      return std::nullopt;
+      return false;
     }
-  const ExpertAxis *epAxis = nullptr, *ppAxis = nullptr;
-  for (const ExpertAxis &axis : spec.experts) {
-    if (axis.name == "ep")
-      epAxis = &axis;
+  bool hasEP = false;
+  for (const ExpertAxis &axis : spec.experts)
+    hasEP |= axis.name == "ep";
+  if (!hasEP) {
+    fail(error, "fold", "the expert mesh has no axis named 'ep'");
+    return false;
+  }
+  return true;
+}
+
+/// pp-groups: both meshes give identical pp groups.
+bool checkPPGroups(const PlanSpec &spec, std::string *error) {
+  const ExpertAxis *ppAxis = nullptr;
+  for (const ExpertAxis &axis : spec.experts)
     if (axis.name == "pp")
       ppAxis = &axis;
-  }
-  if (!epAxis) {
-    fail(error, "fold", "the expert mesh has no axis named 'ep'");
-    return std::nullopt;
-  }
-
-  // pp-groups: both meshes give identical pp groups.
-  auto attentionPP = attentionSize.find("pp");
-  bool pipelined =
-      attentionPP != attentionSize.end() && attentionPP->second > 1;
+  int64_t attentionPP = 1;
+  bool pipelined = false;
+  for (const MeshAxis &axis : spec.attention)
+    if (axis.name == "pp") {
+      attentionPP = axis.size;
+      pipelined = axis.size > 1;
+    }
   if (pipelined && !ppAxis) {
     fail(error, "pp-groups",
-         "the attention mesh has pp=" + std::to_string(attentionPP->second) +
+         "the attention mesh has pp=" + std::to_string(attentionPP) +
              ", but the expert mesh has no axis named 'pp'");
-    return std::nullopt;
+    return false;
   }
   if (ppAxis &&
       (ppAxis->composedOf.size() != 1 || ppAxis->composedOf.front() != "pp")) {
@@ -297,8 +316,20 @@ std::optional<MeshLayout> MeshLayout::create(const PlanSpec &spec,
              ") is composed of " + joinNames(ppAxis->composedOf) +
              ", but must be exactly the attention axis 'pp' so that both "
              "meshes give identical pp groups");
-    return std::nullopt;
+    return false;
   }
+  return true;
+}
+
+} // namespace
+
+std::optional<MeshLayout> MeshLayout::create(const PlanSpec &spec,
+                                             std::string *error) {
+  // The rules, in the order their errors are reported.
+  if (!checkAxisSizes(spec, error) || !checkDuplicateAxes(spec, error) ||
+      !checkMeshSizes(spec, error) || !checkNodeSize(spec, error) ||
+      !checkFold(spec, error) || !checkPPGroups(spec, error))
+    return std::nullopt;
 
   MeshLayout layout;
   layout.plan = spec;
