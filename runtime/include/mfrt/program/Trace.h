@@ -98,8 +98,12 @@ TraceLog buildTraceLog(const meshfold::MeshLayout &layout,
 /// ops".
 void printTraceLog(const meshfold::MeshLayout &layout, const TraceLog &log,
                    int64_t replica, int64_t promptTokens);
-/// Writes the route as SVG: nodes and GPUs, NVLink hops solid, IB hops
-/// dashed, op numbers on the hops, the GPUs that keep its K/V ringed.
+/// The whole trip: "23/32 GPUs, 15 node crossings (14 EP, 1 PP), 41 comm
+/// ops".
+std::string tripTally(const TraceLog &log, int64_t devices);
+/// Writes the route as SVG (TraceMap.cpp): nodes and GPUs, NVLink hops
+/// solid, IB hops dashed, op numbers on the hops, the GPUs that keep its K/V
+/// ringed.
 bool writeTraceSvg(const std::string &path, const meshfold::MeshLayout &layout,
                    const TraceLog &log, std::string *error);
 
