@@ -20,13 +20,9 @@ void meshfold::buildPartitionPipeline(OpPassManager &pm,
                                       const PartitionPipelineOptions &options) {
   if (options.hasPlanOptions()) {
     mf::MFPartitionPlanPassOptions plan;
-    plan.tp = options.tp;
-    plan.cp = options.cp;
-    plan.dp = options.dp;
-    plan.pp = options.pp;
-    plan.ep = options.ep;
-    plan.order = options.order;
-    plan.gpusPerNode = options.gpusPerNode;
+#define MESHFOLD_PLAN_OPTION(Type, Field, Flag, Default, Description)          \
+  plan.Field = options.Field;
+#include "meshfold/Pipelines/PlanOptions.def"
     pm.addPass(mf::createMFPartitionPlanPass(plan));
   }
   pm.addPass(mf::createMFVerifyPlanPass());

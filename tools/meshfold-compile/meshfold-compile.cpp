@@ -119,21 +119,11 @@ static cl::opt<std::string> runtimeDir(
     cl::cat(cat));
 static cl::opt<bool> verbose("v", cl::desc("Print the stages and their times"),
                              cl::cat(cat));
-// The plan, as for the mf-partition pipeline.
-static cl::opt<int64_t> tp("tp", cl::desc("Tensor parallel size"), cl::init(1),
-                           cl::cat(cat));
-static cl::opt<int64_t> cp("cp", cl::desc("Context parallel size"), cl::init(1),
-                           cl::cat(cat));
-static cl::opt<int64_t> dp("dp", cl::desc("Data parallel size"), cl::init(1),
-                           cl::cat(cat));
-static cl::opt<int64_t> pp("pp", cl::desc("Pipeline parallel size"),
-                           cl::init(1), cl::cat(cat));
-static cl::opt<int64_t> ep("ep",
-                           cl::desc("Expert parallel size (default tp*cp*dp)"),
-                           cl::init(0), cl::cat(cat));
-static cl::opt<std::string>
-    order("order", cl::desc("Attention mesh axis order, fastest first"),
-          cl::init("tp,cp,dp,pp"), cl::cat(cat));
+// The plan flags: the plan options of the mf-partition pipeline.
+#define MESHFOLD_PLAN_OPTION(Type, Field, Flag, Default, Description)          \
+  static cl::opt<Type> Field(Flag, cl::desc(Description), cl::init(Default),   \
+                             cl::cat(cat));
+#include "meshfold/Pipelines/PlanOptions.def"
 static cl::opt<bool> explainOrder(
     "explain-order",
     cl::desc("Rank every order of the plan's axes by its analytic per-layer "
@@ -153,8 +143,6 @@ static cl::opt<std::string>
              cl::desc("EP dispatch: auto (hierarchical when an EP group "
                       "spans nodes), flat or hierarchical"),
              cl::init("auto"), cl::cat(cat));
-static cl::opt<int64_t> gpusPerNode("gpus-per-node", cl::desc("GPUs per node"),
-                                    cl::init(8), cl::cat(cat));
 
 /// Prints `msg` as the tool's one-line error.
 static LogicalResult fail(const llvm::Twine &msg) {
@@ -185,6 +173,10 @@ static void parseCommandLine(int argc, char **argv) {
   registerPassManagerCLOptions();
   registerMLIRContextCLOptions();
   registerAsmPrinterCLOptions();
+  // The tool's own description of --ep: without --ep, EP is tp*cp*dp, but
+  // --ep 0 is an EP size of 0, which the plan rules refuse (the pipeline
+  // option reads 0 as tp*cp*dp).
+  ep.setDescription("Expert parallel size (default tp*cp*dp)");
   cl::HideUnrelatedOptions(cat);
   cl::ParseCommandLineOptions(
       argc, argv,
@@ -319,14 +311,19 @@ static OwningOpRef<ModuleOp> parseInput(llvm::SourceMgr &sourceMgr,
   return module;
 }
 
+/// True when any plan flag is given.
+static bool hasPlanFlags() {
+#define MESHFOLD_PLAN_OPTION(Type, Field, Flag, Default, Description)          \
+  if (Field.getNumOccurrences())                                               \
+    return true;
+#include "meshfold/Pipelines/PlanOptions.def"
+  return false;
+}
+
 /// Sets the plan of the plan flags on `module` when any of them is given,
 /// replacing the module's own.
 static LogicalResult setPlanFromFlags(ModuleOp module) {
-  bool planFlags = tp.getNumOccurrences() || cp.getNumOccurrences() ||
-                   dp.getNumOccurrences() || pp.getNumOccurrences() ||
-                   ep.getNumOccurrences() || order.getNumOccurrences() ||
-                   gpusPerNode.getNumOccurrences();
-  if (!planFlags)
+  if (!hasPlanFlags())
     return success();
   PlanSpec spec;
   std::string error;
