@@ -19,11 +19,11 @@ using namespace mlir;
 void meshfold::buildPartitionPipeline(OpPassManager &pm,
                                       const PartitionPipelineOptions &options) {
   if (options.hasPlanOptions()) {
-    mf::MFPartitionPlanPassOptions plan;
+    mf::MFSetPlanPassOptions plan;
 #define MESHFOLD_PLAN_OPTION(Type, Field, Flag, Default, Description)          \
   plan.Field = options.Field;
 #include "meshfold/Pipelines/PlanOptions.def"
-    pm.addPass(mf::createMFPartitionPlanPass(plan));
+    pm.addPass(mf::createMFSetPlanPass(plan));
   }
   pm.addPass(mf::createMFVerifyPlanPass());
   pm.addPass(mf::createMFZigzagCPPass());
