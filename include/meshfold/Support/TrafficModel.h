@@ -1,7 +1,7 @@
 //===- TrafficModel.h - analytic per-layer traffic of a plan ----*- C++ -*-===//
 //
-// What SPEC section 5 computes by hand, for any plan: the elements each GPU
-// sends per layer, by collective and link class, for T prompt tokens per DP
+// For any plan: the elements each GPU sends per layer, by collective and link
+// class (NVLink within a node, IB between nodes), for T prompt tokens per DP
 // replica and uniform top-k routing, and the time that takes at given link
 // speeds. Pure C++ on MeshLayout, like the runtime that measures the same.
 //
