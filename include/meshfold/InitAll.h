@@ -4,6 +4,7 @@
 #define MESHFOLD_INITALL_H
 
 #include "meshfold/Conversion/Passes.h"
+#include "meshfold/Dialect/GPU/Transforms/Passes.h"
 #include "meshfold/Dialect/MF/IR/MF.h"
 #include "meshfold/Dialect/MF/Transforms/Passes.h"
 #include "meshfold/Dialect/MoE/IR/MoE.h"
@@ -21,6 +22,7 @@ inline void registerMeshfoldDialects(mlir::DialectRegistry &registry) {
 inline void registerMeshfoldPasses() {
   mf::registerMFPasses();
   registerMeshfoldConversionPasses();
+  registerMeshfoldGPUPasses();
   registerMeshfoldPipelines();
 }
 } // namespace meshfold

@@ -7,6 +7,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
 using namespace meshfold;
@@ -78,4 +80,45 @@ meshfold::computeMemoryReport(ModuleOp module, int64_t maxPrompt,
     out.push_back(m);
   }
   return out;
+}
+
+/// Bytes in GB (10^9), as the report prints them.
+static double toGB(int64_t bytes) { return double(bytes) / 1e9; }
+
+/// The rank of `memory` that needs the most bytes (the first of them).
+static const RankMemory &findLargestRank(ArrayRef<RankMemory> memory) {
+  const RankMemory *largest = &memory.front();
+  for (const RankMemory &m : memory)
+    if (m.weightBytes + m.kvBytes > largest->weightBytes + largest->kvBytes)
+      largest = &m;
+  return *largest;
+}
+
+void meshfold::printMemoryReport(raw_ostream &os, ArrayRef<RankMemory> memory,
+                                 StringRef dtype, int64_t maxPrompt) {
+  os << llvm::format(
+      "memory per rank (%s, KV cache for a %lld-token prompt):\n",
+      dtype.str().c_str(), (long long)maxPrompt);
+  os << "  rank stage  weights (bytes)  KV cache (bytes)     total GB\n";
+  for (const RankMemory &m : memory)
+    os << llvm::format("  %4lld %5lld %16lld %17lld %12.3f\n",
+                       (long long)m.rank, (long long)m.stage,
+                       (long long)m.weightBytes, (long long)m.kvBytes,
+                       toGB(m.weightBytes + m.kvBytes));
+}
+
+LogicalResult meshfold::checkDeviceMemory(ArrayRef<RankMemory> memory,
+                                          int64_t deviceBytes,
+                                          StringRef deviceMemory,
+                                          std::string &error) {
+  const RankMemory &largest = findLargestRank(memory);
+  int64_t need = largest.weightBytes + largest.kvBytes;
+  if (deviceBytes <= 0 || need <= deviceBytes)
+    return success();
+  error = llvm::formatv("rank {0} needs {1:F3} GB (weights {2:F3} GB, KV cache "
+                        "{3:F3} GB), more than the device memory {4}",
+                        largest.rank, toGB(need), toGB(largest.weightBytes),
+                        toGB(largest.kvBytes), deviceMemory)
+              .str();
+  return failure();
 }

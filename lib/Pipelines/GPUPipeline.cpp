@@ -27,7 +27,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "meshfold/Config.h"
-#include "meshfold/Conversion/Passes.h"
+#include "meshfold/Dialect/GPU/Transforms/Passes.h"
 #include "meshfold/Pipelines/Pipelines.h"
 
 #include "mlir/Conversion/Passes.h"

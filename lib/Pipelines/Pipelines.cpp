@@ -19,15 +19,11 @@ using namespace mlir;
 void meshfold::buildPartitionPipeline(OpPassManager &pm,
                                       const PartitionPipelineOptions &options) {
   if (options.hasPlanOptions()) {
-    mf::MFPartitionPlanPassOptions plan;
-    plan.tp = options.tp;
-    plan.cp = options.cp;
-    plan.dp = options.dp;
-    plan.pp = options.pp;
-    plan.ep = options.ep;
-    plan.order = options.order;
-    plan.gpusPerNode = options.gpusPerNode;
-    pm.addPass(mf::createMFPartitionPlanPass(plan));
+    mf::MFSetPlanPassOptions plan;
+#define MESHFOLD_PLAN_OPTION(Type, Field, Flag, Default, Description)          \
+  plan.Field = options.Field;
+#include "meshfold/Pipelines/PlanOptions.def"
+    pm.addPass(mf::createMFSetPlanPass(plan));
   }
   pm.addPass(mf::createMFVerifyPlanPass());
   pm.addPass(mf::createMFZigzagCPPass());

@@ -58,7 +58,8 @@ std::string meshfold::formatManifest(const Manifest &m) {
   return os.str();
 }
 
-bool meshfold::parseManifest(const char *text, Manifest &out, std::string &error) {
+bool meshfold::parseManifest(const char *text, Manifest &out,
+                             std::string &error) {
   std::istringstream in(text ? text : "");
   std::string line;
   int lineNo = 0;

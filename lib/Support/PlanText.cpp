@@ -38,7 +38,7 @@ std::string meshfold::formatPlanText(const PlanSpec &spec) {
 }
 
 bool meshfold::parsePlanText(const std::string &text, PlanSpec &out,
-                               std::string *error) {
+                             std::string *error) {
   PlanSpec spec;
   bool haveDevices = false, haveAttention = false, haveExperts = false;
   std::stringstream ss(text);
@@ -131,8 +131,8 @@ bool meshfold::parsePlanText(const std::string &text, PlanSpec &out,
   return true;
 }
 
-std::optional<MeshLayout>
-meshfold::layoutFromPlanText(const std::string &text, std::string *error) {
+std::optional<MeshLayout> meshfold::layoutFromPlanText(const std::string &text,
+                                                       std::string *error) {
   PlanSpec spec;
   if (!parsePlanText(text, spec, error))
     return std::nullopt;

@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "meshfold/Analysis/ExplainOrder.h"
 #include "meshfold/Analysis/MemoryReport.h"
-#include "meshfold/Support/TrafficModel.h"
 #include "meshfold/Config.h"
 #include "meshfold/InitAll.h"
 #include "meshfold/Target/Compile.h"
@@ -27,13 +27,14 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
 #include "llvm/Support/Format.h"
-#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MathExtras.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
+
+#include <chrono>
 
 using namespace mlir;
 using namespace meshfold;
@@ -118,21 +119,11 @@ static cl::opt<std::string> runtimeDir(
     cl::cat(cat));
 static cl::opt<bool> verbose("v", cl::desc("Print the stages and their times"),
                              cl::cat(cat));
-// The plan, as for the mf-partition pipeline.
-static cl::opt<int64_t> tp("tp", cl::desc("Tensor parallel size"), cl::init(1),
-                           cl::cat(cat));
-static cl::opt<int64_t> cp("cp", cl::desc("Context parallel size"), cl::init(1),
-                           cl::cat(cat));
-static cl::opt<int64_t> dp("dp", cl::desc("Data parallel size"), cl::init(1),
-                           cl::cat(cat));
-static cl::opt<int64_t> pp("pp", cl::desc("Pipeline parallel size"),
-                           cl::init(1), cl::cat(cat));
-static cl::opt<int64_t> ep("ep",
-                           cl::desc("Expert parallel size (default tp*cp*dp)"),
-                           cl::init(0), cl::cat(cat));
-static cl::opt<std::string>
-    order("order", cl::desc("Attention mesh axis order, fastest first"),
-          cl::init("tp,cp,dp,pp"), cl::cat(cat));
+// The plan flags: the plan options of the mf-partition pipeline.
+#define MESHFOLD_PLAN_OPTION(Type, Field, Flag, Default, Description)          \
+  static cl::opt<Type> Field(Flag, cl::desc(Description), cl::init(Default),   \
+                             cl::cat(cat));
+#include "meshfold/Pipelines/PlanOptions.def"
 static cl::opt<bool> explainOrder(
     "explain-order",
     cl::desc("Rank every order of the plan's axes by its analytic per-layer "
@@ -152,19 +143,40 @@ static cl::opt<std::string>
              cl::desc("EP dispatch: auto (hierarchical when an EP group "
                       "spans nodes), flat or hierarchical"),
              cl::init("auto"), cl::cat(cat));
-static cl::opt<int64_t> gpusPerNode("gpus-per-node", cl::desc("GPUs per node"),
-                                    cl::init(8), cl::cat(cat));
 
-static int fail(const llvm::Twine &msg) {
+/// Prints `msg` as the tool's one-line error.
+static LogicalResult fail(const llvm::Twine &msg) {
   llvm::WithColor::error(llvm::errs(), "meshfold-compile") << msg << "\n";
-  return 1;
+  return failure();
 }
 
-int main(int argc, char **argv) {
-  llvm::InitLLVM init(argc, argv);
+/// With -v, prints each stage of the compilation with the seconds since the
+/// timer was made.
+class StageTimer {
+public:
+  void operator()(const char *what) const {
+    if (!verbose)
+      return;
+    double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    llvm::errs() << llvm::format("[%7.3fs] ", s) << what << "\n";
+  }
+
+private:
+  std::chrono::steady_clock::time_point start =
+      std::chrono::steady_clock::now();
+};
+
+/// Parses the command line: the tool's flags and the MLIR ones it takes.
+static void parseCommandLine(int argc, char **argv) {
   registerPassManagerCLOptions();
   registerMLIRContextCLOptions();
   registerAsmPrinterCLOptions();
+  // The tool's own description of --ep: without --ep, EP is tp*cp*dp, but
+  // --ep 0 is an EP size of 0, which the plan rules refuse (the pipeline
+  // option reads 0 as tp*cp*dp).
+  ep.setDescription("Expert parallel size (default tp*cp*dp)");
   cl::HideUnrelatedOptions(cat);
   cl::ParseCommandLineOptions(
       argc, argv,
@@ -173,7 +185,11 @@ int main(int argc, char **argv) {
       "  meshfold-compile model.mlir --target cuda --emit ptx -o kernels.ptx\n"
       "  ./prefill --weights w.safetensors --prompts prompts.txt --out "
       "out.safetensors\n");
+}
 
+/// Checks the output, report and memory flags; sets `deviceBytes` to the
+/// parsed --device-memory (-1 when not given).
+static LogicalResult checkOutputFlags(int64_t &deviceBytes) {
   if (outputFile.empty() && report.empty() && !explainOrder)
     return fail("-o FILE is required (or --report)");
   if (!report.empty() && report != "memory")
@@ -181,12 +197,42 @@ int main(int argc, char **argv) {
   if (memoryDType != "bf16" && memoryDType != "f32")
     return fail("--memory-dtype must be bf16 or f32, got '" + memoryDType +
                 "'");
-  int64_t deviceBytes = -1;
+  deviceBytes = -1;
   if (!deviceMemory.empty() && (deviceBytes = parseByteSize(deviceMemory)) <= 0)
     return fail("--device-memory must be a size such as 141GB or 80GiB, got '" +
                 deviceMemory + "'");
   if (maxPrompt < 1)
     return fail("--max-prompt must be positive");
+  return success();
+}
+
+/// The weights' storage type when --weight-dtype is not given: the target's
+/// (f32 on the CPU, bf16 on CUDA). The memory report sizes the weights as
+/// stored when the storage is asked for explicitly.
+static void resolveWeightDType() {
+  if (weightDType.getNumOccurrences() && !memoryDType.getNumOccurrences())
+    memoryDType = std::string(weightDType);
+  if (!weightDType.getNumOccurrences())
+    weightDType = target == "cuda" ? "bf16" : "f32";
+}
+
+/// Checks --cuda-toolkit: ptxas and libdevice must be under it.
+static LogicalResult checkCUDAToolkit() {
+  llvm::SmallString<256> ptxas(cudaToolkit), libdevice(cudaToolkit);
+  llvm::sys::path::append(ptxas, "bin", "ptxas");
+  llvm::sys::path::append(libdevice, "nvvm", "libdevice");
+  if (cudaToolkit.empty() || !llvm::sys::fs::exists(ptxas) ||
+      !llvm::sys::fs::is_directory(libdevice))
+    return fail("--target cuda needs the CUDA toolkit (bin/ptxas, "
+                "nvvm/libdevice), not found at '" +
+                cudaToolkit +
+                "' (configure with -DMESHFOLD_CUDA_ROOT=DIR or pass "
+                "--cuda-toolkit DIR)");
+  return success();
+}
+
+/// Checks the target flags and resolves the weights' storage type.
+static LogicalResult checkTargetFlags() {
   if (target != "cpu" && target != "cuda")
     return fail("--target must be cpu or cuda, got '" + target + "'");
   if (gpuLoopsOnCPU.getNumOccurrences() &&
@@ -199,184 +245,155 @@ int main(int argc, char **argv) {
       weightDType != "bf16")
     return fail("--weight-dtype must be f32 or bf16, got '" + weightDType +
                 "'");
-  // The memory report sizes the weights as stored when the storage is asked
-  // for explicitly.
-  if (weightDType.getNumOccurrences() && !memoryDType.getNumOccurrences())
-    memoryDType = std::string(weightDType);
-  if (!weightDType.getNumOccurrences())
-    weightDType = target == "cuda" ? "bf16" : "f32";
+  resolveWeightDType();
   if (emit == Emit::PTX && target != "cuda")
     return fail("--emit ptx needs --target cuda");
-  if (target == "cuda") {
-    if (gpuFormat != "fatbin" && gpuFormat != "bin" && gpuFormat != "isa")
-      return fail("--gpu-format must be fatbin, bin or isa, got '" + gpuFormat +
-                  "'");
-    llvm::SmallString<256> ptxas(cudaToolkit), libdevice(cudaToolkit);
-    llvm::sys::path::append(ptxas, "bin", "ptxas");
-    llvm::sys::path::append(libdevice, "nvvm", "libdevice");
-    if (cudaToolkit.empty() || !llvm::sys::fs::exists(ptxas) ||
-        !llvm::sys::fs::is_directory(libdevice))
-      return fail("--target cuda needs the CUDA toolkit (bin/ptxas, "
-                  "nvvm/libdevice), not found at '" +
-                  cudaToolkit +
-                  "' (configure with -DMESHFOLD_CUDA_ROOT=DIR or pass "
-                  "--cuda-toolkit DIR)");
-  }
+  if (target != "cuda")
+    return success();
+  if (gpuFormat != "fatbin" && gpuFormat != "bin" && gpuFormat != "isa")
+    return fail("--gpu-format must be fatbin, bin or isa, got '" + gpuFormat +
+                "'");
+  return checkCUDAToolkit();
+}
 
-  std::string rtDir = runtimeDir;
-  if (rtDir.empty()) {
-    std::string self = llvm::sys::fs::getMainExecutable(argv[0], (void *)&fail);
-    llvm::SmallString<256> dir(llvm::sys::path::parent_path(self));
-    llvm::sys::path::append(dir, "..", "lib");
-    rtDir = std::string(dir);
-  }
-  // Fail before compiling when the executable could not be linked.
-  if (target == "cuda" && emit == Emit::Exe && outputFile.size()) {
-    llvm::SmallString<256> mgpu(rtDir);
-    llvm::sys::path::append(mgpu, "libmfrt_cuda.a");
-    if (!llvm::sys::fs::exists(mgpu))
-      return fail("CUDA runtime library not found: '" + std::string(mgpu) +
-                  "' (build the mfrt_cuda target, or use --runtime-dir)");
-  }
+/// The directory of the runtime libraries: --runtime-dir, else ../lib beside
+/// this executable.
+static std::string findRuntimeDir(const char *argv0) {
+  if (!runtimeDir.empty())
+    return runtimeDir;
+  std::string self = llvm::sys::fs::getMainExecutable(argv0, (void *)&fail);
+  llvm::SmallString<256> dir(llvm::sys::path::parent_path(self));
+  llvm::sys::path::append(dir, "..", "lib");
+  return std::string(dir);
+}
 
+/// Fails before compiling when a CUDA executable could not be linked.
+static LogicalResult checkRuntimeLibraries(llvm::StringRef rtDir) {
+  if (target != "cuda" || emit != Emit::Exe || outputFile.empty())
+    return success();
+  llvm::SmallString<256> mgpu(rtDir);
+  llvm::sys::path::append(mgpu, "libmfrt_cuda.a");
+  if (!llvm::sys::fs::exists(mgpu))
+    return fail("CUDA runtime library not found: '" + std::string(mgpu) +
+                "' (build the mfrt_cuda target, or use --runtime-dir)");
+  return success();
+}
+
+/// A context with the dialects, extensions and LLVM IR translations the
+/// pipelines use.
+static std::unique_ptr<MLIRContext> createContext() {
   DialectRegistry registry;
   registerAllDialects(registry);
   registerAllExtensions(registry);
   // gpu-module-to-binary translates the kernels to LLVM IR.
   registerAllToLLVMIRTranslations(registry);
   registerMeshfoldDialects(registry);
-  MLIRContext context(registry);
-  context.loadDialect<mf::MFDialect, moe::MoEDialect>();
+  auto context = std::make_unique<MLIRContext>(registry);
+  context->loadDialect<mf::MFDialect, moe::MoEDialect>();
   // Diagnostics name the op by location; dumping the module is noise here.
-  context.printOpOnDiagnostic(false);
+  context->printOpOnDiagnostic(false);
+  return context;
+}
 
-  auto t0 = std::chrono::steady_clock::now();
-  auto stage = [&](const char *what) {
-    if (!verbose)
-      return;
-    double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-            .count();
-    llvm::errs() << llvm::format("[%7.3fs] ", s) << what << "\n";
-  };
-
+/// Reads and parses the input file through `sourceMgr`.
+static OwningOpRef<ModuleOp> parseInput(llvm::SourceMgr &sourceMgr,
+                                        MLIRContext &context) {
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> input = openInputFile(inputFile, &error);
-  if (!input)
-    return fail(error);
-  llvm::SourceMgr sourceMgr;
+  if (!input) {
+    (void)fail(error);
+    return nullptr;
+  }
   sourceMgr.AddNewSourceBuffer(std::move(input), llvm::SMLoc());
-  SourceMgrDiagnosticHandler diagHandler(sourceMgr, &context);
   OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(sourceMgr, &context);
   if (!module)
-    return fail("cannot parse '" + inputFile + "'");
-  stage("parsed");
+    (void)fail("cannot parse '" + inputFile + "'");
+  return module;
+}
 
-  // The plan: from the flags when any is given, else from the module.
-  bool planFlags = tp.getNumOccurrences() || cp.getNumOccurrences() ||
-                   dp.getNumOccurrences() || pp.getNumOccurrences() ||
-                   ep.getNumOccurrences() || order.getNumOccurrences() ||
-                   gpusPerNode.getNumOccurrences();
-  if (planFlags) {
-    PlanSpec spec;
-    int64_t epSize = ep.getNumOccurrences() ? int64_t(ep) : tp * cp * dp;
-    if (!PlanSpec::fromFlags(tp, cp, dp, pp, epSize, order, gpusPerNode, spec,
-                             &error))
-      return fail(error);
-    (*module)->setAttr(mf::MFDialect::getPlanAttrName(),
-                       mf::PlanAttr::fromPlanSpec(&context, spec));
-  }
-  if (explainOrder) {
-    FailureOr<moe::ModelInfo> info = moe::getModelInfo(*module);
-    if (failed(info) || info->numLayers == 0)
-      return fail("--explain-order needs a model (moe ops) in the input");
-    TrafficModelInput model{
-        info->hidden, info->numKVHeads, info->headDim,     info->numExperts,
-        info->topK,   info->numLayers,  dispatch != "flat"};
-    std::vector<OrderCost> orders =
-        rankOrders(tp, cp, dp, pp, gpusPerNode, model, explainTokens, 2.0);
-    llvm::outs() << llvm::format(
-        "axis orders for TP%lld x CP%lld x DP%lld x PP%lld on nodes of %lld, "
-        "per GPU per layer, T = %.0f tokens per replica, bf16, %s "
-        "dispatch, best first\n",
-        (long long)tp, (long long)cp, (long long)dp, (long long)pp,
-        (long long)gpusPerNode, double(explainTokens),
-        model.hierarchical ? "hierarchical" : "flat");
-    llvm::outs()
-        << "  order         NVLink T*d    IB T*d  EP IB T*d   time ms\n";
-    for (const OrderCost &c : orders) {
-      double nv = 0, ib = 0, epIb = 0;
-      for (const TrafficRow &r : c.rows) {
-        nv += r.nvlink;
-        ib += r.ib;
-        if (r.collective == "dispatch" || r.collective == "combine")
-          epIb += r.ib;
-      }
-      llvm::outs() << llvm::format("  %-12s %11.4f %9.4f %10.4f %9.3f\n",
-                                   c.order.c_str(), nv, ib, epIb,
-                                   c.seconds * 1e3);
-    }
-    return 0;
-  }
+/// True when any plan flag is given.
+static bool hasPlanFlags() {
+#define MESHFOLD_PLAN_OPTION(Type, Field, Flag, Default, Description)          \
+  if (Field.getNumOccurrences())                                               \
+    return true;
+#include "meshfold/Pipelines/PlanOptions.def"
+  return false;
+}
 
-  // Prompt logprobs come from the partitioning's head pass: give a one-rank
-  // program the one-device plan.
-  if (promptLogprobs && !(*module)->hasAttr(mf::MFDialect::getPlanAttrName())) {
+/// Sets the plan of the plan flags on `module` when any of them is given,
+/// replacing the module's own.
+static LogicalResult setPlanFromFlags(ModuleOp module) {
+  if (!hasPlanFlags())
+    return success();
+  PlanSpec spec;
+  std::string error;
+  int64_t epSize = ep.getNumOccurrences() ? int64_t(ep) : tp * cp * dp;
+  if (!PlanSpec::fromFlags(tp, cp, dp, pp, epSize, order, gpusPerNode, spec,
+                           &error))
+    return fail(error);
+  module->setAttr(mf::MFDialect::getPlanAttrName(),
+                  mf::PlanAttr::fromPlanSpec(module.getContext(), spec));
+  return success();
+}
+
+/// --explain-order: prints the plan flags' axis orders ranked by traffic.
+static LogicalResult explainOrders(ModuleOp module) {
+  FailureOr<TrafficModelInput> model =
+      getTrafficModelInput(module, /*hierarchical=*/dispatch != "flat");
+  if (failed(model))
+    return fail("--explain-order needs a model (moe ops) in the input");
+  printOrderExplanation(llvm::outs(), tp, cp, dp, pp, gpusPerNode, *model,
+                        explainTokens);
+  return success();
+}
+
+/// Partitions `module` for its plan when the plan spans several devices, or
+/// when prompt logprobs are asked for: they come from the partitioning's
+/// head pass, so a one-rank program gets the one-device plan.
+static LogicalResult partition(ModuleOp module, const StageTimer &stage) {
+  if (promptLogprobs && !module->hasAttr(mf::MFDialect::getPlanAttrName())) {
     PlanSpec spec;
+    std::string error;
     if (!PlanSpec::fromFlags(1, 1, 1, 1, 1, "tp,cp,dp,pp", 1, spec, &error))
       return fail(error);
-    (*module)->setAttr(mf::MFDialect::getPlanAttrName(),
-                       mf::PlanAttr::fromPlanSpec(&context, spec));
+    module->setAttr(mf::MFDialect::getPlanAttrName(),
+                    mf::PlanAttr::fromPlanSpec(module.getContext(), spec));
   }
-  // A plan over several devices: partition first (the plan is on the module).
-  if (auto plan = (*module)->getAttrOfType<mf::PlanAttr>(
-          mf::MFDialect::getPlanAttrName());
-      plan && (plan.getDevices() > 1 || promptLogprobs)) {
-    PassManager partition(&context);
-    if (failed(applyPassManagerCLOptions(partition)))
-      return fail("bad pass manager options");
-    PartitionPipelineOptions options;
-    options.dispatch = dispatch;
-    options.promptLogprobs = promptLogprobs;
-    buildPartitionPipeline(partition, options);
-    if (failed(partition.run(*module)))
-      return 1;
-    stage("partitioned");
-  }
+  auto plan =
+      module->getAttrOfType<mf::PlanAttr>(mf::MFDialect::getPlanAttrName());
+  if (!plan || !(plan.getDevices() > 1 || promptLogprobs))
+    return success();
+  PassManager pm(module.getContext());
+  if (failed(applyPassManagerCLOptions(pm)))
+    return fail("bad pass manager options");
+  PartitionPipelineOptions options;
+  options.dispatch = dispatch;
+  options.promptLogprobs = promptLogprobs;
+  buildPartitionPipeline(pm, options);
+  if (failed(pm.run(module)))
+    return failure();
+  stage("partitioned");
+  return success();
+}
 
-  if (report == "memory") {
-    FailureOr<std::vector<RankMemory>> memory =
-        computeMemoryReport(*module, maxPrompt, memoryDType == "bf16" ? 2 : 4);
-    if (failed(memory))
-      return 1;
-    auto gb = [](int64_t b) { return double(b) / 1e9; };
-    llvm::outs() << llvm::format(
-        "memory per rank (%s, KV cache for a %lld-token prompt):\n",
-        memoryDType.c_str(), (long long)maxPrompt);
-    llvm::outs()
-        << "  rank stage  weights (bytes)  KV cache (bytes)     total GB\n";
-    const RankMemory *worst = &memory->front();
-    for (const RankMemory &m : *memory) {
-      llvm::outs() << llvm::format(
-          "  %4lld %5lld %16lld %17lld %12.3f\n", (long long)m.rank,
-          (long long)m.stage, (long long)m.weightBytes, (long long)m.kvBytes,
-          gb(m.weightBytes + m.kvBytes));
-      if (m.weightBytes + m.kvBytes > worst->weightBytes + worst->kvBytes)
-        worst = &m;
-    }
-    int64_t need = worst->weightBytes + worst->kvBytes;
-    if (deviceBytes > 0 && need > deviceBytes)
-      return fail(llvm::formatv("rank {0} needs {1:F3} GB (weights {2:F3} GB, "
-                                "KV cache {3:F3} GB), more than the device "
-                                "memory {4}",
-                                worst->rank, gb(need), gb(worst->weightBytes),
-                                gb(worst->kvBytes), deviceMemory)
-                      .str());
-    if (outputFile.empty())
-      return 0;
-  }
+/// --report memory: prints the memory of every rank and fails when one does
+/// not fit in --device-memory (`deviceBytes`).
+static LogicalResult reportMemory(ModuleOp module, int64_t deviceBytes) {
+  FailureOr<std::vector<RankMemory>> memory =
+      computeMemoryReport(module, maxPrompt, memoryDType == "bf16" ? 2 : 4);
+  if (failed(memory))
+    return failure();
+  printMemoryReport(llvm::outs(), *memory, memoryDType, maxPrompt);
+  std::string error;
+  if (failed(checkDeviceMemory(*memory, deviceBytes, deviceMemory, error)))
+    return fail(error);
+  return success();
+}
 
-  PassManager pm(&context);
+/// Lowers `module` to the LLVM dialect (and, for CUDA, kernel binaries) with
+/// the target's pipeline.
+static LogicalResult lower(ModuleOp module, const StageTimer &stage) {
+  PassManager pm(module.getContext());
   if (failed(applyPassManagerCLOptions(pm)))
     return fail("bad pass manager options");
   if (target == "cuda") {
@@ -394,70 +411,82 @@ int main(int argc, char **argv) {
     options.gpuLoops = gpuLoopsOnCPU;
     buildLowerToCPUPipeline(pm, options);
   }
-  if (failed(pm.run(*module)))
+  if (failed(pm.run(module)))
     return fail("lowering '" + inputFile + "' failed");
   stage(target == "cuda" ? "lowered to kernels and host LLVM dialect"
                          : "lowered to the LLVM dialect");
+  return success();
+}
 
-  if (emit == Emit::PTX) {
-    std::unique_ptr<llvm::ToolOutputFile> out =
-        openOutputFile(outputFile, &error);
-    if (!out)
-      return fail(error);
-    // One PTX module per outlined kernel module, each under a comment line
-    // naming its gpu.binary.
-    size_t kernels = 0;
-    for (auto binary : module->getOps<gpu::BinaryOp>())
-      for (Attribute attr : binary.getObjects()) {
-        auto object = cast<gpu::ObjectAttr>(attr);
-        out->os() << "// meshfold-compile: gpu.binary @" << binary.getSymName()
-                  << "\n"
-                  << object.getObject().getValue();
-        ++kernels;
-      }
-    if (kernels == 0)
-      return fail("no kernels in '" + inputFile + "'");
-    out->keep();
-    stage("PTX written");
-    return 0;
-  }
-
-  CodegenOptions cg;
-  cg.optLevel = optLevel;
-  cg.cpu = mcpu;
-  if (emit == Emit::MLIR || emit == Emit::LLVM) {
-    std::unique_ptr<llvm::ToolOutputFile> out =
-        openOutputFile(outputFile, &error);
-    if (!out)
-      return fail(error);
-    if (emit == Emit::MLIR)
-      module->print(out->os());
-    else if (failed(emitLLVMIR(*module, out->os(), cg, error)))
-      return fail(error);
-    out->keep();
-    stage("written");
-    return 0;
-  }
-
-  if (emit == Emit::Obj) {
-    llvm::SmallString<256> tmp(outputFile);
-    tmp += ".tmp";
-    if (failed(emitObjectFile(*module, tmp, cg, error))) {
-      llvm::sys::fs::remove(tmp);
-      return fail(error);
+/// --emit ptx: one PTX module per outlined kernel module, each under a
+/// comment line naming its gpu.binary.
+static LogicalResult writePTX(ModuleOp module, const StageTimer &stage) {
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> out =
+      openOutputFile(outputFile, &error);
+  if (!out)
+    return fail(error);
+  size_t kernels = 0;
+  for (auto binary : module.getOps<gpu::BinaryOp>())
+    for (Attribute attr : binary.getObjects()) {
+      auto object = cast<gpu::ObjectAttr>(attr);
+      out->os() << "// meshfold-compile: gpu.binary @" << binary.getSymName()
+                << "\n"
+                << object.getObject().getValue();
+      ++kernels;
     }
-    if (std::error_code ec = llvm::sys::fs::rename(tmp, outputFile))
-      return fail("cannot write '" + outputFile + "': " + ec.message());
-    stage("object written");
-    return 0;
-  }
+  if (kernels == 0)
+    return fail("no kernels in '" + inputFile + "'");
+  out->keep();
+  stage("PTX written");
+  return success();
+}
 
+/// --emit mlir / llvm: the lowered module or its optimised LLVM IR.
+static LogicalResult writeIR(ModuleOp module, const CodegenOptions &cg,
+                             const StageTimer &stage) {
+  std::string error;
+  std::unique_ptr<llvm::ToolOutputFile> out =
+      openOutputFile(outputFile, &error);
+  if (!out)
+    return fail(error);
+  if (emit == Emit::MLIR)
+    module.print(out->os());
+  else if (failed(emitLLVMIR(module, out->os(), cg, error)))
+    return fail(error);
+  out->keep();
+  stage("written");
+  return success();
+}
+
+/// --emit obj: the object file, written beside the output and renamed, so
+/// that a failure leaves no partial output.
+static LogicalResult writeObject(ModuleOp module, const CodegenOptions &cg,
+                                 const StageTimer &stage) {
+  std::string error;
+  llvm::SmallString<256> tmp(outputFile);
+  tmp += ".tmp";
+  if (failed(emitObjectFile(module, tmp, cg, error))) {
+    llvm::sys::fs::remove(tmp);
+    return fail(error);
+  }
+  if (std::error_code ec = llvm::sys::fs::rename(tmp, outputFile))
+    return fail("cannot write '" + outputFile + "': " + ec.message());
+  stage("object written");
+  return success();
+}
+
+/// --emit exe: a temporary object linked with the runtime in `rtDir`.
+static LogicalResult writeExecutable(ModuleOp module, const CodegenOptions &cg,
+                                     llvm::StringRef rtDir,
+                                     const StageTimer &stage) {
+  std::string error;
   llvm::SmallString<128> object;
   if (std::error_code ec =
           llvm::sys::fs::createTemporaryFile("meshfold", "o", object))
     return fail("cannot create a temporary file: " + ec.message());
   llvm::FileRemover removeObject(object);
-  if (failed(emitObjectFile(*module, object, cg, error)))
+  if (failed(emitObjectFile(module, object, cg, error)))
     return fail(error);
   stage("object emitted");
 
@@ -471,5 +500,62 @@ int main(int argc, char **argv) {
     return fail(error);
   }
   stage("linked");
-  return 0;
+  return success();
+}
+
+/// Writes what --emit asks for.
+static LogicalResult writeOutput(ModuleOp module, llvm::StringRef rtDir,
+                                 const StageTimer &stage) {
+  if (emit == Emit::PTX)
+    return writePTX(module, stage);
+  CodegenOptions cg;
+  cg.optLevel = optLevel;
+  cg.cpu = mcpu;
+  if (emit == Emit::MLIR || emit == Emit::LLVM)
+    return writeIR(module, cg, stage);
+  if (emit == Emit::Obj)
+    return writeObject(module, cg, stage);
+  return writeExecutable(module, cg, rtDir, stage);
+}
+
+/// Compiles the parsed `module`: the plan, --explain-order, partitioning,
+/// --report memory, lowering and the output.
+static LogicalResult compile(ModuleOp module, int64_t deviceBytes,
+                             llvm::StringRef rtDir, const StageTimer &stage) {
+  if (failed(setPlanFromFlags(module)))
+    return failure();
+  if (explainOrder)
+    return explainOrders(module);
+  if (failed(partition(module, stage)))
+    return failure();
+  if (report == "memory") {
+    if (failed(reportMemory(module, deviceBytes)))
+      return failure();
+    if (outputFile.empty())
+      return success();
+  }
+  if (failed(lower(module, stage)))
+    return failure();
+  return writeOutput(module, rtDir, stage);
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  parseCommandLine(argc, argv);
+  int64_t deviceBytes = -1;
+  if (failed(checkOutputFlags(deviceBytes)) || failed(checkTargetFlags()))
+    return 1;
+  std::string rtDir = findRuntimeDir(argv[0]);
+  if (failed(checkRuntimeLibraries(rtDir)))
+    return 1;
+
+  std::unique_ptr<MLIRContext> context = createContext();
+  StageTimer stage;
+  llvm::SourceMgr sourceMgr;
+  SourceMgrDiagnosticHandler diagHandler(sourceMgr, context.get());
+  OwningOpRef<ModuleOp> module = parseInput(sourceMgr, *context);
+  if (!module)
+    return 1;
+  stage("parsed");
+  return failed(compile(*module, deviceBytes, rtDir, stage)) ? 1 : 0;
 }

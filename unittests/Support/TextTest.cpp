@@ -34,8 +34,7 @@ TEST(Text, Doubles) {
 }
 
 TEST(Text, Split) {
-  EXPECT_EQ(split("a,,b,", ','),
-            (std::vector<std::string>{"a", "", "b", ""}));
+  EXPECT_EQ(split("a,,b,", ','), (std::vector<std::string>{"a", "", "b", ""}));
   EXPECT_EQ(split("tp:2", ':'), (std::vector<std::string>{"tp", "2"}));
   EXPECT_TRUE(split("", ',').empty());
 }

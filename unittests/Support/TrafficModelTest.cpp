@@ -1,4 +1,5 @@
-//===- TrafficModelTest.cpp - analytic traffic against docs/design.md §5 ----===//
+//===- TrafficModelTest.cpp - analytic traffic against docs/design.md §5
+//----===//
 
 #include "meshfold/Support/TrafficModel.h"
 

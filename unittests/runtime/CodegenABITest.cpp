@@ -12,8 +12,8 @@
 #include "gtest/gtest.h"
 
 #include <set>
-#include <type_traits>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -52,14 +52,12 @@ TEST(CodegenABI, SignaturesAreTheDeclarations) {
   // The C types the generated code passes, for two entry points of each
   // kind; a definition with other types would not compile (CodegenABI.h).
   static_assert(std::is_same_v<mfrt::abi::mfrt_weight_type, void *(int64_t)>);
-  static_assert(
-      std::is_same_v<mfrt::abi::mfrt_cg_all_gather_f32_type,
-                     void(int64_t, UnrankedMemRefType<float> *,
-                          UnrankedMemRefType<float> *)>);
-  static_assert(
-      std::is_same_v<mfrt::abi::mfrt_kv_cache_f32_type,
-                     void(int64_t, StridedMemRefType<float, 3> *,
-                          StridedMemRefType<float, 3> *,
-                          StridedMemRefType<int64_t, 1> *, int64_t)>);
+  static_assert(std::is_same_v<mfrt::abi::mfrt_cg_all_gather_f32_type,
+                               void(int64_t, UnrankedMemRefType<float> *,
+                                    UnrankedMemRefType<float> *)>);
+  static_assert(std::is_same_v<mfrt::abi::mfrt_kv_cache_f32_type,
+                               void(int64_t, StridedMemRefType<float, 3> *,
+                                    StridedMemRefType<float, 3> *,
+                                    StridedMemRefType<int64_t, 1> *, int64_t)>);
   SUCCEED();
 }

@@ -74,24 +74,11 @@ struct CUDAPipelineOptions
 
 struct PartitionPipelineOptions
     : public mlir::PassPipelineOptions<PartitionPipelineOptions> {
-  Option<int64_t> tp{*this, "tp", llvm::cl::desc("Tensor parallel size"),
-                     llvm::cl::init(1)};
-  Option<int64_t> cp{*this, "cp", llvm::cl::desc("Context parallel size"),
-                     llvm::cl::init(1)};
-  Option<int64_t> dp{*this, "dp", llvm::cl::desc("Data parallel size"),
-                     llvm::cl::init(1)};
-  Option<int64_t> pp{*this, "pp", llvm::cl::desc("Pipeline parallel size"),
-                     llvm::cl::init(1)};
-  Option<int64_t> ep{*this, "ep",
-                     llvm::cl::desc("Expert parallel size (0: tp*cp*dp)"),
-                     llvm::cl::init(0)};
-  Option<std::string> order{
-      *this, "order",
-      llvm::cl::desc("Attention mesh axis order, fastest first"),
-      llvm::cl::init("tp,cp,dp,pp")};
-  Option<int64_t> gpusPerNode{*this, "gpus-per-node",
-                              llvm::cl::desc("GPUs per node"),
-                              llvm::cl::init(8)};
+  // tp, cp, dp, pp, ep, order and gpus-per-node.
+#define MESHFOLD_PLAN_OPTION(Type, Field, Flag, Default, Description)          \
+  Option<Type> Field{*this, Flag, llvm::cl::desc(Description),                 \
+                     llvm::cl::init(Default)};
+#include "meshfold/Pipelines/PlanOptions.def"
   Option<bool> promptLogprobs{
       *this, "prompt-logprobs",
       llvm::cl::desc("Also output the logits of every prompt position"),
@@ -104,8 +91,11 @@ struct PartitionPipelineOptions
   /// True when any plan option was given (the plan then replaces the
   /// module's).
   bool hasPlanOptions() const {
-    return tp.hasValue() || cp.hasValue() || dp.hasValue() || pp.hasValue() ||
-           ep.hasValue() || order.hasValue() || gpusPerNode.hasValue();
+#define MESHFOLD_PLAN_OPTION(Type, Field, Flag, Default, Description)          \
+  if (Field.hasValue())                                                        \
+    return true;
+#include "meshfold/Pipelines/PlanOptions.def"
+    return false;
   }
 };
 

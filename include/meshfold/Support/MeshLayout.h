@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MESHFOLD_ANALYSIS_MESHLAYOUT_H
-#define MESHFOLD_ANALYSIS_MESHLAYOUT_H
+#ifndef MESHFOLD_SUPPORT_MESHLAYOUT_H
+#define MESHFOLD_SUPPORT_MESHLAYOUT_H
 
 #include <cstdint>
 #include <map>
@@ -180,4 +180,4 @@ private:
 
 } // namespace meshfold
 
-#endif // MESHFOLD_ANALYSIS_MESHLAYOUT_H
+#endif // MESHFOLD_SUPPORT_MESHLAYOUT_H

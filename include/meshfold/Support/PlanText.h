@@ -30,12 +30,11 @@ std::string formatPlanText(const PlanSpec &spec);
 /// order plus `pp` (when the attention mesh has pp), link rates 450 / 50 GB/s.
 /// Returns false and sets *error ("plan: ...") on a syntax error; the mesh
 /// rules are MeshLayout::create's.
-bool parsePlanText(const std::string &text, PlanSpec &out,
-                   std::string *error);
+bool parsePlanText(const std::string &text, PlanSpec &out, std::string *error);
 
 /// parsePlanText + MeshLayout::create; *error is the first problem.
 std::optional<MeshLayout> layoutFromPlanText(const std::string &text,
-                                                       std::string *error);
+                                             std::string *error);
 
 } // namespace meshfold
 

@@ -1,14 +1,15 @@
 //===- TrafficModel.h - analytic per-layer traffic of a plan ----*- C++ -*-===//
 //
-// What docs/design.md §5 computes by hand, for any plan: the elements each GPU
-// sends per layer, by collective and link class, for T prompt tokens per DP
+// For any plan (docs/design.md §5 works the reference plan by hand): the
+// elements each GPU sends per layer, by collective and link class (NVLink
+// within a node, IB between nodes), for T prompt tokens per DP
 // replica and uniform top-k routing, and the time that takes at given link
 // speeds. Pure C++ on MeshLayout, like the runtime that measures the same.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MESHFOLD_ANALYSIS_TRAFFICMODEL_H
-#define MESHFOLD_ANALYSIS_TRAFFICMODEL_H
+#ifndef MESHFOLD_SUPPORT_TRAFFICMODEL_H
+#define MESHFOLD_SUPPORT_TRAFFICMODEL_H
 
 #include "meshfold/Support/MeshLayout.h"
 
@@ -63,4 +64,4 @@ std::vector<OrderCost> rankOrders(int64_t tp, int64_t cp, int64_t dp,
 
 } // namespace meshfold
 
-#endif // MESHFOLD_ANALYSIS_TRAFFICMODEL_H
+#endif // MESHFOLD_SUPPORT_TRAFFICMODEL_H

@@ -113,11 +113,9 @@ int64_t Lowering::groupSize(ArrayAttr axes) {
 }
 
 Value Lowering::groupRank(OpBuilder &b, Location loc, int64_t id) {
-  Type i64t = b.getI64Type();
-  Value r =
-      func::CallOp::create(b, loc, fn(RuntimeFn::mfrt_cg_group_rank),
-                           ValueRange{i64(b, loc, id)})
-          .getResult(0);
+  Value r = func::CallOp::create(b, loc, fn(RuntimeFn::mfrt_cg_group_rank),
+                                 ValueRange{i64(b, loc, id)})
+                .getResult(0);
   return arith::IndexCastOp::create(b, loc, b.getIndexType(), r);
 }
 
@@ -308,8 +306,8 @@ LogicalResult Lowering::rowCollective(Operation *op, RuntimeFn entry,
 }
 
 LogicalResult Lowering::lower(AllGatherOp op) {
-  return rowCollective(op, RuntimeFn::mfrt_cg_all_gather_f32, op.getMesh(), op.getAxes(),
-                       op.getInput(), op.getType(), op.getDim(),
+  return rowCollective(op, RuntimeFn::mfrt_cg_all_gather_f32, op.getMesh(),
+                       op.getAxes(), op.getInput(), op.getType(), op.getDim(),
                        groupSize(op.getAxes()), 1);
 }
 
@@ -464,8 +462,8 @@ LogicalResult Lowering::lower(RecvOp op) {
 }
 
 LogicalResult Lowering::lower(GatherOp op) {
-  return rowCollective(op, RuntimeFn::mfrt_cg_gather_f32, op.getMesh(), op.getAxes(),
-                       op.getInput(), op.getType(), op.getDim(),
+  return rowCollective(op, RuntimeFn::mfrt_cg_gather_f32, op.getMesh(),
+                       op.getAxes(), op.getInput(), op.getType(), op.getDim(),
                        groupSize(op.getAxes()), 1, {int64_t(op.getRoot())});
 }
 
@@ -476,13 +474,11 @@ LogicalResult Lowering::lower(DispatchOp op) {
     return op.emitError("convert-mf-to-runtime: dispatch moves f32 rows");
   OpBuilder b(op);
   Location loc = op.getLoc();
-  Type i64t = b.getI64Type();
   // The call routes and exchanges counts and rows; the rows wait in the
   // runtime until fetched into buffers of the count it returns.
   Value handle =
       func::CallOp::create(
-          b, loc,
-          fn(RuntimeFn::mfrt_cg_dispatch_f32),
+          b, loc, fn(RuntimeFn::mfrt_cg_dispatch_f32),
           ValueRange{i64(b, loc, groupId(op.getMesh(), op.getAxes())),
                      i64(b, loc, op.getMode() == DispatchMode::hierarchical),
                      i64(b, loc, op.getNumExperts()),
@@ -550,10 +546,10 @@ LogicalResult Lowering::run() {
         (body.getNumArguments() < 3 || isPositions(body.getArgument(2)))) {
       Value sp = body.getArgument(1);
       Value cp = body.getNumArguments() >= 3 ? body.getArgument(2) : sp;
-      func::CallOp::create(
-          b, loc, fn(RuntimeFn::mfrt_cg_layer_rows),
-          ValueRange{i64(b, loc, layer.getIndex()), inBuffer(b, loc, sp),
-                     inBuffer(b, loc, cp)});
+      func::CallOp::create(b, loc, fn(RuntimeFn::mfrt_cg_layer_rows),
+                           ValueRange{i64(b, loc, layer.getIndex()),
+                                      inBuffer(b, loc, sp),
+                                      inBuffer(b, loc, cp)});
     }
     b.setInsertionPointAfter(layer);
     func::CallOp::create(b, loc, setLayer, ValueRange{i64(b, loc, -1)});

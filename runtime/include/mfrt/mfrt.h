@@ -33,8 +33,8 @@
 |*    inside the named op (e.g. all_gather) after posting its messages.    *|
 \*===----------------------------------------------------------------------===*/
 
-#ifndef MESHFOLD_RUNTIME_MFRT_H
-#define MESHFOLD_RUNTIME_MFRT_H
+#ifndef MFRT_MFRT_H
+#define MFRT_MFRT_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -264,4 +264,4 @@ void mfrt_trace_clear(void);
 } /* extern "C" */
 #endif
 
-#endif /* MESHFOLD_RUNTIME_MFRT_H */
+#endif /* MFRT_MFRT_H */

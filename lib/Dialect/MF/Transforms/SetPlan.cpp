@@ -6,7 +6,7 @@
 #define DEBUG_TYPE "mf-set-plan"
 
 namespace meshfold::mf {
-#define GEN_PASS_DEF_MFPARTITIONPLANPASS
+#define GEN_PASS_DEF_MFSETPLANPASS
 #include "meshfold/Dialect/MF/Transforms/Passes.h.inc"
 } // namespace meshfold::mf
 
@@ -15,7 +15,7 @@ using namespace meshfold;
 using namespace meshfold::mf;
 
 namespace {
-struct MFSetPlanPass : public mf::impl::MFPartitionPlanPassBase<MFSetPlanPass> {
+struct MFSetPlanPass : public mf::impl::MFSetPlanPassBase<MFSetPlanPass> {
   using Base::Base;
   void runOnOperation() override {
     ModuleOp module = getOperation();

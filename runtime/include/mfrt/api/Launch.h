@@ -5,8 +5,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MESHFOLD_RUNTIME_API_LAUNCH_H
-#define MESHFOLD_RUNTIME_API_LAUNCH_H
+#ifndef MFRT_API_LAUNCH_H
+#define MFRT_API_LAUNCH_H
 
 #include "mfrt/comm/Comm.h"
 
@@ -29,4 +29,4 @@ int processWorldSize();
 
 } // namespace mfrt::api
 
-#endif // MESHFOLD_RUNTIME_API_LAUNCH_H
+#endif // MFRT_API_LAUNCH_H

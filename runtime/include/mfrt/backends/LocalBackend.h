@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MESHFOLD_RUNTIME_LOCALBACKEND_H
-#define MESHFOLD_RUNTIME_LOCALBACKEND_H
+#ifndef MFRT_BACKENDS_LOCALBACKEND_H
+#define MFRT_BACKENDS_LOCALBACKEND_H
 
 #include "mfrt/comm/Comm.h"
 
@@ -45,4 +45,4 @@ private:
 
 } // namespace mfrt::comm
 
-#endif // MESHFOLD_RUNTIME_LOCALBACKEND_H
+#endif // MFRT_BACKENDS_LOCALBACKEND_H

@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MESHFOLD_RUNTIME_MPITRANSPORT_H
-#define MESHFOLD_RUNTIME_MPITRANSPORT_H
+#ifndef MFRT_BACKENDS_MPITRANSPORT_H
+#define MFRT_BACKENDS_MPITRANSPORT_H
 
 #include "mfrt/comm/Comm.h"
 
@@ -72,4 +72,4 @@ private:
 
 } // namespace mfrt::comm
 
-#endif // MESHFOLD_RUNTIME_MPITRANSPORT_H
+#endif // MFRT_BACKENDS_MPITRANSPORT_H

@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MESHFOLD_RUNTIME_NCCLKERNELS_H
-#define MESHFOLD_RUNTIME_NCCLKERNELS_H
+#ifndef MFRT_BACKENDS_NCCLKERNELS_H
+#define MFRT_BACKENDS_NCCLKERNELS_H
 
 #include <cuda_runtime_api.h>
 
@@ -36,4 +36,4 @@ cudaError_t fromF32(void *dst, const float *src, int64_t n, int dtype,
 
 } // namespace mfrt::comm::cuda
 
-#endif // MESHFOLD_RUNTIME_NCCLKERNELS_H
+#endif // MFRT_BACKENDS_NCCLKERNELS_H

@@ -24,8 +24,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MESHFOLD_RUNTIME_COMM_H
-#define MESHFOLD_RUNTIME_COMM_H
+#ifndef MFRT_COMM_COMM_H
+#define MFRT_COMM_COMM_H
 
 #include "mfrt/mfrt.h"
 
@@ -291,4 +291,4 @@ std::unique_ptr<Compute> createHostCompute();
 
 } // namespace mfrt::comm
 
-#endif // MESHFOLD_RUNTIME_COMM_H
+#endif // MFRT_COMM_COMM_H

@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MESHFOLD_RUNTIME_COMMDTYPE_H
-#define MESHFOLD_RUNTIME_COMMDTYPE_H
+#ifndef MFRT_COMM_COMMDTYPE_H
+#define MFRT_COMM_COMMDTYPE_H
 
 #include "mfrt/mfrt.h"
 #include "meshfold/Support/DType.h"
@@ -71,4 +71,4 @@ inline void storeElement(void *data, int64_t i, float value, mfrt_dtype dtype) {
 
 } // namespace mfrt::comm
 
-#endif // MESHFOLD_RUNTIME_COMMDTYPE_H
+#endif // MFRT_COMM_COMMDTYPE_H

@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MESHFOLD_RUNTIME_COMMRUNTIME_H
-#define MESHFOLD_RUNTIME_COMMRUNTIME_H
+#ifndef MFRT_COMM_COMMRUNTIME_H
+#define MFRT_COMM_COMMRUNTIME_H
 
 #include "meshfold/Support/MeshLayout.h"
 #include "mfrt/comm/Comm.h"
@@ -207,4 +207,4 @@ private:
 
 } // namespace mfrt::comm
 
-#endif // MESHFOLD_RUNTIME_COMMRUNTIME_H
+#endif // MFRT_COMM_COMMRUNTIME_H

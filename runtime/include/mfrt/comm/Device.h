@@ -22,8 +22,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MESHFOLD_RUNTIME_DEVICE_H
-#define MESHFOLD_RUNTIME_DEVICE_H
+#ifndef MFRT_COMM_DEVICE_H
+#define MFRT_COMM_DEVICE_H
 
 #include "mfrt/comm/Comm.h"
 
@@ -81,4 +81,4 @@ void hostAccess();
 
 } // namespace mfrt::comm
 
-#endif // MESHFOLD_RUNTIME_DEVICE_H
+#endif // MFRT_COMM_DEVICE_H

@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MESHFOLD_RUNTIME_DISPATCH_H
-#define MESHFOLD_RUNTIME_DISPATCH_H
+#ifndef MFRT_COMM_DISPATCH_H
+#define MFRT_COMM_DISPATCH_H
 
 #include "mfrt/comm/CommRuntime.h"
 
@@ -84,4 +84,4 @@ Status combineTokens(Op &op, mfrt_dispatch &h, const void *out, void *y);
 
 } // namespace mfrt::comm
 
-#endif // MESHFOLD_RUNTIME_DISPATCH_H
+#endif // MFRT_COMM_DISPATCH_H

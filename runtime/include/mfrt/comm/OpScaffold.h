@@ -7,8 +7,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MESHFOLD_RUNTIME_OPSCAFFOLD_H
-#define MESHFOLD_RUNTIME_OPSCAFFOLD_H
+#ifndef MFRT_COMM_OPSCAFFOLD_H
+#define MFRT_COMM_OPSCAFFOLD_H
 
 #include "mfrt/comm/CommRuntime.h"
 
@@ -50,4 +50,4 @@ void clearTraceHops();
 
 } // namespace mfrt::comm
 
-#endif // MESHFOLD_RUNTIME_OPSCAFFOLD_H
+#endif // MFRT_COMM_OPSCAFFOLD_H

@@ -9,8 +9,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MESHFOLD_RUNTIME_CUDA_CUDADEVICE_H
-#define MESHFOLD_RUNTIME_CUDA_CUDADEVICE_H
+#ifndef MFRT_CUDA_CUDADEVICE_H
+#define MFRT_CUDA_CUDADEVICE_H
 
 #include "mfrt/comm/Device.h"
 
@@ -76,4 +76,4 @@ private:
 
 } // namespace mfrt::cuda
 
-#endif // MESHFOLD_RUNTIME_CUDA_CUDADEVICE_H
+#endif // MFRT_CUDA_CUDADEVICE_H

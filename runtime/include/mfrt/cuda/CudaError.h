@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MESHFOLD_RUNTIME_CUDA_CUDAERROR_H
-#define MESHFOLD_RUNTIME_CUDA_CUDAERROR_H
+#ifndef MFRT_CUDA_CUDAERROR_H
+#define MFRT_CUDA_CUDAERROR_H
 
 #include <string>
 
@@ -26,4 +26,4 @@ const char *knownCudaErrorName(int code);
 
 } // namespace mfrt::cuda
 
-#endif // MESHFOLD_RUNTIME_CUDA_CUDAERROR_H
+#endif // MFRT_CUDA_CUDAERROR_H

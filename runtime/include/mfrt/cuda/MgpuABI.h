@@ -16,8 +16,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MESHFOLD_RUNTIME_CUDA_MGPUABI_H
-#define MESHFOLD_RUNTIME_CUDA_MGPUABI_H
+#ifndef MFRT_CUDA_MGPUABI_H
+#define MFRT_CUDA_MGPUABI_H
 
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
 
@@ -99,4 +99,4 @@ void *mgpuTensorMapEncodeTiledMemref(
 void mfrt_cuda_register(void);
 } // extern "C"
 
-#endif // MESHFOLD_RUNTIME_CUDA_MGPUABI_H
+#endif // MFRT_CUDA_MGPUABI_H

@@ -13,8 +13,8 @@
 ///
 //===----------------------------------------------------------------------===//
 
-#ifndef MESHFOLD_RUNTIME_PROMPTS_H
-#define MESHFOLD_RUNTIME_PROMPTS_H
+#ifndef MFRT_IO_PROMPTS_H
+#define MFRT_IO_PROMPTS_H
 
 #include <cstdint>
 #include <string>
@@ -38,4 +38,4 @@ bool parsePromptsText(const std::string &text, const std::string &name,
 
 } // namespace mfrt
 
-#endif // MESHFOLD_RUNTIME_PROMPTS_H
+#endif // MFRT_IO_PROMPTS_H

@@ -18,8 +18,8 @@
 ///
 //===----------------------------------------------------------------------===//
 
-#ifndef MESHFOLD_RUNTIME_SAFETENSORS_H
-#define MESHFOLD_RUNTIME_SAFETENSORS_H
+#ifndef MFRT_IO_SAFETENSORS_H
+#define MFRT_IO_SAFETENSORS_H
 
 #include <cstddef>
 #include <cstdint>
@@ -167,4 +167,4 @@ private:
 
 } // namespace mfrt
 
-#endif // MESHFOLD_RUNTIME_SAFETENSORS_H
+#endif // MFRT_IO_SAFETENSORS_H

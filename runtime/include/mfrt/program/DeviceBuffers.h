@@ -8,8 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MESHFOLD_RUNTIME_DEVICEBUFFERS_H
-#define MESHFOLD_RUNTIME_DEVICEBUFFERS_H
+#ifndef MFRT_PROGRAM_DEVICEBUFFERS_H
+#define MFRT_PROGRAM_DEVICEBUFFERS_H
 
 #include "mfrt/mfrt.h"
 #include "mfrt/program/ProgramRank.h"
@@ -85,4 +85,4 @@ mfrt_status recvHost(int peer, void *buf, int64_t count, mfrt_dtype dtype);
 
 } // namespace mfrt
 
-#endif // MESHFOLD_RUNTIME_DEVICEBUFFERS_H
+#endif // MFRT_PROGRAM_DEVICEBUFFERS_H

@@ -16,8 +16,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef MESHFOLD_RUNTIME_TRACE_H
-#define MESHFOLD_RUNTIME_TRACE_H
+#ifndef MFRT_PROGRAM_TRACE_H
+#define MFRT_PROGRAM_TRACE_H
 
 #include "meshfold/Support/Manifest.h"
 #include "mfrt/mfrt.h"
@@ -109,4 +109,4 @@ bool writeTraceSvg(const std::string &path, const meshfold::MeshLayout &layout,
 
 } // namespace mfrt
 
-#endif // MESHFOLD_RUNTIME_TRACE_H
+#endif // MFRT_PROGRAM_TRACE_H

@@ -267,7 +267,7 @@ def MFFuseCollectivesPass : Pass<"mf-fuse-collectives", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
-def MFPartitionPlanPass : Pass<"mf-set-plan", "::mlir::ModuleOp"> {
+def MFSetPlanPass : Pass<"mf-set-plan", "::mlir::ModuleOp"> {
   let summary = "attach a plan given by options to the module";
   let description = [{
     Builds the plan from `tp, cp, dp, pp, ep, order, gpus-per-node` (the

@@ -246,9 +246,11 @@ def MoE_AttentionMergeOp : MoE_Op<"attention_merge", [Pure,
   let summary = "merge two partial attention results by their log-sum-exp";
   let description = [{
     `O = (w1 O1 + w2 O2) / (w1 + w2)` with `w_i = exp(lse_i - m)`,
-    `m = max(lse_1, lse_2)`, and `lse = m + log(w1 + w2)`: the same as
-    SPEC's `w_i = exp(m_i - m) * l_i`, numerically safe; a side with
-    `lse = -inf` contributes nothing.
+    `m = max(lse_1, lse_2)`, and `lse = m + log(w1 + w2)`. With each side's
+    softmax max `m_i` and sum `l_i` (`lse_i = m_i + log(l_i)`), `w_i` is the
+    online-softmax weight `exp(m_i - max(m_1, m_2)) * l_i` up to a factor
+    common to both sides, which cancels; no exponent is positive, so nothing
+    overflows. A side with `lse = -inf` contributes nothing.
   }];
   let arguments = (ins MoE_FloatTensor:$out1, MoE_FloatTensor:$lse1,
                        MoE_FloatTensor:$out2, MoE_FloatTensor:$lse2);

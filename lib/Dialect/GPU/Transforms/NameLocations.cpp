@@ -1,6 +1,6 @@
 //===- NameLocations.cpp - tag moe/mf op locations with the op name -------===//
 
-#include "meshfold/Conversion/Passes.h"
+#include "meshfold/Dialect/GPU/Transforms/Passes.h"
 #include "meshfold/Dialect/MF/IR/MF.h"
 #include "meshfold/Dialect/MoE/IR/MoE.h"
 
@@ -11,7 +11,7 @@
 
 namespace meshfold {
 #define GEN_PASS_DEF_MFGPUNAMELOCATIONSPASS
-#include "meshfold/Conversion/Passes.h.inc"
+#include "meshfold/Dialect/GPU/Transforms/Passes.h.inc"
 } // namespace meshfold
 
 using namespace mlir;

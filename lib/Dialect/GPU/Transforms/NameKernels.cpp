@@ -1,6 +1,6 @@
 //===- NameKernels.cpp - kernel names after the ops they come from --------===//
 
-#include "meshfold/Conversion/Passes.h"
+#include "meshfold/Dialect/GPU/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -13,7 +13,7 @@
 
 namespace meshfold {
 #define GEN_PASS_DEF_MFGPUNAMEKERNELSPASS
-#include "meshfold/Conversion/Passes.h.inc"
+#include "meshfold/Dialect/GPU/Transforms/Passes.h.inc"
 } // namespace meshfold
 
 using namespace mlir;

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "meshfold/Conversion/Passes.h"
+#include "meshfold/Dialect/GPU/Transforms/Passes.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
@@ -17,7 +17,7 @@
 
 namespace meshfold {
 #define GEN_PASS_DEF_MFGPUHOSTSHAREDMEMORYPASS
-#include "meshfold/Conversion/Passes.h.inc"
+#include "meshfold/Dialect/GPU/Transforms/Passes.h.inc"
 } // namespace meshfold
 
 using namespace mlir;

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "meshfold/Conversion/Passes.h"
+#include "meshfold/Dialect/GPU/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
@@ -21,7 +21,7 @@
 
 namespace meshfold {
 #define GEN_PASS_DEF_MFGPUTILEPARALLELLOOPSPASS
-#include "meshfold/Conversion/Passes.h.inc"
+#include "meshfold/Dialect/GPU/Transforms/Passes.h.inc"
 } // namespace meshfold
 
 using namespace mlir;
