@@ -6,7 +6,7 @@ set -euo pipefail
 
 packages=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
-  cmake ninja-build g++ libgtest-dev
+  cmake ninja-build g++ libgtest-dev nlohmann-json3-dev
   openmpi-bin libopenmpi-dev
   time
   chromium

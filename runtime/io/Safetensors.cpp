@@ -16,7 +16,11 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <limits>
+#include <set>
+
+#include <nlohmann/json.hpp>
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -97,343 +101,148 @@ int64_t TensorInfo::numElements() const {
 }
 
 //===----------------------------------------------------------------------===//
-// A small strict JSON parser (objects, arrays, strings, integers)
+// Parsing the header (nlohmann JSON)
 //===----------------------------------------------------------------------===//
 
 namespace {
 
-struct JsonValue {
-  enum class Kind { Object, Array, String, Integer };
-  Kind kind = Kind::Integer;
-  int64_t integer = 0;
-  std::string string;
-  /// Array elements, or object values (parallel to `keys`).
-  std::vector<JsonValue> items;
-  /// Object keys in document order.
-  std::vector<std::string> keys;
+/// The header's JSON, objects keeping their keys in file order (tensors are
+/// listed, and the first bad one reported, in that order).
+using Json = nlohmann::ordered_json;
+
+/// The deepest nesting of arrays and objects a header may have.
+constexpr int maxJsonDepth = 64;
+
+/// What the parser callback throws to reject a header that is well-formed
+/// JSON but not acceptable (a duplicate key, nesting too deep).
+struct RejectedJson {
+  size_t byte;
+  std::string reason;
 };
 
-/// Parses one JSON document made of objects, arrays, strings and integers.
-/// Anything else (floats, true/false/null, trailing commas, duplicate keys,
-/// unescaped control characters, trailing garbage) is an error.
-class JsonParser {
+/// A `const char *` iterator that stores in `*read` the position just past
+/// the last byte the parser has consumed, so that the parser callback can
+/// name a header byte.
+class TrackingIterator {
 public:
-  JsonParser(const char *data, size_t size)
-      : start(data), cur(data), end(data + size) {}
+  using iterator_category = std::input_iterator_tag;
+  using value_type = char;
+  using difference_type = std::ptrdiff_t;
+  using pointer = const char *;
+  using reference = const char &;
 
-  bool parseDocument(JsonValue &out) {
-    skipWhitespace();
-    if (!parseValue(out, 0))
-      return false;
-    skipWhitespace();
-    if (cur != end)
-      return fail("unexpected trailing characters after the JSON value");
-    return true;
+  TrackingIterator(const char *cur, const char **read) : cur(cur), read(read) {}
+  reference operator*() const { return *cur; }
+  TrackingIterator &operator++() {
+    *read = ++cur;
+    return *this;
   }
-
-  const std::string &error() const { return message; }
+  bool operator==(const TrackingIterator &other) const {
+    return cur == other.cur;
+  }
+  bool operator!=(const TrackingIterator &other) const {
+    return cur != other.cur;
+  }
 
 private:
-  static constexpr int maxDepth = 64;
-
-  bool fail(const std::string &what) {
-    message = "at header byte " + std::to_string(cur - start) + ": " + what;
-    return false;
-  }
-
-  void skipWhitespace() {
-    while (cur != end &&
-           (*cur == ' ' || *cur == '\t' || *cur == '\n' || *cur == '\r'))
-      ++cur;
-  }
-
-  bool parseValue(JsonValue &out, int depth) {
-    if (depth > maxDepth)
-      return fail("nesting is too deep");
-    if (cur == end)
-      return fail("unexpected end of header, expected a value");
-    char c = *cur;
-    if (c == '{')
-      return parseObject(out, depth);
-    if (c == '[')
-      return parseArray(out, depth);
-    if (c == '"') {
-      out.kind = JsonValue::Kind::String;
-      return parseString(out.string);
-    }
-    if (c == '-' || (c >= '0' && c <= '9')) {
-      out.kind = JsonValue::Kind::Integer;
-      return parseInteger(out.integer);
-    }
-    return fail(std::string("unexpected character '") + printable(c) +
-                "', expected a string, an integer, an array or an object");
-  }
-
-  static std::string printable(char c) {
-    unsigned char u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u < 0x7f)
-      return std::string(1, c);
-    char buffer[8];
-    std::snprintf(buffer, sizeof(buffer), "\\x%02x", u);
-    return buffer;
-  }
-
-  bool parseObject(JsonValue &out, int depth) {
-    out.kind = JsonValue::Kind::Object;
-    ++cur; // '{'
-    skipWhitespace();
-    if (cur != end && *cur == '}') {
-      ++cur;
-      return true;
-    }
-    while (true) {
-      skipWhitespace();
-      if (cur == end || *cur != '"')
-        return fail("expected a string object key");
-      std::string key;
-      if (!parseString(key))
-        return false;
-      for (const std::string &existing : out.keys)
-        if (existing == key)
-          return fail("duplicate object key '" + key + "'");
-      skipWhitespace();
-      if (cur == end || *cur != ':')
-        return fail("expected ':' after object key '" + key + "'");
-      ++cur;
-      skipWhitespace();
-      JsonValue value;
-      if (!parseValue(value, depth + 1))
-        return false;
-      out.keys.push_back(std::move(key));
-      out.items.push_back(std::move(value));
-      skipWhitespace();
-      if (cur == end)
-        return fail("unexpected end of header inside an object");
-      if (*cur == ',') {
-        ++cur;
-        continue;
-      }
-      if (*cur == '}') {
-        ++cur;
-        return true;
-      }
-      return fail("expected ',' or '}' in an object");
-    }
-  }
-
-  bool parseArray(JsonValue &out, int depth) {
-    out.kind = JsonValue::Kind::Array;
-    ++cur; // '['
-    skipWhitespace();
-    if (cur != end && *cur == ']') {
-      ++cur;
-      return true;
-    }
-    while (true) {
-      skipWhitespace();
-      JsonValue value;
-      if (!parseValue(value, depth + 1))
-        return false;
-      out.items.push_back(std::move(value));
-      skipWhitespace();
-      if (cur == end)
-        return fail("unexpected end of header inside an array");
-      if (*cur == ',') {
-        ++cur;
-        continue;
-      }
-      if (*cur == ']') {
-        ++cur;
-        return true;
-      }
-      return fail("expected ',' or ']' in an array");
-    }
-  }
-
-  bool parseHex4(uint32_t &code) {
-    if (end - cur < 4)
-      return fail("truncated \\u escape");
-    code = 0;
-    for (int i = 0; i < 4; ++i) {
-      char c = cur[i];
-      uint32_t digit;
-      if (c >= '0' && c <= '9')
-        digit = c - '0';
-      else if (c >= 'a' && c <= 'f')
-        digit = c - 'a' + 10;
-      else if (c >= 'A' && c <= 'F')
-        digit = c - 'A' + 10;
-      else
-        return fail("invalid hex digit in \\u escape");
-      code = code * 16 + digit;
-    }
-    cur += 4;
-    return true;
-  }
-
-  static void appendUtf8(std::string &out, uint32_t code) {
-    if (code < 0x80) {
-      out += static_cast<char>(code);
-    } else if (code < 0x800) {
-      out += static_cast<char>(0xc0 | (code >> 6));
-      out += static_cast<char>(0x80 | (code & 0x3f));
-    } else if (code < 0x10000) {
-      out += static_cast<char>(0xe0 | (code >> 12));
-      out += static_cast<char>(0x80 | ((code >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (code & 0x3f));
-    } else {
-      out += static_cast<char>(0xf0 | (code >> 18));
-      out += static_cast<char>(0x80 | ((code >> 12) & 0x3f));
-      out += static_cast<char>(0x80 | ((code >> 6) & 0x3f));
-      out += static_cast<char>(0x80 | (code & 0x3f));
-    }
-  }
-
-  bool parseString(std::string &out) {
-    ++cur; // '"'
-    out.clear();
-    while (true) {
-      if (cur == end)
-        return fail("unterminated string");
-      unsigned char c = static_cast<unsigned char>(*cur);
-      if (c == '"') {
-        ++cur;
-        return true;
-      }
-      if (c < 0x20)
-        return fail("unescaped control character in a string");
-      if (c != '\\') {
-        out += static_cast<char>(c);
-        ++cur;
-        continue;
-      }
-      ++cur;
-      if (cur == end)
-        return fail("unterminated escape in a string");
-      char e = *cur++;
-      switch (e) {
-      case '"':
-        out += '"';
-        break;
-      case '\\':
-        out += '\\';
-        break;
-      case '/':
-        out += '/';
-        break;
-      case 'b':
-        out += '\b';
-        break;
-      case 'f':
-        out += '\f';
-        break;
-      case 'n':
-        out += '\n';
-        break;
-      case 'r':
-        out += '\r';
-        break;
-      case 't':
-        out += '\t';
-        break;
-      case 'u': {
-        uint32_t code = 0;
-        if (!parseHex4(code))
-          return false;
-        if (code >= 0xdc00 && code <= 0xdfff)
-          return fail("unpaired low surrogate in \\u escape");
-        if (code >= 0xd800 && code <= 0xdbff) {
-          if (end - cur < 2 || cur[0] != '\\' || cur[1] != 'u')
-            return fail("unpaired high surrogate in \\u escape");
-          cur += 2;
-          uint32_t low = 0;
-          if (!parseHex4(low))
-            return false;
-          if (low < 0xdc00 || low > 0xdfff)
-            return fail("invalid low surrogate in \\u escape");
-          code = 0x10000 + ((code - 0xd800) << 10) + (low - 0xdc00);
-        }
-        appendUtf8(out, code);
-        break;
-      }
-      default:
-        --cur;
-        return fail(std::string("invalid escape '\\") + printable(e) +
-                    "' in a string");
-      }
-    }
-  }
-
-  bool parseInteger(int64_t &out) {
-    bool negative = false;
-    if (*cur == '-') {
-      negative = true;
-      ++cur;
-    }
-    if (cur == end || *cur < '0' || *cur > '9')
-      return fail("expected a digit");
-    if (*cur == '0' && cur + 1 != end && cur[1] >= '0' && cur[1] <= '9')
-      return fail("leading zeros are not allowed in numbers");
-    // Accumulate the magnitude; allow up to 2^63 for the negative case.
-    uint64_t magnitude = 0;
-    const uint64_t limit = negative ? uint64_t(1) << 63 : uint64_t(INT64_MAX);
-    while (cur != end && *cur >= '0' && *cur <= '9') {
-      uint64_t digit = static_cast<uint64_t>(*cur - '0');
-      if (magnitude > (limit - digit) / 10)
-        return fail("integer does not fit in 64 bits");
-      magnitude = magnitude * 10 + digit;
-      ++cur;
-    }
-    if (cur != end && (*cur == '.' || *cur == 'e' || *cur == 'E'))
-      return fail("only integers are allowed, not floating-point numbers");
-    if (negative)
-      out = magnitude == (uint64_t(1) << 63) ? INT64_MIN
-                                             : -static_cast<int64_t>(magnitude);
-    else
-      out = static_cast<int64_t>(magnitude);
-    return true;
-  }
-
-  const char *start;
   const char *cur;
-  const char *end;
-  std::string message;
+  const char **read;
 };
 
-/// Escapes \p text as a JSON string literal (with quotes).
-std::string jsonQuote(const std::string &text) {
-  std::string out = "\"";
-  for (char ch : text) {
-    unsigned char c = static_cast<unsigned char>(ch);
-    switch (c) {
-    case '"':
-      out += "\\\"";
+/// Parses the \p size header bytes at \p data into \p header. Duplicate
+/// object keys and nesting deeper than maxJsonDepth are errors. On failure
+/// sets \p error to one line, "header is not valid JSON at header byte N:
+/// <reason>", and returns false.
+bool parseHeader(const char *data, size_t size, Json &header,
+                 std::string &error) {
+  const char *read = data;
+  // The keys seen so far in each open object, innermost last.
+  std::vector<std::set<std::string>> keys;
+  Json::parser_callback_t callback = [&](int depth, Json::parse_event_t event,
+                                         Json &parsed) {
+    size_t byte = static_cast<size_t>(read - data);
+    switch (event) {
+    case Json::parse_event_t::object_start:
+    case Json::parse_event_t::array_start:
+      if (depth >= maxJsonDepth)
+        throw RejectedJson{byte, "nesting deeper than " +
+                                     std::to_string(maxJsonDepth)};
+      if (event == Json::parse_event_t::object_start)
+        keys.emplace_back();
       break;
-    case '\\':
-      out += "\\\\";
+    case Json::parse_event_t::key:
+      if (!keys.back().insert(parsed.get<std::string>()).second)
+        throw RejectedJson{byte, "duplicate object key '" +
+                                     parsed.get<std::string>() + "'"};
       break;
-    case '\n':
-      out += "\\n";
-      break;
-    case '\r':
-      out += "\\r";
-      break;
-    case '\t':
-      out += "\\t";
+    case Json::parse_event_t::object_end:
+      keys.pop_back();
       break;
     default:
-      if (c < 0x20) {
-        char buffer[8];
-        std::snprintf(buffer, sizeof(buffer), "\\u%04x", c);
-        out += buffer;
-      } else {
-        out += ch;
-      }
+      break;
     }
+    return true;
+  };
+  auto fail = [&](size_t byte, const std::string &reason) {
+    error = "header is not valid JSON at header byte " + std::to_string(byte) +
+            ": " + reason;
+    return false;
+  };
+  try {
+    header = Json::parse(TrackingIterator(data, &read),
+                         TrackingIterator(data + size, &read), callback,
+                         /*allow_exceptions=*/true);
+  } catch (const RejectedJson &rejected) {
+    return fail(rejected.byte, rejected.reason);
+  } catch (const Json::parse_error &e) {
+    // e.what() is "[json.exception.parse_error.N] parse error at line L,
+    // column C: <reason>".
+    std::string reason = e.what();
+    size_t colon = reason.find(": ");
+    return fail(e.byte,
+                colon == std::string::npos ? reason : reason.substr(colon + 2));
+  } catch (const Json::exception &e) {
+    std::string reason = e.what();
+    size_t bracket = reason.find("] ");
+    return fail(static_cast<size_t>(read - data),
+                bracket == std::string::npos ? reason
+                                             : reason.substr(bracket + 2));
   }
-  return out + "\"";
+  return true;
 }
 
+/// How a JSON value reads as an int64.
+enum class IntegerStatus { Ok, NotAnInteger, TooLarge };
+
+/// Reads \p value into \p out if it is an integer that fits in an int64.
+/// Integer literals beyond 64 bits are parsed as floats; a float of that
+/// size counts as too large.
+IntegerStatus readInteger(const Json &value, int64_t &out) {
+  if (value.is_number_unsigned()) {
+    if (value.get<uint64_t>() > uint64_t(INT64_MAX))
+      return IntegerStatus::TooLarge;
+    out = static_cast<int64_t>(value.get<uint64_t>());
+    return IntegerStatus::Ok;
+  }
+  if (value.is_number_integer()) {
+    out = value.get<int64_t>();
+    return IntegerStatus::Ok;
+  }
+  if (value.is_number_float() && !(std::fabs(value.get<double>()) < 0x1p63))
+    return IntegerStatus::TooLarge;
+  return IntegerStatus::NotAnInteger;
+}
+
+/// Appends \p text to \p out as a JSON string literal; false if \p text is
+/// not valid UTF-8.
+bool appendQuoted(std::string &out, const std::string &text) {
+  try {
+    out += Json(text).dump();
+    return true;
+  } catch (const Json::exception &) {
+    return false;
+  }
+}
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -477,35 +286,35 @@ public:
     return false;
   }
 
-  bool validateMetadata(const JsonValue &value,
+  bool validateMetadata(const Json &value,
                         std::map<std::string, std::string> &metadata) {
-    if (value.kind != JsonValue::Kind::Object)
+    if (!value.is_object())
       return fail("__metadata__ is not an object");
-    for (size_t i = 0; i < value.keys.size(); ++i) {
-      if (value.items[i].kind != JsonValue::Kind::String)
-        return fail("__metadata__: value of '" + value.keys[i] +
+    for (const auto &item : value.items()) {
+      if (!item.value().is_string())
+        return fail("__metadata__: value of '" + item.key() +
                     "' is not a string");
-      metadata[value.keys[i]] = value.items[i].string;
+      metadata[item.key()] = item.value().get<std::string>();
     }
     return true;
   }
 
-  bool validateTensor(const std::string &name, const JsonValue &value,
+  bool validateTensor(const std::string &name, const Json &value,
                       TensorInfo &info) {
     std::string where = "tensor '" + name + "': ";
     if (name.empty())
       return fail("tensor with an empty name");
-    if (value.kind != JsonValue::Kind::Object)
+    if (!value.is_object())
       return fail(where + "entry is not an object");
-    const JsonValue *dtype = nullptr, *shape = nullptr, *offsets = nullptr;
-    for (size_t i = 0; i < value.keys.size(); ++i) {
-      const std::string &key = value.keys[i];
+    const Json *dtype = nullptr, *shape = nullptr, *offsets = nullptr;
+    for (const auto &item : value.items()) {
+      const std::string &key = item.key();
       if (key == "dtype")
-        dtype = &value.items[i];
+        dtype = &item.value();
       else if (key == "shape")
-        shape = &value.items[i];
+        shape = &item.value();
       else if (key == "data_offsets")
-        offsets = &value.items[i];
+        offsets = &item.value();
       else
         return fail(where + "unknown field '" + key + "'");
     }
@@ -517,24 +326,30 @@ public:
       return fail(where + "missing field 'data_offsets'");
 
     info.name = name;
-    if (dtype->kind != JsonValue::Kind::String)
+    if (!dtype->is_string())
       return fail(where + "dtype is not a string");
-    if (!parseDType(dtype->string, info.dtype))
-      return fail(where + "unsupported dtype '" + dtype->string +
+    const std::string &dtypeText = dtype->get_ref<const std::string &>();
+    if (!parseDType(dtypeText, info.dtype))
+      return fail(where + "unsupported dtype '" + dtypeText +
                   "' (accepted: F32, BF16, F16, I64, I32)");
 
-    if (shape->kind != JsonValue::Kind::Array)
+    if (!shape->is_array())
       return fail(where + "shape is not an array");
     uint64_t elements = 1;
     bool overflow = false, hasZero = false;
-    for (const JsonValue &dim : shape->items) {
-      if (dim.kind != JsonValue::Kind::Integer)
+    for (const Json &dimValue : *shape) {
+      int64_t dim = 0;
+      IntegerStatus status = readInteger(dimValue, dim);
+      if (status == IntegerStatus::TooLarge)
+        return fail(where +
+                    "shape has a dimension that does not fit in 64 bits");
+      if (status != IntegerStatus::Ok)
         return fail(where + "shape contains a non-integer");
-      if (dim.integer < 0)
+      if (dim < 0)
         return fail(where + "shape has a negative dimension " +
-                    std::to_string(dim.integer));
-      info.shape.push_back(dim.integer);
-      uint64_t d = static_cast<uint64_t>(dim.integer);
+                    std::to_string(dim));
+      info.shape.push_back(dim);
+      uint64_t d = static_cast<uint64_t>(dim);
       if (d == 0)
         hasZero = true;
       else if (elements > (uint64_t(INT64_MAX) / 16) / d)
@@ -548,28 +363,33 @@ public:
     else if (overflow)
       return fail(where + "shape " + formatShape(info.shape) + " is too large");
 
-    if (offsets->kind != JsonValue::Kind::Array || offsets->items.size() != 2)
+    if (!offsets->is_array() || offsets->size() != 2)
       return fail(where + "data_offsets is not an array of two integers");
-    for (const JsonValue &offset : offsets->items) {
-      if (offset.kind != JsonValue::Kind::Integer)
+    int64_t range[2];
+    for (size_t i = 0; i < 2; ++i) {
+      IntegerStatus status = readInteger((*offsets)[i], range[i]);
+      if (status == IntegerStatus::TooLarge)
+        return fail(where +
+                    "data_offsets has an offset that does not fit in 64 bits");
+      if (status != IntegerStatus::Ok)
         return fail(where + "data_offsets is not an array of two integers");
-      if (offset.integer < 0)
+      if (range[i] < 0)
         return fail(where + "data_offsets has a negative offset " +
-                    std::to_string(offset.integer));
+                    std::to_string(range[i]));
     }
-    info.beginOffset = static_cast<uint64_t>(offsets->items[0].integer);
-    info.endOffset = static_cast<uint64_t>(offsets->items[1].integer);
-    std::string range = formatRange(info.beginOffset, info.endOffset);
+    info.beginOffset = static_cast<uint64_t>(range[0]);
+    info.endOffset = static_cast<uint64_t>(range[1]);
+    std::string offsetText = formatRange(info.beginOffset, info.endOffset);
     if (info.beginOffset > info.endOffset)
-      return fail(where + "data_offsets " + range + " has begin > end");
+      return fail(where + "data_offsets " + offsetText + " has begin > end");
     if (info.endOffset > dataSize)
-      return fail(where + "data_offsets " + range +
+      return fail(where + "data_offsets " + offsetText +
                   " run past the end of the data (" + std::to_string(dataSize) +
                   " bytes)");
     uint64_t needed = elements * dtypeSize(info.dtype);
     uint64_t held = info.endOffset - info.beginOffset;
     if (held != needed)
-      return fail(where + "data_offsets " + range + " hold " +
+      return fail(where + "data_offsets " + offsetText + " hold " +
                   std::to_string(held) + " bytes, but shape " +
                   formatShape(info.shape) + " of " + dtypeName(info.dtype) +
                   " needs " + std::to_string(needed) + " bytes");
@@ -638,30 +458,30 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string &path,
   uint64_t dataSize = fileSize - 8 - headerSize;
   const uint8_t *dataArea = bytes + 8 + headerSize;
 
-  JsonValue header;
-  JsonParser parser(reinterpret_cast<const char *>(bytes + 8),
-                    static_cast<size_t>(headerSize));
-  if (!parser.parseDocument(header)) {
-    setError(error, path + ": header is not valid JSON: " + parser.error());
+  Json header;
+  std::string parseError;
+  if (!parseHeader(reinterpret_cast<const char *>(bytes + 8),
+                   static_cast<size_t>(headerSize), header, parseError)) {
+    setError(error, path + ": " + parseError);
     return nullptr;
   }
-  if (header.kind != JsonValue::Kind::Object) {
+  if (!header.is_object()) {
     setError(error, path + ": header is not a JSON object");
     return nullptr;
   }
 
   HeaderValidator validator(path, dataSize);
-  for (size_t i = 0; i < header.keys.size(); ++i) {
-    const std::string &key = header.keys[i];
+  for (const auto &item : header.items()) {
+    const std::string &key = item.key();
     if (key == "__metadata__") {
-      if (!validator.validateMetadata(header.items[i], file->metadataMap)) {
+      if (!validator.validateMetadata(item.value(), file->metadataMap)) {
         setError(error, validator.error());
         return nullptr;
       }
       continue;
     }
     TensorInfo info;
-    if (!validator.validateTensor(key, header.items[i], info)) {
+    if (!validator.validateTensor(key, item.value(), info)) {
       setError(error, validator.error());
       return nullptr;
     }
@@ -850,7 +670,13 @@ bool SafetensorsWriter::buildHeader(std::string &header,
       if (!firstEntry)
         header += ",";
       firstEntry = false;
-      header += jsonQuote(kv.first) + ":" + jsonQuote(kv.second);
+      if (!appendQuoted(header, kv.first))
+        return setError(error, "__metadata__ key '" + kv.first +
+                                   "' is not valid UTF-8");
+      header += ":";
+      if (!appendQuoted(header, kv.second))
+        return setError(error, "__metadata__: value of '" + kv.first +
+                                   "' is not valid UTF-8");
     }
     header += "}";
     first = false;
@@ -860,8 +686,11 @@ bool SafetensorsWriter::buildHeader(std::string &header,
     if (!first)
       header += ",";
     first = false;
-    header += jsonQuote(entry.name) + ":{\"dtype\":\"" +
-              dtypeName(entry.dtype) + "\",\"shape\":[";
+    if (!appendQuoted(header, entry.name))
+      return setError(error,
+                      "tensor '" + entry.name + "': name is not valid UTF-8");
+    header += std::string(":{\"dtype\":\"") + dtypeName(entry.dtype) +
+              "\",\"shape\":[";
     for (size_t i = 0; i < entry.shape.size(); ++i) {
       if (i)
         header += ",";

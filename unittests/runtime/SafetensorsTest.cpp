@@ -297,29 +297,63 @@ TEST_F(SafetensorsTest, WrongByteSizeForShape) {
 }
 
 TEST_F(SafetensorsTest, BadJson) {
-  const char *cases[][2] = {
+  // Syntax errors carry nlohmann's reason; a duplicate key and deep nesting
+  // are rejected while parsing; numbers and literals the parser accepts are
+  // rejected by the field checks.
+  std::string deep64 =
+      "{\"a\":" + std::string(63, '[') + std::string(63, ']') + "}";
+  std::string deep65 =
+      "{\"a\":" + std::string(64, '[') + std::string(64, ']') + "}";
+  const std::string json = "header is not valid JSON at header byte ";
+  const std::string cases[][2] = {
       {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},}",
-       "expected a string object key"},
+       json + "55: syntax error while parsing object key - unexpected '}'; "
+              "expected string literal"},
       {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}",
-       "only integers"},
-      {"{\"a\":{\"dtype\":\"F32", "unterminated string"},
-      {"{} x", "trailing characters"},
-      {"{\"a\" 1}", "expected ':'"},
-      {"{\"a\":true}", "unexpected character 't'"},
-      {"{\"a\":[01]}", "leading zeros"},
-      {"{\"a\":\"\\q\"}", "invalid escape"},
-      {"{\"a\":1,\"a\":2}", "duplicate object key 'a'"},
-      {"{\"a\":[99999999999999999999]}", "does not fit in 64 bits"},
-      {"", "unexpected end of header"},
-      {"{\"a\":\"\\ud800\"}", "surrogate"},
+       "tensor 'a': shape contains a non-integer"},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4.0]}}",
+       "tensor 'a': data_offsets is not an array of two integers"},
+      {"{\"a\":{\"dtype\":\"F32",
+       json + "19: syntax error while parsing value - invalid string: "
+              "missing closing quote; last read: '\"F32'"},
+      {"{} x", json + "4: syntax error while parsing value - invalid literal; "
+                      "last read: '{} x'; expected end of input"},
+      {"{\"a\" 1}", json + "6: syntax error while parsing object separator - "
+                           "unexpected number literal; expected ':'"},
+      {"{\"a\":true}", "tensor 'a': entry is not an object"},
+      {"{\"a\":null}", "tensor 'a': entry is not an object"},
+      {"{\"a\":[01]}",
+       json + "8: syntax error while parsing array - unexpected number "
+              "literal; expected ']'"},
+      {"{\"a\":\"\\q\"}",
+       json + "8: syntax error while parsing value - invalid string: "
+              "forbidden character after backslash; last read: '\"\\q'"},
+      {"{\"a\":1,\"a\":2}", json + "10: duplicate object key 'a'"},
+      {"{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F32\"}}",
+       json + "27: duplicate object key 'dtype'"},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[99999999999999999999],"
+       "\"data_offsets\":[0,4]}}",
+       "tensor 'a': shape has a dimension that does not fit in 64 bits"},
+      {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],"
+       "\"data_offsets\":[0,9223372036854775808]}}",
+       "tensor 'a': data_offsets has an offset that does not fit in 64 bits"},
+      {"", json + "1: syntax error while parsing value - unexpected end of "
+                  "input; expected '[', '{', or a literal"},
+      {"{\"a\":\"\\ud800\"}",
+       json + "13: syntax error while parsing value - invalid string: "
+              "surrogate U+D800..U+DBFF must be followed by U+DC00..U+DFFF; "
+              "last read: '\"\\ud800\"'"},
+      {"{\"a\":\"\xff\"}",
+       json + "7: syntax error while parsing value - invalid string: "
+              "ill-formed UTF-8 byte; last read: '\"\xFF'"},
+      {deep64, "tensor 'a': entry is not an object"},
+      {deep65, json + "69: nesting deeper than 64"},
   };
   int n = 0;
   for (auto &c : cases) {
-    std::string error = openError(
-        writeRaw("bad" + std::to_string(n++) + ".safetensors", c[0], 8));
-    EXPECT_CONTAINS(error, "header is not valid JSON");
-    EXPECT_CONTAINS(error, "at header byte");
-    EXPECT_CONTAINS(error, c[1]);
+    std::string path =
+        writeRaw("bad" + std::to_string(n++) + ".safetensors", c[0], 8);
+    EXPECT_EQ(openError(path), path + ": " + c[1]);
   }
 }
 
@@ -407,8 +441,22 @@ TEST_F(SafetensorsTest, WriterErrors) {
     EXPECT_FALSE(writer.write(file("no/such/dir/out.safetensors"), &error));
     EXPECT_CONTAINS(error, "cannot create");
   }
+  {
+    // The reader rejects names that are not UTF-8, so the writer does too.
+    SafetensorsWriter writer;
+    writer.addF32("bad\xff", {1}, {1.0f});
+    std::string path = file("utf8.safetensors");
+    EXPECT_FALSE(writer.write(path, &error));
+    EXPECT_CONTAINS(error, "name is not valid UTF-8");
+    EXPECT_NE(access(path.c_str(), F_OK), 0);
+  }
+  {
+    SafetensorsWriter writer;
+    writer.setMetadata("k", "\xc3");
+    EXPECT_FALSE(writer.write(file("utf8-meta.safetensors"), &error));
+    EXPECT_CONTAINS(error, "__metadata__: value of 'k' is not valid UTF-8");
+  }
 }
-
 
 TEST_F(SafetensorsTest, ErrorsStayOnOneLine) {
   // A tensor name with an escaped newline must not break the message.

@@ -5,7 +5,7 @@
 //===----------------------------------------------------------------------===//
 ///
 /// \file
-/// A strict, dependency-free reader and writer for the safetensors format:
+/// A strict reader and writer for the safetensors format:
 ///
 ///   [u64 little-endian header length N][N bytes of JSON header][data area]
 ///
@@ -14,7 +14,10 @@
 /// relative to the start of the data area), plus an optional `__metadata__`
 /// object of string to string.
 ///
-/// This file has no LLVM dependency: it is linked into emitted executables.
+/// The header is parsed, and its strings quoted, with the header-only
+/// nlohmann JSON library; duplicate object keys and nesting deeper than 64
+/// are rejected. This file has no LLVM dependency: it is linked into emitted
+/// executables.
 ///
 //===----------------------------------------------------------------------===//
 
