@@ -269,6 +269,28 @@ static bool setError(std::string *error, const std::string &message) {
   return false;
 }
 
+/// Number of elements of \p shape, or -1 if it is negative or too large.
+static int64_t checkedElements(const std::vector<int64_t> &shape) {
+  uint64_t elements = 1;
+  bool overflow = false, hasZero = false;
+  for (int64_t dim : shape) {
+    if (dim < 0)
+      return -1;
+    uint64_t d = static_cast<uint64_t>(dim);
+    if (d == 0)
+      hasZero = true;
+    else if (elements > (uint64_t(INT64_MAX) / 16) / d)
+      overflow = true;
+    else
+      elements *= d;
+  }
+  if (hasZero)
+    return 0;
+  if (overflow)
+    return -1;
+  return static_cast<int64_t>(elements);
+}
+
 static std::string formatRange(uint64_t begin, uint64_t end) {
   return "[" + std::to_string(begin) + ", " + std::to_string(end) + "]";
 }
@@ -335,8 +357,6 @@ public:
 
     if (!shape->is_array())
       return fail(where + "shape is not an array");
-    uint64_t elements = 1;
-    bool overflow = false, hasZero = false;
     for (const Json &dimValue : *shape) {
       int64_t dim = 0;
       IntegerStatus status = readInteger(dimValue, dim);
@@ -349,19 +369,12 @@ public:
         return fail(where + "shape has a negative dimension " +
                     std::to_string(dim));
       info.shape.push_back(dim);
-      uint64_t d = static_cast<uint64_t>(dim);
-      if (d == 0)
-        hasZero = true;
-      else if (elements > (uint64_t(INT64_MAX) / 16) / d)
-        overflow = true;
-      else
-        elements *= d;
     }
     // A zero dimension makes the tensor empty, however large the others are.
-    if (hasZero)
-      elements = 0;
-    else if (overflow)
+    int64_t count = checkedElements(info.shape);
+    if (count < 0)
       return fail(where + "shape " + formatShape(info.shape) + " is too large");
+    uint64_t elements = static_cast<uint64_t>(count);
 
     if (!offsets->is_array() || offsets->size() != 2)
       return fail(where + "data_offsets is not an array of two integers");
@@ -572,28 +585,6 @@ bool mfrt::readAsF32(const TensorInfo &tensor, float *dst, size_t count,
 //===----------------------------------------------------------------------===//
 // SafetensorsWriter
 //===----------------------------------------------------------------------===//
-
-/// Number of elements of \p shape, or -1 if it is negative or too large.
-static int64_t checkedElements(const std::vector<int64_t> &shape) {
-  uint64_t elements = 1;
-  bool overflow = false, hasZero = false;
-  for (int64_t dim : shape) {
-    if (dim < 0)
-      return -1;
-    uint64_t d = static_cast<uint64_t>(dim);
-    if (d == 0)
-      hasZero = true;
-    else if (elements > (uint64_t(INT64_MAX) / 16) / d)
-      overflow = true;
-    else
-      elements *= d;
-  }
-  if (hasZero)
-    return 0;
-  if (overflow)
-    return -1;
-  return static_cast<int64_t>(elements);
-}
 
 void SafetensorsWriter::add(const std::string &name, DType dtype,
                             const std::vector<int64_t> &shape,

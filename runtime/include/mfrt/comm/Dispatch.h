@@ -1,8 +1,9 @@
 //===- Dispatch.h - MoE dispatch / combine: the handle ----------*- C++ -*-===//
 //
 // Internal to libmfrt: the state a dispatch leaves for its combine (the
-// mfrt_dispatch handle of mfrt.h) and the two algorithms (Dispatch.cpp),
-// which the entry points run inside an opened Op on the EP group.
+// mfrt_dispatch handle of mfrt.h) and the two algorithms (Dispatch.cpp,
+// Combine.cpp), which the entry points run inside an opened Op on the EP
+// group.
 //
 //===----------------------------------------------------------------------===//
 
@@ -79,8 +80,17 @@ namespace mfrt::comm {
 Status dispatchTokens(Op &op, mfrt_dispatch &h, const void *x,
                       const int64_t *experts, const float *weights);
 /// Returns the expert outputs `out` of the rows `h` received to their
-/// tokens' ranks and sums them, weighted, into `y`.
+/// tokens' ranks and sums them, weighted, into `y` (Combine.cpp).
 Status combineTokens(Op &op, mfrt_dispatch &h, const void *out, void *y);
+
+/// Relay group rank through which source `s` reaches owner `o`, or -1 for a
+/// direct message (same node, flat mode, or the relay is not in the group).
+int routeVia(const RankState &st, const Group &g, mfrt_dispatch_mode mode,
+             int s, int o);
+/// Allocates `rows` rows of `rowBytes` in `buf`.
+Status allocRows(Buffer &buf, int64_t rows, size_t rowBytes);
+/// Row `row` of rows of `rowBytes` at `base`.
+char *rowPtr(void *base, int64_t row, size_t rowBytes);
 
 } // namespace mfrt::comm
 
