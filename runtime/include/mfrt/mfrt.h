@@ -15,7 +15,7 @@
 |* waits on it within the timeout, naming the rank, the op and the group;  *|
 |* mfrt_last_error() gives the message.                                    *|
 |*                                                                          *|
-|* Implementation notes (runtime/Comm.h has the design):                   *|
+|* Implementation notes (mfrt/comm/Comm.h has the design):                  *|
 |*  - A failure anywhere aborts the launch: every rank's blocked or later  *|
 |*    call fails with MFRT_ERR_PEER ("... rank R failed: <its message>");  *|
 |*    a rank's own failure also fails its later calls (MFRT_ERR_STATE).    *|
