@@ -3,6 +3,7 @@
 #include "meshfold/Support/PlanText.h"
 #include "meshfold/Support/Text.h"
 
+#include <cstdio>
 #include <sstream>
 
 using namespace meshfold;
@@ -17,13 +18,18 @@ bool fail(std::string *error, const std::string &msg) {
 
 } // namespace
 
+/// A link rate in "%e" form (4.500000e+02), which parsePlanText reads back.
+static std::string formatRate(double gbps) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%e", gbps);
+  return text;
+}
+
 std::string meshfold::formatPlanText(const PlanSpec &spec) {
   std::ostringstream os;
-  // Link rates round-trip exactly.
-  os.precision(17);
   os << "devices=" << spec.devices << " gpus_per_node=" << spec.gpusPerNode
-     << " nvlink_gbps=" << spec.nvlinkGBps << " ib_gbps=" << spec.ibGBps
-     << " attention=";
+     << " nvlink_gbps=" << formatRate(spec.nvlinkGBps)
+     << " ib_gbps=" << formatRate(spec.ibGBps) << " attention=";
   for (size_t i = 0; i < spec.attention.size(); ++i)
     os << (i ? "," : "") << spec.attention[i].name << ":"
        << spec.attention[i].size;

@@ -1,4 +1,4 @@
-//===- Dispatch.cpp - MoE dispatch / combine over an EP group -------------===//
+//===- Dispatch.cpp - MoE dispatch over an EP group -----------------------===//
 //
 // Each routed slot (token t, choice j) goes to the owner of its expert; every
 // owner receives its rows ordered by (source group rank, token, j).

@@ -183,7 +183,10 @@ bool parseHeader(const char *data, size_t size, Json &header,
     }
     return true;
   };
-  auto fail = [&](size_t byte, const std::string &reason) {
+  // `taken` counts the bytes the parser has read, as nlohmann's error byte
+  // does; the message names the offset (from 0) of the last one.
+  auto fail = [&](size_t taken, const std::string &reason) {
+    size_t byte = taken > 0 ? taken - 1 : 0;
     error = "header is not valid JSON at header byte " + std::to_string(byte) +
             ": " + reason;
     return false;

@@ -46,3 +46,13 @@ TEST(Conversions, F16) {
     ASSERT_EQ(f32ToF16(f16ToF32(static_cast<uint16_t>(h))), h) << h;
   }
 }
+
+// A NaN stays a quiet NaN with the top bits of its payload, in both 16-bit
+// formats (the messages of f16 collectives keep them too).
+TEST(Conversions, NaNPayloads) {
+  float nan = bitsToFloat(0x7fc12345u);
+  EXPECT_EQ(f32ToF16(nan), 0x7e09);
+  EXPECT_EQ(f32ToF16(-nan), 0xfe09);
+  EXPECT_EQ(f32ToBF16(bitsToFloat(0x7f812345u)), 0x7fc1);
+  EXPECT_TRUE(std::isnan(f16ToF32(0x7e09)));
+}

@@ -1,5 +1,4 @@
-//===- TrafficModelTest.cpp - analytic traffic against docs/design.md §5
-//----===//
+//===- TrafficModelTest.cpp - analytic traffic (docs/design.md §5) ------===//
 
 #include "meshfold/Support/TrafficModel.h"
 

@@ -2,8 +2,8 @@
 //
 // Every op on the seed's 32-rank layout (and the swapped and DP32/EP32
 // layouts for dispatch), against plain computations (CommChecks.h); the
-// traffic of hierarchical dispatch against the analytic figure of docs/design.md §5;
-// failures (a rank that errs, stops, or passes bad arguments) ending every
+// traffic of hierarchical dispatch against the analytic figure of
+// docs/design.md §5; failures (a rank that errs, stops, or passes bad arguments) ending every
 // waiting rank's call within the timeout with a message naming the rank.
 //
 //===----------------------------------------------------------------------===//

@@ -307,47 +307,47 @@ TEST_F(SafetensorsTest, BadJson) {
   const std::string json = "header is not valid JSON at header byte ";
   const std::string cases[][2] = {
       {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},}",
-       json + "55: syntax error while parsing object key - unexpected '}'; "
+       json + "54: syntax error while parsing object key - unexpected '}'; "
               "expected string literal"},
       {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}",
        "tensor 'a': shape contains a non-integer"},
       {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4.0]}}",
        "tensor 'a': data_offsets is not an array of two integers"},
       {"{\"a\":{\"dtype\":\"F32",
-       json + "19: syntax error while parsing value - invalid string: "
+       json + "18: syntax error while parsing value - invalid string: "
               "missing closing quote; last read: '\"F32'"},
-      {"{} x", json + "4: syntax error while parsing value - invalid literal; "
+      {"{} x", json + "3: syntax error while parsing value - invalid literal; "
                       "last read: '{} x'; expected end of input"},
-      {"{\"a\" 1}", json + "6: syntax error while parsing object separator - "
+      {"{\"a\" 1}", json + "5: syntax error while parsing object separator - "
                            "unexpected number literal; expected ':'"},
       {"{\"a\":true}", "tensor 'a': entry is not an object"},
       {"{\"a\":null}", "tensor 'a': entry is not an object"},
       {"{\"a\":[01]}",
-       json + "8: syntax error while parsing array - unexpected number "
+       json + "7: syntax error while parsing array - unexpected number "
               "literal; expected ']'"},
       {"{\"a\":\"\\q\"}",
-       json + "8: syntax error while parsing value - invalid string: "
+       json + "7: syntax error while parsing value - invalid string: "
               "forbidden character after backslash; last read: '\"\\q'"},
-      {"{\"a\":1,\"a\":2}", json + "10: duplicate object key 'a'"},
+      {"{\"a\":1,\"a\":2}", json + "9: duplicate object key 'a'"},
       {"{\"a\":{\"dtype\":\"F32\",\"dtype\":\"F32\"}}",
-       json + "27: duplicate object key 'dtype'"},
+       json + "26: duplicate object key 'dtype'"},
       {"{\"a\":{\"dtype\":\"F32\",\"shape\":[99999999999999999999],"
        "\"data_offsets\":[0,4]}}",
        "tensor 'a': shape has a dimension that does not fit in 64 bits"},
       {"{\"a\":{\"dtype\":\"F32\",\"shape\":[1],"
        "\"data_offsets\":[0,9223372036854775808]}}",
        "tensor 'a': data_offsets has an offset that does not fit in 64 bits"},
-      {"", json + "1: syntax error while parsing value - unexpected end of "
+      {"", json + "0: syntax error while parsing value - unexpected end of "
                   "input; expected '[', '{', or a literal"},
       {"{\"a\":\"\\ud800\"}",
-       json + "13: syntax error while parsing value - invalid string: "
+       json + "12: syntax error while parsing value - invalid string: "
               "surrogate U+D800..U+DBFF must be followed by U+DC00..U+DFFF; "
               "last read: '\"\\ud800\"'"},
       {"{\"a\":\"\xff\"}",
-       json + "7: syntax error while parsing value - invalid string: "
+       json + "6: syntax error while parsing value - invalid string: "
               "ill-formed UTF-8 byte; last read: '\"\xFF'"},
       {deep64, "tensor 'a': entry is not an object"},
-      {deep65, json + "69: nesting deeper than 64"},
+      {deep65, json + "68: nesting deeper than 64"},
   };
   int n = 0;
   for (auto &c : cases) {

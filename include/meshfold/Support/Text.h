@@ -1,7 +1,7 @@
 //===- Text.h - Parsing the runtime's small text formats --------*- C++ -*-===//
 //
-// Numbers and lists in the plan text, the trace and routing options and the
-// emitted program's flags: strict (the whole text must be the value) and
+// Numbers and lists in the plan text and the trace and routing options:
+// strict (the whole text must be the value) and
 // without locale.
 //
 //===----------------------------------------------------------------------===//

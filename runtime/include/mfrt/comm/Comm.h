@@ -1,7 +1,7 @@
 //===- Comm.h - Internal interfaces of the comm runtime ---------*- C++ -*-===//
 //
-// The collectives of mfrt.h are written once (Collectives.cpp, Dispatch.cpp)
-// on top of three small interfaces that a backend implements:
+// The collectives of mfrt.h are written once (Collectives.cpp, Dispatch.cpp,
+// Combine.cpp) on top of three small interfaces that a backend implements:
 //
 //  - Transport: tagged, non-blocking send / receive of bytes between global
 //    ranks, a wait with a deadline, and a failure signal that reaches every

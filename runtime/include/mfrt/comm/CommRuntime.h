@@ -152,7 +152,7 @@ private:
   std::vector<Request *> requests;
 };
 
-/// Generic algorithms (Collectives.cpp, Dispatch.cpp), over Transport and
+/// Generic algorithms (Collectives.cpp), over Transport and
 /// Compute. Arguments are checked by the caller.
 Status allGather(Op &op, const void *send, void *recv, int64_t count,
                  mfrt_dtype dtype);
