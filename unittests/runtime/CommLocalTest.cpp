@@ -3,8 +3,9 @@
 // Every op on the seed's 32-rank layout (and the swapped and DP32/EP32
 // layouts for dispatch), against plain computations (CommChecks.h); the
 // traffic of hierarchical dispatch against the analytic figure of
-// docs/design.md §5; failures (a rank that errs, stops, or passes bad arguments) ending every
-// waiting rank's call within the timeout with a message naming the rank.
+// docs/design.md §5; failures (a rank that errs, stops, or passes bad
+// arguments) ending every waiting rank's call within the timeout with a message
+// naming the rank.
 //
 //===----------------------------------------------------------------------===//
 
@@ -51,45 +52,6 @@ template <typename Check> void runChecks(const char *plan, Check check) {
 //===----------------------------------------------------------------------===//
 // Plan text
 //===----------------------------------------------------------------------===//
-
-TEST(CommPlan, ParsesTheSeedPlan) {
-  meshfold::PlanSpec spec;
-  std::string error;
-  ASSERT_TRUE(meshfold::parsePlanText(
-      std::string(kSeedPlan) + " nvlink_gbps=400 ib_gbps=25", spec, &error))
-      << error;
-  EXPECT_EQ(spec.devices, 32);
-  EXPECT_EQ(spec.gpusPerNode, 8);
-  EXPECT_EQ(spec.nvlinkGBps, 400);
-  EXPECT_EQ(spec.ibGBps, 25);
-  ASSERT_EQ(spec.attention.size(), 4u);
-  EXPECT_EQ(spec.attention[2].name, "dp");
-  EXPECT_EQ(spec.attention[2].size, 4);
-  ASSERT_EQ(spec.experts.size(), 2u);
-  EXPECT_EQ(spec.experts[0].composedOf,
-            (std::vector<std::string>{"tp", "cp", "dp"}));
-  MeshLayout layout = layoutOf(kSeedPlan);
-  EXPECT_EQ(layout.group(11, {"ep"}).size(), 16u);
-  EXPECT_EQ(layout.relay(11, 0), 3);
-}
-
-TEST(CommPlan, DefaultsDevicesAndExperts) {
-  MeshLayout layout = layoutOf("attention=tp:2,cp:2,dp:4,pp:2");
-  EXPECT_EQ(layout.numDevices(), 32);
-  EXPECT_EQ(layout.axisSize("ep"), 16);
-  EXPECT_EQ(layout.expertOwner(5, 32, 0), 2);
-}
-
-TEST(CommPlan, RejectsBadText) {
-  meshfold::PlanSpec spec;
-  std::string error;
-  EXPECT_FALSE(meshfold::parsePlanText("devices=32", spec, &error));
-  EXPECT_NE(error.find("attention"), std::string::npos) << error;
-  EXPECT_FALSE(meshfold::parsePlanText("attention=tp2", spec, &error));
-  EXPECT_NE(error.find("name:size"), std::string::npos) << error;
-  EXPECT_FALSE(meshfold::parsePlanText("attention=tp:2 foo=1", spec, &error));
-  EXPECT_NE(error.find("unknown field 'foo'"), std::string::npos) << error;
-}
 
 TEST(CommPlan, LaunchReportsMeshLayoutErrors) {
   mfrt_status s =
