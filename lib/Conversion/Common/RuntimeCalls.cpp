@@ -68,41 +68,30 @@ template <typename R, typename... A> struct Signature<R(A...)> {
 } // namespace tags
 } // namespace
 
-StringRef meshfold::getRuntimeFnName(RuntimeFn fn) {
-  switch (fn) {
-#define MFRT_CODEGEN_MEMREF(Name, Signature)                                   \
-  case RuntimeFn::Name:                                                        \
-    return #Name;
-#define MFRT_CODEGEN_LLVM(Name, Signature) MFRT_CODEGEN_MEMREF(Name, Signature)
+/// One row per entry point of CodegenABI.def, in RuntimeFn order.
+struct RuntimeFnInfo {
+  const char *name;
+  bool llvm;
+  FunctionType (*type)(MLIRContext *);
+};
+
+static const RuntimeFnInfo &info(RuntimeFn fn) {
+  using namespace tags;
+  static const RuntimeFnInfo table[] = {
+#define MFRT_CODEGEN_MEMREF(Name, Sig) {#Name, false, &Signature<Sig>::get},
+#define MFRT_CODEGEN_LLVM(Name, Sig) {#Name, true, &Signature<Sig>::get},
 #include "mfrt/CodegenABI.def"
-  }
-  llvm_unreachable("unknown runtime entry point");
+  };
+  return table[static_cast<size_t>(fn)];
 }
+
+StringRef meshfold::getRuntimeFnName(RuntimeFn fn) { return info(fn).name; }
 
 FunctionType meshfold::getRuntimeFnType(MLIRContext *ctx, RuntimeFn fn) {
-  using namespace tags;
-  switch (fn) {
-#define MFRT_CODEGEN_MEMREF(Name, Sig)                                         \
-  case RuntimeFn::Name:                                                        \
-    return Signature<Sig>::get(ctx);
-#define MFRT_CODEGEN_LLVM(Name, Sig) MFRT_CODEGEN_MEMREF(Name, Sig)
-#include "mfrt/CodegenABI.def"
-  }
-  llvm_unreachable("unknown runtime entry point");
+  return info(fn).type(ctx);
 }
 
-bool meshfold::isLLVMRuntimeFn(RuntimeFn fn) {
-  switch (fn) {
-#define MFRT_CODEGEN_MEMREF(Name, Signature)                                   \
-  case RuntimeFn::Name:                                                        \
-    return false;
-#define MFRT_CODEGEN_LLVM(Name, Signature)                                     \
-  case RuntimeFn::Name:                                                        \
-    return true;
-#include "mfrt/CodegenABI.def"
-  }
-  llvm_unreachable("unknown runtime entry point");
-}
+bool meshfold::isLLVMRuntimeFn(RuntimeFn fn) { return info(fn).llvm; }
 
 std::optional<RuntimeFn> meshfold::lookupRuntimeFn(StringRef name) {
   return llvm::StringSwitch<std::optional<RuntimeFn>>(name)
