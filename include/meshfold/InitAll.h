@@ -5,6 +5,7 @@
 
 #include "meshfold/Conversion/Passes.h"
 #include "meshfold/Dialect/GPU/Transforms/Passes.h"
+#include "meshfold/Dialect/Linalg/Transforms/Passes.h"
 #include "meshfold/Dialect/MF/IR/MF.h"
 #include "meshfold/Dialect/MF/Transforms/Passes.h"
 #include "meshfold/Dialect/MoE/IR/MoE.h"
@@ -23,6 +24,7 @@ inline void registerMeshfoldPasses() {
   mf::registerMFPasses();
   registerMeshfoldConversionPasses();
   registerMeshfoldGPUPasses();
+  registerMeshfoldLinalgPasses();
   registerMeshfoldPipelines();
 }
 } // namespace meshfold

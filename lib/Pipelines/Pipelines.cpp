@@ -2,6 +2,7 @@
 
 #include "meshfold/Pipelines/Pipelines.h"
 #include "meshfold/Conversion/Passes.h"
+#include "meshfold/Dialect/Linalg/Transforms/Passes.h"
 #include "meshfold/Dialect/MF/Transforms/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
@@ -10,11 +11,13 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
+using namespace meshfold;
 
 void meshfold::buildPartitionPipeline(OpPassManager &pm,
                                       const PartitionPipelineOptions &options) {
@@ -73,7 +76,23 @@ void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
     // sequential reductions), run in order by the CPU.
     addGPULoopNests(pm, options.gpuLoops);
   } else {
+    // Buffers freed right after their last use, not at the end of the
+    // function (where ownership-based deallocation puts them): the peak is
+    // then one layer's live activations, not every layer's.
+    pm.addNestedPass<func::FuncOp>(
+        bufferization::createOptimizeAllocationLivenessPass());
+    MFLinalgContractionKernelsPassOptions kernels;
+    kernels.vectorBits = options.vectorBits;
+    pm.addNestedPass<func::FuncOp>(
+        createMFLinalgContractionKernelsPass(kernels));
     pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+    // Parallel loops (tiles of attention, blocks of the contractions) run
+    // on the OpenMP threads the program starts (its --threads).
+    pm.addNestedPass<func::FuncOp>(createForallToParallelLoopPass());
+    pm.addPass(createConvertSCFToOpenMPPass());
+    // Inlines the memref.alloca_scope of each parallel body (they hold no
+    // alloca), which could not hold the blocks of scf-to-cf.
+    pm.addPass(createCanonicalizerPass());
   }
   pm.addPass(createLowerAffinePass());
   pm.addPass(createSCFToControlFlowPass());
@@ -84,6 +103,7 @@ void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
 
 void meshfold::addHostToLLVM(OpPassManager &pm, bool gpuLaunches) {
   pm.addPass(createConvertMFToLLVMPass());
+  pm.addPass(createConvertVectorToLLVMPass());
   if (gpuLaunches)
     pm.addPass(createGpuToLLVMConversionPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());
@@ -93,6 +113,7 @@ void meshfold::addHostToLLVM(OpPassManager &pm, bool gpuLaunches) {
   pm.addPass(createConvertIndexToLLVMPass());
   pm.addPass(createConvertFuncToLLVMPass());
   pm.addPass(createConvertControlFlowToLLVMPass());
+  pm.addPass(createConvertOpenMPToLLVMPass());
   pm.addPass(createReconcileUnrealizedCastsPass());
   pm.addPass(createCanonicalizerPass());
 }

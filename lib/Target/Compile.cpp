@@ -5,6 +5,7 @@
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/OpenMP/OpenMPToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Export.h"
 
 #include "llvm/IR/LLVMContext.h"
@@ -59,6 +60,8 @@ translate(ModuleOp module, llvm::LLVMContext &llvmCtx, llvm::TargetMachine &tm,
   registerLLVMDialectTranslation(registry);
   // gpu.binary and gpu.launch_func of the CUDA target's host code.
   registerGPUDialectTranslation(registry);
+  // The parallel loops of the CPU target (omp.parallel, omp.wsloop).
+  registerOpenMPDialectTranslation(registry);
   module->getContext()->appendDialectRegistry(registry);
   std::unique_ptr<llvm::Module> llvmModule =
       translateModuleToLLVMIR(module, llvmCtx);
@@ -167,7 +170,7 @@ LogicalResult link(llvm::StringRef object, llvm::StringRef output,
                                              runtime};
   for (const std::string &arg : extraArgs)
     args.push_back(arg);
-  args.append({"-lm", "-pthread"});
+  args.append({"-lomp", "-lm", "-pthread"});
   // The linker's own messages go to a file; the first error line is quoted.
   llvm::SmallString<128> log;
   if (std::error_code ec =

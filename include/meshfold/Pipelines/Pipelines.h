@@ -34,6 +34,11 @@ struct CPUPipelineOptions
           "tiling with this many threads per block, and run those loop "
           "nests sequentially on the CPU (0: plain loops, the default)"),
       llvm::cl::init(0)};
+  Option<int64_t> vectorBits{
+      *this, "vector-bits",
+      llvm::cl::desc("Width of the host's vector registers in bits (128, 256 "
+                     "or 512) the contraction kernels are tiled for"),
+      llvm::cl::init(256)};
 };
 
 struct CUDAPipelineOptions

@@ -1,0 +1,61 @@
+//===- Passes.td - meshfold's linalg passes ----------------*- tablegen -*-===//
+//
+// Code generation of the CPU target on upstream linalg, scf and vector ops:
+// the contractions of the model become cache-blocked, register-tiled vector
+// loops; everything else is left to `convert-linalg-to-loops`.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MESHFOLD_DIALECT_LINALG_TRANSFORMS_PASSES_TD
+#define MESHFOLD_DIALECT_LINALG_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def MFLinalgContractionKernelsPass
+    : Pass<"mf-linalg-contraction-kernels", "::mlir::func::FuncOp"> {
+  let summary = "lower multiply-accumulate linalg.generic ops on buffers to "
+                "cache-blocked, register-tiled vector FMA loops";
+  let description = [{
+    Rewrites every `linalg.generic` on buffers that is a contraction in the
+    form the moe lowering emits, `out[.., m, n] += a[.., m, k] * b[.., n, k]`
+    or `a[.., m, k] * b[.., k, n]` (one reduction dim, projected-permutation
+    maps, a body of one `arith.mulf` of the two inputs, each possibly
+    widened by `arith.extf`, added to the output), into loops of 1-D vector
+    ops that keep a tile of the output in registers:
+
+    - *dot* tiles, when both operands are contiguous along `k` (a linear
+      layer `x · Wᵀ`, an expert's rows times its weights, the LM head):
+      `mr x nr` vector accumulators run along `k` and are reduced once at
+      the end of each `k` block;
+    - *outer-product* tiles, when `b` and the output are contiguous along
+      `n` (attention's `Q · Kᵀ` with `Kᵀ` laid out `[d, keys]`, and `P · V`):
+      `mr` rows of `nv` vectors, one broadcast of `a[m, k]` and `nv` FMAs
+      per row and `k`.
+
+    The output is swept in blocks of `n` (so that a block of `b` stays in
+    the L2 cache while every row tile of `a` passes over it) and `k` is cut
+    into blocks; tiles at the edges use smaller register tiles and a scalar
+    loop over the last `k % vector-width` elements, so any shape, static or
+    dynamic, is handled. The loop over `n` blocks is an `scf.parallel`
+    (threads, through `convert-scf-to-openmp`) unless the contraction is
+    already inside a parallel loop. Summation order differs from the
+    sequential loop nest: the result is equal up to float rounding.
+
+    A generic that is not such a contraction, or whose innermost operand
+    dims are not of unit stride, is left unchanged.
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+  let options = [
+    Option<"vectorBits", "vector-bits", "int64_t", /*default=*/"256",
+           "Width of the target's vector registers in bits (128: SSE, "
+           "256: AVX2, 512: AVX-512)">,
+    Option<"parallel", "parallel", "bool", /*default=*/"true",
+           "Emit the loop over output blocks as scf.parallel">,
+  ];
+}
+
+#endif // MESHFOLD_DIALECT_LINALG_TRANSFORMS_PASSES_TD

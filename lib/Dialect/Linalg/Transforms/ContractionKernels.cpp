@@ -1,0 +1,486 @@
+//===- ContractionKernels.cpp - register-tiled vector contractions --------===//
+//
+// The contractions of the model (its linear layers, the experts, attention's
+// two products, the LM head) are `linalg.generic` ops whose body multiplies
+// two inputs and adds the product to the output. `convert-linalg-to-loops`
+// would make each a scalar loop nest that reloads the output element at
+// every step and runs one multiply-add at a time. This pass instead keeps a
+// tile of the output in vector registers across a block of the reduction,
+// so that each loaded element of either operand feeds several FMAs, and
+// sweeps the output in blocks small enough for the cache (docs/design.md,
+// section 9).
+//
+//===----------------------------------------------------------------------===//
+
+#include "meshfold/Dialect/Linalg/Transforms/Passes.h"
+
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/PatternMatch.h"
+
+#include <optional>
+
+namespace meshfold {
+#define GEN_PASS_DEF_MFLINALGCONTRACTIONKERNELSPASS
+#include "meshfold/Dialect/Linalg/Transforms/Passes.h.inc"
+} // namespace meshfold
+
+using namespace mlir;
+
+namespace {
+
+/// How the register tile runs: along the reduction dim (both operands
+/// contiguous in k) or along n (b and the output contiguous in n).
+enum class TileKind { Dot, Outer };
+
+/// A matched contraction: out[.., m, n] += a[.., m, k] * b[.., n or k ..].
+struct Contraction {
+  linalg::GenericOp op;
+  TileKind kind;
+  OpOperand *a, *b, *out;
+  unsigned k;
+  std::optional<unsigned> m, n;
+  /// The other parallel dims, in the output's order.
+  SmallVector<unsigned> outer;
+};
+
+// Register tiles: 12 vector accumulators, leaving room for the operands in
+// the 16 registers of AVX2 (AVX-512's 32 hold them with room to spare).
+constexpr int64_t kDotRows = 4, kDotCols = 3;
+constexpr int64_t kOuterRows = 6, kOuterVectors = 2;
+// Cache blocks, in tiles and vectors: a dot block of b is 16 tiles of rows
+// by 64 vectors of k (96 KiB of f32 with AVX2), an outer-product block 8
+// tiles of columns by 256 rows of k (128 KiB).
+constexpr int64_t kDotBlockTiles = 16, kDotBlockVectors = 64;
+constexpr int64_t kOuterBlockTiles = 8, kOuterBlockK = 256;
+
+BlockArgument stripExtension(Value v) {
+  if (auto ext = v.getDefiningOp<arith::ExtFOp>())
+    v = ext.getIn();
+  return dyn_cast<BlockArgument>(v);
+}
+
+/// Whether the body is `yield out + widen(in0) * widen(in1)` and nothing
+/// else, all in the output's float type.
+bool isMultiplyAccumulate(linalg::GenericOp op) {
+  Block &body = op.getRegion().front();
+  auto yield = cast<linalg::YieldOp>(body.getTerminator());
+  if (yield.getNumOperands() != 1)
+    return false;
+  auto add = yield.getOperand(0).getDefiningOp<arith::AddFOp>();
+  if (!add)
+    return false;
+  Value acc = body.getArgument(2);
+  Value prod = add.getLhs() == acc   ? add.getRhs()
+               : add.getRhs() == acc ? add.getLhs()
+                                     : Value();
+  auto mul = prod ? prod.getDefiningOp<arith::MulFOp>() : nullptr;
+  if (!mul || mul.getType() != acc.getType() || !isa<FloatType>(acc.getType()))
+    return false;
+  BlockArgument x = stripExtension(mul.getLhs()),
+                y = stripExtension(mul.getRhs());
+  if (!x || !y || x.getOwner() != &body || y.getOwner() != &body ||
+      x.getArgNumber() + y.getArgNumber() != 1 ||
+      x.getArgNumber() == y.getArgNumber())
+    return false;
+  size_t expected = 3 + (mul.getLhs() != x) + (mul.getRhs() != y);
+  return body.getOperations().size() == expected;
+}
+
+bool hasUnitInnermostStride(Value memref) {
+  auto type = dyn_cast<MemRefType>(memref.getType());
+  if (!type || type.getRank() == 0)
+    return false;
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  if (failed(type.getStridesAndOffset(strides, offset)))
+    return false;
+  return strides.back() == 1;
+}
+
+std::optional<Contraction> match(linalg::GenericOp op) {
+  if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
+      op.getNumDpsInits() != 1 || !isMultiplyAccumulate(op))
+    return std::nullopt;
+  SmallVector<utils::IteratorType> iters = op.getIteratorTypesArray();
+  std::optional<unsigned> k;
+  for (auto [d, it] : llvm::enumerate(iters)) {
+    if (it != utils::IteratorType::reduction)
+      continue;
+    if (k)
+      return std::nullopt;
+    k = d;
+  }
+  if (!k)
+    return std::nullopt;
+  for (AffineMap map : op.getIndexingMapsArray())
+    if (!map.isProjectedPermutation() || map.getNumSymbols() != 0)
+      return std::nullopt;
+
+  OpOperand *in0 = op.getDpsInputOperand(0), *in1 = op.getDpsInputOperand(1),
+            *out = op.getDpsInitOperand(0);
+  auto map = [&](OpOperand *o) { return op.getMatchingIndexingMap(o); };
+  auto uses = [&](OpOperand *o, unsigned d) {
+    return map(o).isFunctionOfDim(d);
+  };
+  auto innermost = [&](OpOperand *o) -> std::optional<unsigned> {
+    AffineMap m = map(o);
+    if (m.getNumResults() == 0)
+      return std::nullopt;
+    return cast<AffineDimExpr>(m.getResults().back()).getPosition();
+  };
+  if (!uses(in0, *k) || !uses(in1, *k) || uses(out, *k))
+    return std::nullopt;
+  for (auto [d, it] : llvm::enumerate(iters))
+    if (it == utils::IteratorType::parallel && !uses(out, d))
+      return std::nullopt;
+
+  // The dim of `only` and not of `other` that comes last in the output.
+  auto innermostOwnDim = [&](OpOperand *only,
+                             OpOperand *other) -> std::optional<unsigned> {
+    std::optional<unsigned> found;
+    for (AffineExpr e : map(out).getResults()) {
+      unsigned d = cast<AffineDimExpr>(e).getPosition();
+      if (uses(only, d) && !uses(other, d))
+        found = d;
+    }
+    return found;
+  };
+  auto build = [&](TileKind kind, OpOperand *a, OpOperand *b,
+                   std::optional<unsigned> n) {
+    Contraction c{op, kind, a, b, out, *k, innermostOwnDim(a, b), n, {}};
+    for (AffineExpr e : map(out).getResults()) {
+      unsigned d = cast<AffineDimExpr>(e).getPosition();
+      if (d != c.m && d != c.n)
+        c.outer.push_back(d);
+    }
+    return c;
+  };
+
+  // Outer products need no reduction across vector lanes: prefer them.
+  for (auto [a, b] : {std::pair(in0, in1), std::pair(in1, in0)}) {
+    std::optional<unsigned> n = innermost(b);
+    if (n && *n != *k && !uses(a, *n) && innermost(out) == n &&
+        hasUnitInnermostStride(b->get()) && hasUnitInnermostStride(out->get()))
+      return build(TileKind::Outer, a, b, n);
+  }
+  if (innermost(in0) == k && innermost(in1) == k &&
+      hasUnitInnermostStride(in0->get()) && hasUnitInnermostStride(in1->get()))
+    return build(TileKind::Dot, in0, in1, innermostOwnDim(in1, in0));
+  return std::nullopt;
+}
+
+/// Emits the loops of one contraction in place of its generic.
+class KernelEmitter {
+public:
+  KernelEmitter(Contraction c, OpBuilder &b, int64_t vectorBits, bool parallel)
+      : c(c), b(b), loc(c.op.getLoc()), parallel(parallel) {
+    accType = cast<FloatType>(
+        cast<MemRefType>(c.out->get().getType()).getElementType());
+    width = std::max<int64_t>(1, vectorBits / accType.getWidth());
+    vecType = VectorType::get({width}, accType);
+    for (Range r :
+         cast<linalg::LinalgOp>(c.op.getOperation()).createLoopRanges(b, loc))
+      sizes.push_back(getValueOrCreateConstantIndexOp(b, loc, r.size));
+  }
+
+  void emit() {
+    bool dot = c.kind == TileKind::Dot;
+    int64_t nBlock = dot ? kDotBlockTiles * kDotCols
+                         : kOuterBlockTiles * kOuterVectors * width;
+    int64_t kBlock = dot ? kDotBlockVectors * width : kOuterBlockK;
+    SmallVector<Value> lbs, ubs, steps;
+    for (unsigned d : c.outer) {
+      lbs.push_back(cst(0));
+      ubs.push_back(sizes[d]);
+      steps.push_back(cst(1));
+    }
+    if (c.n) {
+      lbs.push_back(cst(0));
+      ubs.push_back(sizes[*c.n]);
+      steps.push_back(cst(nBlock));
+    }
+    auto body = [&](OpBuilder &, Location, ValueRange ivs) {
+      SmallVector<Value> iv(sizes.size());
+      for (auto [d, v] : llvm::zip(c.outer, ivs))
+        iv[d] = v;
+      Value nb, nEnd;
+      if (c.n) {
+        nb = ivs.back();
+        nEnd =
+            arith::MinSIOp::create(b, loc, add(nb, cst(nBlock)), sizes[*c.n]);
+      }
+      forLoop(cst(0), sizes[c.k], cst(kBlock), [&](Value kb) {
+        Value kEnd =
+            arith::MinSIOp::create(b, loc, add(kb, cst(kBlock)), sizes[c.k]);
+        rowTiles(iv, nb, nEnd, kb, kEnd);
+      });
+    };
+    bool nested = c.op->getParentOfType<scf::ParallelOp>() ||
+                  c.op->getParentOfType<scf::ForallOp>();
+    if (lbs.empty()) {
+      body(b, loc, {});
+    } else if (parallel && !nested) {
+      auto par = scf::ParallelOp::create(b, loc, lbs, ubs, steps);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(par.getBody());
+      body(b, loc, par.getInductionVars());
+    } else {
+      nest(lbs, ubs, steps, {}, body);
+    }
+  }
+
+private:
+  Contraction c;
+  OpBuilder &b;
+  Location loc;
+  bool parallel;
+  FloatType accType;
+  int64_t width;
+  VectorType vecType;
+  SmallVector<Value> sizes;
+
+  Value cst(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+  Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
+  Value add(Value x, int64_t y) { return y == 0 ? x : add(x, cst(y)); }
+  /// lb + floor((ub - lb) / step) * step: the end of the whole steps.
+  Value wholeSteps(Value lb, Value ub, int64_t step) {
+    Value len = arith::SubIOp::create(b, loc, ub, lb);
+    Value n = arith::DivUIOp::create(b, loc, len, cst(step));
+    return add(lb, arith::MulIOp::create(b, loc, n, cst(step)));
+  }
+
+  void forLoop(Value lb, Value ub, Value step, function_ref<void(Value)> fn) {
+    auto loop = scf::ForOp::create(b, loc, lb, ub, step);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(loop.getBody());
+    fn(loop.getInductionVar());
+  }
+  void nest(ArrayRef<Value> lbs, ArrayRef<Value> ubs, ArrayRef<Value> steps,
+            SmallVector<Value> ivs,
+            function_ref<void(OpBuilder &, Location, ValueRange)> fn) {
+    if (lbs.empty())
+      return fn(b, loc, ivs);
+    forLoop(lbs[0], ubs[0], steps[0], [&](Value v) {
+      ivs.push_back(v);
+      nest(lbs.drop_front(), ubs.drop_front(), steps.drop_front(), ivs, fn);
+    });
+  }
+
+  SmallVector<Value> indices(OpOperand *o, ArrayRef<Value> iv) {
+    SmallVector<Value> idx;
+    for (AffineExpr e : c.op.getMatchingIndexingMap(o).getResults())
+      idx.push_back(iv[cast<AffineDimExpr>(e).getPosition()]);
+    return idx;
+  }
+  Value widen(Value v) {
+    Type to = isa<VectorType>(v.getType()) ? Type(vecType) : Type(accType);
+    return v.getType() == to ? v : arith::ExtFOp::create(b, loc, to, v);
+  }
+  Value loadScalar(OpOperand *o, ArrayRef<Value> iv) {
+    return widen(memref::LoadOp::create(b, loc, o->get(), indices(o, iv)));
+  }
+  Value loadVector(OpOperand *o, ArrayRef<Value> iv) {
+    Type elt = cast<MemRefType>(o->get().getType()).getElementType();
+    return widen(vector::LoadOp::create(b, loc, VectorType::get({width}, elt),
+                                        o->get(), indices(o, iv)));
+  }
+  /// iv with the m dim at row `i` of the tile at m0 and the n dim at n0 + j.
+  SmallVector<Value> at(ArrayRef<Value> iv, Value m0, int64_t i, Value n0,
+                        int64_t j) {
+    SmallVector<Value> r(iv);
+    if (c.m)
+      r[*c.m] = add(m0, i);
+    if (c.n)
+      r[*c.n] = add(n0, j);
+    return r;
+  }
+
+  /// The row tiles of one (n block, k block): whole tiles of rows, then the
+  /// remaining rows one by one.
+  void rowTiles(ArrayRef<Value> iv, Value nb, Value nEnd, Value kb,
+                Value kEnd) {
+    int64_t rows = c.kind == TileKind::Dot ? kDotRows : kOuterRows;
+    if (!c.m)
+      return colTiles(iv, Value(), 1, nb, nEnd, kb, kEnd);
+    Value mEnd = sizes[*c.m];
+    Value mFull = wholeSteps(cst(0), mEnd, rows);
+    forLoop(cst(0), mFull, cst(rows),
+            [&](Value m0) { colTiles(iv, m0, rows, nb, nEnd, kb, kEnd); });
+    forLoop(mFull, mEnd, cst(1),
+            [&](Value m0) { colTiles(iv, m0, 1, nb, nEnd, kb, kEnd); });
+  }
+
+  void colTiles(ArrayRef<Value> iv, Value m0, int64_t rows, Value nb,
+                Value nEnd, Value kb, Value kEnd) {
+    if (!c.n) {
+      if (c.kind == TileKind::Dot)
+        dotTile(iv, m0, rows, Value(), 1, kb, kEnd);
+      else
+        scalarTile(iv, m0, rows, Value(), kb, kEnd);
+      return;
+    }
+    if (c.kind == TileKind::Dot) {
+      Value nFull = wholeSteps(nb, nEnd, kDotCols);
+      forLoop(nb, nFull, cst(kDotCols),
+              [&](Value n0) { dotTile(iv, m0, rows, n0, kDotCols, kb, kEnd); });
+      forLoop(nFull, nEnd, cst(1),
+              [&](Value n0) { dotTile(iv, m0, rows, n0, 1, kb, kEnd); });
+      return;
+    }
+    int64_t tileWidth = kOuterVectors * width;
+    Value nFull = wholeSteps(nb, nEnd, tileWidth);
+    forLoop(nb, nFull, cst(tileWidth), [&](Value n0) {
+      outerTile(iv, m0, rows, n0, kOuterVectors, kb, kEnd);
+    });
+    Value nVec = wholeSteps(nFull, nEnd, width);
+    forLoop(nFull, nVec, cst(width),
+            [&](Value n0) { outerTile(iv, m0, rows, n0, 1, kb, kEnd); });
+    forLoop(nVec, nEnd, cst(1),
+            [&](Value n0) { scalarTile(iv, m0, rows, n0, kb, kEnd); });
+  }
+
+  /// rows x cols outputs, each a vector accumulator along k, reduced across
+  /// lanes once; the last k % width elements in scalars.
+  void dotTile(ArrayRef<Value> iv, Value m0, int64_t rows, Value n0,
+               int64_t cols, Value kb, Value kEnd) {
+    Value zero = arith::ConstantOp::create(
+        b, loc, vecType,
+        DenseElementsAttr::get(vecType, b.getZeroAttr(accType)));
+    Value kMain = wholeSteps(kb, kEnd, width);
+    SmallVector<Value> init(rows * cols, zero);
+    auto loop = scf::ForOp::create(
+        b, loc, kb, kMain, cst(width), init,
+        [&](OpBuilder &, Location, Value kk, ValueRange accs) {
+          SmallVector<Value> as, bs, next;
+          for (int64_t i = 0; i < rows; ++i) {
+            SmallVector<Value> p = at(iv, m0, i, n0, 0);
+            p[c.k] = kk;
+            as.push_back(loadVector(c.a, p));
+          }
+          for (int64_t j = 0; j < cols; ++j) {
+            SmallVector<Value> p = at(iv, m0, 0, n0, j);
+            p[c.k] = kk;
+            bs.push_back(loadVector(c.b, p));
+          }
+          for (int64_t i = 0; i < rows; ++i)
+            for (int64_t j = 0; j < cols; ++j)
+              next.push_back(vector::FMAOp::create(b, loc, as[i], bs[j],
+                                                   accs[i * cols + j]));
+          scf::YieldOp::create(b, loc, next);
+        });
+    SmallVector<Value> sums;
+    for (Value acc : loop.getResults())
+      sums.push_back(vector::ReductionOp::create(
+          b, loc, vector::CombiningKind::ADD, acc,
+          arith::FastMathFlags::reassoc | arith::FastMathFlags::contract));
+    auto tail = scf::ForOp::create(
+        b, loc, kMain, kEnd, cst(1), sums,
+        [&](OpBuilder &, Location, Value kk, ValueRange accs) {
+          SmallVector<Value> next;
+          for (int64_t i = 0; i < rows; ++i)
+            for (int64_t j = 0; j < cols; ++j) {
+              SmallVector<Value> p = at(iv, m0, i, n0, j);
+              p[c.k] = kk;
+              next.push_back(multiplyAdd(loadScalar(c.a, p), loadScalar(c.b, p),
+                                         accs[i * cols + j]));
+            }
+          scf::YieldOp::create(b, loc, next);
+        });
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        SmallVector<Value> p = at(iv, m0, i, n0, j);
+        SmallVector<Value> idx = indices(c.out, p);
+        Value old = memref::LoadOp::create(b, loc, c.out->get(), idx);
+        Value sum =
+            arith::AddFOp::create(b, loc, old, tail.getResult(i * cols + j));
+        memref::StoreOp::create(b, loc, sum, c.out->get(), idx);
+      }
+  }
+
+  /// rows x (vectors * width) outputs held in registers over [kb, kEnd):
+  /// per k, `vectors` loads of b and one broadcast of a per row.
+  void outerTile(ArrayRef<Value> iv, Value m0, int64_t rows, Value n0,
+                 int64_t vectors, Value kb, Value kEnd) {
+    SmallVector<Value> init;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < vectors; ++j)
+        init.push_back(vector::LoadOp::create(
+            b, loc, vecType, c.out->get(),
+            indices(c.out, at(iv, m0, i, n0, j * width))));
+    auto loop = scf::ForOp::create(
+        b, loc, kb, kEnd, cst(1), init,
+        [&](OpBuilder &, Location, Value kk, ValueRange accs) {
+          SmallVector<Value> bs, next;
+          for (int64_t j = 0; j < vectors; ++j) {
+            SmallVector<Value> p = at(iv, m0, 0, n0, j * width);
+            p[c.k] = kk;
+            bs.push_back(loadVector(c.b, p));
+          }
+          for (int64_t i = 0; i < rows; ++i) {
+            SmallVector<Value> p = at(iv, m0, i, n0, 0);
+            p[c.k] = kk;
+            Value a = vector::BroadcastOp::create(b, loc, vecType,
+                                                  loadScalar(c.a, p));
+            for (int64_t j = 0; j < vectors; ++j)
+              next.push_back(vector::FMAOp::create(b, loc, a, bs[j],
+                                                   accs[i * vectors + j]));
+          }
+          scf::YieldOp::create(b, loc, next);
+        });
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < vectors; ++j)
+        vector::StoreOp::create(b, loc, loop.getResult(i * vectors + j),
+                                c.out->get(),
+                                indices(c.out, at(iv, m0, i, n0, j * width)));
+  }
+
+  /// rows outputs of one column at n0, in scalars.
+  void scalarTile(ArrayRef<Value> iv, Value m0, int64_t rows, Value n0,
+                  Value kb, Value kEnd) {
+    SmallVector<Value> init;
+    for (int64_t i = 0; i < rows; ++i)
+      init.push_back(memref::LoadOp::create(
+          b, loc, c.out->get(), indices(c.out, at(iv, m0, i, n0, 0))));
+    auto loop = scf::ForOp::create(
+        b, loc, kb, kEnd, cst(1), init,
+        [&](OpBuilder &, Location, Value kk, ValueRange accs) {
+          SmallVector<Value> next;
+          for (int64_t i = 0; i < rows; ++i) {
+            SmallVector<Value> p = at(iv, m0, i, n0, 0);
+            p[c.k] = kk;
+            next.push_back(
+                multiplyAdd(loadScalar(c.a, p), loadScalar(c.b, p), accs[i]));
+          }
+          scf::YieldOp::create(b, loc, next);
+        });
+    for (int64_t i = 0; i < rows; ++i)
+      memref::StoreOp::create(b, loc, loop.getResult(i), c.out->get(),
+                              indices(c.out, at(iv, m0, i, n0, 0)));
+  }
+
+  Value multiplyAdd(Value x, Value y, Value acc) {
+    auto fm = arith::FastMathFlags::contract;
+    Value p = arith::MulFOp::create(b, loc, x, y, fm);
+    return arith::AddFOp::create(b, loc, acc, p, fm);
+  }
+};
+
+struct MFLinalgContractionKernelsPass
+    : public meshfold::impl::MFLinalgContractionKernelsPassBase<
+          MFLinalgContractionKernelsPass> {
+  using Base::Base;
+  void runOnOperation() override {
+    SmallVector<Contraction> found;
+    getOperation().walk([&](linalg::GenericOp op) {
+      if (std::optional<Contraction> c = match(op))
+        found.push_back(*c);
+    });
+    for (Contraction &c : found) {
+      OpBuilder b(c.op);
+      KernelEmitter(c, b, vectorBits, parallel).emit();
+      c.op.erase();
+    }
+  }
+};
+} // namespace

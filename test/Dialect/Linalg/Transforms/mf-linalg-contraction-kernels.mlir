@@ -1,0 +1,149 @@
+// RUN: meshfold-opt %s -split-input-file --mf-linalg-contraction-kernels | FileCheck %s
+// RUN: meshfold-opt %s -split-input-file --mf-linalg-contraction-kernels="vector-bits=512 parallel=false" | FileCheck %s --check-prefix=AVX512
+
+// x · wᵀ with bf16 weights: both operands contiguous along k, so a 4 x 3
+// tile of vector accumulators runs along k, over blocks of 48 rows of w,
+// each block a parallel iteration; edge tiles of 1 row / 1 column and a
+// scalar k tail follow.
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (n, k)>
+#o = affine_map<(m, n, k) -> (m, n)>
+// CHECK-LABEL: func.func @linear
+// CHECK-NOT: linalg.generic
+// CHECK: scf.parallel (%{{.*}}) = (%{{.*}}) to (%{{.*}}) step (%c48
+// CHECK: scf.for %{{.*}} step %c512
+// CHECK: scf.for %[[K:.*]] = {{.*}} iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// CHECK-COUNT-4: vector.load %arg0[%{{.*}}, %[[K]]] : memref<?x64xf32>, vector<8xf32>
+// CHECK: vector.load %arg1[%{{.*}}, %[[K]]] : memref<48x64xbf16>, vector<8xbf16>
+// CHECK-NEXT: arith.extf %{{.*}} : vector<8xbf16> to vector<8xf32>
+// CHECK-COUNT-12: vector.fma
+// CHECK: vector.reduction <add>, %{{.*}} fastmath<reassoc,contract> : vector<8xf32> into f32
+// AVX512-LABEL: func.func @linear
+// AVX512-NOT: scf.parallel
+// AVX512: vector.load %arg0{{.*}} vector<16xf32>
+func.func @linear(%x: memref<?x64xf32>, %w: memref<48x64xbf16>, %y: memref<?x48xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<?x64xf32>, memref<48x64xbf16>) outs(%y : memref<?x48xf32>) {
+  ^bb0(%p: f32, %q: bf16, %r: f32):
+    %e = arith.extf %q : bf16 to f32
+    %m = arith.mulf %p, %e : f32
+    %s = arith.addf %r, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// p · v: v and the output contiguous along n, so 6 rows x 2 vectors of the
+// output stay in registers, one broadcast of p per row and k; column tails
+// of one vector, then scalars.
+#a = affine_map<(i, d, j) -> (i, j)>
+#b = affine_map<(i, d, j) -> (j, d)>
+#o = affine_map<(i, d, j) -> (i, d)>
+// CHECK-LABEL: func.func @outer
+// CHECK-NOT: linalg.generic
+// CHECK: scf.parallel
+// CHECK: scf.for %[[K:.*]] = {{.*}} iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// CHECK-COUNT-2: vector.load %arg1[%[[K]], %{{.*}}] : memref<?x?xf32, strided<[?, 1], offset: ?>>, vector<8xf32>
+// CHECK: memref.load %arg0
+// CHECK-NEXT: vector.broadcast %{{.*}} : f32 to vector<8xf32>
+// CHECK-COUNT-2: vector.fma
+// CHECK: vector.store
+// CHECK-NOT: vector.reduction
+func.func @outer(%p: memref<?x?xf32>, %v: memref<?x?xf32, strided<[?, 1], offset: ?>>, %o: memref<?x?xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%p, %v : memref<?x?xf32>, memref<?x?xf32, strided<[?, 1], offset: ?>>) outs(%o : memref<?x?xf32>) {
+  ^bb0(%x: f32, %y: f32, %r: f32):
+    %m = arith.mulf %x, %y : f32
+    %s = arith.addf %m, %r : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// The LM head: one row, no m dim in the output; a 1 x 3 dot tile.
+#a = affine_map<(n, k) -> (k)>
+#b = affine_map<(n, k) -> (n, k)>
+#o = affine_map<(n, k) -> (n)>
+// CHECK-LABEL: func.func @matvec
+// CHECK-NOT: linalg.generic
+// CHECK: scf.for {{.*}} iter_args(%{{[^,]+}} = %cst, %{{[^,]+}} = %cst, %{{[^,]+}} = %cst) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>)
+func.func @matvec(%x: memref<64xf32>, %w: memref<?x64xf32>, %y: memref<?xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #o], iterator_types = ["parallel", "reduction"]}
+      ins(%x, %w : memref<64xf32>, memref<?x64xf32>) outs(%y : memref<?xf32>) {
+  ^bb0(%p: f32, %q: f32, %r: f32):
+    %m = arith.mulf %p, %q : f32
+    %s = arith.addf %r, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// Inside a parallel loop (a tile of attention), the contraction's own block
+// loop is sequential.
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (k, n)>
+#o = affine_map<(m, n, k) -> (m, n)>
+// CHECK-LABEL: func.func @nested
+// CHECK: scf.parallel
+// CHECK-NOT: scf.parallel
+// CHECK: vector.fma
+func.func @nested(%q: memref<4x64x8xf32>, %kt: memref<8x64xf32>, %s: memref<4x64x64xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c4 = arith.constant 4 : index
+  scf.parallel (%h) = (%c0) to (%c4) step (%c1) {
+    %qh = memref.subview %q[%h, 0, 0] [1, 64, 8] [1, 1, 1] : memref<4x64x8xf32> to memref<64x8xf32, strided<[8, 1], offset: ?>>
+    %sh = memref.subview %s[%h, 0, 0] [1, 64, 64] [1, 1, 1] : memref<4x64x64xf32> to memref<64x64xf32, strided<[64, 1], offset: ?>>
+    linalg.generic {indexing_maps = [#a, #b, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+        ins(%qh, %kt : memref<64x8xf32, strided<[8, 1], offset: ?>>, memref<8x64xf32>) outs(%sh : memref<64x64xf32, strided<[64, 1], offset: ?>>) {
+    ^bb0(%x: f32, %y: f32, %r: f32):
+      %m = arith.mulf %x, %y : f32
+      %t = arith.addf %r, %m : f32
+      linalg.yield %t : f32
+    }
+    scf.reduce
+  }
+  return
+}
+
+// -----
+
+// Left alone: a body that is not a bare multiply-accumulate, an operand
+// whose innermost dim is strided, and tensors.
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (n, k)>
+#o = affine_map<(m, n, k) -> (m, n)>
+// CHECK-LABEL: func.func @not_contractions
+// CHECK-COUNT-3: linalg.generic
+func.func @not_contractions(%x: memref<?x64xf32>, %w: memref<48x64xf32>, %ws: memref<48x64xf32, strided<[1, 48]>>,
+                            %y: memref<?x48xf32>, %tx: tensor<?x64xf32>, %tw: tensor<48x64xf32>, %ty: tensor<?x48xf32>) -> tensor<?x48xf32> {
+  linalg.generic {indexing_maps = [#a, #b, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<?x64xf32>, memref<48x64xf32>) outs(%y : memref<?x48xf32>) {
+  ^bb0(%p: f32, %q: f32, %r: f32):
+    %m = arith.mulf %p, %q : f32
+    %e = math.exp %m : f32
+    %s = arith.addf %r, %e : f32
+    linalg.yield %s : f32
+  }
+  linalg.generic {indexing_maps = [#a, #b, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %ws : memref<?x64xf32>, memref<48x64xf32, strided<[1, 48]>>) outs(%y : memref<?x48xf32>) {
+  ^bb0(%p: f32, %q: f32, %r: f32):
+    %m = arith.mulf %p, %q : f32
+    %s = arith.addf %r, %m : f32
+    linalg.yield %s : f32
+  }
+  %t = linalg.generic {indexing_maps = [#a, #b, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%tx, %tw : tensor<?x64xf32>, tensor<48x64xf32>) outs(%ty : tensor<?x48xf32>) {
+  ^bb0(%p: f32, %q: f32, %r: f32):
+    %m = arith.mulf %p, %q : f32
+    %s = arith.addf %r, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<?x48xf32>
+  return %t : tensor<?x48xf32>
+}
