@@ -5,7 +5,8 @@
 // operands are function arguments, lowers it with meshfold's own CPU pipeline
 // (buildLowerToCPUPipeline, the one meshfold-compile runs), JIT-compiles it
 // with MLIR's ExecutionEngine at the compile driver's optimisation level and
-// target CPU, and times calls: median of --reps after a warm-up call.
+// target CPU, and times calls: median of --reps after a warm-up call (fewer
+// when they reach --max-seconds; only the warm-up when it alone does).
 //
 //   cpu-ops [--tokens T] [--reps R] [--classes linear,router,...]
 //           [--max-seconds S] [--mcpu CPU] [-O N] [--shared-libs a.so,b.so]
@@ -380,7 +381,12 @@ double timeCase(MLIRContext &ctx, OpCase &c,
       at += 3 + 2 * rank;
     }
   };
-  call(); // warm-up
+  // A warm-up call; one that took --max-seconds is the only measurement.
+  double t0 = now();
+  call();
+  double warm = now() - t0;
+  if (warm >= maxSeconds)
+    return warm;
   std::vector<double> times;
   double spent = 0;
   for (unsigned r = 0; r < std::max(1u, unsigned(reps)); ++r) {

@@ -16,6 +16,7 @@
 import argparse
 import gc
 import json
+import re
 import statistics
 import sys
 import time
@@ -35,54 +36,71 @@ def median_time(fn, reps):
 
 def hf_state_dict(weights, model):
     """The checkpoint (HF Mixtral names, one tensor per expert matrix) in the
-    names and layout of `model`: recent transformers stack the experts into
-    `experts.gate_up_proj` [E, 2*ffn, d] and `experts.down_proj` [E, d, ffn]
-    and may call the block `mlp`."""
+    names and layout of `model`: transformers 5 calls the block `mlp` and
+    stacks the experts into `experts.gate_up_proj` [E, 2*ffn, d] (w1 then w3)
+    and `experts.down_proj` [E, d, ffn] (w2)."""
     from safetensors.torch import load_file
 
     ckpt = load_file(weights)
-    want = model.state_dict()
+    want = {k: v.shape for k, v in model.state_dict().items()}
     if set(want) == set(ckpt):
         return ckpt
     out = {}
-    for name in want:
+    for name, shape in want.items():
         if name in ckpt:
-            out[name] = ckpt[name]
+            out[name] = ckpt.pop(name)
             continue
-        prefix, _, leaf = name.rpartition(".experts.")
-        layer = prefix.rsplit(".", 1)[0]  # model.layers.{i}
-        old = layer + ".block_sparse_moe"
-        if name.endswith(".gate.weight") and old + ".gate.weight" in ckpt:
-            out[name] = ckpt[old + ".gate.weight"]
-            continue
-        n = sum(1 for k in ckpt if k.startswith(old + ".experts.") and
-                k.endswith(".w1.weight"))
+        m = re.fullmatch(r"(model\.layers\.\d+)\.mlp\.(.*)", name)
+        if not m:
+            sys.exit(f"cpu-prefill.py: no checkpoint tensor for '{name}'")
+        old, leaf = m.group(1) + ".block_sparse_moe", m.group(2)
 
         def stack(w):
-            return torch.stack([ckpt[f"{old}.experts.{e}.{w}.weight"]
-                                for e in range(n)])
+            keys = [f"{old}.experts.{e}.{w}.weight" for e in range(shape[0])]
+            return torch.stack([ckpt.pop(k) for k in keys])
 
-        if leaf == "gate_up_proj":
-            gate_up = torch.cat([stack("w1"), stack("w3")], dim=1)
-            if want[name].shape != gate_up.shape:
-                gate_up = gate_up.transpose(1, 2)
-            out[name] = gate_up.contiguous()
-        elif leaf == "down_proj":
-            down = stack("w2")
-            if want[name].shape != down.shape:
-                down = down.transpose(1, 2)
-            out[name] = down.contiguous()
+        if leaf == "gate.weight":
+            out[name] = ckpt.pop(old + ".gate.weight")
+        elif leaf == "experts.gate_up_proj":
+            out[name] = torch.cat([stack("w1"), stack("w3")], dim=1)
+        elif leaf == "experts.down_proj":
+            out[name] = stack("w2")
         else:
             sys.exit(f"cpu-prefill.py: no checkpoint tensor for '{name}'")
+        gc.collect()
     for name, t in out.items():
-        if t.shape != want[name].shape:
-            sys.exit(f"cpu-prefill.py: '{name}' is {tuple(t.shape)} in the "
-                     f"checkpoint, {tuple(want[name].shape)} in the model")
+        if t.shape != want[name]:
+            sys.exit(f"cpu-prefill.py: '{name}' is {tuple(t.shape)} from the "
+                     f"checkpoint, {tuple(want[name])} in the model")
+    if ckpt:
+        sys.exit("cpu-prefill.py: checkpoint tensors the model lacks: " +
+                 ", ".join(sorted(ckpt)[:5]))
     return out
 
 
+def build_model(config, weights):
+    """The model with the checkpoint's weights, built on the meta device so
+    that only one copy of the weights is ever in memory; the buffers that
+    are not in a state dict (RoPE's inverse frequencies) are made anew."""
+    from transformers import MixtralForCausalLM
+
+    with torch.device("meta"):
+        model = MixtralForCausalLM(config)
+    model.load_state_dict(hf_state_dict(weights, model), strict=True,
+                          assign=True)
+    for name, module in list(model.named_modules()):
+        if any(b.is_meta for b in module.buffers(recurse=False)):
+            if not type(module).__name__.endswith("RotaryEmbedding"):
+                sys.exit(f"cpu-prefill.py: buffer of '{name}' not loaded")
+            parent, _, leaf = name.rpartition(".")
+            setattr(model.get_submodule(parent), leaf, type(module)(config))
+    if any(t.is_meta for t in list(model.parameters()) + list(model.buffers())):
+        sys.exit("cpu-prefill.py: some weights were not loaded")
+    return model.to(torch.float32).eval()
+
+
 def peer(args):
-    from transformers import MixtralConfig, MixtralForCausalLM
+    from transformers import MixtralConfig
     from safetensors.torch import save_file
 
     torch.set_num_threads(args.threads)
@@ -92,9 +110,7 @@ def peer(args):
     input_ids = torch.tensor([ids], dtype=torch.long)
 
     t0 = time.perf_counter()
-    model = MixtralForCausalLM(config).to(torch.float32).eval()
-    model.load_state_dict(hf_state_dict(args.weights, model), strict=True,
-                          assign=True)
+    model = build_model(config, args.weights)
     gc.collect()
     print(f"peer_load_s {time.perf_counter() - t0:.6f}")
     print(f"peer_attn {model.config._attn_implementation}")
@@ -177,11 +193,12 @@ def info(_):
     print(f"info_transformers {transformers.__version__}")
     print(f"info_mkldnn {torch.backends.mkldnn.is_available()}")
     print(f"info_mkl {torch.backends.mkl.is_available()}")
-    config = torch.__config__.show()
-    blas = [line.strip() for line in config.splitlines()
-            if "BLAS_INFO" in line or "LAPACK_INFO" in line
-            or "USE_MKLDNN" in line]
-    print("info_config " + "; ".join(blas).replace(" ", ""))
+    # The build settings that say which BLAS and threading torch uses.
+    keys = ("BLAS_INFO", "LAPACK_INFO", "USE_MKL", "USE_MKLDNN", "USE_OPENMP")
+    settings = re.findall(r"(\w+)=([^,\s]*)", torch.__config__.show())
+    print("info_config " + ",".join(f"{k}={v}" for k, v in settings
+                                    if k in keys))
+    print(f"info_threads {torch.get_num_threads()}")
 
 
 def main():

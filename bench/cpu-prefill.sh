@@ -84,17 +84,29 @@ export OMP_NUM_THREADS="$threads"
 say() { printf '[cpu-prefill %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 # The venv with torch, transformers and safetensors, made once. PyPI's torch
-# for Linux x86-64 is the CUDA build and depends on some GB of CUDA packages
-# it does not need on the CPU: install it without dependencies, then its small
-# pure-Python ones (transformers brings the rest).
+# for Linux x86-64 is the CUDA build: it does not import without the CUDA
+# libraries it links (cudart, cuBLAS, cuDNN, NCCL, ...; about 3 GB), so those
+# are installed as torch pins them, but not triton (torch.compile's) nor
+# cuda-bindings (Python bindings), which a CPU forward does not use.
 venv="$build/bench-venv"
 py="$venv/bin/python"
 if [[ ! -f "$venv/.cpu-prefill-ready" ]]; then
-  say "making the Python venv $venv (torch, transformers, safetensors from PyPI)"
+  say "making the Python venv $venv (torch, transformers, safetensors from PyPI; some GB)"
   [[ -x "$py" ]] || python3 -m venv "$venv"
   "$py" -m pip install --quiet --no-deps torch
-  "$py" -m pip install --quiet filelock typing-extensions sympy networkx jinja2 \
-    fsspec numpy transformers safetensors
+  "$py" -m pip install --quiet packaging
+  "$py" - > "$venv/torch-deps.txt" <<'EOF'
+import importlib.metadata as md
+from packaging.requirements import Requirement
+for line in md.requires("torch") or []:
+    req = Requirement(line)
+    if req.marker and not req.marker.evaluate({"extra": ""}):
+        continue
+    if req.name not in ("triton", "cuda-bindings"):
+        print(line.split(";")[0].strip())
+EOF
+  "$py" -m pip install --quiet -r "$venv/torch-deps.txt"
+  "$py" -m pip install --quiet transformers safetensors numpy
   "$py" -c 'import torch, transformers, safetensors' ||
     { echo "cpu-prefill.sh: the venv $venv cannot import torch/transformers" >&2; exit 1; }
   touch "$venv/.cpu-prefill-ready"
