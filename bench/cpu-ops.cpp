@@ -5,8 +5,9 @@
 // operands are function arguments, lowers it with meshfold's own CPU pipeline
 // (buildLowerToCPUPipeline, the one meshfold-compile runs), JIT-compiles it
 // with MLIR's ExecutionEngine at the compile driver's optimisation level and
-// target CPU, and times calls: median of --reps after a warm-up call (fewer
-// when they reach --max-seconds; only the warm-up when it alone does).
+// target CPU, and times calls: median of --reps samples after a warm-up call
+// (fewer when they reach --max-seconds; only the warm-up when it alone does;
+// a sample of a short op averages enough calls to last 50 ms).
 //
 //   cpu-ops [--tokens T] [--reps R] [--classes linear,router,...]
 //           [--max-seconds S] [--mcpu CPU] [-O N] [--shared-libs a.so,b.so]
@@ -387,14 +388,17 @@ double timeCase(MLIRContext &ctx, OpCase &c,
   double warm = now() - t0;
   if (warm >= maxSeconds)
     return warm;
+  // A sample of a short op averages enough calls to last 50 ms.
+  int calls = std::max(1, int(0.05 / std::max(warm, 1e-9)));
   std::vector<double> times;
   double spent = 0;
   for (unsigned r = 0; r < std::max(1u, unsigned(reps)); ++r) {
     double t0 = now();
-    call();
-    double dt = now() - t0;
+    for (int i = 0; i < calls; ++i)
+      call();
+    double dt = (now() - t0) / calls;
     times.push_back(dt);
-    spent += dt;
+    spent += dt * calls;
     if (spent >= maxSeconds)
       break;
   }

@@ -6,7 +6,8 @@
       warm-up) and writes the last position's logits to OUT as `logits`.
   cpu-prefill.py ops T --threads N --reps R
       torch sgemm on the op classes' shapes at T tokens: one line
-      `op CLASS FLOPS SECONDS` per class (median of R).
+      `op CLASS FLOPS SECONDS` per class (median of R samples; a sample of
+      a short op averages enough calls to last 50 ms).
   cpu-prefill.py check MESHFOLD_OUT PEER_OUT
       next-token argmax and the last position's logits of both.
   cpu-prefill.py info
@@ -24,13 +25,18 @@ import time
 import torch
 
 
-def median_time(fn, reps):
+def median_time(fn, reps, min_sample_s=0.0):
+    """Median seconds of a call over `reps` samples after a warm-up call; a
+    sample times enough calls to last `min_sample_s` (for short ops)."""
+    t0 = time.perf_counter()
     fn()  # warm-up
+    calls = max(1, int(min_sample_s / max(time.perf_counter() - t0, 1e-9)))
     times = []
     for _ in range(reps):
         t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
+        for _ in range(calls):
+            fn()
+        times.append((time.perf_counter() - t0) / calls)
     return statistics.median(times)
 
 
@@ -146,7 +152,7 @@ def ops(args):
     causal = 2 * 2 * heads * dh * t * (t + 1) // 2
 
     def run(name, flops, fns):
-        secs = sum(median_time(fn, args.reps) for fn in fns)
+        secs = sum(median_time(fn, args.reps, 0.05) for fn in fns)
         print(f"op {name} {flops} {secs:.9f}")
 
     run("linear", 2 * t * d * (2 * heads * dh + 2 * kv * dh),

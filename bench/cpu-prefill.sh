@@ -229,15 +229,18 @@ echo "cpu-prefill: Mixtral-shaped, $layers layers, hidden 1024, ffn 2816, 16/8 h
 echo "  threads: transformers $threads, meshfold $mf_threads; medians of $reps runs; compile $(printf '%.1f' "$compile_s") s"
 echo "  torch ${info[info_torch]:-?}, transformers ${info[info_transformers]:-?}, attention '${hf_attn:-?}', mkldnn(oneDNN) ${info[info_mkldnn]:-?}, mkl ${info[info_mkl]:-?}; ${info[info_config]:-}"
 echo "  meshfold load = a 1-token run (weights, setup, 1 token); excl. load = full run - that"
-printf '%6s %12s %10s %12s %12s %10s %10s %13s %9s %11s %9s %6s\n' T "mf s(incl)" "mf load" "mf s(excl)" "hf s" "hf load" "mf/hf spd" "mf MB(1tok)" "hf MB" "argmax m/h" "rel err" agree
+echo "  spd = transformers' forward time / meshfold's time (incl. / excl. load): above 1, meshfold is faster"
+echo "  MB = peak RSS (meshfold: full run/1-token run; transformers: the whole process, torch included)"
+printf '%6s %11s %9s %11s %10s %8s %10s %10s %11s %7s %11s %9s %5s\n' T "mf s(incl)" "mf load" "mf s(excl)" "hf s" "hf load" "spd(incl)" "spd(excl)" "mf MB" "hf MB" "argmax m/h" "rel err" agree
 for row in "${results[@]}"; do
   read -r t mf_s mf_load mf_excl hf_s hf_load mf_rss mf_load_rss hf_rss argmax relerr agree <<< "$row"
   awk -v t="$t" -v a="$mf_s" -v l="$mf_load" -v e="$mf_excl" -v h="$hf_s" -v hl="$hf_load" \
       -v mr="$mf_rss" -v ml="$mf_load_rss" -v hr="$hf_rss" -v am="$argmax" -v re="$relerr" -v ag="$agree" 'BEGIN {
-    printf "%6d %12s %10s %12s %12.4f %10.2f %10s %13s %9d %11s %9s %6s\n", t,
+    printf "%6d %11s %9s %11s %10.4f %8.2f %10s %10s %11s %7d %11s %9s %5s\n", t,
       (a == "-" ? "-" : sprintf("%.3f", a)), (l == "-" ? "-" : sprintf("%.3f", l)),
       (e == "-" ? "-" : sprintf("%.3f", e)), h, hl,
       (a == "-" ? "-" : sprintf("%.4fx", h / a)),
+      (e == "-" || e <= 0 ? "-" : sprintf("%.4fx", h / e)),
       (mr == "-" ? "-" : sprintf("%d/%d", mr / 1024, ml / 1024)),
       hr / 1024, am, re, ag }'
 done
