@@ -11,6 +11,7 @@
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/LegacyPassManager.h"
 #include "llvm/IR/Module.h"
+#include "llvm/MC/MCSubtargetInfo.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/FileSystem.h"
@@ -36,15 +37,14 @@ makeTargetMachine(const CodegenOptions &options, std::string &error) {
       llvm::TargetRegistry::lookupTarget(triple, error);
   if (!target)
     return nullptr;
-  std::string cpu = options.cpu == "native"
-                        ? std::string(llvm::sys::getHostCPUName())
-                        : options.cpu;
+  const std::string &cpu = options.cpu;
   llvm::CodeGenOptLevel level =
       options.optLevel >= 3   ? llvm::CodeGenOptLevel::Aggressive
       : options.optLevel == 0 ? llvm::CodeGenOptLevel::None
                               : llvm::CodeGenOptLevel::Default;
   std::unique_ptr<llvm::TargetMachine> tm(
-      target->createTargetMachine(triple, cpu, "", llvm::TargetOptions(),
+      target->createTargetMachine(triple, cpu, options.features,
+                                  llvm::TargetOptions(),
                                   llvm::Reloc::PIC_, std::nullopt, level));
   if (!tm)
     error = "cannot create a target machine for " + triple.str() + " / " + cpu;
@@ -93,6 +93,41 @@ translate(ModuleOp module, llvm::LLVMContext &llvmCtx, llvm::TargetMachine &tm,
   return llvmModule;
 }
 } // namespace
+
+FailureOr<HostTarget> meshfold::resolveHostTarget(llvm::StringRef cpu,
+                                                  std::string &error) {
+  llvm::InitializeNativeTarget();
+  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return failure();
+  HostTarget host;
+  if (cpu == "native") {
+    host.cpu = llvm::sys::getHostCPUName().str();
+    llvm::SubtargetFeatures features;
+    for (const llvm::StringMapEntry<bool> &f : llvm::sys::getHostCPUFeatures())
+      features.AddFeature(f.first(), f.second);
+    host.features = features.getString();
+  } else {
+    host.cpu = cpu.str();
+  }
+  // Checked against the target's table first: creating a subtarget for an
+  // unknown name only warns and falls back to a generic CPU.
+  std::unique_ptr<llvm::MCSubtargetInfo> generic(
+      target->createMCSubtargetInfo(triple, "", ""));
+  if (!generic || !generic->isCPUStringValid(host.cpu)) {
+    error = "--cpu: '" + cpu.str() + "' is not a CPU of " + triple.str() +
+            " (try native, x86-64, x86-64-v3 or x86-64-v4)";
+    return failure();
+  }
+  std::unique_ptr<llvm::MCSubtargetInfo> sti(
+      target->createMCSubtargetInfo(triple, host.cpu, host.features));
+  host.vectorBits = sti->checkFeatures("+avx512f") ? 512
+                    : sti->checkFeatures("+avx")   ? 256
+                                                   : 128;
+  return host;
+}
 
 LogicalResult meshfold::emitLLVMIR(ModuleOp module, llvm::raw_ostream &os,
                                    const CodegenOptions &options,

@@ -354,17 +354,24 @@ struct LMHeadLowering : OpConversionPattern<LMHeadOp> {
           pos = adaptor.getPositions();
     Type elt = op.getType().getElementType();
     auto [found, rowIdx] = findRow(b, loc, pos, adaptor.getLast());
-    Value res = generic(
-        b, loc, {w}, {zeros(b, loc, op.getType(), {})},
-        {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0})}, {kPar, kRed},
-        [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value xv = tensor::ExtractOp::create(
-              nb, l, x, ValueRange{rowIdx, idx(nb, l, 1)});
-          xv = arith::SelectOp::create(nb, l, found, xv, cstF(nb, l, elt, 0.0));
-          Value m = arith::MulFOp::create(nb, l, xv, widen(nb, l, a[0], elt));
-          linalg::YieldOp::create(nb, l,
-                                  Value(arith::AddFOp::create(nb, l, a[1], m)));
-        })[0];
+    // The last position's row (zeros when this rank does not hold it), then
+    // logits[v] = sum_d row[d] * w[v, d]: a contraction on two contiguous
+    // operands, which the CPU target's kernels tile.
+    auto rowType = tensorOf({dimOf(w, 1)}, elt);
+    Value row = generic(b, loc, {}, {makeEmpty(b, loc, rowType, {})},
+                        {pick(ctx, 1, {0})}, {kPar},
+                        [&](OpBuilder &nb, Location l, ValueRange) {
+                          Value xv = tensor::ExtractOp::create(
+                              nb, l, x, ValueRange{rowIdx, idx(nb, l, 0)});
+                          linalg::YieldOp::create(
+                              nb, l,
+                              Value(arith::SelectOp::create(
+                                  nb, l, found, xv, cstF(nb, l, elt, 0.0))));
+                        })[0];
+    Value res =
+        generic(b, loc, {row, w}, {zeros(b, loc, op.getType(), {})},
+                {pick(ctx, 2, {1}), pick(ctx, 2, {0, 1}), pick(ctx, 2, {0})},
+                {kPar, kRed}, multiplyAccumulate)[0];
     rewriter.replaceOp(op, res);
     return success();
   }

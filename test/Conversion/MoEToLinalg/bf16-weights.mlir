@@ -57,7 +57,7 @@
 // LM head: bf16 weight, f32 logits.
 // CHECK: %[[H:.+]] = mf.weight 7, "lm_head.weight" : memref<16x8xbf16>
 // CHECK: %[[HT:.+]] = bufferization.to_tensor %[[H]]
-// CHECK: linalg.generic {{.*}} ins(%[[HT]] : tensor<16x8xbf16>) outs(%{{.+}} : tensor<16xf32>)
+// CHECK: linalg.generic {{.*}} ins(%{{.+}}, %[[HT]] : tensor<8xf32>, tensor<16x8xbf16>) outs(%{{.+}} : tensor<16xf32>)
 // CHECK: arith.extf %{{.+}} : bf16 to f32
 
 // CHECK-NOT: moe.

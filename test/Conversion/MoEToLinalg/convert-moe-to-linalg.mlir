@@ -125,9 +125,12 @@ func.func @experts(%x: tensor<?x64xf32>, %w: tensor<?x2xf32>, %i: tensor<?x2xi64
 // CHECK: %[[FOUND:.+]] = arith.cmpi sge, %[[ROW]], %{{.+}} : i64
 // CHECK: %[[SAFE:.+]] = arith.select %[[FOUND]], %[[ROW]], %{{.+}} : i64
 // CHECK: %[[R:.+]] = arith.index_cast %[[SAFE]] : i64 to index
-// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%[[W]] : tensor<512x64xf32>)
+// CHECK: %[[XROW:.+]] = linalg.generic {{.*}} iterator_types = ["parallel"]} outs(%{{.+}} : tensor<64xf32>)
 // CHECK: %[[XV:.+]] = tensor.extract %[[X]][%[[R]], %{{.+}}] : tensor<?x64xf32>
 // CHECK: arith.select %[[FOUND]], %[[XV]], %{{.+}} : f32
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%[[XROW]], %[[W]] : tensor<64xf32>, tensor<512x64xf32>)
+// CHECK: arith.mulf
+// CHECK-NEXT: arith.addf
 // CHECK: -> tensor<512xf32>
 // CHECK-NOT: moe.
 func.func @lm_head(%x: tensor<?x64xf32>, %w: tensor<512x64xf32>, %p: tensor<?xi64>, %last: index) -> tensor<512xf32> {
