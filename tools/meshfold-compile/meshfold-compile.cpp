@@ -110,9 +110,17 @@ static cl::opt<std::string> cudaToolkit(
     cl::init(MESHFOLD_CUDA_ROOT), cl::cat(cat));
 static cl::opt<unsigned> optLevel("O", cl::desc("LLVM optimisation level"),
                                   cl::init(2), cl::Prefix, cl::cat(cat));
-static cl::opt<std::string> mcpu("mcpu",
-                                 cl::desc("Host CPU to tune for (or native)"),
-                                 cl::init("x86-64"), cl::cat(cat));
+static cl::opt<std::string>
+    cpu("cpu",
+        cl::desc("CPU the program runs on: native (default: this machine's, "
+                 "with all its features) or an LLVM CPU name such as "
+                 "x86-64-v3, x86-64-v4, znver4, sapphirerapids; the "
+                 "contraction kernels are tiled for its vector width"),
+        cl::init("native"), cl::cat(cat));
+static cl::alias mcpu("mcpu", cl::desc("Alias for --cpu"), cl::aliasopt(cpu),
+                      cl::cat(cat));
+/// --cpu, resolved by checkTargetFlags.
+static HostTarget host;
 static cl::opt<std::string> runtimeDir(
     "runtime-dir",
     cl::desc("Directory holding libmfrt.a (default: ../lib beside this tool)"),
@@ -246,6 +254,11 @@ static LogicalResult checkTargetFlags() {
     return fail("--weight-dtype must be f32 or bf16, got '" + weightDType +
                 "'");
   resolveWeightDType();
+  std::string error;
+  FailureOr<HostTarget> resolved = resolveHostTarget(cpu, error);
+  if (failed(resolved))
+    return fail(error);
+  host = *resolved;
   if (emit == Emit::PTX && target != "cuda")
     return fail("--emit ptx needs --target cuda");
   if (target != "cuda")
@@ -409,6 +422,7 @@ static LogicalResult lower(ModuleOp module, const StageTimer &stage) {
     CPUPipelineOptions options;
     options.weightDType = weightDType;
     options.gpuLoops = gpuLoopsOnCPU;
+    options.vectorBits = host.vectorBits;
     buildLowerToCPUPipeline(pm, options);
   }
   if (failed(pm.run(module)))
@@ -510,7 +524,8 @@ static LogicalResult writeOutput(ModuleOp module, llvm::StringRef rtDir,
     return writePTX(module, stage);
   CodegenOptions cg;
   cg.optLevel = optLevel;
-  cg.cpu = mcpu;
+  cg.cpu = host.cpu;
+  cg.features = host.features;
   if (emit == Emit::MLIR || emit == Emit::LLVM)
     return writeIR(module, cg, stage);
   if (emit == Emit::Obj)

@@ -14,9 +14,26 @@ namespace meshfold {
 struct CodegenOptions {
   /// LLVM optimisation level 0-3.
   unsigned optLevel = 2;
-  /// Target CPU for the host code ("native" for this machine's).
+  /// Target CPU for the host code, an LLVM CPU name (see resolveHostTarget).
   std::string cpu = "x86-64";
+  /// Its features, "+avx2,+fma,..." (empty: the CPU's own).
+  std::string features;
 };
+
+/// The CPU a program is compiled for.
+struct HostTarget {
+  std::string cpu;
+  std::string features;
+  /// Width of its vector registers: 512 with AVX-512, 256 with AVX, else
+  /// 128.
+  int64_t vectorBits = 128;
+};
+
+/// Resolves `cpu`, "native" (this machine's CPU and every feature it has)
+/// or a CPU name of the default target triple ("x86-64-v3", "znver4").
+/// Fails, with `error` naming the CPU, on a name the target does not know.
+mlir::FailureOr<HostTarget> resolveHostTarget(llvm::StringRef cpu,
+                                              std::string &error);
 
 /// Translates an LLVM-dialect module to LLVM IR, optimises it and writes it as
 /// text to `os`. Sets `error` and fails on any problem.
