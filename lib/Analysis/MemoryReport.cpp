@@ -5,6 +5,9 @@
 #include "meshfold/Dialect/MoE/IR/MoE.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+
+#include "llvm/ADT/MapVector.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Format.h"
@@ -31,6 +34,118 @@ int64_t meshfold::parseByteSize(StringRef text) {
   if (text.trim().getAsDouble(value) || !(value > 0))
     return -1;
   return int64_t(value * double(scale));
+}
+
+/// Bytes of a tensor `v` with each dynamic dim `dynamic` long; 0 for
+/// anything else.
+static int64_t tensorBytes(Value v, int64_t dynamic) {
+  auto type = dyn_cast<RankedTensorType>(v.getType());
+  if (!type)
+    return 0;
+  int64_t n = 1;
+  for (int64_t d : type.getShape())
+    n *= ShapedType::isDynamic(d) ? dynamic : d;
+  return n * std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+}
+
+/// The temporaries `op`'s lowering allocates besides its results, for
+/// `tokens` tokens and `rows` dispatched rows (convert-moe-to-linalg).
+static int64_t transientBytes(Operation *op, int64_t tokens, int64_t rows,
+                              int64_t topK) {
+  constexpr int64_t f32 = 4, i64 = 8;
+  // Grouped experts: every (row, slot) in expert order ([slots, d] results
+  // and the permutation), one expert's rows and hidden states at a time.
+  auto grouped = [&](int64_t slots, int64_t experts, int64_t ffn, int64_t d) {
+    int64_t perExpert = (slots + experts - 1) / experts;
+    return slots * d * f32 + 2 * slots * i64 + perExpert * d * f32 +
+           3 * perExpert * ffn * f32;
+  };
+  if (auto router = dyn_cast<moe::RouterOp>(op))
+    return tokens * router.getGate().getType().getDimSize(0) * f32 +
+           2 * topK * tokens * i64;
+  if (auto experts = dyn_cast<moe::ExpertsOp>(op)) {
+    auto w1 = experts.getW1().getType();
+    return grouped(tokens * topK, w1.getDimSize(0), w1.getDimSize(1),
+                   w1.getDimSize(2));
+  }
+  if (auto ffn = dyn_cast<moe::ExpertFFNOp>(op)) {
+    auto w1 = ffn.getW1().getType();
+    return grouped(rows, w1.getDimSize(0), w1.getDimSize(1), w1.getDimSize(2));
+  }
+  if (isa<moe::RMSNormOp>(op))
+    return tokens * f32;
+  return 0;
+}
+
+int64_t meshfold::estimateActivationPeak(func::FuncOp fn, int64_t tokens) {
+  int64_t topK = 1;
+  fn.walk([&](moe::RouterOp r) {
+    topK = std::max<int64_t>(topK, int64_t(r.getTopK()));
+  });
+  int64_t rows = tokens * topK;
+
+  SmallVector<Operation *> ops;
+  DenseMap<Operation *, int64_t> order;
+  fn.walk<WalkOrder::PreOrder>([&](Operation *op) {
+    if (op == fn.getOperation())
+      return;
+    order[op] = int64_t(ops.size());
+    ops.push_back(op);
+  });
+  // The buffer a value lives in: a reshape's and a layer argument's are
+  // those of their source.
+  DenseMap<Value, Value> source;
+  auto bufferOf = [&](Value v) {
+    for (auto it = source.find(v); it != source.end(); it = source.find(v))
+      v = it->second;
+    return v;
+  };
+  struct Span {
+    int64_t bytes, first, last;
+  };
+  llvm::MapVector<Value, Span> spans;
+  auto define = [&](Value v, int64_t at, int64_t dynamic) {
+    if (int64_t bytes = tensorBytes(v, dynamic))
+      spans.insert({v, Span{bytes, at, at}});
+  };
+  for (BlockArgument arg : fn.getArguments())
+    define(arg, 0, tokens);
+  for (Operation *op : ops) {
+    if (auto layer = dyn_cast<moe::LayerOp>(op))
+      for (auto [arg, in] :
+           llvm::zip(layer.getBody().getArguments(), layer.getInputs()))
+        source[arg] = in;
+    if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp, tensor::CastOp>(
+            op)) {
+      source[op->getResult(0)] = op->getOperand(0);
+      continue;
+    }
+    if (isa<moe::ParamOp>(op))
+      continue;
+    // A layer's results exist from its end; everything else from its op.
+    int64_t at = order[op];
+    if (op->getNumRegions() && !op->getRegion(0).empty())
+      at = order[op->getRegion(0).back().getTerminator()];
+    int64_t dynamic = isa<mf::DispatchOp, moe::ExpertFFNOp>(op) ? rows : tokens;
+    for (Value r : op->getResults())
+      define(r, at, dynamic);
+  }
+  for (Operation *op : ops)
+    for (Value v : op->getOperands()) {
+      auto it = spans.find(bufferOf(v));
+      if (it != spans.end())
+        it->second.last = std::max(it->second.last, order[op]);
+    }
+
+  int64_t peak = 0;
+  for (Operation *op : ops) {
+    int64_t at = order[op], live = transientBytes(op, tokens, rows, topK);
+    for (auto &[v, span] : spans)
+      if (span.first <= at && at <= span.last)
+        live += span.bytes;
+    peak = std::max(peak, live);
+  }
+  return peak;
 }
 
 FailureOr<std::vector<RankMemory>>
@@ -77,6 +192,7 @@ meshfold::computeMemoryReport(ModuleOp module, int64_t maxPrompt,
       m.kvBytes +=
           2 * tokens * k.getDimSize(1) * k.getDimSize(2) * bytesPerElement;
     });
+    m.activationBytes = estimateActivationPeak(fn, tokens);
     out.push_back(m);
   }
   return out;
@@ -89,22 +205,23 @@ static double toGB(int64_t bytes) { return double(bytes) / 1e9; }
 static const RankMemory &findLargestRank(ArrayRef<RankMemory> memory) {
   const RankMemory *largest = &memory.front();
   for (const RankMemory &m : memory)
-    if (m.weightBytes + m.kvBytes > largest->weightBytes + largest->kvBytes)
+    if (m.totalBytes() > largest->totalBytes())
       largest = &m;
   return *largest;
 }
 
 void meshfold::printMemoryReport(raw_ostream &os, ArrayRef<RankMemory> memory,
                                  StringRef dtype, int64_t maxPrompt) {
-  os << llvm::format(
-      "memory per rank (%s, KV cache for a %lld-token prompt):\n",
-      dtype.str().c_str(), (long long)maxPrompt);
-  os << "  rank stage  weights (bytes)  KV cache (bytes)     total GB\n";
+  os << llvm::format("memory per rank (%s, KV cache and f32 activations for "
+                     "a %lld-token prompt):\n",
+                     dtype.str().c_str(), (long long)maxPrompt);
+  os << "  rank stage  weights (bytes)  KV cache (bytes)  activations (bytes)"
+        "     total GB\n";
   for (const RankMemory &m : memory)
-    os << llvm::format("  %4lld %5lld %16lld %17lld %12.3f\n",
+    os << llvm::format("  %4lld %5lld %16lld %17lld %20lld %12.3f\n",
                        (long long)m.rank, (long long)m.stage,
                        (long long)m.weightBytes, (long long)m.kvBytes,
-                       toGB(m.weightBytes + m.kvBytes));
+                       (long long)m.activationBytes, toGB(m.totalBytes()));
 }
 
 LogicalResult meshfold::checkDeviceMemory(ArrayRef<RankMemory> memory,
@@ -112,13 +229,15 @@ LogicalResult meshfold::checkDeviceMemory(ArrayRef<RankMemory> memory,
                                           StringRef deviceMemory,
                                           std::string &error) {
   const RankMemory &largest = findLargestRank(memory);
-  int64_t need = largest.weightBytes + largest.kvBytes;
+  int64_t need = largest.totalBytes();
   if (deviceBytes <= 0 || need <= deviceBytes)
     return success();
   error = llvm::formatv("rank {0} needs {1:F3} GB (weights {2:F3} GB, KV cache "
-                        "{3:F3} GB), more than the device memory {4}",
+                        "{3:F3} GB, activations {4:F3} GB), more than the "
+                        "device memory {5}",
                         largest.rank, toGB(need), toGB(largest.weightBytes),
-                        toGB(largest.kvBytes), deviceMemory)
+                        toGB(largest.kvBytes), toGB(largest.activationBytes),
+                        deviceMemory)
               .str();
   return failure();
 }

@@ -3,6 +3,7 @@
 #ifndef MESHFOLD_ANALYSIS_MEMORYREPORT_H
 #define MESHFOLD_ANALYSIS_MEMORYREPORT_H
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 
 #include "llvm/ADT/ArrayRef.h"
@@ -18,20 +19,35 @@ struct RankMemory {
   /// Bytes of the weights the rank holds (its slices) and of its KV cache
   /// for one prompt of the given length.
   int64_t weightBytes = 0, kvBytes = 0;
+  /// The most bytes of activations alive at once for that prompt (f32, as
+  /// the program computes; buffers freed after their last use), see
+  /// estimateActivationPeak.
+  int64_t activationBytes = 0;
+  int64_t totalBytes() const { return weightBytes + kvBytes + activationBytes; }
 };
 
+/// The peak of the activations of `fn` (a rank's function of moe and mf ops)
+/// on a prompt whose rank holds `tokens` tokens: op by op in program order,
+/// the tensors defined and still to be used (a reshape shares its source's
+/// buffer, weights are not activations), plus the temporaries the op's own
+/// lowering allocates (the router's logits, the experts' grouped rows and
+/// hidden states; attention's tiles are negligible). A dynamic dim is the
+/// rank's token count, `tokens` x top-k for the rows EP dispatch delivers
+/// (uniform routing).
+int64_t estimateActivationPeak(mlir::func::FuncOp fn, int64_t tokens);
+
 /// The memory of every rank of a partitioned module (one rank when it has no
-/// plan): the weight slices its stage's function reads, and K/V for the
-/// tokens it holds of a `maxPrompt`-token prompt (padding included), at
-/// `bytesPerElement` per element.
+/// plan): the weight slices its stage's function reads, K/V for the tokens
+/// it holds of a `maxPrompt`-token prompt (padding included), at
+/// `bytesPerElement` per element, and the activation peak for that prompt.
 mlir::FailureOr<std::vector<RankMemory>>
 computeMemoryReport(mlir::ModuleOp module, int64_t maxPrompt,
                     int64_t bytesPerElement, llvm::StringRef entry = "prefill");
 
 /// Prints `memory` as the table of `meshfold-compile --report memory`: a
 /// heading naming `dtype` (the element type the bytes assume) and
-/// `maxPrompt`, then one line per rank with its stage, weight and KV-cache
-/// bytes and their total in GB.
+/// `maxPrompt`, then one line per rank with its stage, weight, KV-cache and
+/// activation bytes and their total in GB.
 void printMemoryReport(llvm::raw_ostream &os, llvm::ArrayRef<RankMemory> memory,
                        llvm::StringRef dtype, int64_t maxPrompt);
 
