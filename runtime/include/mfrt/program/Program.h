@@ -20,6 +20,7 @@
 #include "mfrt/mfrt.h"
 #include "mfrt/program/ProgramRank.h"
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -116,6 +117,13 @@ int64_t groupOf(std::map<std::string, int64_t> &cache, const std::string &axes);
 /// Loads this rank's slice of every weight, in the storage type the
 /// manifest names for it.
 void loadWeights(ProgramRank &rs, std::map<std::string, int64_t> &groups);
+/// On a terminal: once the ranks' loading has taken a second, a line
+/// "loading weights: 42% (600 MB of 1.4 GB)" updated in place until it is
+/// done or `stop` is set.
+void showLoadProgress(std::atomic<bool> &stop);
+/// Whether the progress line is on the terminal, unfinished (an error then
+/// starts a new line).
+bool progressLineOpen();
 
 //===----------------------------------------------------------------------===//
 // The outputs (Outputs.cpp)
