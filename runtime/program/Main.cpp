@@ -34,6 +34,8 @@ int main(int argc, char **argv) {
   prog.collectOutputs = launch.backend != MFRT_BACKEND_LOCAL;
   std::string plan = planText(prog.manifest);
   launch.plan = plan.c_str();
+  prog.threadsPerRank = threadsPerRank(
+      options, launch.backend == MFRT_BACKEND_LOCAL ? ranksOfPlan(plan) : 1);
   std::string reportPlan = reportPlanText(options, prog, plan);
   prepareTraffic(prog, plan);
   auto t0 = std::chrono::steady_clock::now();

@@ -21,6 +21,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <omp.h>
+
 using namespace mfrt;
 using namespace meshfold;
 
@@ -107,6 +109,14 @@ std::string mfrt::planText(const Manifest &manifest) {
                                : manifest.plan;
 }
 
+int mfrt::ranksOfPlan(const std::string &plan) {
+  std::string error;
+  std::optional<MeshLayout> layout = layoutFromPlanText(plan, &error);
+  if (!layout)
+    die(error);
+  return int(layout->numDevices());
+}
+
 void mfrt::prepareTraffic(Program &prog, const std::string &plan) {
   if (!prog.reportTraffic)
     return;
@@ -150,6 +160,9 @@ int mfrt::rankMain(void *) {
   std::map<std::string, int64_t> groups;
   for (const ManifestGroup &g : prog.manifest.groups)
     rs.groups.push_back(groupOf(groups, g.axes));
+  // The OpenMP thread count is a per-thread setting: each rank's thread sets
+  // its own before the program's first parallel loop.
+  omp_set_num_threads(prog.threadsPerRank);
   loadWeights(rs, groups);
   uploadWeights(rs); // CUDA mode: to the rank's device
   runRequests(prog, rs, groups);
