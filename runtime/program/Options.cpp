@@ -89,6 +89,12 @@ void usage() {
       "                   cores for a one-rank run, 1 per rank when the "
       "local backend\n"
       "                   runs several ranks in this process)\n"
+      "  --allow-long-prompts\n"
+      "                   run prompts longer than the model's "
+      "max_position_embeddings\n"
+      "                   (positions it was not trained for), with a "
+      "warning, instead\n"
+      "                   of failing\n"
       "  --quiet          print nothing but errors\n"
       "  --help           this text\n",
       programName());
@@ -169,6 +175,8 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
       options.timeoutGiven |= name == "--timeout";
     } else if (name == "--quiet")
       options.quiet = true;
+    else if (name == "--allow-long-prompts")
+      options.allowLongPrompts = true;
     else if (name == "--threads") {
       std::string text;
       value(text);

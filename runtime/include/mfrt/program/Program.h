@@ -36,6 +36,9 @@ struct Options {
   bool timeoutGiven = false;
   std::string traceToken, forceRouting, traceSvg, nvlinkGBps, ibGBps;
   bool quiet = false;
+  /// --allow-long-prompts: run prompts longer than the model's
+  /// max_position_embeddings (with a warning) instead of failing.
+  bool allowLongPrompts = false;
   /// --threads: OpenMP threads per rank (0: not given).
   int threads = 0;
   /// --report traffic.
