@@ -8,6 +8,7 @@ packages=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   cmake ninja-build g++ libgtest-dev nlohmann-json3-dev
   openmpi-bin libopenmpi-dev
+  libomp-22-dev
   time
   chromium
 )

@@ -34,6 +34,8 @@ std::string meshfold::formatManifest(const Manifest &m) {
      << "experts " << m.experts << "\n"
      << "top_k " << m.topK << "\n"
      << "ffn " << m.ffn << "\n";
+  if (m.maxPositions > 0)
+    os << "max_positions " << m.maxPositions << "\n";
   if (!m.plan.empty())
     os << "plan " << m.plan << "\n";
   for (size_t i = 0; i < m.groups.size(); ++i)
@@ -159,6 +161,8 @@ bool meshfold::parseManifest(const char *text, Manifest &out,
       out.topK = value;
     else if (key == "ffn")
       out.ffn = value;
+    else if (key == "max_positions")
+      out.maxPositions = value;
     // Unknown keys are ignored so newer compilers stay readable.
   }
   if (!sawHeader || !sawEnd) {

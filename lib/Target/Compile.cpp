@@ -1,6 +1,7 @@
 //===- Compile.cpp - from LLVM dialect to an executable -------------------===//
 
 #include "meshfold/Target/Compile.h"
+#include "meshfold/Config.h"
 
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
@@ -205,7 +206,15 @@ LogicalResult link(llvm::StringRef object, llvm::StringRef output,
                                              runtime};
   for (const std::string &arg : extraArgs)
     args.push_back(arg);
-  args.append({"-lomp", "-lm", "-pthread"});
+  // LLVM's OpenMP runtime, named by its path and found at run time in its
+  // own directory: the generated code's parallel loops call its __kmpc_*
+  // entry points, the runtime its omp_set_num_threads (--threads), and
+  // neither may resolve to another OpenMP library (GCC's libgomp, an older
+  // libomp) that happens to be on the default paths.
+  std::string ompRunPath =
+      std::string("-Wl,-rpath,") + MESHFOLD_OMP_LIBRARY_DIR;
+  args.append({MESHFOLD_OMP_LIBRARY, ompRunPath});
+  args.append({"-lm", "-pthread"});
   // The linker's own messages go to a file; the first error line is quoted.
   llvm::SmallString<128> log;
   if (std::error_code ec =

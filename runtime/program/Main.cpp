@@ -11,6 +11,10 @@
 
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <thread>
+
+#include <unistd.h>
 
 using namespace mfrt;
 
@@ -30,10 +34,21 @@ int main(int argc, char **argv) {
   prog.collectOutputs = launch.backend != MFRT_BACKEND_LOCAL;
   std::string plan = planText(prog.manifest);
   launch.plan = plan.c_str();
+  prog.threadsPerRank = threadsPerRank(
+      options, launch.backend == MFRT_BACKEND_LOCAL ? ranksOfPlan(plan) : 1);
   std::string reportPlan = reportPlanText(options, prog, plan);
   prepareTraffic(prog, plan);
   auto t0 = std::chrono::steady_clock::now();
-  if (mfrt_launch(&launch, rankMain, nullptr) != MFRT_OK)
+  // Progress for a terminal only: a log gets no \r-updated lines.
+  std::atomic<bool> stopProgress{false};
+  std::thread progress;
+  if (!options.quiet && ::isatty(STDERR_FILENO))
+    progress = std::thread(showLoadProgress, std::ref(stopProgress));
+  mfrt_status launched = mfrt_launch(&launch, rankMain, nullptr);
+  stopProgress = true;
+  if (progress.joinable())
+    progress.join();
+  if (launched != MFRT_OK)
     die(mfrt_last_error());
   if (launch.backend != MFRT_BACKEND_LOCAL && mfrt_rank() > 0)
     return 0; // Under MPI, rank 0 writes the outputs.

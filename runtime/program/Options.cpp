@@ -16,13 +16,17 @@
 
 #include "meshfold/Support/PlanText.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 #include <tuple>
+
+#include <sched.h>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -33,7 +37,8 @@ namespace {
 void usage() {
   std::printf(
       "usage: %s --weights W.safetensors --prompts PROMPTS.txt --out "
-      "OUT.safetensors [--backend local|mpi|nccl] [--timeout S] [--quiet]\n\n"
+      "OUT.safetensors [--backend local|mpi|nccl] [--timeout S] [--threads N] "
+      "[--quiet]\n\n"
       "Runs prefill for every prompt (one request per line, token ids "
       "separated by spaces)\non every rank of the compiled plan and writes, "
       "per request r, req{r}.logits [V]\n(last prompt position) and "
@@ -79,9 +84,34 @@ void usage() {
       "  --nvlink-gbps N, --ib-gbps N\n"
       "                   link speeds for the report's times (default: the "
       "plan's, 450 and 50)\n"
+      "  --threads N      OpenMP threads per rank for the compiled loops "
+      "(default: all\n"
+      "                   cores for a one-rank run, 1 per rank when the "
+      "local backend\n"
+      "                   runs several ranks in this process)\n"
+      "  --allow-long-prompts\n"
+      "                   run prompts longer than the model's "
+      "max_position_embeddings\n"
+      "                   (positions it was not trained for), with a "
+      "warning, instead\n"
+      "                   of failing\n"
       "  --quiet          print nothing but errors\n"
       "  --help           this text\n",
       programName());
+}
+
+/// --threads N: a positive count (digits only, at most 4096: a typo rather
+/// than a machine beyond that).
+int parseThreads(const std::string &text) {
+  constexpr long maxThreads = 4096;
+  char *end = nullptr;
+  errno = 0;
+  long n = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || !std::isdigit((unsigned char)text[0]) || *end ||
+      errno == ERANGE || n < 1 || n > maxThreads)
+    die("--threads must be a number of threads from 1 to " +
+        std::to_string(maxThreads) + ", got '" + text + "'");
+  return int(n);
 }
 
 /// --force-routing random[:SEED] or FILE.
@@ -145,7 +175,13 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
       options.timeoutGiven |= name == "--timeout";
     } else if (name == "--quiet")
       options.quiet = true;
-    else if (name == "--report") {
+    else if (name == "--allow-long-prompts")
+      options.allowLongPrompts = true;
+    else if (name == "--threads") {
+      std::string text;
+      value(text);
+      options.threads = parseThreads(text);
+    } else if (name == "--report") {
       std::string what;
       value(what);
       if (what != "traffic")
@@ -188,6 +224,29 @@ mfrt_options mfrt::launchOptions(const Options &options) {
           timeout + "'");
   }
   return launch;
+}
+
+int mfrt::threadsPerRank(const Options &options, int ranksInProcess) {
+  if (options.threads > 0)
+    return options.threads;
+  if (ranksInProcess > 1)
+    return 1;
+  // The cores this process may run on (taskset, mpirun's binding), not all
+  // of the machine's.
+  int cores = 0;
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0)
+    cores = CPU_COUNT(&set);
+  if (cores < 1)
+    cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  // Processes of one node under mpirun (Open MPI's count of them): an
+  // oversubscribed run binds no process, and each would take every core.
+  if (const char *local = std::getenv("OMPI_COMM_WORLD_LOCAL_SIZE")) {
+    int peers = std::atoi(local);
+    if (peers > 1)
+      cores = std::max(1, cores / peers);
+  }
+  return cores;
 }
 
 void mfrt::checkOutputPaths(const Options &options) {

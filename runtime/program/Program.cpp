@@ -33,6 +33,8 @@ void mfrt::die(const std::string &msg) {
   // Ranks are threads: the first one to fail speaks for the process.
   static std::mutex once;
   once.lock();
+  if (progressLineOpen())
+    std::fputc('\n', stderr);
   std::fprintf(stderr, "%s: error: %s\n", gProgram, msg.c_str());
   std::fflush(stderr);
   std::_Exit(1);

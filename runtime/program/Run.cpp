@@ -19,7 +19,10 @@
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+
+#include <omp.h>
 
 using namespace mfrt;
 using namespace meshfold;
@@ -43,6 +46,39 @@ void runPrefill(const std::vector<int64_t> &tokens) {
   in.sizes[0] = int64_t(tokens.size());
   in.strides[0] = 1;
   _mlir_ciface_prefill(&in);
+}
+
+/// Prompts longer than the model's max_position_embeddings (when the
+/// manifest has it) fail the run, the first one named, unless
+/// --allow-long-prompts: then one warning line names the longest.
+void checkPromptLengths(const Options &options, const Manifest &m,
+                        const std::vector<std::vector<int64_t>> &requests) {
+  if (m.maxPositions <= 0)
+    return;
+  size_t longest = 0, over = 0;
+  for (size_t r = 0; r < requests.size(); ++r) {
+    if (int64_t(requests[r].size()) <= m.maxPositions)
+      continue;
+    // Request r is line r + 1: the prompts file has no empty lines.
+    std::string what = options.prompts + ": line " + std::to_string(r + 1) +
+                       ": prompt of " + std::to_string(requests[r].size()) +
+                       " tokens is longer than the model's "
+                       "max_position_embeddings (" +
+                       std::to_string(m.maxPositions) + ")";
+    if (!options.allowLongPrompts)
+      die(what + " (--allow-long-prompts runs it anyway)");
+    if (over++ == 0 || requests[r].size() > requests[longest].size())
+      longest = r;
+  }
+  if (over == 0 || options.quiet)
+    return;
+  std::fprintf(stderr,
+               "%s: warning: %s: %zu prompt%s longer than the model's "
+               "max_position_embeddings (%lld), the longest line %zu of %zu "
+               "tokens; run as asked (--allow-long-prompts)\n",
+               programName(), options.prompts.c_str(), over,
+               over == 1 ? "" : "s", (long long)m.maxPositions, longest + 1,
+               requests[longest].size());
 }
 
 /// Runs this rank's share of the requests: its DP replica's, in rounds that
@@ -93,6 +129,7 @@ void mfrt::loadProgram(const Options &options, Program &prog) {
   const Manifest &m = prog.manifest;
   if (!parsePrompts(options.prompts, m.vocab, prog.requests, &error))
     die(error);
+  checkPromptLengths(options, m, prog.requests);
   prog.weights = SafetensorsFile::open(options.weights, &error);
   if (!prog.weights)
     die(error);
@@ -105,6 +142,14 @@ std::string mfrt::planText(const Manifest &manifest) {
                                  "attention=tp:1,cp:1,dp:1,pp:1 "
                                  "experts=ep:1:tp+cp+dp,pp:1:pp"
                                : manifest.plan;
+}
+
+int mfrt::ranksOfPlan(const std::string &plan) {
+  std::string error;
+  std::optional<MeshLayout> layout = layoutFromPlanText(plan, &error);
+  if (!layout)
+    die(error);
+  return int(layout->numDevices());
 }
 
 void mfrt::prepareTraffic(Program &prog, const std::string &plan) {
@@ -150,6 +195,9 @@ int mfrt::rankMain(void *) {
   std::map<std::string, int64_t> groups;
   for (const ManifestGroup &g : prog.manifest.groups)
     rs.groups.push_back(groupOf(groups, g.axes));
+  // The OpenMP thread count is a per-thread setting: each rank's thread sets
+  // its own before the program's first parallel loop.
+  omp_set_num_threads(prog.threadsPerRank);
   loadWeights(rs, groups);
   uploadWeights(rs); // CUDA mode: to the rank's device
   runRequests(prog, rs, groups);

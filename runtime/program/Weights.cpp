@@ -1,10 +1,17 @@
 //===- Weights.cpp - The checkpoint against the manifest, and the slices --===//
 //
 // The weights file is checked against the manifest before any rank starts
-// (every tensor's dtype and shape); each rank then reads only its slices:
+// (every tensor's dtype and shape); each rank then takes only its slices:
 // the weights of its pipeline stage, sliced along the manifest's shard
 // dimension by its index in the shard group, a stacked expert weight as its
 // block of the per-expert checkpoint tensors.
+//
+// The file is memory-mapped (SafetensorsFile). A slice that is one run of
+// the file's bytes, aligned for its element type and already in the storage
+// type, is handed to the program where it lies in the mapping; any other is
+// copied (and converted) into a buffer of its own, and the mapped pages it
+// was read from are dropped from the process again, so that a run holds
+// each weight once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,7 +20,14 @@
 #include "meshfold/Support/DType.h"
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
+#include <thread>
+
+#include <sys/mman.h>
+#include <unistd.h>
 
 using namespace mfrt;
 using namespace meshfold;
@@ -67,70 +81,211 @@ checkpointTensors(const ManifestParam &p) {
   return out;
 }
 
-/// Reads one checkpoint tensor whole, checking presence, dtype and shape.
-std::vector<float> readTensor(const SafetensorsFile &file,
-                              const std::string &name,
-                              const std::vector<int64_t> &shape) {
+/// One checkpoint tensor, after the checks of findTensor.
+const TensorInfo &checkedTensor(const SafetensorsFile &file,
+                                const std::string &name,
+                                const std::vector<int64_t> &shape) {
   std::string error;
   const TensorInfo *t = findTensor(file, name, shape, error);
   if (!t)
     fatal(error);
-  std::vector<float> out(size_t(product(shape)));
-  if (!readAsF32(*t, out.data(), out.size(), &error))
-    fatal(error);
-  return out;
+  return *t;
 }
 
-/// Slice `index` of `parts` of `full` (shape `shape`) along `dim`.
-std::vector<float> sliceAlong(const std::vector<float> &full,
-                              const std::vector<int64_t> &shape, int64_t dim,
-                              int64_t parts, int64_t index) {
+/// A run of consecutive elements of one checkpoint tensor.
+struct Run {
+  const TensorInfo *tensor;
+  int64_t first, count;
+  const uint8_t *begin() const {
+    return tensor->data + size_t(first) * dtypeSize(tensor->dtype);
+  }
+  size_t bytes() const { return size_t(count) * dtypeSize(tensor->dtype); }
+};
+
+/// Appends the runs of slice `index` of `parts` of `t` along `dim`, in
+/// row-major order of the slice.
+void appendSliceRuns(const TensorInfo &t, int64_t dim, int64_t parts,
+                     int64_t index, std::vector<Run> &runs) {
+  if (dim < 0) {
+    runs.push_back({&t, 0, t.numElements()});
+    return;
+  }
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < dim; ++d)
-    outer *= shape[d];
-  for (size_t d = dim + 1; d < shape.size(); ++d)
-    inner *= shape[d];
-  int64_t len = shape[dim] / parts;
-  std::vector<float> out(size_t(outer * len * inner));
+    outer *= t.shape[d];
+  for (size_t d = dim + 1; d < t.shape.size(); ++d)
+    inner *= t.shape[d];
+  int64_t len = t.shape[dim] / parts;
   for (int64_t o = 0; o < outer; ++o)
-    std::memcpy(&out[size_t(o * len * inner)],
-                &full[size_t((o * shape[dim] + index * len) * inner)],
-                size_t(len * inner) * sizeof(float));
-  return out;
+    runs.push_back({&t, (o * t.shape[dim] + index * len) * inner, len * inner});
 }
 
-/// `values` rounded to bf16 (nearest even). A bf16 checkpoint's values,
-/// widened exactly to f32 on reading, come back bit for bit.
-std::vector<uint16_t> toBF16(const std::vector<float> &values) {
-  std::vector<uint16_t> out(values.size());
-  for (size_t i = 0; i < values.size(); ++i)
-    out[i] = f32ToBF16(values[i]);
-  return out;
-}
-
-/// This rank's slice of `p`, slice `index` along its shard dimension, in
-/// f32.
-std::vector<float> readSlice(const SafetensorsFile &file,
-                             const ManifestParam &p, int64_t index) {
+/// The runs of this rank's slice of `p`, slice `index` along its shard
+/// dimension, in the order of the program's buffer.
+std::vector<Run> sliceRuns(const SafetensorsFile &file, const ManifestParam &p,
+                           int64_t index) {
   std::vector<int64_t> global = p.globalShape();
+  std::vector<Run> runs;
   if (!p.isStacked()) {
-    std::vector<float> full = readTensor(file, p.name, global);
-    if (p.shardDim < 0)
-      return full;
-    return sliceAlong(full, global, p.shardDim, p.shardParts, index);
+    appendSliceRuns(checkedTensor(file, p.name, global), p.shardDim,
+                    p.shardParts, index, runs);
+    return runs;
   }
   // Stacked experts: this rank's block, one checkpoint tensor per expert.
-  std::vector<float> buf;
   std::vector<int64_t> oneGlobal(global.begin() + 1, global.end());
   int64_t first = p.shardDim == 0 ? index * p.shape[0] : 0;
-  for (int64_t e = 0; e < p.shape[0]; ++e) {
-    std::vector<float> full =
-        readTensor(file, p.expertName(first + e), oneGlobal);
-    if (p.shardDim > 0)
-      full = sliceAlong(full, oneGlobal, p.shardDim - 1, p.shardParts, index);
-    buf.insert(buf.end(), full.begin(), full.end());
+  for (int64_t e = 0; e < p.shape[0]; ++e)
+    appendSliceRuns(checkedTensor(file, p.expertName(first + e), oneGlobal),
+                    p.shardDim > 0 ? p.shardDim - 1 : -1, p.shardParts, index,
+                    runs);
+  return runs;
+}
+
+/// The bytes of `runs` when they follow each other in the file in one
+/// dtype (the slice can then be used where it lies), else null.
+const uint8_t *contiguous(const std::vector<Run> &runs) {
+  if (runs.empty())
+    return nullptr;
+  for (size_t i = 1; i < runs.size(); ++i)
+    if (runs[i].tensor->dtype != runs[0].tensor->dtype ||
+        runs[i].begin() != runs[i - 1].begin() + runs[i - 1].bytes())
+      return nullptr;
+  return runs[0].begin();
+}
+
+/// Converts `count` elements of `dtype` at `src` (any alignment) to f32.
+void toF32(DType dtype, const uint8_t *src, float *dst, size_t count) {
+  switch (dtype) {
+  case DType::F32:
+    std::memcpy(dst, src, count * sizeof(float));
+    return;
+  case DType::BF16:
+    for (size_t i = 0; i < count; ++i)
+      dst[i] =
+          bf16ToF32(static_cast<uint16_t>(src[2 * i] | (src[2 * i + 1] << 8)));
+    return;
+  case DType::F16:
+    for (size_t i = 0; i < count; ++i)
+      dst[i] =
+          f16ToF32(static_cast<uint16_t>(src[2 * i] | (src[2 * i + 1] << 8)));
+    return;
+  case DType::I64:
+  case DType::I32:
+    break; // rejected by findTensor
   }
+  fatal("internal: weight of dtype " + std::string(dtypeName(dtype)) +
+        " read as f32");
+}
+
+/// Converts to bf16 (nearest even, as from f32: an f16 value goes through
+/// its exact f32 widening); a bf16 checkpoint's values are copied.
+void toBF16(DType dtype, const uint8_t *src, uint16_t *dst, size_t count) {
+  if (dtype == DType::BF16) {
+    std::memcpy(dst, src, count * sizeof(uint16_t));
+    return;
+  }
+  constexpr size_t chunk = 4096;
+  float buf[chunk];
+  for (size_t at = 0; at < count; at += chunk) {
+    size_t n = std::min(chunk, count - at);
+    toF32(dtype, src + at * dtypeSize(dtype), buf, n);
+    for (size_t i = 0; i < n; ++i)
+      dst[at + i] = f32ToBF16(buf[i]);
+  }
+}
+
+size_t pageSize() {
+  static const size_t size = size_t(::sysconf(_SC_PAGESIZE));
+  return size;
+}
+
+/// The pages wholly inside [begin, begin + bytes), as an address and length.
+std::pair<uint8_t *, size_t> innerPages(const uint8_t *begin, size_t bytes) {
+  uintptr_t lo = reinterpret_cast<uintptr_t>(begin);
+  uintptr_t hi = lo + bytes;
+  uintptr_t mask = pageSize() - 1;
+  lo = (lo + mask) & ~mask;
+  hi &= ~mask;
+  if (hi <= lo)
+    return {nullptr, 0};
+  return {reinterpret_cast<uint8_t *>(lo), size_t(hi - lo)};
+}
+
+//===----------------------------------------------------------------------===//
+// Progress on a terminal
+//===----------------------------------------------------------------------===//
+
+/// What the ranks of this process have loaded: every rank adds the bytes of
+/// its slices when it starts and counts them off as it goes.
+struct LoadCounters {
+  std::atomic<uint64_t> total{0}, done{0};
+  std::atomic<int> loading{0};
+};
+
+LoadCounters &loadCounters() {
+  static LoadCounters counters;
+  return counters;
+}
+
+std::atomic<bool> lineOpen{false};
+
+/// The granule of the progress counter: big enough to cost nothing, small
+/// enough for a smooth percentage.
+constexpr size_t progressStep = size_t(16) << 20;
+
+/// "600 MB", "1.4 GB".
+std::string formatBytes(uint64_t bytes) {
+  char buf[32];
+  if (bytes >= (uint64_t(1) << 30))
+    std::snprintf(buf, sizeof(buf), "%.1f GB", double(bytes) / (1 << 30));
+  else
+    std::snprintf(buf, sizeof(buf), "%.0f MB", double(bytes) / (1 << 20));
   return buf;
+}
+
+/// Touches every page of a slice used in place, so that reading it from the
+/// file is part of loading (and its progress), not of the first layer.
+void prefault(const uint8_t *begin, size_t bytes) {
+  LoadCounters &c = loadCounters();
+  // Read ahead the whole range; then one read per page maps it.
+  auto [pages, length] = innerPages(begin, bytes);
+  if (length)
+    (void)::madvise(pages, length, MADV_WILLNEED);
+  size_t step = pageSize();
+  for (size_t at = 0; at < bytes; at += progressStep) {
+    size_t end = std::min(bytes, at + progressStep);
+    for (size_t b = at; b < end; b += step)
+      (void)*static_cast<const volatile uint8_t *>(begin + b);
+    c.done += end - at;
+  }
+}
+
+/// Copies (converting) `runs` into `dst`, of `bf16` or f32, then drops the
+/// mapped pages read: the program reads the copy only.
+void copyRuns(const std::vector<Run> &runs, bool bf16, void *dst) {
+  LoadCounters &c = loadCounters();
+  size_t at = 0, pending = 0;
+  for (const Run &r : runs) {
+    size_t n = size_t(r.count);
+    if (bf16)
+      toBF16(r.tensor->dtype, r.begin(), static_cast<uint16_t *>(dst) + at, n);
+    else
+      toF32(r.tensor->dtype, r.begin(), static_cast<float *>(dst) + at, n);
+    at += n;
+    pending += r.bytes();
+    if (pending >= progressStep) {
+      c.done += pending;
+      pending = 0;
+    }
+  }
+  c.done += pending;
+  // The file's pages stay in the page cache; other slices that read them
+  // fault them in again.
+  for (const Run &r : runs) {
+    auto [pages, length] = innerPages(r.begin(), r.bytes());
+    if (length)
+      (void)::madvise(pages, length, MADV_DONTNEED);
+  }
 }
 } // namespace
 
@@ -161,11 +316,14 @@ int64_t mfrt::groupOf(std::map<std::string, int64_t> &cache,
 void mfrt::loadWeights(ProgramRank &rs,
                        std::map<std::string, int64_t> &groups) {
   const Program &prog = program();
+  LoadCounters &counters = loadCounters();
   rs.params.resize(prog.manifest.params.size());
   // Only the weights of this rank's pipeline stage.
   int64_t stage = 0;
   if (prog.manifest.plan.find("pp:") != std::string::npos)
     stage = mfrt_group_rank(groupOf(groups, "pp"));
+  std::vector<std::pair<const ManifestParam *, std::vector<Run>>> slices;
+  uint64_t total = 0;
   for (const ManifestParam &p : prog.manifest.params) {
     if (!p.stages.empty() &&
         std::find(p.stages.begin(), p.stages.end(), stage) == p.stages.end())
@@ -175,13 +333,67 @@ void mfrt::loadWeights(ProgramRank &rs,
       int64_t g = groupOf(groups, p.shardAxis);
       index = int64_t(mfrt_group_rank(g)) * p.shardParts / mfrt_group_size(g);
     }
-    WeightSlice &slice = rs.params[p.id];
-    slice.f32 = readSlice(*prog.weights, p, index);
-    if (int64_t(slice.f32.size()) != product(p.shape))
+    std::vector<Run> runs = sliceRuns(*prog.weights, p, index);
+    int64_t elements = 0;
+    for (const Run &r : runs) {
+      elements += r.count;
+      total += r.bytes();
+    }
+    if (elements != product(p.shape))
       fatal("internal: weight '" + p.name + "' slice has the wrong size");
-    if (p.bf16) {
-      slice.bf16 = toBF16(slice.f32);
-      std::vector<float>().swap(slice.f32);
+    slices.push_back({&p, std::move(runs)});
+  }
+  counters.total += total;
+  ++counters.loading;
+
+  for (auto &[p, runs] : slices) {
+    WeightSlice &slice = rs.params[p->id];
+    DType storage = p->bf16 ? DType::BF16 : DType::F32;
+    const uint8_t *in = contiguous(runs);
+    if (in && runs[0].tensor->dtype == storage &&
+        reinterpret_cast<uintptr_t>(in) % dtypeSize(storage) == 0) {
+      size_t bytes = size_t(product(p->shape)) * dtypeSize(storage);
+      slice.mapped = in;
+      slice.mappedBytes = bytes;
+      prefault(in, bytes);
+      continue;
+    }
+    if (p->bf16) {
+      slice.bf16.resize(size_t(product(p->shape)));
+      copyRuns(runs, true, slice.bf16.data());
+    } else {
+      slice.f32.resize(size_t(product(p->shape)));
+      copyRuns(runs, false, slice.f32.data());
     }
   }
+  --counters.loading;
 }
+
+void mfrt::showLoadProgress(std::atomic<bool> &stop) {
+  // Silent for a load that takes under a second.
+  auto start = std::chrono::steady_clock::now();
+  LoadCounters &c = loadCounters();
+  bool shown = false;
+  while (!stop.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    bool loading = c.loading.load() > 0;
+    if (!shown && (!loading || std::chrono::steady_clock::now() - start <
+                                   std::chrono::seconds(1)))
+      continue;
+    uint64_t total = c.total.load(), done = std::min(c.done.load(), total);
+    if (total == 0)
+      continue;
+    std::fprintf(stderr, "\rloading weights: %3d%% (%s of %s)",
+                 int(done * 100 / total), formatBytes(done).c_str(),
+                 formatBytes(total).c_str());
+    shown = true;
+    lineOpen = true;
+    if (!loading)
+      break;
+    std::fflush(stderr);
+  }
+  if (shown && lineOpen.exchange(false))
+    std::fputc('\n', stderr);
+}
+
+bool mfrt::progressLineOpen() { return lineOpen.exchange(false); }

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "meshfold/Dialect/MoE/IR/MoE.h"
+#include "meshfold/Support/Manifest.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -53,6 +54,8 @@ namespace {
 struct Config {
   std::string arch;
   int64_t hidden, ffn, layers, heads, kvHeads, headDim, experts, topK, vocab;
+  /// max_position_embeddings (0: not in the config).
+  int64_t maxPositions;
   double eps, theta;
   bool renormalize, tieEmbeddings;
 };
@@ -203,6 +206,9 @@ Config readConfig(StringRef path) {
   c.theta = f.positiveNumber("rope_theta", mixtral ? 1e6 : 10000.0);
   c.renormalize = f.boolean("norm_topk_prob", mixtral);
   c.tieEmbeddings = f.boolean("tie_word_embeddings", false);
+  c.maxPositions = f.has("max_position_embeddings")
+                       ? f.positiveInt("max_position_embeddings")
+                       : 0;
   return c;
 }
 
@@ -211,6 +217,9 @@ ModuleOp buildModel(MLIRContext &ctx, const Config &c, StringRef path) {
   Location fileLoc = FileLineColLoc::get(&ctx, path, 1, 1);
   ModuleOp module = ModuleOp::create(fileLoc);
   b.setInsertionPointToEnd(module.getBody());
+  if (c.maxPositions > 0)
+    module->setAttr(meshfold::getMaxPositionsAttrName(),
+                    b.getI64IntegerAttr(c.maxPositions));
 
   Type f32 = b.getF32Type(), i64 = b.getI64Type();
   int64_t dyn = ShapedType::kDynamic;

@@ -41,6 +41,27 @@ TEST(ManifestTest, UnknownStorageDTypeIsAnError) {
                    "dtype 'f16', expected f32 or bf16");
 }
 
+TEST(ManifestTest, MaxPositionsRoundTripsAndIsOptional) {
+  Manifest m;
+  m.entry = "prefill";
+  m.maxPositions = 4096;
+  std::string text = formatManifest(m);
+  EXPECT_NE(text.find("\nmax_positions 4096\n"), std::string::npos);
+  Manifest back;
+  std::string error;
+  ASSERT_TRUE(parseManifest(text.c_str(), back, error)) << error;
+  EXPECT_EQ(back.maxPositions, 4096);
+
+  // A manifest without the field (no limit in the config, or an older
+  // compiler's): 0, no limit; and none is written for it.
+  Manifest old;
+  ASSERT_TRUE(
+      parseManifest((std::string(kHeader) + "end\n").c_str(), old, error))
+      << error;
+  EXPECT_EQ(old.maxPositions, 0);
+  EXPECT_EQ(formatManifest(old).find("max_positions"), std::string::npos);
+}
+
 TEST(ManifestTest, GlobalShapeAndExpertNames) {
   ManifestParam p;
   p.name = "model.layers.0.block_sparse_moe.experts.{e}.w1.weight";

@@ -51,11 +51,18 @@ struct Manifest {
   std::string entry;
   int64_t hidden = 0, vocab = 0, layers = 0, heads = 0, kvHeads = 0,
           headDim = 0, experts = 0, topK = 0, ffn = 0;
+  /// The model's max_position_embeddings; 0 when the config had none (or
+  /// the manifest predates the field): prompts are then not checked.
+  int64_t maxPositions = 0;
   std::vector<ManifestParam> params;
   /// The plan in the runtime's text form ("" for a one-rank program).
   std::string plan;
   std::vector<ManifestGroup> groups;
 };
+
+/// The module attribute (i64) that carries the config's
+/// max_position_embeddings from the importer to the manifest (maxPositions).
+inline const char *getMaxPositionsAttrName() { return "moe.max_positions"; }
 
 /// The manifest as text, the form parseManifest reads.
 std::string formatManifest(const Manifest &manifest);

@@ -246,6 +246,13 @@ struct ConvertMoEToRuntimePass
     manifest.experts = info->numExperts;
     manifest.topK = info->topK;
     manifest.ffn = info->ffn;
+    // The runtime checks prompt lengths against the config's limit; the
+    // attribute has no other reader.
+    if (auto limit =
+            module->getAttrOfType<IntegerAttr>(getMaxPositionsAttrName())) {
+      manifest.maxPositions = limit.getInt();
+      module->removeAttr(getMaxPositionsAttrName());
+    }
     // The plan (absent: one rank) and the groups the program uses, by id.
     if (auto plan = module->getAttrOfType<mf::PlanAttr>(
             mf::MFDialect::getPlanAttrName()))

@@ -20,6 +20,7 @@
 #include "mfrt/mfrt.h"
 #include "mfrt/program/ProgramRank.h"
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -35,6 +36,11 @@ struct Options {
   bool timeoutGiven = false;
   std::string traceToken, forceRouting, traceSvg, nvlinkGBps, ibGBps;
   bool quiet = false;
+  /// --allow-long-prompts: run prompts longer than the model's
+  /// max_position_embeddings (with a warning) instead of failing.
+  bool allowLongPrompts = false;
+  /// --threads: OpenMP threads per rank (0: not given).
+  int threads = 0;
   /// --report traffic.
   bool reportTraffic = false;
 };
@@ -48,6 +54,9 @@ struct Program {
   std::vector<std::vector<uint64_t>> traffic;
   meshfold::Manifest manifest;
   std::unique_ptr<SafetensorsFile> weights;
+  /// OpenMP threads of each rank's parallel loops (set by every rank for
+  /// itself: the thread count is per thread).
+  int threadsPerRank = 1;
   std::vector<std::vector<int64_t>> requests;
   std::vector<std::unique_ptr<RequestOutput>> outputs;
   /// Processes of a multi-process run each hold the outputs their ranks
@@ -78,6 +87,10 @@ const char *programName();
 bool parseCommandLine(int argc, char **argv, Options &options);
 /// The launch options of --backend and --timeout (the plan is set later).
 mfrt_options launchOptions(const Options &options);
+/// OpenMP threads per rank: --threads, else 1 when the local backend runs
+/// several ranks in this process, else the cores this process may run on
+/// (shared with the other processes of its node under mpirun).
+int threadsPerRank(const Options &options, int ranksInProcess);
 /// Fails, before any work, when --out or --trace-svg cannot be written.
 void checkOutputPaths(const Options &options);
 /// Sets traceConfig() from --trace-token, --trace-svg and --force-routing,
@@ -98,6 +111,8 @@ void loadProgram(const Options &options, Program &prog);
 /// The plan the program was compiled for (one device when the manifest has
 /// none).
 std::string planText(const meshfold::Manifest &manifest);
+/// The number of ranks (devices) of `plan`.
+int ranksOfPlan(const std::string &plan);
 /// --report traffic: a row of counters per device of `plan`.
 void prepareTraffic(Program &prog, const std::string &plan);
 /// Requests per DP replica: longest first, each to the replica with the
@@ -116,6 +131,13 @@ int64_t groupOf(std::map<std::string, int64_t> &cache, const std::string &axes);
 /// Loads this rank's slice of every weight, in the storage type the
 /// manifest names for it.
 void loadWeights(ProgramRank &rs, std::map<std::string, int64_t> &groups);
+/// On a terminal: once the ranks' loading has taken a second, a line
+/// "loading weights: 42% (600 MB of 1.4 GB)" updated in place until it is
+/// done or `stop` is set.
+void showLoadProgress(std::atomic<bool> &stop);
+/// Whether the progress line is on the terminal, unfinished (an error then
+/// starts a new line).
+bool progressLineOpen();
 
 //===----------------------------------------------------------------------===//
 // The outputs (Outputs.cpp)

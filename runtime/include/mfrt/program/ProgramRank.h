@@ -36,20 +36,30 @@ struct RequestOutput {
 };
 
 /// This rank's slice of one weight, in the storage type the manifest names:
-/// f32 or bf16 (exactly one of the two vectors is used).
+/// f32 or bf16. A slice that lies in the weights file as the program wants
+/// it is used in place (`mapped`, read-only); any other is a copy, in
+/// exactly one of the two vectors.
 struct WeightSlice {
   std::vector<float> f32;
   std::vector<uint16_t> bf16;
-  bool empty() const { return f32.empty() && bf16.empty(); }
+  const void *mapped = nullptr;
+  size_t mappedBytes = 0;
+  bool empty() const { return !mapped && f32.empty() && bf16.empty(); }
+  /// The program only reads weights: the mapping's pages are read-only.
   void *data() {
+    if (mapped)
+      return const_cast<void *>(mapped);
     return bf16.empty() ? static_cast<void *>(f32.data()) : bf16.data();
   }
   size_t bytes() const {
-    return f32.size() * sizeof(float) + bf16.size() * sizeof(uint16_t);
+    return mappedBytes + f32.size() * sizeof(float) +
+           bf16.size() * sizeof(uint16_t);
   }
   void release() {
     std::vector<float>().swap(f32);
     std::vector<uint16_t>().swap(bf16);
+    mapped = nullptr;
+    mappedBytes = 0;
   }
 };
 
