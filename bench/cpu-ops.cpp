@@ -36,8 +36,10 @@
 #include "mlir/Target/LLVMIR/Dialect/All.h"
 
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/IR/Module.h"
 #include "llvm/MC/TargetRegistry.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/DynamicLibrary.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
@@ -60,31 +62,31 @@ namespace cl = llvm::cl;
 #define MESHFOLD_BENCH_LIBOMP ""
 #endif
 
+static cl::OptionCategory cat("cpu-ops options");
 static cl::opt<int64_t> tokens("tokens", cl::desc("Prompt tokens T"),
-                               cl::init(256));
+                               cl::init(256), cl::cat(cat));
 static cl::opt<unsigned> reps("reps", cl::desc("Timed calls per op"),
-                              cl::init(3));
+                              cl::init(3), cl::cat(cat));
 static cl::opt<double>
     maxSeconds("max-seconds",
                cl::desc("Stop repeating an op once its calls took this long "
                         "(at least one timed call)"),
-               cl::init(60));
+               cl::init(60), cl::cat(cat));
 static cl::opt<std::string>
     classes("classes", cl::desc("Comma-separated op classes"),
-            cl::init("linear,router,experts,attention,lm_head"));
+            cl::init("linear,router,experts,attention,lm_head"), cl::cat(cat));
 static cl::opt<std::string>
     mcpu("mcpu",
          cl::desc("Target CPU (or native); default: meshfold-compile's"),
-         cl::init(meshfold::CodegenOptions().cpu));
-static cl::opt<unsigned>
-    optLevel("O",
-             cl::desc("LLVM optimisation level; default: meshfold-compile's"),
-             cl::init(meshfold::CodegenOptions().optLevel), cl::Prefix);
+         cl::init(meshfold::CodegenOptions().cpu), cl::cat(cat));
+static cl::opt<unsigned> optLevel(
+    "O", cl::desc("LLVM optimisation level; default: meshfold-compile's"),
+    cl::init(meshfold::CodegenOptions().optLevel), cl::cat(cat), cl::Prefix);
 static cl::opt<std::string> sharedLibs(
     "shared-libs",
     cl::desc("Comma-separated shared libraries the JIT resolves symbols in "
              "(default: the OpenMP runtime found at configure time)"),
-    cl::init(MESHFOLD_BENCH_LIBOMP));
+    cl::init(MESHFOLD_BENCH_LIBOMP), cl::cat(cat));
 
 namespace {
 constexpr int64_t kHidden = 1024, kFFN = 2816, kHeads = 16, kKVHeads = 8,
@@ -344,9 +346,38 @@ double timeCase(MLIRContext &ctx, OpCase &c,
     return -1;
   }
 
+  for (llvm::StringRef lib : libs) {
+    std::string error;
+    if (llvm::sys::DynamicLibrary::LoadLibraryPermanently(lib.str().c_str(),
+                                                          &error))
+      fail("cannot load '" + lib + "': " + error);
+  }
+
   std::unique_ptr<llvm::TargetMachine> tm = makeTargetMachine();
-  auto transformer =
+  auto optimize =
       makeOptimizingTransformer(optLevel, /*sizeLevel=*/0, tm.get());
+  // Every function the optimised code still calls must resolve in this
+  // process or the shared libraries (the OpenMP runtime, where the code uses
+  // it): an op whose code calls something unresolved is skipped, not left to
+  // abort in the JIT's linker.
+  auto transformer = [&](llvm::Module *m) -> llvm::Error {
+    if (llvm::Error err = optimize(m))
+      return err;
+    for (llvm::Function &f : *m) {
+      std::string name = f.getName().str();
+      if (!f.isDeclaration() || f.isIntrinsic() || f.use_empty() ||
+          llvm::sys::DynamicLibrary::SearchForAddressOfSymbol(name))
+        continue;
+      bool omp =
+          f.getName().starts_with("__kmpc") || f.getName().starts_with("omp_");
+      return llvm::createStringError(
+          "the code calls '" + name + "', which no library given resolves" +
+          (omp ? " (no OpenMP runtime: install libomp-dev or pass "
+                 "--shared-libs)"
+               : ""));
+    }
+    return llvm::Error::success();
+  };
   ExecutionEngineOptions engineOptions;
   engineOptions.transformer = transformer;
   engineOptions.jitCodeGenOptLevel = tm->getOptLevel();
@@ -354,8 +385,7 @@ double timeCase(MLIRContext &ctx, OpCase &c,
   auto engine = ExecutionEngine::create(*module, engineOptions, std::move(tm));
   if (!engine) {
     llvm::errs() << "cpu-ops: " << c.name
-                 << ": JIT failed: " << llvm::toString(engine.takeError())
-                 << "\n";
+                 << ": skipped: " << llvm::toString(engine.takeError()) << "\n";
     return -1;
   }
   (*engine)->initialize();
@@ -393,10 +423,10 @@ double timeCase(MLIRContext &ctx, OpCase &c,
   std::vector<double> times;
   double spent = 0;
   for (unsigned r = 0; r < std::max(1u, unsigned(reps)); ++r) {
-    double t0 = now();
+    double start = now();
     for (int i = 0; i < calls; ++i)
       call();
-    double dt = (now() - t0) / calls;
+    double dt = (now() - start) / calls;
     times.push_back(dt);
     spent += dt * calls;
     if (spent >= maxSeconds)
@@ -410,6 +440,7 @@ double timeCase(MLIRContext &ctx, OpCase &c,
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  cl::HideUnrelatedOptions(cat);
   cl::ParseCommandLineOptions(
       argc, argv,
       "GFLOP/s of meshfold's CPU code per op class (one-op functions lowered "
