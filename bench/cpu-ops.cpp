@@ -21,6 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "meshfold/Config.h"
 #include "meshfold/InitAll.h"
 #include "meshfold/Pipelines/Pipelines.h"
 #include "meshfold/Target/Compile.h"
@@ -51,6 +52,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -58,9 +60,6 @@
 using namespace mlir;
 namespace cl = llvm::cl;
 
-#ifndef MESHFOLD_BENCH_LIBOMP
-#define MESHFOLD_BENCH_LIBOMP ""
-#endif
 
 static cl::OptionCategory cat("cpu-ops options");
 static cl::opt<int64_t> tokens("tokens", cl::desc("Prompt tokens T"),
@@ -76,9 +75,10 @@ static cl::opt<std::string>
     classes("classes", cl::desc("Comma-separated op classes"),
             cl::init("linear,router,experts,attention,lm_head"), cl::cat(cat));
 static cl::opt<std::string>
-    mcpu("mcpu",
-         cl::desc("Target CPU (or native); default: meshfold-compile's"),
-         cl::init(meshfold::CodegenOptions().cpu), cl::cat(cat));
+    cpu("cpu", cl::desc("Target CPU, as meshfold-compile --cpu (default native)"),
+        cl::init("native"), cl::cat(cat));
+static cl::alias mcpu("mcpu", cl::desc("Alias for --cpu"), cl::aliasopt(cpu),
+                      cl::cat(cat));
 static cl::opt<unsigned> optLevel(
     "O", cl::desc("LLVM optimisation level; default: meshfold-compile's"),
     cl::init(meshfold::CodegenOptions().optLevel), cl::cat(cat), cl::Prefix);
@@ -86,7 +86,7 @@ static cl::opt<std::string> sharedLibs(
     "shared-libs",
     cl::desc("Comma-separated shared libraries the JIT resolves symbols in "
              "(default: the OpenMP runtime found at configure time)"),
-    cl::init(MESHFOLD_BENCH_LIBOMP), cl::cat(cat));
+    cl::init(MESHFOLD_OMP_LIBRARY), cl::cat(cat));
 
 namespace {
 constexpr int64_t kHidden = 1024, kFFN = 2816, kHeads = 16, kKVHeads = 8,
@@ -302,24 +302,30 @@ std::vector<OpCase> casesOf(llvm::StringRef cls, int64_t t, std::mt19937 &rng) {
   std::exit(1);
 }
 
+/// meshfold-compile's host target for --cpu.
+const meshfold::HostTarget &hostTarget() {
+  static std::optional<meshfold::HostTarget> host;
+  if (!host) {
+    std::string error;
+    FailureOr<meshfold::HostTarget> resolved =
+        meshfold::resolveHostTarget(cpu, error);
+    if (failed(resolved))
+      fail(error);
+    host = *resolved;
+  }
+  return *host;
+}
+
 std::unique_ptr<llvm::TargetMachine> makeTargetMachine() {
+  meshfold::CodegenOptions options;
+  options.optLevel = optLevel;
+  options.cpu = hostTarget().cpu;
+  options.features = hostTarget().features;
   std::string error;
-  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
-  const llvm::Target *target =
-      llvm::TargetRegistry::lookupTarget(triple, error);
-  if (!target)
-    fail(error);
-  std::string cpu =
-      mcpu == "native" ? std::string(llvm::sys::getHostCPUName()) : mcpu;
-  llvm::CodeGenOptLevel level =
-      optLevel >= 3   ? llvm::CodeGenOptLevel::Aggressive
-      : optLevel == 0 ? llvm::CodeGenOptLevel::None
-                      : llvm::CodeGenOptLevel::Default;
-  std::unique_ptr<llvm::TargetMachine> tm(
-      target->createTargetMachine(triple, cpu, "", llvm::TargetOptions(),
-                                  llvm::Reloc::PIC_, std::nullopt, level));
+  std::unique_ptr<llvm::TargetMachine> tm =
+      meshfold::createHostTargetMachine(options, error);
   if (!tm)
-    fail("cannot create a target machine for " + triple.str() + " / " + cpu);
+    fail(error);
   return tm;
 }
 
@@ -339,6 +345,7 @@ double timeCase(MLIRContext &ctx, OpCase &c,
   PassManager pm(&ctx);
   meshfold::CPUPipelineOptions options;
   options.entry = "op";
+  options.vectorBits = hostTarget().vectorBits;
   meshfold::buildLowerToCPUPipeline(pm, options);
   if (failed(pm.run(*module))) {
     llvm::errs() << "cpu-ops: " << c.name

@@ -29,28 +29,6 @@ using namespace mlir;
 using namespace meshfold;
 
 namespace {
-std::unique_ptr<llvm::TargetMachine>
-makeTargetMachine(const CodegenOptions &options, std::string &error) {
-  llvm::InitializeNativeTarget();
-  llvm::InitializeNativeTargetAsmPrinter();
-  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
-  const llvm::Target *target =
-      llvm::TargetRegistry::lookupTarget(triple, error);
-  if (!target)
-    return nullptr;
-  const std::string &cpu = options.cpu;
-  llvm::CodeGenOptLevel level =
-      options.optLevel >= 3   ? llvm::CodeGenOptLevel::Aggressive
-      : options.optLevel == 0 ? llvm::CodeGenOptLevel::None
-                              : llvm::CodeGenOptLevel::Default;
-  std::unique_ptr<llvm::TargetMachine> tm(
-      target->createTargetMachine(triple, cpu, options.features,
-                                  llvm::TargetOptions(),
-                                  llvm::Reloc::PIC_, std::nullopt, level));
-  if (!tm)
-    error = "cannot create a target machine for " + triple.str() + " / " + cpu;
-  return tm;
-}
 
 /// Translates and optimises; the module is owned by `llvmCtx`.
 std::unique_ptr<llvm::Module>
@@ -95,6 +73,30 @@ translate(ModuleOp module, llvm::LLVMContext &llvmCtx, llvm::TargetMachine &tm,
 }
 } // namespace
 
+std::unique_ptr<llvm::TargetMachine>
+meshfold::createHostTargetMachine(const CodegenOptions &options,
+                                  std::string &error) {
+  llvm::InitializeNativeTarget();
+  llvm::InitializeNativeTargetAsmPrinter();
+  llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
+  const llvm::Target *target =
+      llvm::TargetRegistry::lookupTarget(triple, error);
+  if (!target)
+    return nullptr;
+  const std::string &cpu = options.cpu;
+  llvm::CodeGenOptLevel level =
+      options.optLevel >= 3   ? llvm::CodeGenOptLevel::Aggressive
+      : options.optLevel == 0 ? llvm::CodeGenOptLevel::None
+                              : llvm::CodeGenOptLevel::Default;
+  std::unique_ptr<llvm::TargetMachine> tm(
+      target->createTargetMachine(triple, cpu, options.features,
+                                  llvm::TargetOptions(),
+                                  llvm::Reloc::PIC_, std::nullopt, level));
+  if (!tm)
+    error = "cannot create a target machine for " + triple.str() + " / " + cpu;
+  return tm;
+}
+
 FailureOr<HostTarget> meshfold::resolveHostTarget(llvm::StringRef cpu,
                                                   std::string &error) {
   llvm::InitializeNativeTarget();
@@ -133,7 +135,7 @@ FailureOr<HostTarget> meshfold::resolveHostTarget(llvm::StringRef cpu,
 LogicalResult meshfold::emitLLVMIR(ModuleOp module, llvm::raw_ostream &os,
                                    const CodegenOptions &options,
                                    std::string &error) {
-  std::unique_ptr<llvm::TargetMachine> tm = makeTargetMachine(options, error);
+  std::unique_ptr<llvm::TargetMachine> tm = createHostTargetMachine(options, error);
   if (!tm)
     return failure();
   llvm::LLVMContext llvmCtx;
@@ -148,7 +150,7 @@ LogicalResult meshfold::emitLLVMIR(ModuleOp module, llvm::raw_ostream &os,
 LogicalResult meshfold::emitObjectFile(ModuleOp module, llvm::StringRef path,
                                        const CodegenOptions &options,
                                        std::string &error) {
-  std::unique_ptr<llvm::TargetMachine> tm = makeTargetMachine(options, error);
+  std::unique_ptr<llvm::TargetMachine> tm = createHostTargetMachine(options, error);
   if (!tm)
     return failure();
   llvm::LLVMContext llvmCtx;

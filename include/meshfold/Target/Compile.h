@@ -7,7 +7,12 @@
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <memory>
 #include <string>
+
+namespace llvm {
+class TargetMachine;
+} // namespace llvm
 
 namespace meshfold {
 
@@ -28,6 +33,11 @@ struct HostTarget {
   /// 128.
   int64_t vectorBits = 128;
 };
+
+/// The LLVM target machine of the host code (the default triple, `options`'
+/// CPU, features and optimisation level); null with `error` set on failure.
+std::unique_ptr<llvm::TargetMachine>
+createHostTargetMachine(const CodegenOptions &options, std::string &error);
 
 /// Resolves `cpu`, "native" (this machine's CPU and every feature it has)
 /// or a CPU name of the default target triple ("x86-64-v3", "znver4").
