@@ -24,7 +24,8 @@ def ConvertMoEToLinalgPass : Pass<"convert-moe-to-linalg"> {
   }];
   let dependentDialects = [
     "::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect",
-    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect"
+    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+    "::mlir::scf::SCFDialect", "::mlir::bufferization::BufferizationDialect"
   ];
 }
 
