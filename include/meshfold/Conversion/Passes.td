@@ -22,9 +22,17 @@ def ConvertMoEToLinalgPass : Pass<"convert-moe-to-linalg"> {
            ins(%x, %w : ...) outs(%z : ...) { mulf, addf }
     ```
   }];
+  let options = [
+    Option<"groupExperts", "group-experts", "bool", "true",
+           "Sort the rows of moe.experts / moe.expert_ffn by expert and "
+           "multiply each expert's weights against all of its rows at once "
+           "(host loops over experts); false: every row gathers its expert's "
+           "weights element by element (no loops, as GPU kernels need)">
+  ];
   let dependentDialects = [
     "::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect",
-    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect"
+    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+    "::mlir::scf::SCFDialect", "::mlir::bufferization::BufferizationDialect"
   ];
 }
 

@@ -102,8 +102,16 @@ void multiplyAccumulate(OpBuilder &nb, Location l, ValueRange a) {
 /// x [T, in] times w [out, in]^T -> [T, out].
 Value buildLinear(OpBuilder &b, Location loc, Value x, Value w,
                   RankedTensorType resultType) {
+  return buildLinearInto(b, loc, x, w, makeEmpty(b, loc, resultType, {{x, 0}}));
+}
+
+/// x [T, in] times w [out, in]^T into `dest` [T, out], zero-filled first.
+Value buildLinearInto(OpBuilder &b, Location loc, Value x, Value w,
+                      Value dest) {
   MLIRContext *ctx = b.getContext();
-  Value init = zeros(b, loc, resultType, {{x, 0}});
+  Type elt = cast<RankedTensorType>(dest.getType()).getElementType();
+  Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(elt));
+  Value init = linalg::FillOp::create(b, loc, zero, dest).getResult(0);
   return generic(
       b, loc, {x, w}, {init},
       {pick(ctx, 3, {0, 2}), pick(ctx, 3, {1, 2}), pick(ctx, 3, {0, 1})},

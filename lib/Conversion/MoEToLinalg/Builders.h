@@ -61,6 +61,11 @@ void multiplyAccumulate(OpBuilder &nb, Location l, ValueRange a);
 Value buildLinear(OpBuilder &b, Location loc, Value x, Value w,
                   RankedTensorType resultType);
 
+/// x [T, in] times w [out, in]^T into `dest` [T, out], which is zero-filled
+/// first: destination-passing style, so that a product computed into a slice
+/// of a larger tensor (extract_slice ... insert_slice) bufferizes in place.
+Value buildLinearInto(OpBuilder &b, Location loc, Value x, Value w, Value dest);
+
 /// silu(g) * u = g / (1 + exp(-g)) * u.
 Value buildSwiGLU(OpBuilder &b, Location loc, Type elt, Value g, Value u);
 
@@ -72,8 +77,12 @@ std::pair<Value, Value> findRow(OpBuilder &b, Location loc, Value pos,
 /// Patterns of the attention ops (attention, attention_partial,
 /// attention_merge).
 void populateAttentionPatterns(RewritePatternSet &patterns);
-/// Patterns of the routed expert ops (experts, expert_ffn).
-void populateExpertPatterns(RewritePatternSet &patterns);
+/// Patterns of the routed expert ops (experts, expert_ffn). With
+/// `groupExperts`, each expert multiplies its weights against all the rows
+/// routed to it at once; without, every row gathers its expert's weights
+/// element by element.
+void populateExpertPatterns(RewritePatternSet &patterns,
+                            bool groupExperts = true);
 } // namespace meshfold::moe_to_linalg
 
 #endif // MESHFOLD_LIB_CONVERSION_MOETOLINALG_BUILDERS_H

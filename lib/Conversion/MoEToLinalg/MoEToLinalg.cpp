@@ -409,6 +409,8 @@ struct TakePositionLowering : OpConversionPattern<TakePositionOp> {
 struct ConvertMoEToLinalgPass
     : public meshfold::impl::ConvertMoEToLinalgPassBase<
           ConvertMoEToLinalgPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
     ConversionTarget target(*ctx);
@@ -421,7 +423,7 @@ struct ConvertMoEToLinalgPass
     inlineLayers(getOperation());
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
-    populateMoEToLinalgConversionPatterns(patterns);
+    populateMoEToLinalgConversionPatterns(patterns, groupExperts);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       signalPassFailure();
@@ -430,11 +432,11 @@ struct ConvertMoEToLinalgPass
 } // namespace
 
 void meshfold::populateMoEToLinalgConversionPatterns(
-    RewritePatternSet &patterns) {
+    RewritePatternSet &patterns, bool groupExperts) {
   patterns
       .add<PositionsLowering, EmbedLowering, RMSNormLowering, LinearLowering,
            RoPELowering, RouterLowering, LMHeadLowering, TakePositionLowering>(
           patterns.getContext());
   moe_to_linalg::populateAttentionPatterns(patterns);
-  moe_to_linalg::populateExpertPatterns(patterns);
+  moe_to_linalg::populateExpertPatterns(patterns, groupExperts);
 }

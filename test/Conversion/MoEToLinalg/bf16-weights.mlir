@@ -40,19 +40,24 @@
 // CHECK: linalg.generic {{.*}} ins(%{{.+}}, %{{.+}} : tensor<?x8xf32>, tensor<4x8xbf16>) outs(%{{.+}} : tensor<?x4xf32>)
 // CHECK: arith.extf %{{.+}} : bf16 to f32
 
-// Experts: w1/w3 and w2 are gathered by expert and widened; h1, h3 and y
-// accumulate in f32.
+// Experts: each expert's slice of w1/w3 and w2 stays bf16 and is widened in
+// the contraction's body; h1, h3 and y accumulate in f32.
 // CHECK: mf.weight 4, "w1.{e}" : memref<4x6x8xbf16>
 // CHECK: mf.weight 5, "w2.{e}" : memref<4x8x6xbf16>
 // CHECK: mf.weight 6, "w3.{e}" : memref<4x6x8xbf16>
-// CHECK: linalg.generic {{.*}} outs(%{{.+}}, %{{.+}} : tensor<?x2x6xf32>, tensor<?x2x6xf32>)
-// CHECK: tensor.extract %{{.+}} : tensor<4x6x8xbf16>
-// CHECK-NEXT: arith.extf %{{.+}} : bf16 to f32
-// CHECK-NEXT: tensor.extract %{{.+}} : tensor<4x6x8xbf16>
-// CHECK-NEXT: arith.extf %{{.+}} : bf16 to f32
-// CHECK: linalg.generic {{.*}} outs(%{{.+}} : tensor<?x8xf32>)
-// CHECK: tensor.extract %{{.+}} : tensor<4x8x6xbf16>
-// CHECK-NEXT: arith.extf %{{.+}} : bf16 to f32
+// CHECK: scf.for
+// CHECK: tensor.extract_slice %{{.+}} : tensor<4x6x8xbf16> to tensor<6x8xbf16>
+// CHECK: linalg.generic {{.*}} ins(%{{.+}}, %{{.+}} : tensor<?x8xf32>, tensor<6x8xbf16>) outs(%{{.+}} : tensor<?x6xf32>)
+// CHECK-NEXT: ^bb0(%{{.+}}: f32, %[[W1E:.+]]: bf16, %{{.+}}: f32):
+// CHECK-NEXT: arith.extf %[[W1E]] : bf16 to f32
+// CHECK: tensor.extract_slice %{{.+}} : tensor<4x6x8xbf16> to tensor<6x8xbf16>
+// CHECK: linalg.generic {{.*}} ins(%{{.+}}, %{{.+}} : tensor<?x8xf32>, tensor<6x8xbf16>) outs(%{{.+}} : tensor<?x6xf32>)
+// CHECK-NEXT: ^bb0(%{{.+}}: f32, %[[W3E:.+]]: bf16, %{{.+}}: f32):
+// CHECK-NEXT: arith.extf %[[W3E]] : bf16 to f32
+// CHECK: tensor.extract_slice %{{.+}} : tensor<4x8x6xbf16> to tensor<8x6xbf16>
+// CHECK: linalg.generic {{.*}} ins(%{{.+}}, %{{.+}} : tensor<?x6xf32>, tensor<8x6xbf16>) outs(%{{.+}} : tensor<?x8xf32>)
+// CHECK-NEXT: ^bb0(%{{.+}}: f32, %[[W2E:.+]]: bf16, %{{.+}}: f32):
+// CHECK-NEXT: arith.extf %[[W2E]] : bf16 to f32
 
 // LM head: bf16 weight, f32 logits.
 // CHECK: %[[H:.+]] = mf.weight 7, "lm_head.weight" : memref<16x8xbf16>

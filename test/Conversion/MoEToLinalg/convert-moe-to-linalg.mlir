@@ -92,14 +92,71 @@ func.func @router(%x: tensor<?x64xf32>, %g: tensor<32x64xf32>) -> (tensor<?x2xf3
 
 // -----
 
-// Experts gather their weights by the routed index (tensor.extract) and apply
-// silu(w1 x) * (w3 x), then w2 and the routing weight.
+// Experts: the (token, choice) rows are sorted by expert (counting sort in
+// scalar loops: counts, exclusive prefix sum, slots), then each expert with
+// rows multiplies its slice of the stacked weights against its rows gathered
+// contiguously: three contractions of the moe.linear form, the last one into
+// the expert's rows of the sorted result. The routing weights are applied
+// when reading the rows back in token order.
+// CHECK-DAG: #[[$ID:.+]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-DAG: #[[$X:.+]] = affine_map<(d0, d1, d2) -> (d0, d2)>
+// CHECK-DAG: #[[$W:.+]] = affine_map<(d0, d1, d2) -> (d1, d2)>
+// CHECK-DAG: #[[$Y:.+]] = affine_map<(d0, d1, d2) -> (d0, d1)>
 // CHECK-LABEL: func.func @experts
-// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel", "reduction"]
-// CHECK-COUNT-2: tensor.extract %{{.+}}[%{{.+}}, %{{.+}}, %{{.+}}] : tensor<32x128x64xf32>
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<?x64xf32>, %[[WT:[^:]+]]: tensor<?x2xf32>, %[[I:[^:]+]]: tensor<?x2xi64>, %[[W1:[^:]+]]: tensor<32x128x64xf32>, %[[W2:[^:]+]]: tensor<32x64x128xf32>, %[[W3:[^:]+]]: tensor<32x128x64xf32>)
+// CHECK: %[[N:.+]] = arith.muli %{{.+}}, %{{.+}} : index
+// Counts: 32 experts and a group for ids out of range.
+// CHECK: %[[C0:.+]] = linalg.fill ins(%{{.+}} : index) outs(%{{.+}} : tensor<33xindex>)
+// CHECK: %[[COUNTS:.+]] = scf.for %[[R:.+]] = %{{.+}} to %[[N]] step %{{.+}} iter_args(%[[CA:.+]] = %[[C0]]) -> (tensor<33xindex>)
+// CHECK: %[[ID:.+]] = tensor.extract %[[I]][%{{.+}}, %{{.+}}] : tensor<?x2xi64>
+// CHECK: %[[OK:.+]] = arith.cmpi ult, %[[ID]], %{{.+}} : i64
+// CHECK: arith.select %[[OK]], %[[ID]], %{{.+}} : i64
+// CHECK: tensor.insert %{{.+}} into %[[CA]][%{{.+}}] : tensor<33xindex>
+// CHECK: %[[STARTS:.+]]:2 = scf.for {{.+}} -> (tensor<33xindex>, index)
+// CHECK: %[[SORT:.+]]:3 = scf.for %{{.+}} = %{{.+}} to %[[N]] step %{{.+}} iter_args(%{{.+}} = %[[STARTS]]#0, %{{.+}}, %{{.+}}) -> (tensor<33xindex>, tensor<?xindex>, tensor<?xindex>)
+// The experts, on zero-initialised sorted rows.
+// CHECK: %[[S0:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<?x64xf32>)
+// CHECK: %[[SORTED:.+]] = scf.for %[[E:.+]] = %{{.+}} to %{{.+}} step %{{.+}} iter_args(%[[SA:.+]] = %[[S0]]) -> (tensor<?x64xf32>)
+// CHECK: %[[CNT:.+]] = tensor.extract %[[COUNTS]][%[[E]]] : tensor<33xindex>
+// CHECK: %[[END:.+]] = tensor.extract %[[SORT]]#0[%[[E]]] : tensor<33xindex>
+// CHECK: %[[OFF:.+]] = arith.subi %[[END]], %[[CNT]] : index
+// CHECK: %[[ANY:.+]] = arith.cmpi ne, %[[CNT]], %{{.+}} : index
+// CHECK: scf.if %[[ANY]] -> (tensor<?x64xf32>)
+// CHECK: %[[RE:.+]] = tensor.empty(%[[CNT]]) : tensor<?x64xf32>
+// CHECK: %[[ROWS:.+]] = linalg.generic {indexing_maps = [#[[$ID]]], iterator_types = ["parallel", "parallel"]} outs(%[[RE]] : tensor<?x64xf32>)
+// CHECK: tensor.extract %[[SORT]]#2[%{{.+}}] : tensor<?xindex>
+// CHECK: arith.divui %{{.+}}, %{{.+}} : index
+// CHECK: tensor.extract %[[X]][%{{.+}}, %{{.+}}] : tensor<?x64xf32>
+// CHECK: %[[W1E:.+]] = tensor.extract_slice %[[W1]][%[[E]], 0, 0] [1, 128, 64] [1, 1, 1] : tensor<32x128x64xf32> to tensor<128x64xf32>
+// CHECK: %[[H1I:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<?x128xf32>)
+// CHECK: %[[H1:.+]] = linalg.generic {indexing_maps = [#[[$X]], #[[$W]], #[[$Y]]], iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[ROWS]], %[[W1E]] : tensor<?x64xf32>, tensor<128x64xf32>) outs(%[[H1I]] : tensor<?x128xf32>)
+// CHECK: arith.mulf
+// CHECK: arith.addf
+// CHECK: %[[H3A:.+]] = bufferization.alloc_tensor(%[[CNT]]) : tensor<?x128xf32>
+// CHECK: %[[W3E:.+]] = tensor.extract_slice %[[W3]][%[[E]], 0, 0] [1, 128, 64] [1, 1, 1] : tensor<32x128x64xf32> to tensor<128x64xf32>
+// CHECK: %[[H3I:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%[[H3A]] : tensor<?x128xf32>)
+// CHECK: %[[H3:.+]] = linalg.generic {indexing_maps = [#[[$X]], #[[$W]], #[[$Y]]], iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[ROWS]], %[[W3E]] : tensor<?x64xf32>, tensor<128x64xf32>) outs(%[[H3I]] : tensor<?x128xf32>)
+// CHECK: %[[ACT:.+]] = linalg.generic {indexing_maps = [#[[$ID]], #[[$ID]]], iterator_types = ["parallel", "parallel"]} ins(%[[H3]] : tensor<?x128xf32>) outs(%[[H1]] : tensor<?x128xf32>)
 // CHECK: math.exp
-// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction", "reduction"]
-// CHECK: tensor.extract %{{.+}}[%{{.+}}, %{{.+}}, %{{.+}}] : tensor<32x64x128xf32>
+// CHECK: %[[DST:.+]] = tensor.extract_slice %[[SA]][%[[OFF]], 0] [%[[CNT]], 64] [1, 1] : tensor<?x64xf32> to tensor<?x64xf32>
+// CHECK: %[[W2E:.+]] = tensor.extract_slice %[[W2]][%[[E]], 0, 0] [1, 64, 128] [1, 1, 1] : tensor<32x64x128xf32> to tensor<64x128xf32>
+// CHECK: %[[YI:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%[[DST]] : tensor<?x64xf32>)
+// CHECK: %[[YE:.+]] = linalg.generic {indexing_maps = [#[[$X]], #[[$W]], #[[$Y]]], iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[ACT]], %[[W2E]] : tensor<?x128xf32>, tensor<64x128xf32>) outs(%[[YI]] : tensor<?x64xf32>)
+// CHECK: %[[INS:.+]] = tensor.insert_slice %[[YE]] into %[[SA]][%[[OFF]], 0] [%[[CNT]], 64] [1, 1]
+// CHECK: scf.yield %[[INS]]
+// CHECK: } else {
+// CHECK: scf.yield %[[SA]]
+// Back in token order: sum over the two choices of weight * expert output.
+// CHECK: %[[OUT:.+]] = linalg.generic {indexing_maps = [#[[$ID]]], iterator_types = ["parallel", "parallel"]}
+// CHECK: %[[SL0:.+]] = tensor.extract %[[SORT]]#1[%{{.+}}] : tensor<?xindex>
+// CHECK: %[[V0:.+]] = tensor.extract %[[SORTED]][%[[SL0]], %{{.+}}] : tensor<?x64xf32>
+// CHECK: %[[P0:.+]] = tensor.extract %[[WT]][%{{.+}}, %{{.+}}] : tensor<?x2xf32>
+// CHECK: arith.mulf %[[P0]], %[[V0]] : f32
+// CHECK: %[[SL1:.+]] = tensor.extract %[[SORT]]#1[%{{.+}}] : tensor<?xindex>
+// CHECK: %[[V1:.+]] = tensor.extract %[[SORTED]][%[[SL1]], %{{.+}}] : tensor<?x64xf32>
+// CHECK: %[[P1:.+]] = tensor.extract %[[WT]][%{{.+}}, %{{.+}}] : tensor<?x2xf32>
+// CHECK: arith.mulf %[[P1]], %[[V1]] : f32
+// CHECK: return %[[OUT]]
 // CHECK-NOT: moe.
 func.func @experts(%x: tensor<?x64xf32>, %w: tensor<?x2xf32>, %i: tensor<?x2xi64>, %w1: tensor<32x128x64xf32>, %w2: tensor<32x64x128xf32>, %w3: tensor<32x128x64xf32>) -> tensor<?x64xf32> {
   %y = moe.experts %x, %w, %i, %w1, %w2, %w3 : tensor<?x64xf32>, tensor<?x2xf32>, tensor<?x2xi64>, tensor<32x128x64xf32>, tensor<32x64x128xf32>, tensor<32x128x64xf32> -> tensor<?x64xf32>
@@ -231,23 +288,25 @@ func.func @attention_merge(%o1: tensor<?x8x16xf32>, %l1: tensor<?x8xf32>, %o2: t
 
 // -----
 
-// An expert per row: w1 and w3 gathered by the row's expert id, silu(h1) * h3,
-// then w2 gathered by the same id; no routing weight.
+// An expert per row: the rows are grouped by expert as for moe.experts
+// (4 experts and the out-of-range group), each expert's three contractions
+// run on its rows, and row r reads its result back from its slot.
 // CHECK-LABEL: func.func @expert_ffn
 // CHECK-SAME: (%[[X:[^:]+]]: tensor<?x64xf32>, %[[E:[^:]+]]: tensor<?xi64>, %[[W1:[^:]+]]: tensor<4x32x64xf32>, %[[W2:[^:]+]]: tensor<4x64x32xf32>, %[[W3:[^:]+]]: tensor<4x32x64xf32>)
-// CHECK: %[[H:.+]]:2 = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[X]], %[[E]] : tensor<?x64xf32>, tensor<?xi64>)
-// CHECK: ^bb0(%{{.+}}: f32, %[[EI:.+]]: i64,
-// CHECK: %[[EX:.+]] = arith.index_cast %[[EI]] : i64 to index
-// CHECK: tensor.extract %[[W1]][%[[EX]], %{{.+}}, %{{.+}}] : tensor<4x32x64xf32>
-// CHECK: tensor.extract %[[W3]][%[[EX]], %{{.+}}, %{{.+}}] : tensor<4x32x64xf32>
-// CHECK: -> (tensor<?x32xf32>, tensor<?x32xf32>)
-// CHECK: %[[ACT:.+]] = linalg.generic {{.*}} ins(%[[H]]#0, %[[H]]#1 : tensor<?x32xf32>, tensor<?x32xf32>)
+// CHECK: %[[N:.+]] = tensor.dim %[[X]], %{{.+}} : tensor<?x64xf32>
+// CHECK: scf.for %{{.+}} = %{{.+}} to %[[N]] {{.+}} -> (tensor<5xindex>)
+// CHECK: tensor.extract %[[E]][%{{.+}}] : tensor<?xi64>
+// CHECK: %[[SORT:.+]]:3 = scf.for {{.+}} -> (tensor<5xindex>, tensor<?xindex>, tensor<?xindex>)
+// CHECK: %[[SORTED:.+]] = scf.for
+// CHECK: scf.if
+// CHECK: linalg.generic {{.+}} ins(%{{.+}}, %{{.+}} : tensor<?x64xf32>, tensor<32x64xf32>) outs(%{{.+}} : tensor<?x32xf32>)
+// CHECK: linalg.generic {{.+}} ins(%{{.+}}, %{{.+}} : tensor<?x64xf32>, tensor<32x64xf32>) outs(%{{.+}} : tensor<?x32xf32>)
 // CHECK: math.exp
-// CHECK: arith.divf
-// CHECK: arith.mulf
-// CHECK: %[[Y:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[ACT]], %[[E]] : tensor<?x32xf32>, tensor<?xi64>)
-// CHECK: tensor.extract %[[W2]][%{{.+}}, %{{.+}}, %{{.+}}] : tensor<4x64x32xf32>
-// CHECK: -> tensor<?x64xf32>
+// CHECK: linalg.generic {{.+}} ins(%{{.+}}, %{{.+}} : tensor<?x32xf32>, tensor<64x32xf32>) outs(%{{.+}} : tensor<?x64xf32>)
+// CHECK: tensor.insert_slice
+// CHECK: %[[Y:.+]] = linalg.generic
+// CHECK: %[[SL:.+]] = tensor.extract %[[SORT]]#1[%{{.+}}] : tensor<?xindex>
+// CHECK: tensor.extract %[[SORTED]][%[[SL]], %{{.+}}] : tensor<?x64xf32>
 // CHECK: return %[[Y]]
 // CHECK-NOT: moe.
 func.func @expert_ffn(%x: tensor<?x64xf32>, %e: tensor<?xi64>, %w1: tensor<4x32x64xf32>, %w2: tensor<4x64x32xf32>, %w3: tensor<4x32x64xf32>) -> tensor<?x64xf32> {

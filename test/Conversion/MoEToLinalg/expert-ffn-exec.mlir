@@ -2,7 +2,16 @@
 // RUN: meshfold-opt %s --convert-moe-to-linalg --convert-elementwise-to-linalg \
 // RUN:   --one-shot-bufferize="bufferize-function-boundaries" \
 // RUN:   --convert-linalg-to-loops --lower-affine --convert-scf-to-cf \
-// RUN:   --expand-strided-metadata --finalize-memref-to-llvm \
+// RUN:   --expand-strided-metadata --lower-affine --finalize-memref-to-llvm \
+// RUN:   --convert-math-to-llvm --convert-math-to-libm --convert-arith-to-llvm \
+// RUN:   --convert-func-to-llvm --convert-cf-to-llvm --reconcile-unrealized-casts \
+// RUN: | mlir-runner -e main -entry-point-result=void \
+// RUN:   -shared-libs=%mlir_runner_utils,%mlir_c_runner_utils \
+// RUN: | FileCheck %s
+// RUN: meshfold-opt %s --convert-moe-to-linalg="group-experts=false" --convert-elementwise-to-linalg \
+// RUN:   --one-shot-bufferize="bufferize-function-boundaries" \
+// RUN:   --convert-linalg-to-loops --lower-affine --convert-scf-to-cf \
+// RUN:   --expand-strided-metadata --lower-affine --finalize-memref-to-llvm \
 // RUN:   --convert-math-to-llvm --convert-math-to-libm --convert-arith-to-llvm \
 // RUN:   --convert-func-to-llvm --convert-cf-to-llvm --reconcile-unrealized-casts \
 // RUN: | mlir-runner -e main -entry-point-result=void \
@@ -13,6 +22,7 @@
 // 1.0), moe.experts equals moe.expert_ffn with each row's expert. 4 tokens,
 // d = 2, 3 experts of ffn 2; the tokens go to experts 2, 0, 2, 1.
 // The expected numbers are computed by hand (float64, 6 digits as printed).
+// Both lowerings of the routed experts (grouped by expert, and per row).
 
 // (a) moe.experts.
 // CHECK: rank = 2 offset = 0 sizes = [4, 2] strides = [2, 1] data =

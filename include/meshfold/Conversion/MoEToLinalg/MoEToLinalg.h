@@ -8,8 +8,10 @@ class RewritePatternSet;
 } // namespace mlir
 
 namespace meshfold {
-/// Patterns lowering the moe compute ops to linalg/tensor/arith/math.
-void populateMoEToLinalgConversionPatterns(mlir::RewritePatternSet &patterns);
+/// Patterns lowering the moe compute ops to linalg/tensor/arith/math (and
+/// scf loops over experts with `groupExperts`).
+void populateMoEToLinalgConversionPatterns(mlir::RewritePatternSet &patterns,
+                                           bool groupExperts = true);
 } // namespace meshfold
 
 #endif // MESHFOLD_CONVERSION_MOETOLINALG_MOETOLINALG_H
