@@ -24,7 +24,15 @@ def ConvertMoEToLinalgPass : Pass<"convert-moe-to-linalg"> {
   }];
   let dependentDialects = [
     "::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect",
-    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect"
+    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+    "::mlir::scf::SCFDialect"
+  ];
+  let options = [
+    Option<"fuseAttention", "fuse-attention", "bool", "true",
+           "lower moe.attention and moe.attention_partial to a tiled one-pass "
+           "online softmax (scf.forall over heads x query tiles, scf.for over "
+           "key tiles) that never materialises the [T, T] scores; false keeps "
+           "the materialised scores/probabilities as whole tensors">
   ];
 }
 

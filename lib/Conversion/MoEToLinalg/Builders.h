@@ -70,8 +70,9 @@ std::pair<Value, Value> findRow(OpBuilder &b, Location loc, Value pos,
                                 Value target);
 
 /// Patterns of the attention ops (attention, attention_partial,
-/// attention_merge).
-void populateAttentionPatterns(RewritePatternSet &patterns);
+/// attention_merge); `fuse` picks the tiled online-softmax lowering of
+/// attention and attention_partial over the materialised one.
+void populateAttentionPatterns(RewritePatternSet &patterns, bool fuse);
 /// Patterns of the routed expert ops (experts, expert_ffn).
 void populateExpertPatterns(RewritePatternSet &patterns);
 } // namespace meshfold::moe_to_linalg

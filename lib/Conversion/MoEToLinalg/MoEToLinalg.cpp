@@ -402,6 +402,7 @@ struct TakePositionLowering : OpConversionPattern<TakePositionOp> {
 struct ConvertMoEToLinalgPass
     : public meshfold::impl::ConvertMoEToLinalgPassBase<
           ConvertMoEToLinalgPass> {
+  using ConvertMoEToLinalgPassBase::ConvertMoEToLinalgPassBase;
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
     ConversionTarget target(*ctx);
@@ -414,7 +415,7 @@ struct ConvertMoEToLinalgPass
     inlineLayers(getOperation());
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
-    populateMoEToLinalgConversionPatterns(patterns);
+    populateMoEToLinalgConversionPatterns(patterns, fuseAttention);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       signalPassFailure();
@@ -423,11 +424,11 @@ struct ConvertMoEToLinalgPass
 } // namespace
 
 void meshfold::populateMoEToLinalgConversionPatterns(
-    RewritePatternSet &patterns) {
+    RewritePatternSet &patterns, bool fuseAttention) {
   patterns
       .add<PositionsLowering, EmbedLowering, RMSNormLowering, LinearLowering,
            RoPELowering, RouterLowering, LMHeadLowering, TakePositionLowering>(
           patterns.getContext());
-  moe_to_linalg::populateAttentionPatterns(patterns);
+  moe_to_linalg::populateAttentionPatterns(patterns, fuseAttention);
   moe_to_linalg::populateExpertPatterns(patterns);
 }

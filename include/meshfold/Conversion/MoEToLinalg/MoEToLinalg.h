@@ -8,8 +8,11 @@ class RewritePatternSet;
 } // namespace mlir
 
 namespace meshfold {
-/// Patterns lowering the moe compute ops to linalg/tensor/arith/math.
-void populateMoEToLinalgConversionPatterns(mlir::RewritePatternSet &patterns);
+/// Patterns lowering the moe compute ops to linalg/tensor/arith/math (and
+/// scf: the tile loops of the fused attention). `fuseAttention` false keeps
+/// the materialised attention lowering.
+void populateMoEToLinalgConversionPatterns(mlir::RewritePatternSet &patterns,
+                                           bool fuseAttention = true);
 } // namespace meshfold
 
 #endif // MESHFOLD_CONVERSION_MOETOLINALG_MOETOLINALG_H
