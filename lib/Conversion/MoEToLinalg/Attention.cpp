@@ -77,8 +77,9 @@ Value rows1d(OpBuilder &b, Location loc, Value x, Value offset, Value size) {
 
 /// Causal GQA attention by global positions, fused: a one-pass online
 /// softmax over key tiles (flash attention) that never materialises the
-/// [T, T] scores (docs/design.md, "Attention"). Returns the normalised output
-/// and, when `withLse`, the log-sum-exp of each query/head's masked scores.
+/// [T, T] scores (docs/design.md, 9. The compiler). Returns the normalised
+/// output and, when `withLse`, the log-sum-exp of each query/head's masked
+/// scores.
 ///
 /// scf.forall over (head, query tile) -- independent work items that the CPU
 /// target may run on threads -- and in each an scf.for over key tiles

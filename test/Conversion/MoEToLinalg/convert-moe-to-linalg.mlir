@@ -21,14 +21,14 @@ func.func @linear(%x: tensor<?x64xf32>, %w: tensor<128x64xf32>) -> tensor<?x128x
 
 // -----
 
-// Fused attention (docs/design.md, "Attention"): scf.forall over (query head,
+// Fused attention (docs/design.md, 9. The compiler): scf.forall over (head,
 // query tile of 64 rows), an scf.for over key tiles of 64 keys carrying the
 // running max, sum and accumulator; the KV head of query head h is picked by
 // slicing at h floordiv (n_h / n_kv); a key tile none of whose keys any query
 // of the tile sees is skipped (min key position > max query position); both
 // contractions are NN generics with one reduction dim (the key tile is
-// transposed first). No tensor has both dims a token count of the inputs
-// except the [64, 64] tile.
+// transposed first). attention-fused-bufferize.mlir checks that no [T, T]
+// tensor remains.
 // CHECK-DAG: #[[$ID1:.+]] = affine_map<(d0) -> (d0)>
 // CHECK-DAG: #[[$SCALAR:.+]] = affine_map<(d0) -> ()>
 // CHECK-DAG: #[[$A:.+]] = affine_map<(d0, d1, d2) -> (d0, d2)>
