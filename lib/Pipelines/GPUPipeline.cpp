@@ -60,7 +60,8 @@ void meshfold::buildLowerToCUDAPipeline(OpPassManager &pm,
                                         const CUDAPipelineOptions &options) {
   // Kernels are named after the moe/mf op they come from.
   pm.addPass(createMFGPUNameLocationsPass());
-  buildLowerToBuffersPipeline(pm, options.entry, options.weightDType);
+  buildLowerToBuffersPipeline(pm, options.entry, options.weightDType,
+                              /*kernelLoops=*/true);
 
   // Linalg -> parallel loops -> blocks x threads -> gpu.launch.
   addGPULoopNests(pm, options.threadsPerBlock);

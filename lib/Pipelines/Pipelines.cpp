@@ -47,14 +47,18 @@ void meshfold::buildPartitionPipeline(OpPassManager &pm,
 
 void meshfold::buildLowerToBuffersPipeline(OpPassManager &pm,
                                            llvm::StringRef entry,
-                                           llvm::StringRef weightDType) {
+                                           llvm::StringRef weightDType,
+                                           bool kernelLoops) {
   pm.addPass(mf::createMFVerifyPlanPass());
   ConvertMoEToRuntimePassOptions rt;
   rt.entryName = entry.str();
   rt.weightDType = weightDType.str();
   pm.addPass(createConvertMFToRuntimePass());
   pm.addPass(createConvertMoEToRuntimePass(rt));
-  pm.addPass(createConvertMoEToLinalgPass());
+  ConvertMoEToLinalgPassOptions linalg;
+  linalg.groupExperts = !kernelLoops;
+  linalg.fuseAttention = !kernelLoops;
+  pm.addPass(createConvertMoEToLinalgPass(linalg));
   pm.addPass(createConvertElementwiseToLinalgPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -69,7 +73,9 @@ void meshfold::buildLowerToBuffersPipeline(OpPassManager &pm,
 
 void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
                                        const CPUPipelineOptions &options) {
-  buildLowerToBuffersPipeline(pm, options.entry, options.weightDType);
+  // --gpu-loops-on-cpu checks the CUDA pipeline's kernels: the same lowering.
+  buildLowerToBuffersPipeline(pm, options.entry, options.weightDType,
+                              /*kernelLoops=*/options.gpuLoops > 0);
 
   if (options.gpuLoops > 0) {
     // The CUDA pipeline's kernels as loop nests (blocks x threads, then the

@@ -27,7 +27,12 @@ def ConvertMoEToLinalgPass : Pass<"convert-moe-to-linalg"> {
            "Sort the rows of moe.experts / moe.expert_ffn by expert and "
            "multiply each expert's weights against all of its rows at once "
            "(host loops over experts); false: every row gathers its expert's "
-           "weights element by element (no loops, as GPU kernels need)">
+           "weights element by element (no loops, as GPU kernels need)">,
+    Option<"fuseAttention", "fuse-attention", "bool", "true",
+           "lower moe.attention and moe.attention_partial to a tiled one-pass "
+           "online softmax (scf.forall over heads x query tiles, scf.for over "
+           "key tiles) that never materialises the [T, T] scores; false keeps "
+           "the materialised scores/probabilities as whole tensors">
   ];
   let dependentDialects = [
     "::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect",

@@ -114,9 +114,14 @@ void buildPartitionPipeline(mlir::OpPassManager &pm,
 /// The front shared by the CPU and CUDA targets: verify the plan, bind
 /// weights (stored as `weightDType`, f32 or bf16), outputs and collectives to
 /// the runtime, lower the moe ops to linalg, bufferize (function boundaries
-/// included) and insert deallocations.
+/// included) and insert deallocations. `kernelLoops` selects the moe
+/// lowering the GPU kernels need: experts row by row and attention with its
+/// scores materialised, no host loops around the linalg ops; otherwise the
+/// experts are grouped by expert and attention is a fused online softmax
+/// (docs/design.md, section 9).
 void buildLowerToBuffersPipeline(mlir::OpPassManager &pm, llvm::StringRef entry,
-                                 llvm::StringRef weightDType = "f32");
+                                 llvm::StringRef weightDType = "f32",
+                                 bool kernelLoops = false);
 
 /// moe model (one rank) -> LLVM dialect for the CPU target: verify the plan,
 /// bind weights and outputs to the runtime, lower to linalg, bufferize,

@@ -6,6 +6,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/AffineMap.h"
 #include "mlir/Transforms/DialectConversion.h"
@@ -18,12 +19,292 @@ using namespace meshfold::moe;
 
 namespace meshfold::moe_to_linalg {
 namespace {
-/// Causal GQA attention by global positions. Returns the normalised output
-/// and, when `withLse`, the log-sum-exp of each query/head's masked scores.
-std::pair<Value, Value> buildAttention(OpBuilder &b, Location loc, Value q,
-                                       Value k, Value v, Value qpos, Value kpos,
-                                       double scale, RankedTensorType qType,
-                                       bool withLse) {
+/// Tile sizes of the fused attention: query rows per parallel work item and
+/// keys per step of the online softmax. A [kQueryTile, kKeyTile] f32 score
+/// tile (16 KiB) and the key/value tiles stay in the L1/L2 caches; the query
+/// tile bounds the parallelism of a short prompt (heads x query tiles).
+constexpr int64_t kQueryTile = 64;
+constexpr int64_t kKeyTile = 64;
+
+Value cstIdx(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+/// The extreme (min when `min`, else max) of the i64 positions `pos`, as a
+/// scalar.
+Value positionBound(OpBuilder &b, Location loc, Value pos, bool min) {
+  MLIRContext *ctx = b.getContext();
+  Type i64 = cast<RankedTensorType>(pos.getType()).getElementType();
+  unsigned width = i64.getIntOrFloatBitWidth();
+  APInt init =
+      min ? APInt::getSignedMaxValue(width) : APInt::getSignedMinValue(width);
+  Value bound = makeFilled(b, loc, RankedTensorType::get({}, i64), {},
+                           b.getIntegerAttr(i64, init));
+  Value r =
+      generic(b, loc, {pos}, {bound},
+              {pick(ctx, 1, {0}), AffineMap::get(1, 0, {}, ctx)}, {kRed},
+              [&](OpBuilder &nb, Location l, ValueRange a) {
+                Value m =
+                    min ? Value(arith::MinSIOp::create(nb, l, a[0], a[1]))
+                        : Value(arith::MaxSIOp::create(nb, l, a[0], a[1]));
+                linalg::YieldOp::create(nb, l, m);
+              })[0];
+  return tensor::ExtractOp::create(b, loc, r, ValueRange{});
+}
+
+/// Rows [offset, offset + size) of head `head` of a [T, heads, d] tensor, as
+/// a [size, d] tile.
+Value headRows(OpBuilder &b, Location loc, Value x, Value offset, Value size,
+               Value head) {
+  auto type = cast<RankedTensorType>(x.getType());
+  int64_t d = type.getDimSize(2);
+  auto tileType =
+      RankedTensorType::get({ShapedType::kDynamic, d}, type.getElementType());
+  return tensor::ExtractSliceOp::create(
+      b, loc, tileType, x, {OpFoldResult(offset), head, b.getIndexAttr(0)},
+      {OpFoldResult(size), b.getIndexAttr(1), b.getIndexAttr(d)},
+      {b.getIndexAttr(1), b.getIndexAttr(1), b.getIndexAttr(1)});
+}
+
+/// Elements [offset, offset + size) of a 1-d tensor.
+Value rows1d(OpBuilder &b, Location loc, Value x, Value offset, Value size) {
+  auto type = cast<RankedTensorType>(x.getType());
+  return tensor::ExtractSliceOp::create(
+      b, loc,
+      RankedTensorType::get({ShapedType::kDynamic}, type.getElementType()), x,
+      {OpFoldResult(offset)}, {OpFoldResult(size)}, {b.getIndexAttr(1)});
+}
+
+/// Causal GQA attention by global positions, fused: a one-pass online
+/// softmax over key tiles (flash attention) that never materialises the
+/// [T, T] scores (docs/design.md, 9. The compiler). Returns the normalised
+/// output and, when `withLse`, the log-sum-exp of each query/head's masked
+/// scores.
+///
+/// scf.forall over (head, query tile) -- independent work items that the CPU
+/// target may run on threads -- and in each an scf.for over key tiles
+/// carrying, per query row, the running max m, the running sum l of
+/// exp(s - m) and the accumulator acc of exp(s - m) * v. A key tile whose
+/// keys are all later than every query of the tile is skipped; positions are
+/// arbitrary (zigzag CP reorders them), so the bounds come from the position
+/// tensors. Both contractions are NN-form generics with the
+/// multiplyAccumulate body and one reduction dim: the key tile is transposed
+/// first, and the KV head is picked by slicing (no floordiv maps).
+std::pair<Value, Value> buildFusedAttention(OpBuilder &b, Location loc, Value q,
+                                            Value k, Value v, Value qpos,
+                                            Value kpos, double scale,
+                                            RankedTensorType qType,
+                                            bool withLse) {
+  MLIRContext *ctx = b.getContext();
+  Type elt = qType.getElementType();
+  Type kElt = cast<RankedTensorType>(k.getType()).getElementType();
+  int64_t nh = dimOf(q, 1), nkv = dimOf(k, 1), dh = dimOf(q, 2),
+          group = nh / nkv;
+  int64_t dyn = ShapedType::kDynamic;
+  Value tq = tensor::DimOp::create(b, loc, q, 0);
+  Value tk = tensor::DimOp::create(b, loc, k, 0);
+
+  SmallVector<Value> outs = {makeEmpty(b, loc, qType, {{q, 0}})};
+  auto lseType = tensorOf({qType.getDimSize(0), nh}, elt);
+  if (withLse)
+    outs.push_back(makeEmpty(b, loc, lseType, {{q, 0}}));
+  auto forall = scf::ForallOp::create(
+      b, loc, {b.getIndexAttr(0), b.getIndexAttr(0)},
+      {b.getIndexAttr(nh), OpFoldResult(tq)},
+      {b.getIndexAttr(1), b.getIndexAttr(kQueryTile)}, outs, std::nullopt);
+
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(forall.getBody());
+  Value h = forall.getInductionVar(0), i0 = forall.getInductionVar(1);
+  Value bq = arith::MinSIOp::create(b, loc, cstIdx(b, loc, kQueryTile),
+                                    arith::SubIOp::create(b, loc, tq, i0));
+  Value kvh =
+      group == 1
+          ? h
+          : Value(arith::DivUIOp::create(b, loc, h, cstIdx(b, loc, group)));
+  Value qTile = headRows(b, loc, q, i0, bq, h);
+  Value qp = rows1d(b, loc, qpos, i0, bq);
+  Value maxQ = positionBound(b, loc, qp, /*min=*/false);
+
+  auto rowType = tensorOf({dyn}, elt);
+  auto rowDhType = tensorOf({dyn, dh}, elt);
+  Value m0 =
+      makeFilled(b, loc, rowType, {{qp, 0}},
+                 b.getFloatAttr(elt, -std::numeric_limits<double>::infinity()));
+  Value l0 = zeros(b, loc, rowType, {{qp, 0}});
+  Value acc0 = zeros(b, loc, rowDhType, {{qp, 0}});
+
+  // One key tile: the online-softmax update of (m, l, acc).
+  auto keyTile = [&](OpBuilder &nb, Location l, Value j0, Value kp, Value m,
+                     Value sum, Value acc) -> SmallVector<Value> {
+    Value bk = tensor::DimOp::create(nb, l, kp, 0);
+    Value kTile = headRows(nb, l, k, j0, bk, kvh);
+    Value vTile = headRows(nb, l, v, j0, bk, kvh);
+    // kT[d, j] = k[j, d]: the scores are then an NN contraction.
+    Value kT = linalg::TransposeOp::create(
+                   nb, l, kTile,
+                   makeEmpty(nb, l, tensorOf({dh, dyn}, kElt), {{kp, 0}}),
+                   ArrayRef<int64_t>{1, 0})
+                   .getResult()[0];
+    // s[i, j] = sum_d q[i, d] * kT[d, j]; loop dims (i, j, d).
+    Value s = generic(
+        nb, l, {qTile, kT},
+        {zeros(nb, l, tensorOf({dyn, dyn}, elt), {{qp, 0}, {kp, 0}})},
+        {pick(ctx, 3, {0, 2}), pick(ctx, 3, {2, 1}), pick(ctx, 3, {0, 1})},
+        {kPar, kPar, kRed}, multiplyAccumulate)[0];
+    // Scale and apply the causal mask by global positions, in place.
+    s = generic(
+        nb, l, {qp, kp}, {s},
+        {pick(ctx, 2, {0}), pick(ctx, 2, {1}), pick(ctx, 2, {0, 1})},
+        {kPar, kPar}, [&](OpBuilder &bb, Location bl, ValueRange a) {
+          Value ok = arith::CmpIOp::create(bb, bl, arith::CmpIPredicate::sle,
+                                           a[1], a[0]);
+          Value sc =
+              arith::MulFOp::create(bb, bl, a[2], cstF(bb, bl, elt, scale));
+          linalg::YieldOp::create(bb, bl,
+                                  Value(arith::SelectOp::create(
+                                      bb, bl, ok, sc, negInf(bb, bl, elt))));
+        })[0];
+    Value tileMax = generic(
+        nb, l, {s},
+        {makeFilled(
+            nb, l, rowType, {{qp, 0}},
+            nb.getFloatAttr(elt, -std::numeric_limits<double>::infinity()))},
+        {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0})}, {kPar, kRed},
+        [](OpBuilder &bb, Location bl, ValueRange a) {
+          linalg::YieldOp::create(
+              bb, bl, Value(arith::MaximumFOp::create(bb, bl, a[0], a[1])));
+        })[0];
+    // m' = max(m, tile max); corr = exp(m - m'), 0 while m is -inf (then l
+    // and acc are still 0 and m - m' may be NaN); l and m updated in place.
+    auto rowMaps = SmallVector<AffineMap>(4, pick(ctx, 1, {0}));
+    ResultRange upd = generic(
+        nb, l, {tileMax}, {m, sum, makeEmpty(nb, l, rowType, {{qp, 0}})},
+        rowMaps, {kPar}, [&](OpBuilder &bb, Location bl, ValueRange a) {
+          Value mNew = arith::MaximumFOp::create(bb, bl, a[1], a[0]);
+          Value none = arith::CmpFOp::create(bb, bl, arith::CmpFPredicate::OEQ,
+                                             a[1], negInf(bb, bl, elt));
+          Value corr = arith::SelectOp::create(
+              bb, bl, none, cstF(bb, bl, elt, 0.0),
+              math::ExpOp::create(bb, bl,
+                                  arith::SubFOp::create(bb, bl, a[1], mNew)));
+          Value lScaled = arith::MulFOp::create(bb, bl, a[2], corr);
+          linalg::YieldOp::create(bb, bl, ValueRange{mNew, lScaled, corr});
+        });
+    Value mNew = upd[0], lScaled = upd[1], corr = upd[2];
+    // p = exp(s - m'), 0 where the row has no visible key yet; in place.
+    Value p = generic(
+        nb, l, {mNew}, {s}, {pick(ctx, 2, {0}), pick(ctx, 2, {0, 1})},
+        {kPar, kPar}, [&](OpBuilder &bb, Location bl, ValueRange a) {
+          Value none = arith::CmpFOp::create(bb, bl, arith::CmpFPredicate::OEQ,
+                                             a[0], negInf(bb, bl, elt));
+          Value e = math::ExpOp::create(
+              bb, bl, arith::SubFOp::create(bb, bl, a[1], a[0]));
+          linalg::YieldOp::create(
+              bb, bl,
+              Value(arith::SelectOp::create(bb, bl, none,
+                                            cstF(bb, bl, elt, 0.0), e)));
+        })[0];
+    Value lNew = generic(
+        nb, l, {p}, {lScaled}, {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0})},
+        {kPar, kRed}, [](OpBuilder &bb, Location bl, ValueRange a) {
+          linalg::YieldOp::create(
+              bb, bl, Value(arith::AddFOp::create(bb, bl, a[0], a[1])));
+        })[0];
+    Value accScaled =
+        generic(nb, l, {corr}, {acc}, {pick(ctx, 2, {0}), pick(ctx, 2, {0, 1})},
+                {kPar, kPar}, [](OpBuilder &bb, Location bl, ValueRange a) {
+                  linalg::YieldOp::create(
+                      bb, bl, Value(arith::MulFOp::create(bb, bl, a[1], a[0])));
+                })[0];
+    // acc[i, d] += sum_j p[i, j] * v[j, d]; loop dims (i, d, j).
+    Value accNew = generic(
+        nb, l, {p, vTile}, {accScaled},
+        {pick(ctx, 3, {0, 2}), pick(ctx, 3, {2, 1}), pick(ctx, 3, {0, 1})},
+        {kPar, kPar, kRed}, multiplyAccumulate)[0];
+    return {mNew, lNew, accNew};
+  };
+
+  auto loop = scf::ForOp::create(
+      b, loc, cstIdx(b, loc, 0), tk, cstIdx(b, loc, kKeyTile),
+      ValueRange{m0, l0, acc0},
+      [&](OpBuilder &nb, Location l, Value j0, ValueRange it) {
+        Value bk = arith::MinSIOp::create(nb, l, cstIdx(nb, l, kKeyTile),
+                                          arith::SubIOp::create(nb, l, tk, j0));
+        Value kp = rows1d(nb, l, kpos, j0, bk);
+        // Some key of the tile is visible to some query of the tile.
+        Value visible =
+            arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sle,
+                                  positionBound(nb, l, kp, /*min=*/true), maxQ);
+        auto ifOp = scf::IfOp::create(
+            nb, l, visible,
+            [&](OpBuilder &tb, Location tl) {
+              scf::YieldOp::create(
+                  tb, tl, keyTile(tb, tl, j0, kp, it[0], it[1], it[2]));
+            },
+            [&](OpBuilder &eb, Location el) {
+              scf::YieldOp::create(eb, el, it);
+            });
+        scf::YieldOp::create(nb, l, ifOp.getResults());
+      });
+  Value m = loop.getResult(0), sum = loop.getResult(1), acc = loop.getResult(2);
+
+  // out = acc / l, 0 for a row with no visible key; written into the
+  // destination tile of the shared output.
+  Value oSlot = headRows(b, loc, forall.getRegionIterArgs()[0], i0, bq, h);
+  Value oTile = generic(
+      b, loc, {acc, sum}, {oSlot},
+      {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0}), pick(ctx, 2, {0, 1})},
+      {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+        Value zero = cstF(nb, l, elt, 0.0);
+        Value empty =
+            arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ, a[1], zero);
+        Value div = arith::DivFOp::create(nb, l, a[0], a[1]);
+        linalg::YieldOp::create(
+            nb, l, Value(arith::SelectOp::create(nb, l, empty, zero, div)));
+      })[0];
+  auto one = b.getIndexAttr(1);
+  SmallVector<std::tuple<Value, Value, SmallVector<OpFoldResult>,
+                         SmallVector<OpFoldResult>>>
+      inserts;
+  inserts.push_back({oTile,
+                     forall.getRegionIterArgs()[0],
+                     {i0, h, b.getIndexAttr(0)},
+                     {bq, one, b.getIndexAttr(dh)}});
+  if (withLse) {
+    // lse = m + log(l), -inf for a row with no visible key.
+    Value lseOut = forall.getRegionIterArgs()[1];
+    Value lSlot = tensor::ExtractSliceOp::create(
+        b, loc, rowType, lseOut, {OpFoldResult(i0), h}, {OpFoldResult(bq), one},
+        {one, one});
+    Value lTile = generic(
+        b, loc, {m, sum}, {lSlot},
+        {pick(ctx, 1, {0}), pick(ctx, 1, {0}), pick(ctx, 1, {0})}, {kPar},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value isInf = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ,
+                                              a[0], negInf(nb, l, elt));
+          Value v = arith::AddFOp::create(nb, l, a[0],
+                                          math::LogOp::create(nb, l, a[1]));
+          linalg::YieldOp::create(nb, l,
+                                  Value(arith::SelectOp::create(
+                                      nb, l, isInf, negInf(nb, l, elt), v)));
+        })[0];
+    inserts.push_back({lTile, lseOut, {i0, h}, {bq, one}});
+  }
+  b.setInsertionPointToStart(forall.getTerminator().getBody());
+  for (auto &[src, dst, offsets, sizes] : inserts)
+    tensor::ParallelInsertSliceOp::create(
+        b, loc, src, dst, offsets, sizes,
+        SmallVector<OpFoldResult>(offsets.size(), one));
+  return {forall.getResult(0), withLse ? forall.getResult(1) : Value()};
+}
+
+/// Causal GQA attention by global positions, materialised: the [H, Tq, Tk]
+/// scores, masked scores and probabilities as whole tensors.
+std::pair<Value, Value>
+buildMaterializedAttention(OpBuilder &b, Location loc, Value q, Value k,
+                           Value v, Value qpos, Value kpos, double scale,
+                           RankedTensorType qType, bool withLse) {
   MLIRContext *ctx = b.getContext();
   Type elt = qType.getElementType();
   int64_t tq = dimOf(q, 0), tk = dimOf(k, 0), nh = dimOf(q, 1),
@@ -123,13 +404,26 @@ std::pair<Value, Value> buildAttention(OpBuilder &b, Location loc, Value q,
   return {out, lse};
 }
 
+/// Either lowering of attention, by `fuse`.
+std::pair<Value, Value> buildAttention(bool fuse, OpBuilder &b, Location loc,
+                                       Value q, Value k, Value v, Value qpos,
+                                       Value kpos, double scale,
+                                       RankedTensorType qType, bool withLse) {
+  return fuse ? buildFusedAttention(b, loc, q, k, v, qpos, kpos, scale, qType,
+                                    withLse)
+              : buildMaterializedAttention(b, loc, q, k, v, qpos, kpos, scale,
+                                           qType, withLse);
+}
+
 struct AttentionLowering : OpConversionPattern<AttentionOp> {
-  using OpConversionPattern::OpConversionPattern;
+  AttentionLowering(MLIRContext *ctx, bool fuse)
+      : OpConversionPattern(ctx), fuse(fuse) {}
+  bool fuse;
   LogicalResult
   matchAndRewrite(AttentionOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     auto [out, lse] = buildAttention(
-        rewriter, op.getLoc(), adaptor.getQuery(), adaptor.getKey(),
+        fuse, rewriter, op.getLoc(), adaptor.getQuery(), adaptor.getKey(),
         adaptor.getValue(), adaptor.getQPositions(), adaptor.getKvPositions(),
         op.getScale().convertToDouble(), op.getType(), /*withLse=*/false);
     rewriter.replaceOp(op, out);
@@ -138,12 +432,14 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
 };
 
 struct AttentionPartialLowering : OpConversionPattern<AttentionPartialOp> {
-  using OpConversionPattern::OpConversionPattern;
+  AttentionPartialLowering(MLIRContext *ctx, bool fuse)
+      : OpConversionPattern(ctx), fuse(fuse) {}
+  bool fuse;
   LogicalResult
   matchAndRewrite(AttentionPartialOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     auto [out, lse] = buildAttention(
-        rewriter, op.getLoc(), adaptor.getQuery(), adaptor.getKey(),
+        fuse, rewriter, op.getLoc(), adaptor.getQuery(), adaptor.getKey(),
         adaptor.getValue(), adaptor.getQPositions(), adaptor.getKvPositions(),
         op.getScale().convertToDouble(), op.getResult().getType(),
         /*withLse=*/true);
@@ -213,9 +509,9 @@ struct AttentionMergeLowering : OpConversionPattern<AttentionMergeOp> {
 
 } // namespace
 
-void populateAttentionPatterns(RewritePatternSet &patterns) {
-  patterns
-      .add<AttentionLowering, AttentionPartialLowering, AttentionMergeLowering>(
-          patterns.getContext());
+void populateAttentionPatterns(RewritePatternSet &patterns, bool fuse) {
+  patterns.add<AttentionLowering, AttentionPartialLowering>(
+      patterns.getContext(), fuse);
+  patterns.add<AttentionMergeLowering>(patterns.getContext());
 }
 } // namespace meshfold::moe_to_linalg

@@ -423,7 +423,8 @@ struct ConvertMoEToLinalgPass
     inlineLayers(getOperation());
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
-    populateMoEToLinalgConversionPatterns(patterns, groupExperts);
+    populateMoEToLinalgConversionPatterns(patterns, groupExperts,
+                                          fuseAttention);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       signalPassFailure();
@@ -432,11 +433,11 @@ struct ConvertMoEToLinalgPass
 } // namespace
 
 void meshfold::populateMoEToLinalgConversionPatterns(
-    RewritePatternSet &patterns, bool groupExperts) {
+    RewritePatternSet &patterns, bool groupExperts, bool fuseAttention) {
   patterns
       .add<PositionsLowering, EmbedLowering, RMSNormLowering, LinearLowering,
            RoPELowering, RouterLowering, LMHeadLowering, TakePositionLowering>(
           patterns.getContext());
-  moe_to_linalg::populateAttentionPatterns(patterns);
+  moe_to_linalg::populateAttentionPatterns(patterns, fuseAttention);
   moe_to_linalg::populateExpertPatterns(patterns, groupExperts);
 }

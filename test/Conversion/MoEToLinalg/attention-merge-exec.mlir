@@ -2,7 +2,7 @@
 // RUN: meshfold-opt %s --convert-moe-to-linalg --convert-elementwise-to-linalg \
 // RUN:   --one-shot-bufferize="bufferize-function-boundaries" \
 // RUN:   --convert-linalg-to-loops --lower-affine --convert-scf-to-cf \
-// RUN:   --expand-strided-metadata --finalize-memref-to-llvm \
+// RUN:   --expand-strided-metadata --lower-affine --finalize-memref-to-llvm \
 // RUN:   --convert-math-to-llvm --convert-math-to-libm --convert-arith-to-llvm \
 // RUN:   --convert-func-to-llvm --convert-cf-to-llvm --reconcile-unrealized-casts \
 // RUN: | mlir-runner -e main -entry-point-result=void \

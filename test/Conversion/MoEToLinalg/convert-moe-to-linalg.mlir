@@ -21,22 +21,85 @@ func.func @linear(%x: tensor<?x64xf32>, %w: tensor<128x64xf32>) -> tensor<?x128x
 
 // -----
 
-// GQA: the KV head of query head h is h floordiv (n_h / n_kv) in the maps; the
-// causal mask compares global positions; the softmax is max-shifted.
-// CHECK-DAG: #[[$KV:.+]] = affine_map<(d0, d1, d2, d3) -> (d2, d0 floordiv 4, d3)>
-// CHECK-DAG: #[[$V:.+]] = affine_map<(d0, d1, d2, d3) -> (d3, d1 floordiv 4, d2)>
+// Fused attention (docs/design.md, 9. The compiler): scf.forall over (head,
+// query tile of 64 rows), an scf.for over key tiles of 64 keys carrying the
+// running max, sum and accumulator; the KV head of query head h is picked by
+// slicing at h floordiv (n_h / n_kv); a key tile none of whose keys any query
+// of the tile sees is skipped (min key position > max query position); both
+// contractions are NN generics with one reduction dim (the key tile is
+// transposed first). attention-fused-bufferize.mlir checks that no [T, T]
+// tensor remains.
+// CHECK-DAG: #[[$ID1:.+]] = affine_map<(d0) -> (d0)>
+// CHECK-DAG: #[[$SCALAR:.+]] = affine_map<(d0) -> ()>
+// CHECK-DAG: #[[$A:.+]] = affine_map<(d0, d1, d2) -> (d0, d2)>
+// CHECK-DAG: #[[$B:.+]] = affine_map<(d0, d1, d2) -> (d2, d1)>
+// CHECK-DAG: #[[$C:.+]] = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-DAG: #[[$ROW:.+]] = affine_map<(d0, d1) -> (d0)>
+// CHECK-DAG: #[[$COL:.+]] = affine_map<(d0, d1) -> (d1)>
+// CHECK-DAG: #[[$ID2:.+]] = affine_map<(d0, d1) -> (d0, d1)>
 // CHECK-LABEL: func.func @attention
-// CHECK-SAME: %[[QP:[^:]+]]: tensor<?xi64>, %[[KP:[^:]+]]: tensor<?xi64>
-// CHECK: linalg.generic {indexing_maps = [#{{.+}}, #[[$KV]], #{{.+}}], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
-// CHECK: ins(%{{.+}}, %[[QP]], %[[KP]] :
-// CHECK: ^bb0(%[[S:.+]]: f32, %[[QI:.+]]: i64, %[[KI:.+]]: i64, %{{.+}}: f32):
-// CHECK: arith.cmpi sle, %[[KI]], %[[QI]] : i64
+// CHECK-SAME: (%[[Q:[^:]+]]: tensor<?x8x16xf32>, %[[K:[^:]+]]: tensor<?x2x16xf32>, %[[V:[^:]+]]: tensor<?x2x16xf32>, %[[QP:[^:]+]]: tensor<?xi64>, %[[KP:[^:]+]]: tensor<?xi64>)
+// CHECK-NOT: floordiv
+// CHECK: %[[TQ:.+]] = tensor.dim %[[Q]]
+// CHECK: %[[TK:.+]] = tensor.dim %[[K]]
+// CHECK: %[[OUT:.+]] = scf.forall (%[[H:.+]], %[[I0:.+]]) = (0, 0) to (8, %[[TQ]]) step (1, 64) shared_outs(%[[O:.+]] = %{{.+}}) -> (tensor<?x8x16xf32>)
+// CHECK: %[[REST:.+]] = arith.subi %[[TQ]], %[[I0]]
+// CHECK: %[[BQ:.+]] = arith.minsi %{{.+}}, %[[REST]]
+// CHECK: %[[KVH:.+]] = arith.divui %[[H]], %{{.+}} : index
+// CHECK: %[[QT:.+]] = tensor.extract_slice %[[Q]][%[[I0]], %[[H]], 0] [%[[BQ]], 1, 16] [1, 1, 1] : tensor<?x8x16xf32> to tensor<?x16xf32>
+// CHECK: %[[QPT:.+]] = tensor.extract_slice %[[QP]][%[[I0]]] [%[[BQ]]] [1]
+// CHECK: %[[MAXQT:.+]] = linalg.generic {indexing_maps = [#[[$ID1]], #[[$SCALAR]]], iterator_types = ["reduction"]} ins(%[[QPT]] : tensor<?xi64>)
+// CHECK: arith.maxsi
+// CHECK: %[[MAXQ:.+]] = tensor.extract %[[MAXQT]][]
+// CHECK: %[[M0:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<?xf32>)
+// CHECK: %[[L0:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<?xf32>)
+// CHECK: %[[ACC0:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<?x16xf32>)
+// CHECK: %[[LOOP:.+]]:3 = scf.for %[[J0:.+]] = %{{.+}} to %[[TK]] step %{{.+}} iter_args(%[[M:.+]] = %[[M0]], %[[L:.+]] = %[[L0]], %[[ACC:.+]] = %[[ACC0]]) -> (tensor<?xf32>, tensor<?xf32>, tensor<?x16xf32>)
+// CHECK: %[[KPT:.+]] = tensor.extract_slice %[[KP]][%[[J0]]]
+// CHECK: arith.minsi %{{.+}}, %{{.+}} : i64
+// CHECK: %[[MINK:.+]] = tensor.extract
+// CHECK: %[[VIS:.+]] = arith.cmpi sle, %[[MINK]], %[[MAXQ]] : i64
+// CHECK: scf.if %[[VIS]] -> (tensor<?xf32>, tensor<?xf32>, tensor<?x16xf32>)
+// CHECK: %[[KT:.+]] = tensor.extract_slice %[[K]][%[[J0]], %[[KVH]], 0] [%{{.+}}, 1, 16] [1, 1, 1] : tensor<?x2x16xf32> to tensor<?x16xf32>
+// CHECK: %[[VT:.+]] = tensor.extract_slice %[[V]][%[[J0]], %[[KVH]], 0] [%{{.+}}, 1, 16] [1, 1, 1] : tensor<?x2x16xf32> to tensor<?x16xf32>
+// CHECK: %[[KTT:.+]] = linalg.transpose ins(%[[KT]] : tensor<?x16xf32>) outs(%{{.+}} : tensor<16x?xf32>) permutation = [1, 0]
+// CHECK: %[[Z:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<?x?xf32>)
+// CHECK: %[[S:.+]] = linalg.generic {indexing_maps = [#[[$A]], #[[$B]], #[[$C]]], iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[QT]], %[[KTT]] : tensor<?x16xf32>, tensor<16x?xf32>) outs(%[[Z]] : tensor<?x?xf32>)
+// CHECK: arith.mulf
+// CHECK: arith.addf
+// CHECK: %[[SM:.+]] = linalg.generic {indexing_maps = [#[[$ROW]], #[[$COL]], #[[$ID2]]], iterator_types = ["parallel", "parallel"]} ins(%[[QPT]], %[[KPT]] : tensor<?xi64>, tensor<?xi64>) outs(%[[S]] : tensor<?x?xf32>)
+// CHECK: ^bb0(%[[QI:.+]]: i64, %[[KJ:.+]]: i64, %{{.+}}: f32):
+// CHECK: arith.cmpi sle, %[[KJ]], %[[QI]] : i64
 // CHECK: arith.constant 2.500000e-01 : f32
 // CHECK: arith.constant 0xFF800000 : f32
+// CHECK: %[[TMAX:.+]] = linalg.generic {indexing_maps = [#[[$ID2]], #[[$ROW]]], iterator_types = ["parallel", "reduction"]} ins(%[[SM]] : tensor<?x?xf32>)
 // CHECK: arith.maximumf
+// CHECK: %[[UPD:.+]]:3 = linalg.generic {indexing_maps = [#[[$ID1]], #[[$ID1]], #[[$ID1]], #[[$ID1]]], iterator_types = ["parallel"]} ins(%[[TMAX]] : tensor<?xf32>) outs(%[[M]], %[[L]], %{{.+}} : tensor<?xf32>, tensor<?xf32>, tensor<?xf32>)
+// CHECK: ^bb0(%[[TM:.+]]: f32, %[[MOLD:.+]]: f32, %[[LOLD:.+]]: f32, %{{.+}}: f32):
+// CHECK: %[[MNEW:.+]] = arith.maximumf %[[MOLD]], %[[TM]] : f32
+// CHECK: %[[NONE:.+]] = arith.cmpf oeq, %[[MOLD]], %{{.+}} : f32
+// CHECK: %[[DM:.+]] = arith.subf %[[MOLD]], %[[MNEW]] : f32
+// CHECK: %[[E:.+]] = math.exp %[[DM]] : f32
+// CHECK: %[[CORR:.+]] = arith.select %[[NONE]], %{{.+}}, %[[E]] : f32
+// CHECK: %[[LC:.+]] = arith.mulf %[[LOLD]], %[[CORR]] : f32
+// CHECK: linalg.yield %[[MNEW]], %[[LC]], %[[CORR]]
+// CHECK: %[[P:.+]] = linalg.generic {indexing_maps = [#[[$ROW]], #[[$ID2]]], iterator_types = ["parallel", "parallel"]} ins(%[[UPD]]#0 : tensor<?xf32>) outs(%[[SM]] : tensor<?x?xf32>)
 // CHECK: math.exp
-// CHECK: linalg.generic {indexing_maps = [#{{.+}}, #[[$V]], #{{.+}}]
+// CHECK: %[[LNEW:.+]] = linalg.generic {indexing_maps = [#[[$ID2]], #[[$ROW]]], iterator_types = ["parallel", "reduction"]} ins(%[[P]] : tensor<?x?xf32>) outs(%[[UPD]]#1 : tensor<?xf32>)
+// CHECK: arith.addf
+// CHECK: %[[ACCS:.+]] = linalg.generic {indexing_maps = [#[[$ROW]], #[[$ID2]]], iterator_types = ["parallel", "parallel"]} ins(%[[UPD]]#2 : tensor<?xf32>) outs(%[[ACC]] : tensor<?x16xf32>)
+// CHECK: %[[ACCN:.+]] = linalg.generic {indexing_maps = [#[[$A]], #[[$B]], #[[$C]]], iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[P]], %[[VT]] : tensor<?x?xf32>, tensor<?x16xf32>) outs(%[[ACCS]] : tensor<?x16xf32>)
+// CHECK: arith.mulf
+// CHECK: arith.addf
+// CHECK: scf.yield %[[UPD]]#0, %[[LNEW]], %[[ACCN]]
+// CHECK: } else {
+// CHECK: scf.yield %[[M]], %[[L]], %[[ACC]]
+// CHECK: %[[OSLOT:.+]] = tensor.extract_slice %[[O]][%[[I0]], %[[H]], 0] [%[[BQ]], 1, 16] [1, 1, 1]
+// CHECK: %[[OT:.+]] = linalg.generic {{.*}} ins(%[[LOOP]]#2, %[[LOOP]]#1 : tensor<?x16xf32>, tensor<?xf32>) outs(%[[OSLOT]] : tensor<?x16xf32>)
 // CHECK: arith.divf
+// CHECK: scf.forall.in_parallel
+// CHECK-NEXT: tensor.parallel_insert_slice %[[OT]] into %[[O]][%[[I0]], %[[H]], 0] [%[[BQ]], 1, 16] [1, 1, 1] : tensor<?x16xf32> into tensor<?x8x16xf32>
+// CHECK: return %[[OUT]]
 // CHECK-NOT: moe.
 func.func @attention(%q: tensor<?x8x16xf32>, %k: tensor<?x2x16xf32>, %v: tensor<?x2x16xf32>, %qp: tensor<?xi64>, %kp: tensor<?xi64>) -> tensor<?x8x16xf32> {
   %o = moe.attention %q, %k, %v, %qp, %kp {scale = 0.25 : f32} : tensor<?x8x16xf32>, tensor<?x2x16xf32>, tensor<?x2x16xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x16xf32>
@@ -226,27 +289,25 @@ func.func @leaves_io(%k: tensor<?x2x16xf32>, %p: tensor<?xi64>, %l: tensor<64xf3
 
 // -----
 
-// Attention over one key block: the same chain as moe.attention, plus the
-// log-sum-exp [Tq, n_h] = row max + log(row sum), -inf for a fully masked row.
-// CHECK-DAG: #[[$HI:.+]] = affine_map<(d0, d1) -> (d1, d0)>
-// CHECK-DAG: #[[$IH:.+]] = affine_map<(d0, d1) -> (d0, d1)>
+// Attention over one key block: the same loops as moe.attention, plus the
+// log-sum-exp [Tq, n_h] = running max + log(running sum), -inf for a fully
+// masked row, written tile by tile into the second shared output.
 // CHECK-LABEL: func.func @attention_partial
-// CHECK-SAME: %[[QP:[^:]+]]: tensor<?xi64>, %[[KP:[^:]+]]: tensor<?xi64>
-// CHECK: linalg.generic {{.*}} ins(%{{.+}}, %[[QP]], %[[KP]] :
-// CHECK: arith.cmpi sle
-// CHECK: %[[MAX:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]
-// CHECK: arith.maximumf
-// CHECK: math.exp
-// CHECK: %[[SUM:.+]] = linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "reduction"]
-// CHECK: %[[OUT:.+]] = linalg.generic {{.*}} ins(%{{.+}}, %[[SUM]] : tensor<?x8x16xf32>, tensor<8x?xf32>) outs(%{{.+}} : tensor<?x8x16xf32>)
-// CHECK: arith.divf
-// CHECK: %[[LSE:.+]] = linalg.generic {indexing_maps = [#[[$HI]], #[[$HI]], #[[$IH]]], iterator_types = ["parallel", "parallel"]} ins(%[[MAX]], %[[SUM]] : tensor<8x?xf32>, tensor<8x?xf32>) outs(%{{.+}} : tensor<?x8xf32>)
+// CHECK: %[[R:.+]]:2 = scf.forall (%[[H:.+]], %[[I0:.+]]) = (0, 0) to (8, %{{.+}}) step (1, 64) shared_outs(%[[O:.+]] = %{{.+}}, %[[LSE:.+]] = %{{.+}}) -> (tensor<?x8x16xf32>, tensor<?x8xf32>)
+// CHECK: %[[LOOP:.+]]:3 = scf.for
+// CHECK: scf.if
+// CHECK: %[[OT:.+]] = linalg.generic {{.*}} ins(%[[LOOP]]#2, %[[LOOP]]#1 : tensor<?x16xf32>, tensor<?xf32>)
+// CHECK: %[[LSLOT:.+]] = tensor.extract_slice %[[LSE]][%[[I0]], %[[H]]] [%[[BQ:.+]], 1] [1, 1] : tensor<?x8xf32> to tensor<?xf32>
+// CHECK: %[[LT:.+]] = linalg.generic {{.*}} ins(%[[LOOP]]#0, %[[LOOP]]#1 : tensor<?xf32>, tensor<?xf32>) outs(%[[LSLOT]] : tensor<?xf32>)
 // CHECK: ^bb0(%[[M:.+]]: f32, %[[S:.+]]: f32, %{{.+}}: f32):
 // CHECK: %[[NOKEY:.+]] = arith.cmpf oeq, %[[M]], %[[NEGINF:.+]] : f32
 // CHECK: %[[LOG:.+]] = math.log %[[S]] : f32
 // CHECK: %[[V:.+]] = arith.addf %[[M]], %[[LOG]] : f32
 // CHECK: arith.select %[[NOKEY]], %{{.+}}, %[[V]] : f32
-// CHECK: return %[[OUT]], %[[LSE]]
+// CHECK: scf.forall.in_parallel
+// CHECK-NEXT: tensor.parallel_insert_slice %[[OT]] into %[[O]]
+// CHECK-NEXT: tensor.parallel_insert_slice %[[LT]] into %[[LSE]][%[[I0]], %[[H]]] [%[[BQ]], 1] [1, 1] : tensor<?xf32> into tensor<?x8xf32>
+// CHECK: return %[[R]]#0, %[[R]]#1
 // CHECK-NOT: moe.
 func.func @attention_partial(%q: tensor<?x8x16xf32>, %k: tensor<?x2x16xf32>, %v: tensor<?x2x16xf32>, %qp: tensor<?xi64>, %kp: tensor<?xi64>) -> (tensor<?x8x16xf32>, tensor<?x8xf32>) {
   %o, %l = moe.attention_partial %q, %k, %v, %qp, %kp {scale = 0.25 : f32} : tensor<?x8x16xf32>, tensor<?x2x16xf32>, tensor<?x2x16xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x16xf32>, tensor<?x8xf32>

@@ -9,9 +9,11 @@ class RewritePatternSet;
 
 namespace meshfold {
 /// Patterns lowering the moe compute ops to linalg/tensor/arith/math (and
-/// scf loops over experts with `groupExperts`).
+/// scf loops over experts with `groupExperts`, the tile loops of the fused
+/// attention with `fuseAttention`; false keeps the materialised attention).
 void populateMoEToLinalgConversionPatterns(mlir::RewritePatternSet &patterns,
-                                           bool groupExperts = true);
+                                           bool groupExperts = true,
+                                           bool fuseAttention = true);
 } // namespace meshfold
 
 #endif // MESHFOLD_CONVERSION_MOETOLINALG_MOETOLINALG_H
