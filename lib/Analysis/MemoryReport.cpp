@@ -54,11 +54,12 @@ static int64_t transientBytes(Operation *op, int64_t tokens, int64_t rows,
                               int64_t topK) {
   constexpr int64_t f32 = 4, i64 = 8;
   // Grouped experts: every (row, slot) in expert order ([slots, d] results
-  // and the permutation), one expert's rows and hidden states at a time.
+  // and the permutation), one expert's gathered rows and its two hidden
+  // states (h1, which then holds silu(h1) * h3, and h3) at a time.
   auto grouped = [&](int64_t slots, int64_t experts, int64_t ffn, int64_t d) {
     int64_t perExpert = (slots + experts - 1) / experts;
     return slots * d * f32 + 2 * slots * i64 + perExpert * d * f32 +
-           3 * perExpert * ffn * f32;
+           2 * perExpert * ffn * f32;
   };
   if (auto router = dyn_cast<moe::RouterOp>(op))
     return tokens * router.getGate().getType().getDimSize(0) * f32 +
