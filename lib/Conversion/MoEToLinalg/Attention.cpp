@@ -26,6 +26,16 @@ namespace {
 constexpr int64_t kQueryTile = 64;
 constexpr int64_t kKeyTile = 64;
 
+/// lse = max + log(sum) of a row's masked scores; -inf for a row with no
+/// visible key (max -inf).
+Value logSumExp(OpBuilder &b, Location loc, Type elt, Value max, Value sum) {
+  Value isInf = arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, max,
+                                      negInf(b, loc, elt));
+  Value v =
+      arith::AddFOp::create(b, loc, max, math::LogOp::create(b, loc, sum));
+  return arith::SelectOp::create(b, loc, isInf, negInf(b, loc, elt), v);
+}
+
 Value cstIdx(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
 }
@@ -281,13 +291,7 @@ std::pair<Value, Value> buildFusedAttention(OpBuilder &b, Location loc, Value q,
         b, loc, {m, sum}, {lSlot},
         {pick(ctx, 1, {0}), pick(ctx, 1, {0}), pick(ctx, 1, {0})}, {kPar},
         [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value isInf = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ,
-                                              a[0], negInf(nb, l, elt));
-          Value v = arith::AddFOp::create(nb, l, a[0],
-                                          math::LogOp::create(nb, l, a[1]));
-          linalg::YieldOp::create(nb, l,
-                                  Value(arith::SelectOp::create(
-                                      nb, l, isInf, negInf(nb, l, elt), v)));
+          linalg::YieldOp::create(nb, l, logSumExp(nb, l, elt, a[0], a[1]));
         })[0];
     inserts.push_back({lTile, lseOut, {i0, h}, {bq, one}});
   }
@@ -393,13 +397,7 @@ buildMaterializedAttention(OpBuilder &b, Location loc, Value q, Value k,
       b, loc, {rowMax, rowSum}, {makeEmpty(b, loc, lseType, {{q, 0}})},
       {pick(ctx, 2, {1, 0}), pick(ctx, 2, {1, 0}), pick(ctx, 2, {0, 1})},
       {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
-        Value isInf = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ,
-                                            a[0], negInf(nb, l, elt));
-        Value v = arith::AddFOp::create(nb, l, a[0],
-                                        math::LogOp::create(nb, l, a[1]));
-        linalg::YieldOp::create(nb, l,
-                                Value(arith::SelectOp::create(
-                                    nb, l, isInf, negInf(nb, l, elt), v)));
+        linalg::YieldOp::create(nb, l, logSumExp(nb, l, elt, a[0], a[1]));
       })[0];
   return {out, lse};
 }
