@@ -18,9 +18,12 @@
 // CHECK-NEXT: arith.extf %{{.*}} : vector<8xbf16> to vector<8xf32>
 // CHECK-COUNT-12: vector.fma
 // CHECK: vector.reduction <add>, %{{.*}} fastmath<reassoc,contract> : vector<8xf32> into f32
+// With AVX-512's 32 registers, a 4 x 4 tile of 16-lane accumulators.
 // AVX512-LABEL: func.func @linear
 // AVX512-NOT: scf.parallel
-// AVX512: vector.load %arg0{{.*}} vector<16xf32>
+// AVX512: iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// AVX512-COUNT-4: vector.load %arg0{{.*}} vector<16xf32>
+// AVX512-COUNT-16: vector.fma
 func.func @linear(%x: memref<?x64xf32>, %w: memref<48x64xbf16>, %y: memref<?x48xf32>) {
   linalg.generic {indexing_maps = [#a, #b, #o], iterator_types = ["parallel", "parallel", "reduction"]}
       ins(%x, %w : memref<?x64xf32>, memref<48x64xbf16>) outs(%y : memref<?x48xf32>) {
