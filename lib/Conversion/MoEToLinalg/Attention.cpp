@@ -36,10 +36,6 @@ Value logSumExp(OpBuilder &b, Location loc, Type elt, Value max, Value sum) {
   return arith::SelectOp::create(b, loc, isInf, negInf(b, loc, elt), v);
 }
 
-Value cstIdx(OpBuilder &b, Location loc, int64_t v) {
-  return arith::ConstantIndexOp::create(b, loc, v);
-}
-
 /// The extreme (min when `min`, else max) of the i64 positions `pos`, as a
 /// scalar.
 Value positionBound(OpBuilder &b, Location loc, Value pos, bool min) {
@@ -126,12 +122,12 @@ std::pair<Value, Value> buildFusedAttention(OpBuilder &b, Location loc, Value q,
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(forall.getBody());
   Value h = forall.getInductionVar(0), i0 = forall.getInductionVar(1);
-  Value bq = arith::MinSIOp::create(b, loc, cstIdx(b, loc, kQueryTile),
+  Value bq = arith::MinSIOp::create(b, loc, cstIndex(b, loc, kQueryTile),
                                     arith::SubIOp::create(b, loc, tq, i0));
   Value kvh =
       group == 1
           ? h
-          : Value(arith::DivUIOp::create(b, loc, h, cstIdx(b, loc, group)));
+          : Value(arith::DivUIOp::create(b, loc, h, cstIndex(b, loc, group)));
   Value qTile = headRows(b, loc, q, i0, bq, h);
   Value qp = rows1d(b, loc, qpos, i0, bq);
   Value maxQ = positionBound(b, loc, qp, /*min=*/false);
@@ -236,10 +232,10 @@ std::pair<Value, Value> buildFusedAttention(OpBuilder &b, Location loc, Value q,
   };
 
   auto loop = scf::ForOp::create(
-      b, loc, cstIdx(b, loc, 0), tk, cstIdx(b, loc, kKeyTile),
+      b, loc, cstIndex(b, loc, 0), tk, cstIndex(b, loc, kKeyTile),
       ValueRange{m0, l0, acc0},
       [&](OpBuilder &nb, Location l, Value j0, ValueRange it) {
-        Value bk = arith::MinSIOp::create(nb, l, cstIdx(nb, l, kKeyTile),
+        Value bk = arith::MinSIOp::create(nb, l, cstIndex(nb, l, kKeyTile),
                                           arith::SubIOp::create(nb, l, tk, j0));
         Value kp = rows1d(nb, l, kpos, j0, bk);
         // Some key of the tile is visible to some query of the tile.

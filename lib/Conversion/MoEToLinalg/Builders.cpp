@@ -74,6 +74,10 @@ Value cstF(OpBuilder &b, Location loc, Type t, double v) {
   return arith::ConstantOp::create(b, loc, t, b.getFloatAttr(t, v));
 }
 
+Value cstIndex(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
 Value negInf(OpBuilder &b, Location loc, Type t) {
   return cstF(b, loc, t, -std::numeric_limits<double>::infinity());
 }

@@ -45,6 +45,9 @@ Value idx(OpBuilder &b, Location loc, int64_t dim);
 
 Value cstF(OpBuilder &b, Location loc, Type t, double v);
 
+/// An index constant.
+Value cstIndex(OpBuilder &b, Location loc, int64_t v);
+
 Value negInf(OpBuilder &b, Location loc, Type t);
 
 int64_t dimOf(Value v, unsigned i);

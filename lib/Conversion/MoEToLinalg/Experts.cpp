@@ -41,10 +41,6 @@ namespace {
 // Grouped lowering
 //===----------------------------------------------------------------------===//
 
-Value cIdx(OpBuilder &b, Location loc, int64_t v) {
-  return arith::ConstantIndexOp::create(b, loc, v);
-}
-
 /// The rows of a routed-expert op grouped by expert. `counts[e]` rows go to
 /// expert e, `ends[e]` is one past the last slot of expert e in expert order,
 /// `slot[n]` is the slot of row n and `order[s]` the row at slot s. Within an
@@ -76,7 +72,7 @@ groupByExpert(OpBuilder &b, Location loc, Value numRows, int64_t numExperts,
   Type index = b.getIndexType();
   auto groupsType = RankedTensorType::get({numExperts + 1}, index);
   auto rowsType = RankedTensorType::get({ShapedType::kDynamic}, index);
-  Value zero = cIdx(b, loc, 0), one = cIdx(b, loc, 1);
+  Value zero = cstIndex(b, loc, 0), one = cstIndex(b, loc, 1);
   auto groupAt = [&](OpBuilder &nb, Location l, Value n) {
     return groupOf(nb, l, idOf(nb, l, n), numExperts);
   };
@@ -99,7 +95,7 @@ groupByExpert(OpBuilder &b, Location loc, Value numRows, int64_t numExperts,
   Value cursor0 = tensor::EmptyOp::create(b, loc, groupsType, ValueRange{});
   Value cursor =
       scf::ForOp::create(
-          b, loc, zero, cIdx(b, loc, numExperts + 1), one, {cursor0, zero},
+          b, loc, zero, cstIndex(b, loc, numExperts + 1), one, {cursor0, zero},
           [&](OpBuilder &nb, Location l, Value e, ValueRange it) {
             Value filled = tensor::InsertOp::create(nb, l, it[1], it[0], e);
             Value c = tensor::ExtractOp::create(nb, l, counts, e);
@@ -151,7 +147,7 @@ Value runExperts(OpBuilder &b, Location loc, const ExpertGroups &g,
   int64_t numExperts = dimOf(w1, 0), ffn = dimOf(w1, 1), d = dimOf(x, 1);
   auto sortedType = tensorOf({ShapedType::kDynamic, d}, elt);
   auto hType = tensorOf({ShapedType::kDynamic, ffn}, elt);
-  Value zero = cIdx(b, loc, 0), one = cIdx(b, loc, 1);
+  Value zero = cstIndex(b, loc, 0), one = cstIndex(b, loc, 1);
   Value sorted0 =
       linalg::FillOp::create(
           b, loc,
@@ -172,20 +168,19 @@ Value runExperts(OpBuilder &b, Location loc, const ExpertGroups &g,
       nb.setInsertionPointToStart(ifOp.thenBlock());
       // The expert's rows, contiguous: rows[i] = x[token of order[offset+i]].
       Value rows0 = tensor::EmptyOp::create(nb, l, sortedType, ValueRange{n});
-      Value rows =
-          generic(nb, l, {}, {rows0}, {pick(ctx, 2, {0, 1})}, {kPar, kPar},
-                  [&](OpBuilder &bb, Location bl, ValueRange) {
-                    Value s =
-                        arith::AddIOp::create(bb, bl, offset, idx(bb, bl, 0));
-                    Value row = tensor::ExtractOp::create(bb, bl, g.order, s);
-                    if (rowsPerToken != 1)
-                      row = arith::DivUIOp::create(bb, bl, row,
-                                                   cIdx(bb, bl, rowsPerToken));
-                    linalg::YieldOp::create(
-                        bb, bl,
-                        Value(tensor::ExtractOp::create(
-                            bb, bl, x, ValueRange{row, idx(bb, bl, 1)})));
-                  })[0];
+      Value rows = generic(
+          nb, l, {}, {rows0}, {pick(ctx, 2, {0, 1})}, {kPar, kPar},
+          [&](OpBuilder &bb, Location bl, ValueRange) {
+            Value s = arith::AddIOp::create(bb, bl, offset, idx(bb, bl, 0));
+            Value row = tensor::ExtractOp::create(bb, bl, g.order, s);
+            if (rowsPerToken != 1)
+              row = arith::DivUIOp::create(bb, bl, row,
+                                           cstIndex(bb, bl, rowsPerToken));
+            linalg::YieldOp::create(
+                bb, bl,
+                Value(tensor::ExtractOp::create(
+                    bb, bl, x, ValueRange{row, idx(bb, bl, 1)})));
+          })[0];
       // h1 = rows w1[e]^T, h3 = rows w3[e]^T, act = silu(h1) * h3 (in h1).
       // h3 gets its own allocation: two tensor.empty + fill of the same shape
       // would be merged by CSE, and bufferization would then copy the shared
@@ -217,7 +212,7 @@ Value runExperts(OpBuilder &b, Location loc, const ExpertGroups &g,
     }
     scf::YieldOp::create(nb, l, ifOp.getResults());
   };
-  return scf::ForOp::create(b, loc, zero, cIdx(b, loc, numExperts), one,
+  return scf::ForOp::create(b, loc, zero, cstIndex(b, loc, numExperts), one,
                             {sorted0}, body)
       .getResult(0);
 }
@@ -238,7 +233,7 @@ struct ExpertsLowering : OpConversionPattern<ExpertsOp> {
     if (ShapedType::isDynamic(k))
       return rewriter.notifyMatchFailure(op, "top-k must be static");
     // Row n = t * k + j is token t's j-th choice.
-    Value cK = cIdx(b, loc, k);
+    Value cK = cstIndex(b, loc, k);
     Value tokens = tensor::DimOp::create(b, loc, x, 0);
     Value numRows = arith::MulIOp::create(b, loc, tokens, cK);
     ExpertGroups g = groupByExpert(
@@ -256,10 +251,10 @@ struct ExpertsLowering : OpConversionPattern<ExpertsOp> {
         b, loc, {}, {makeEmpty(b, loc, type, {{x, 0}})}, {pick(ctx, 2, {0, 1})},
         {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange) {
           Value t = idx(nb, l, 0), col = idx(nb, l, 1);
-          Value base = arith::MulIOp::create(nb, l, t, cIdx(nb, l, k));
+          Value base = arith::MulIOp::create(nb, l, t, cstIndex(nb, l, k));
           Value acc = cstF(nb, l, elt, 0.0);
           for (int64_t j = 0; j < k; ++j) {
-            Value cj = cIdx(nb, l, j);
+            Value cj = cstIndex(nb, l, j);
             Value n = arith::AddIOp::create(nb, l, base, cj);
             Value s = tensor::ExtractOp::create(nb, l, g.slot, n);
             Value v =
