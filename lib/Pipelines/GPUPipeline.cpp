@@ -2,8 +2,11 @@
 //
 // moe model -> GPU kernels through upstream MLIR:
 //
-//   linalg on buffers -> scf.parallel (parallel dims) + scf.for (reductions)
-//   -> mf-gpu-tile-parallel-loops (blocks x threads)
+//   contractions -> mf-gpu-tile-contractions (block tiles: operand slabs
+//   in shared memory, register tiles per thread, as thread phases)
+//   -> mf-gpu-phases-to-launch (gpu.launch, workgroup memory, barriers);
+//   other linalg on buffers -> scf.parallel (parallel dims) + scf.for
+//   (reductions) -> mf-gpu-tile-parallel-loops (blocks x threads)
 //   -> gpu-map-parallel-loops -> convert-parallel-loops-to-gpu (gpu.launch)
 //   -> gpu-kernel-outlining -> nvvm-attach-target -> convert-gpu-to-nvvm
 //   -> gpu-module-to-binary; host: managed buffers, gpu-to-llvm (mgpu* calls).
@@ -22,7 +25,8 @@
 // use floordiv maps (GQA), with f32 activations; nvgpu/wgmma needs bf16/f16
 // tiles of both operands in shared memory behind TMA descriptors, i.e. named
 // matmul ops on bf16 buffers, a layout pass and async copies, which this
-// pipeline does not do yet. The kernels use CUDA cores in f32.
+// pipeline does not do yet. The kernels use CUDA cores in f32 (the
+// contractions with shared-memory block tiles and register tiles).
 //
 //===----------------------------------------------------------------------===//
 
@@ -45,7 +49,13 @@ llvm::StringRef meshfold::getConfiguredCUDAToolkitPath() {
   return MESHFOLD_HAVE_CUDA_TOOLKIT ? MESHFOLD_CUDA_ROOT : "";
 }
 
-void meshfold::addGPULoopNests(OpPassManager &pm, int64_t threadsPerBlock) {
+void meshfold::addGPULoopNests(OpPassManager &pm, int64_t threadsPerBlock,
+                               bool launches) {
+  MFGPUTileContractionsPassOptions contractions;
+  contractions.threadsPerBlock = threadsPerBlock;
+  pm.addNestedPass<func::FuncOp>(createMFGPUTileContractionsPass(contractions));
+  if (launches)
+    pm.addNestedPass<func::FuncOp>(createMFGPUPhasesToLaunchPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
   pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
   MFGPUTileParallelLoopsPassOptions tile;
@@ -64,7 +74,7 @@ void meshfold::buildLowerToCUDAPipeline(OpPassManager &pm,
                               /*kernelLoops=*/true);
 
   // Linalg -> parallel loops -> blocks x threads -> gpu.launch.
-  addGPULoopNests(pm, options.threadsPerBlock);
+  addGPULoopNests(pm, options.threadsPerBlock, /*launches=*/true);
   pm.addNestedPass<func::FuncOp>(createConvertParallelLoopToGpuPass());
   MFGPUNameKernelsPassOptions names;
   names.moduleName = options.entry + "_kernels";

@@ -80,7 +80,7 @@ void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
   if (options.gpuLoops > 0) {
     // The CUDA pipeline's kernels as loop nests (blocks x threads, then the
     // sequential reductions), run in order by the CPU.
-    addGPULoopNests(pm, options.gpuLoops);
+    addGPULoopNests(pm, options.gpuLoops, /*launches=*/false);
   } else {
     // Buffers freed right after their last use, not at the end of the
     // function (where ownership-based deallocation puts them): the peak is

@@ -139,11 +139,16 @@ void buildLowerToCPUPipeline(mlir::OpPassManager &pm,
 void buildLowerToCUDAPipeline(mlir::OpPassManager &pm,
                               const CUDAPipelineOptions &options);
 
-/// Bufferized linalg -> the kernels' loop nests: parallel loops tiled into
-/// blocks of at most `threadsPerBlock` threads (reductions sequential in each
-/// thread) and mapped to GPU blocks and threads (scf.parallel with mapping
-/// attributes, before they become gpu.launch).
-void addGPULoopNests(mlir::OpPassManager &pm, int64_t threadsPerBlock);
+/// Bufferized linalg -> the kernels' loop nests: contractions as block
+/// tiles of `threadsPerBlock` threads that stage operands in block memory
+/// and accumulate register tiles (thread phases; with `launches`, already
+/// gpu.launch kernels with workgroup memory and barriers), every other op
+/// as parallel loops tiled into blocks of at most `threadsPerBlock` threads
+/// (reductions sequential in each thread) and mapped to GPU blocks and
+/// threads (scf.parallel with mapping attributes, before they become
+/// gpu.launch).
+void addGPULoopNests(mlir::OpPassManager &pm, int64_t threadsPerBlock,
+                     bool launches);
 
 /// Host code (func/cf/arith/math/memref and the runtime's mf ops; with
 /// `gpuLaunches`, gpu.launch_func and gpu.alloc as mgpu* calls) -> the LLVM

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "meshfold/Dialect/GPU/Transforms/Passes.h"
+#include "meshfold/Dialect/GPU/Transforms/Phases.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
@@ -137,7 +138,8 @@ struct MFGPUTileParallelLoopsPass
     SmallVector<scf::ForOp> sequential;
     getOperation().walk([&](scf::ForOp forOp) {
       if (forOp->getParentOfType<scf::ForOp>() ||
-          forOp->getParentOfType<scf::ParallelOp>())
+          forOp->getParentOfType<scf::ParallelOp>() ||
+          forOp->getParentOfType<gpu::LaunchOp>())
         return;
       bool hasParallel = false;
       forOp->walk([&](scf::ParallelOp) { hasParallel = true; });
@@ -157,7 +159,9 @@ struct MFGPUTileParallelLoopsPass
 
     SmallVector<scf::ParallelOp> outermost;
     getOperation().walk([&](scf::ParallelOp op) {
-      if (!op->getParentOfType<scf::ParallelOp>())
+      // Block loops of thread phases are tiled already.
+      if (!op->getParentOfType<scf::ParallelOp>() &&
+          !op->hasAttr(meshfold::kPhasesAttrName))
         outermost.push_back(op);
     });
     for (scf::ParallelOp op : outermost) {

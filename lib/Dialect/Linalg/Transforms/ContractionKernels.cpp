@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "meshfold/Dialect/Linalg/Transforms/Contraction.h"
 #include "meshfold/Dialect/Linalg/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/Utils/Utils.h"
@@ -61,39 +62,6 @@ constexpr RegisterTiles kTiles32 = {4, 4, 8, 3};
 constexpr int64_t kDotBlockTiles = 16, kDotBlockVectors = 64;
 constexpr int64_t kOuterBlockTiles = 8, kOuterBlockK = 256;
 
-BlockArgument stripExtension(Value v) {
-  if (auto ext = v.getDefiningOp<arith::ExtFOp>())
-    v = ext.getIn();
-  return dyn_cast<BlockArgument>(v);
-}
-
-/// Whether the body is `yield out + widen(in0) * widen(in1)` and nothing
-/// else, all in the output's float type.
-bool isMultiplyAccumulate(linalg::GenericOp op) {
-  Block &body = op.getRegion().front();
-  auto yield = cast<linalg::YieldOp>(body.getTerminator());
-  if (yield.getNumOperands() != 1)
-    return false;
-  auto add = yield.getOperand(0).getDefiningOp<arith::AddFOp>();
-  if (!add)
-    return false;
-  Value acc = body.getArgument(2);
-  Value prod = add.getLhs() == acc   ? add.getRhs()
-               : add.getRhs() == acc ? add.getLhs()
-                                     : Value();
-  auto mul = prod ? prod.getDefiningOp<arith::MulFOp>() : nullptr;
-  if (!mul || mul.getType() != acc.getType() || !isa<FloatType>(acc.getType()))
-    return false;
-  BlockArgument x = stripExtension(mul.getLhs()),
-                y = stripExtension(mul.getRhs());
-  if (!x || !y || x.getOwner() != &body || y.getOwner() != &body ||
-      x.getArgNumber() + y.getArgNumber() != 1 ||
-      x.getArgNumber() == y.getArgNumber())
-    return false;
-  size_t expected = 3 + (mul.getLhs() != x) + (mul.getRhs() != y);
-  return body.getOperations().size() == expected;
-}
-
 bool hasUnitInnermostStride(Value memref) {
   auto type = dyn_cast<MemRefType>(memref.getType());
   if (!type || type.getRank() == 0)
@@ -105,58 +73,22 @@ bool hasUnitInnermostStride(Value memref) {
   return strides.back() == 1;
 }
 
+/// The register tile `op` takes, if it is a contraction whose operands lie
+/// as one of them needs.
 std::optional<Contraction> match(linalg::GenericOp op) {
-  if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
-      op.getNumDpsInits() != 1 || !isMultiplyAccumulate(op))
+  std::optional<meshfold::ContractionMatch> found =
+      meshfold::matchContraction(op);
+  if (!found)
     return std::nullopt;
-  SmallVector<utils::IteratorType> iters = op.getIteratorTypesArray();
-  std::optional<unsigned> k;
-  for (auto [d, it] : llvm::enumerate(iters)) {
-    if (it != utils::IteratorType::reduction)
-      continue;
-    if (k)
-      return std::nullopt;
-    k = d;
-  }
-  if (!k)
-    return std::nullopt;
-  for (AffineMap map : op.getIndexingMapsArray())
-    if (!map.isProjectedPermutation() || map.getNumSymbols() != 0)
-      return std::nullopt;
-
-  OpOperand *in0 = op.getDpsInputOperand(0), *in1 = op.getDpsInputOperand(1),
-            *out = op.getDpsInitOperand(0);
-  auto map = [&](OpOperand *o) { return op.getMatchingIndexingMap(o); };
-  auto uses = [&](OpOperand *o, unsigned d) {
-    return map(o).isFunctionOfDim(d);
-  };
-  auto innermost = [&](OpOperand *o) -> std::optional<unsigned> {
-    AffineMap m = map(o);
-    if (m.getNumResults() == 0)
-      return std::nullopt;
-    return cast<AffineDimExpr>(m.getResults().back()).getPosition();
-  };
-  if (!uses(in0, *k) || !uses(in1, *k) || uses(out, *k))
-    return std::nullopt;
-  for (auto [d, it] : llvm::enumerate(iters))
-    if (it == utils::IteratorType::parallel && !uses(out, d))
-      return std::nullopt;
-
-  // The dim of `only` and not of `other` that comes last in the output.
-  auto innermostOwnDim = [&](OpOperand *only,
-                             OpOperand *other) -> std::optional<unsigned> {
-    std::optional<unsigned> found;
-    for (AffineExpr e : map(out).getResults()) {
-      unsigned d = cast<AffineDimExpr>(e).getPosition();
-      if (uses(only, d) && !uses(other, d))
-        found = d;
-    }
-    return found;
-  };
+  const meshfold::ContractionMatch &cm = *found;
+  OpOperand *in0 = cm.in0, *in1 = cm.in1, *out = cm.out;
+  unsigned k = cm.k;
+  auto uses = [&](OpOperand *o, unsigned d) { return cm.uses(o, d); };
+  auto innermost = [&](OpOperand *o) { return cm.innermost(o); };
   auto build = [&](TileKind kind, OpOperand *a, OpOperand *b,
                    std::optional<unsigned> n) {
-    Contraction c{op, kind, a, b, out, *k, innermostOwnDim(a, b), n, {}};
-    for (AffineExpr e : map(out).getResults()) {
+    Contraction c{op, kind, a, b, out, k, cm.innermostOwnDim(a, b), n, {}};
+    for (AffineExpr e : op.getMatchingIndexingMap(out).getResults()) {
       unsigned d = cast<AffineDimExpr>(e).getPosition();
       if (d != c.m && d != c.n)
         c.outer.push_back(d);
@@ -167,13 +99,13 @@ std::optional<Contraction> match(linalg::GenericOp op) {
   // Outer products need no reduction across vector lanes: prefer them.
   for (auto [a, b] : {std::pair(in0, in1), std::pair(in1, in0)}) {
     std::optional<unsigned> n = innermost(b);
-    if (n && *n != *k && !uses(a, *n) && innermost(out) == n &&
+    if (n && *n != k && !uses(a, *n) && innermost(out) == n &&
         hasUnitInnermostStride(b->get()) && hasUnitInnermostStride(out->get()))
       return build(TileKind::Outer, a, b, n);
   }
   if (innermost(in0) == k && innermost(in1) == k &&
       hasUnitInnermostStride(in0->get()) && hasUnitInnermostStride(in1->get()))
-    return build(TileKind::Dot, in0, in1, innermostOwnDim(in1, in0));
+    return build(TileKind::Dot, in0, in1, cm.innermostOwnDim(in1, in0));
   return std::nullopt;
 }
 

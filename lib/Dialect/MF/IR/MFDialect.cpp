@@ -77,6 +77,26 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
              << shard.getParts() << " do not fit " << type;
     return success();
   }
+  // The block loop nests of mf-gpu-tile-contractions (see
+  // meshfold/Dialect/GPU/Transforms/Phases.h).
+  if (attr.getName() == "mf.gpu_phases") {
+    auto threads = dyn_cast<IntegerAttr>(attr.getValue());
+    if (op->getName().getStringRef() != "scf.parallel" || !threads ||
+        threads.getInt() < 1)
+      return op->emitError("'mf.gpu_phases' is a block loop's (scf.parallel) "
+                           "number of threads");
+    return success();
+  }
+  if (attr.getName() == "mf.gpu_thread_phase" ||
+      attr.getName() == "mf.gpu_private") {
+    StringRef owner =
+        attr.getName() == "mf.gpu_private" ? "memref.alloca" : "scf.parallel";
+    if (op->getName().getStringRef() != owner ||
+        !isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << attr.getName().getValue()
+                             << "' is a unit attribute of " << owner;
+    return success();
+  }
   return op->emitError() << "unknown mf attribute '"
                          << attr.getName().getValue() << "'";
 }

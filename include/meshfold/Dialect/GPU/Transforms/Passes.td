@@ -58,6 +58,118 @@ def MFGPUTileParallelLoopsPass
   ];
 }
 
+def MFGPUTileContractionsPass
+    : Pass<"mf-gpu-tile-contractions", "::mlir::func::FuncOp"> {
+  let summary = "tile contractions on buffers into blocks of threads that "
+                "stage operands in block memory and accumulate register tiles";
+  let description = [{
+    Rewrites every top-level `linalg.generic` on buffers that is a
+    contraction (`out += widen(a) * widen(b)` with one reduction dim and
+    projected-permutation maps: the linear layers, the router, the LM head,
+    the experts' products over their grouped rows) into the loop nest of a
+    shared-memory GEMM kernel, written as phases of a block's threads
+    (`meshfold/Dialect/GPU/Transforms/Phases.h`):
+
+    - the block loop (`scf.parallel {mf.gpu_phases = THREADS}`) runs over
+      the other output dims and tiles of `ty * 4` rows by `tx * 4` columns
+      of the output (`tx * ty = THREADS`, `tx >= ty`: 64 x 64 for 256
+      threads);
+    - per slab of 16 along the reduction, one phase stages the slab of each
+      operand (widened to the output's type, zero outside the operand) in
+      block buffers, consecutive threads reading consecutive elements of
+      the operand's contiguous dim; the next phase has each thread multiply
+      and add its 4 x 4 register tile (rows `ty + i * #ty`, columns
+      `tx + j * #tx`, so a warp reads consecutive buffer elements);
+    - the last phase adds each thread's tile, inside the output, to it.
+
+    The accumulators are a buffer of one 4 x 4 tile per thread
+    (`{mf.gpu_private}`), loaded once per slab and kept in registers over
+    it. `mf-gpu-phases-to-launch` turns the nest into one kernel; run as
+    loops on the CPU the phases compute the same sums in the same order.
+
+    ```mlir
+    linalg.generic {.. iterator_types = ["parallel", "parallel", "reduction"]}
+        ins(%x, %w : memref<?x64xf32>, memref<128x64xbf16>)
+        outs(%y : memref<?x128xf32>) {..}
+    // becomes
+    scf.parallel (%m0, %n0) = (%c0, %c0) to (%t, %c128) step (%c64, %c64) {
+      memref.alloca_scope {
+        %sa = memref.alloca() : memref<16x64xf32>
+        %sb = memref.alloca() : memref<16x64xf32>
+        %acc = memref.alloca() {mf.gpu_private} : memref<256x4x4xf32>
+        scf.parallel (%t) = (%c0) to (%c256) step (%c1) {..} {mf.gpu_thread_phase}
+        scf.for %k0 = %c0 to %c64 step %c16 {
+          scf.parallel (%t) ... { stage %x, %w slabs } {mf.gpu_thread_phase}
+          scf.parallel (%t) ... { 4 x 4 tile += } {mf.gpu_thread_phase}
+        }
+        scf.parallel (%t) ... { %y += tile } {mf.gpu_thread_phase}
+      }
+    } {mf.gpu_phases = 256 : i64}
+    ```
+
+    A contraction inside another loop nest (a lowering's own tile loops)
+    is left as it is.
+  }];
+  let options = [
+    Option<"threadsPerBlock", "threads-per-block", "int64_t", "256",
+           "Threads per block (a power of two, at most 1024)">
+  ];
+  let dependentDialects = [
+    "::mlir::scf::SCFDialect", "::mlir::arith::ArithDialect",
+    "::mlir::memref::MemRefDialect"
+  ];
+}
+
+def MFGPUPhasesToLaunchPass
+    : Pass<"mf-gpu-phases-to-launch", "::mlir::func::FuncOp"> {
+  let summary = "turn block loops of thread phases into gpu.launch kernels "
+                "with workgroup memory and barriers";
+  let description = [{
+    Each `scf.parallel {mf.gpu_phases = THREADS}` (the form of
+    `meshfold/Dialect/GPU/Transforms/Phases.h`, written by
+    `mf-gpu-tile-contractions`) becomes one `gpu.launch` of THREADS threads
+    per block and one block per iteration of the block loop (a linear block
+    id, delinearized into the loop's ivs), under an `scf.if` that skips an
+    empty grid:
+
+    - the `memref.alloca`s of its `memref.alloca_scope` become workgroup
+      memory attributions, those marked `{mf.gpu_private}` private ones
+      without their first (thread) dim;
+    - each thread phase (`scf.parallel {mf.gpu_thread_phase}`) becomes the
+      code of thread `thread_id x`, followed by `gpu.barrier`; `scf.for`
+      loops around phases and side-effect-free ops (bounds, indices) are
+      run by every thread alike.
+
+    A private buffer indexed by anything but its thread, a side effect
+    outside a phase, or a block loop nested in another parallel loop is an
+    error.
+
+    ```mlir
+    scf.parallel (%i) = (%c0) to (%n) step (%c64) {
+      memref.alloca_scope {
+        %s = memref.alloca() : memref<16x64xf32>
+        %acc = memref.alloca() {mf.gpu_private} : memref<256x4xf32>
+        scf.parallel (%t) = (%c0) to (%c256) step (%c1) {..} {mf.gpu_thread_phase}
+      }
+    } {mf.gpu_phases = 256 : i64}
+    // becomes
+    scf.if %nonempty {
+      gpu.launch blocks(%bx, ..) in (.. = %blocks, ..) threads(%tx, ..) in
+          (.. = %c256, ..)
+          workgroup(%s : memref<16x64xf32, #gpu.address_space<workgroup>>)
+          private(%acc : memref<4xf32, #gpu.address_space<private>>) {
+        .. gpu.barrier
+        gpu.terminator
+      }
+    }
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect",
+    "::mlir::arith::ArithDialect", "::mlir::memref::MemRefDialect"
+  ];
+}
+
 def MFGPUHostSharedMemoryPass
     : Pass<"mf-gpu-host-shared-memory", "::mlir::ModuleOp"> {
   let summary = "make every host buffer device-accessible managed memory";

@@ -1,0 +1,40 @@
+//===- Phases.h - block loop nests written as phases of threads -*- C++ -*-===//
+//
+// The form in which `mf-gpu-tile-contractions` writes a kernel that stages
+// operands in memory shared by a block's threads, and that
+// `mf-gpu-phases-to-launch` turns into a `gpu.launch`:
+//
+//   scf.parallel (blocks...) {mf.gpu_phases = THREADS} {
+//     memref.alloca_scope {
+//       %shared = memref.alloca() : memref<...>           // block memory
+//       %acc = memref.alloca() {mf.gpu_private} : memref<THREADSx...>
+//       scf.parallel (%t) = (0) to (THREADS) {mf.gpu_thread_phase} {...}
+//       scf.for ... { <thread phases> }                   // uniform loops
+//       ...
+//     }
+//   }
+//
+// Each thread phase runs every thread of the block; on the device a barrier
+// follows it, so the next phase sees all its writes. Row `t` of a private
+// buffer belongs to thread `t` alone (registers on the device). Outside the
+// phases the block body holds only side-effect-free ops (bounds, indices),
+// which every thread computes alike. Run as plain loops on the CPU the
+// phases follow one another, which is what the barriers guarantee.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef MESHFOLD_DIALECT_GPU_TRANSFORMS_PHASES_H
+#define MESHFOLD_DIALECT_GPU_TRANSFORMS_PHASES_H
+
+#include "llvm/ADT/StringRef.h"
+
+namespace meshfold {
+/// On the block loop: the number of threads of a block (i64).
+constexpr llvm::StringLiteral kPhasesAttrName = "mf.gpu_phases";
+/// On each loop over the threads of a block (unit).
+constexpr llvm::StringLiteral kThreadPhaseAttrName = "mf.gpu_thread_phase";
+/// On a buffer whose first dim is the thread (unit).
+constexpr llvm::StringLiteral kPrivateAttrName = "mf.gpu_private";
+} // namespace meshfold
+
+#endif // MESHFOLD_DIALECT_GPU_TRANSFORMS_PHASES_H

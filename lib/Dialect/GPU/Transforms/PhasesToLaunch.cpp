@@ -1,0 +1,238 @@
+//===- PhasesToLaunch.cpp - thread phases to a kernel with barriers -------===//
+//
+// Turns each block loop nest written as phases of threads (Phases.h) into
+// one `gpu.launch`: the block loop's iterations become the grid (one linear
+// block id, delinearized), each thread phase the code of one thread
+// followed by `gpu.barrier`, the block's buffers workgroup memory
+// attributions and its per-thread buffers private attributions (registers
+// once their indices are constants).
+//
+//===----------------------------------------------------------------------===//
+
+#include "meshfold/Dialect/GPU/Transforms/Passes.h"
+#include "meshfold/Dialect/GPU/Transforms/Phases.h"
+
+#include "mlir/Dialect/Arith/Utils/Utils.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#define DEBUG_TYPE "mf-gpu-phases-to-launch"
+
+namespace meshfold {
+#define GEN_PASS_DEF_MFGPUPHASESTOLAUNCHPASS
+#include "meshfold/Dialect/GPU/Transforms/Passes.h.inc"
+} // namespace meshfold
+
+using namespace mlir;
+using namespace meshfold;
+
+namespace {
+
+class LaunchBuilder {
+public:
+  LaunchBuilder(scf::ParallelOp blocks, int64_t threads)
+      : blocks(blocks), threads(threads), b(blocks), loc(blocks.getLoc()) {}
+
+  LogicalResult build() {
+    auto scope = dyn_cast<memref::AllocaScopeOp>(blocks.getBody()->front());
+    if (!scope || scope.getNumResults() != 0 ||
+        &*std::next(blocks.getBody()->begin()) !=
+            blocks.getBody()->getTerminator())
+      return blocks.emitError("a block loop of thread phases holds one "
+                              "memref.alloca_scope and nothing else");
+    Block &body = scope.getBodyRegion().front();
+
+    // Attributions: the scope's buffers, private ones without the thread
+    // dim.
+    SmallVector<Type> shared, own;
+    SmallVector<memref::AllocaOp> sharedAllocs, ownAllocs;
+    auto space = [&](gpu::AddressSpace s) {
+      return gpu::AddressSpaceAttr::get(b.getContext(), s);
+    };
+    for (auto alloca : body.getOps<memref::AllocaOp>()) {
+      MemRefType type = alloca.getType();
+      if (!type.hasStaticShape() || !type.getLayout().isIdentity())
+        return alloca.emitError("a block's buffer needs a static shape");
+      if (alloca->hasAttr(kPrivateAttrName)) {
+        if (type.getRank() < 1 || type.getDimSize(0) != threads)
+          return alloca.emitError()
+                 << "a private buffer's first dim is the thread (" << threads
+                 << ")";
+        ownAllocs.push_back(alloca);
+        own.push_back(MemRefType::get(type.getShape().drop_front(),
+                                      type.getElementType(), AffineMap(),
+                                      space(gpu::AddressSpace::Private)));
+      } else {
+        sharedAllocs.push_back(alloca);
+        shared.push_back(MemRefType::get(type.getShape(), type.getElementType(),
+                                         AffineMap(),
+                                         space(gpu::AddressSpace::Workgroup)));
+      }
+    }
+
+    // Grid: every iteration of the block loop, skipped when there are none.
+    SmallVector<Value> trips;
+    Value total = cst(1);
+    for (auto [lb, ub, step] :
+         llvm::zip(blocks.getLowerBound(), blocks.getUpperBound(),
+                   blocks.getStep())) {
+      Value len = arith::SubIOp::create(b, loc, ub, lb);
+      trips.push_back(arith::CeilDivSIOp::create(b, loc, len, step));
+      total = arith::MulIOp::create(b, loc, total, trips.back());
+    }
+    Value any =
+        arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sgt, total, cst(0));
+    auto guard = scf::IfOp::create(b, loc, any, /*withElseRegion=*/false);
+    b.setInsertionPoint(guard.thenBlock()->getTerminator());
+    auto launch = gpu::LaunchOp::create(
+        b, loc, total, cst(1), cst(1), cst(threads), cst(1), cst(1),
+        /*dynamicSharedMemorySize=*/nullptr, /*asyncTokenType=*/nullptr,
+        /*asyncDependencies=*/{}, shared, own);
+    b.setInsertionPointToEnd(&launch.getBody().front());
+    gpu::TerminatorOp::create(b, loc);
+    b.setInsertionPointToStart(&launch.getBody().front());
+
+    Value rest = launch.getBlockIds().x;
+    for (int64_t d = trips.size() - 1; d >= 0; --d) {
+      Value at = d == 0 ? rest : arith::RemUIOp::create(b, loc, rest, trips[d]);
+      if (d > 0)
+        rest = arith::DivUIOp::create(b, loc, rest, trips[d]);
+      Value iv = arith::AddIOp::create(
+          b, loc, blocks.getLowerBound()[d],
+          arith::MulIOp::create(b, loc, at, blocks.getStep()[d]));
+      map.map(blocks.getInductionVars()[d], iv);
+    }
+    thread = launch.getThreadIds().x;
+    for (auto [alloca, arg] :
+         llvm::zip(sharedAllocs, launch.getWorkgroupAttributions()))
+      map.map(alloca.getResult(), arg);
+    for (auto [alloca, arg] :
+         llvm::zip(ownAllocs, launch.getPrivateAttributions())) {
+      map.map(alloca.getResult(), arg);
+      privates.insert(arg);
+    }
+    if (failed(cloneBlockCode(body)))
+      return failure();
+    if (failed(dropThreadIndex(launch)))
+      return failure();
+    blocks.erase();
+    return success();
+  }
+
+private:
+  scf::ParallelOp blocks;
+  int64_t threads;
+  OpBuilder b;
+  Location loc;
+  IRMapping map;
+  Value thread;
+  llvm::SmallPtrSet<Value, 4> privates;
+
+  Value cst(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
+
+  /// The code every thread runs alike: the phases, uniform loops around
+  /// them, and the side-effect-free ops that compute their bounds.
+  LogicalResult cloneBlockCode(Block &block) {
+    for (Operation &op : block.without_terminator()) {
+      // The block's buffers, already attributions.
+      if (isa<memref::AllocaOp>(op) && map.contains(op.getResult(0)))
+        continue;
+      if (auto phase = dyn_cast<scf::ParallelOp>(op);
+          phase && phase->hasAttr(kThreadPhaseAttrName)) {
+        std::optional<int64_t> lb =
+            getConstantIntValue(phase.getLowerBound()[0]);
+        std::optional<int64_t> ub =
+            getConstantIntValue(phase.getUpperBound()[0]);
+        std::optional<int64_t> step = getConstantIntValue(phase.getStep()[0]);
+        if (phase.getNumLoops() != 1 || lb != 0 || ub != threads || step != 1)
+          return phase.emitError() << "a thread phase runs over [0, " << threads
+                                   << ") in steps of 1";
+        map.map(phase.getInductionVars()[0], thread);
+        for (Operation &inner : phase.getBody()->without_terminator())
+          b.clone(inner, map);
+        gpu::BarrierOp::create(b, phase.getLoc());
+        continue;
+      }
+      if (auto loop = dyn_cast<scf::ForOp>(op);
+          loop && loop.getNumResults() == 0) {
+        auto copy = scf::ForOp::create(
+            b, loop.getLoc(), map.lookupOrDefault(loop.getLowerBound()),
+            map.lookupOrDefault(loop.getUpperBound()),
+            map.lookupOrDefault(loop.getStep()));
+        map.map(loop.getInductionVar(), copy.getInductionVar());
+        OpBuilder::InsertionGuard guard(b);
+        b.setInsertionPoint(copy.getBody()->getTerminator());
+        if (failed(cloneBlockCode(*loop.getBody())))
+          return failure();
+        continue;
+      }
+      if (op.getNumRegions() != 0 || !isMemoryEffectFree(&op))
+        return op.emitError("outside a thread phase a block runs only "
+                            "side-effect-free ops and loops of phases");
+      b.clone(op, map);
+    }
+    return success();
+  }
+
+  /// A private buffer's accesses lose their first index, the thread's own.
+  LogicalResult dropThreadIndex(gpu::LaunchOp launch) {
+    SmallVector<Operation *> accesses;
+    launch.walk([&](Operation *op) {
+      if (auto load = dyn_cast<memref::LoadOp>(op);
+          load && privates.contains(load.getMemRef()))
+        accesses.push_back(op);
+      if (auto store = dyn_cast<memref::StoreOp>(op);
+          store && privates.contains(store.getMemRef()))
+        accesses.push_back(op);
+    });
+    for (Operation *op : accesses) {
+      OpBuilder at(op);
+      if (auto load = dyn_cast<memref::LoadOp>(op)) {
+        if (load.getIndices().empty() || load.getIndices()[0] != thread)
+          return load.emitError("a private buffer is indexed by its thread");
+        Value v = memref::LoadOp::create(at, load.getLoc(), load.getMemRef(),
+                                         load.getIndices().drop_front());
+        load.replaceAllUsesWith(v);
+        load.erase();
+        continue;
+      }
+      auto store = cast<memref::StoreOp>(op);
+      if (store.getIndices().empty() || store.getIndices()[0] != thread)
+        return store.emitError("a private buffer is indexed by its thread");
+      memref::StoreOp::create(at, store.getLoc(), store.getValue(),
+                              store.getMemRef(),
+                              store.getIndices().drop_front());
+      store.erase();
+    }
+    return success();
+  }
+};
+
+struct MFGPUPhasesToLaunchPass
+    : public meshfold::impl::MFGPUPhasesToLaunchPassBase<
+          MFGPUPhasesToLaunchPass> {
+  void runOnOperation() override {
+    SmallVector<scf::ParallelOp> nests;
+    getOperation().walk([&](scf::ParallelOp op) {
+      if (op->hasAttr(kPhasesAttrName))
+        nests.push_back(op);
+    });
+    for (scf::ParallelOp op : nests) {
+      auto threads = op->getAttrOfType<IntegerAttr>(kPhasesAttrName);
+      if (!threads || threads.getInt() < 1 || threads.getInt() > 1024) {
+        op.emitError("'mf.gpu_phases' must be a thread count in [1, 1024]");
+        return signalPassFailure();
+      }
+      if (op->getParentOfType<scf::ParallelOp>() ||
+          op->getParentOfType<gpu::LaunchOp>()) {
+        op.emitError("a block loop of thread phases must not be nested in "
+                     "another parallel loop or kernel");
+        return signalPassFailure();
+      }
+      if (failed(LaunchBuilder(op, threads.getInt()).build()))
+        return signalPassFailure();
+    }
+  }
+};
+} // namespace
