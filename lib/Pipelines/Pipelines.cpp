@@ -2,6 +2,7 @@
 
 #include "meshfold/Pipelines/Pipelines.h"
 #include "meshfold/Conversion/Passes.h"
+#include "meshfold/Dialect/GPU/Transforms/Passes.h"
 #include "meshfold/Dialect/Linalg/Transforms/Passes.h"
 #include "meshfold/Dialect/MF/Transforms/Passes.h"
 
@@ -56,7 +57,7 @@ void meshfold::buildLowerToBuffersPipeline(OpPassManager &pm,
   pm.addPass(createConvertMFToRuntimePass());
   pm.addPass(createConvertMoEToRuntimePass(rt));
   ConvertMoEToLinalgPassOptions linalg;
-  linalg.groupExperts = !kernelLoops;
+  linalg.groupExperts = true;
   linalg.fuseAttention = !kernelLoops;
   pm.addPass(createConvertMoEToLinalgPass(linalg));
   pm.addPass(createConvertElementwiseToLinalgPass());
@@ -81,6 +82,9 @@ void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
     // The CUDA pipeline's kernels as loop nests (blocks x threads, then the
     // sequential reductions), run in order by the CPU.
     addGPULoopNests(pm, options.gpuLoops, /*launches=*/false);
+    // Run in sequence, a block loop's buffers must still be freed after
+    // each block (the scope scf-to-cf drops).
+    pm.addNestedPass<func::FuncOp>(createMFGPUScopeParallelAllocasPass());
   } else {
     // Buffers freed right after their last use, not at the end of the
     // function (where ownership-based deallocation puts them): the peak is

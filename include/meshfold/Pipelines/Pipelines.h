@@ -114,11 +114,12 @@ void buildPartitionPipeline(mlir::OpPassManager &pm,
 /// The front shared by the CPU and CUDA targets: verify the plan, bind
 /// weights (stored as `weightDType`, f32 or bf16), outputs and collectives to
 /// the runtime, lower the moe ops to linalg, bufferize (function boundaries
-/// included) and insert deallocations. `kernelLoops` selects the moe
-/// lowering the GPU kernels need: experts row by row and attention with its
-/// scores materialised, no host loops around the linalg ops; otherwise the
-/// experts are grouped by expert and attention is a fused online softmax
-/// (docs/design.md, section 9).
+/// included) and insert deallocations. The experts are grouped by expert
+/// (each expert's rows multiplied by its weights at once: block-tiled
+/// contractions on both targets, in a host loop over the experts on the
+/// GPU). `kernelLoops` selects the attention lowering the GPU kernels need:
+/// scores materialised, no host loops around its linalg ops; otherwise
+/// attention is a fused online softmax (docs/design.md, section 9).
 void buildLowerToBuffersPipeline(mlir::OpPassManager &pm, llvm::StringRef entry,
                                  llvm::StringRef weightDType = "f32",
                                  bool kernelLoops = false);

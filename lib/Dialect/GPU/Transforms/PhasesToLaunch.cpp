@@ -35,15 +35,9 @@ public:
       : blocks(blocks), threads(threads), b(blocks), loc(blocks.getLoc()) {}
 
   LogicalResult build() {
-    auto scope = dyn_cast<memref::AllocaScopeOp>(blocks.getBody()->front());
-    if (!scope || scope.getNumResults() != 0 ||
-        &*std::next(blocks.getBody()->begin()) !=
-            blocks.getBody()->getTerminator())
-      return blocks.emitError("a block loop of thread phases holds one "
-                              "memref.alloca_scope and nothing else");
-    Block &body = scope.getBodyRegion().front();
+    Block &body = *blocks.getBody();
 
-    // Attributions: the scope's buffers, private ones without the thread
+    // Attributions: the block's buffers, private ones without the thread
     // dim.
     SmallVector<Type> shared, own;
     SmallVector<memref::AllocaOp> sharedAllocs, ownAllocs;

@@ -87,11 +87,9 @@ public:
     auto blocks = scf::ParallelOp::create(b, loc, lbs, ubs, steps);
     blocks->setAttr(kPhasesAttrName, b.getI64IntegerAttr(g.threads));
     OpBuilder::InsertionGuard guard(b);
+    // The body of an scf.parallel is an allocation scope: the block's
+    // buffers live for one block.
     b.setInsertionPointToStart(blocks.getBody());
-    auto scope = memref::AllocaScopeOp::create(b, loc, TypeRange{});
-    b.createBlock(&scope.getBodyRegion());
-    memref::AllocaScopeReturnOp::create(b, loc);
-    b.setInsertionPointToStart(&scope.getBodyRegion().front());
 
     ValueRange ivs = blocks.getInductionVars();
     SmallVector<Value> iv(sizes.size());
@@ -184,7 +182,7 @@ private:
           b, loc, inside,
           [&](OpBuilder &, Location) {
             Value v = memref::LoadOp::create(b, loc, operand->get(),
-                                             c.indices(operand, iv));
+                                             c.indices(operand, iv, &b));
             if (v.getType() != accType)
               v = arith::ExtFOp::create(b, loc, accType, v);
             scf::YieldOp::create(b, loc, v);
@@ -286,7 +284,8 @@ struct MFGPUTileContractionsPass
       if (op->getParentOfType<scf::ParallelOp>() ||
           op->getParentOfType<scf::ForallOp>())
         return;
-      if (std::optional<ContractionMatch> c = matchContraction(op))
+      if (std::optional<ContractionMatch> c =
+              matchContraction(op, /*affineInputs=*/true))
         found.push_back(*c);
     });
     for (ContractionMatch &c : found) {

@@ -143,7 +143,7 @@ struct MFGPUTileParallelLoopsPass
         return;
       bool hasParallel = false;
       forOp->walk([&](scf::ParallelOp) { hasParallel = true; });
-      if (!hasParallel && forOp.getNumResults() == 0 && writesMemory(forOp))
+      if (!hasParallel && forOp->use_empty() && writesMemory(forOp))
         sequential.push_back(forOp);
     });
     for (scf::ForOp forOp : sequential) {

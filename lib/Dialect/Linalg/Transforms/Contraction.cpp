@@ -2,6 +2,7 @@
 
 #include "meshfold/Dialect/Linalg/Transforms/Contraction.h"
 
+#include "mlir/Dialect/Affine/Utils.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
 using namespace mlir;
@@ -50,7 +51,10 @@ std::optional<unsigned> ContractionMatch::innermost(OpOperand *operand) const {
   AffineMap m = op.getMatchingIndexingMap(operand);
   if (m.getNumResults() == 0)
     return std::nullopt;
-  return cast<AffineDimExpr>(m.getResults().back()).getPosition();
+  auto dim = dyn_cast<AffineDimExpr>(m.getResults().back());
+  if (!dim)
+    return std::nullopt;
+  return dim.getPosition();
 }
 
 std::optional<unsigned>
@@ -65,15 +69,30 @@ ContractionMatch::innermostOwnDim(OpOperand *only, OpOperand *other) const {
 }
 
 SmallVector<Value> ContractionMatch::indices(OpOperand *operand,
-                                             ArrayRef<Value> iv) const {
+                                             ArrayRef<Value> iv,
+                                             OpBuilder *b) const {
   SmallVector<Value> idx;
-  for (AffineExpr e : op.getMatchingIndexingMap(operand).getResults())
-    idx.push_back(iv[cast<AffineDimExpr>(e).getPosition()]);
+  for (AffineExpr e : op.getMatchingIndexingMap(operand).getResults()) {
+    if (auto dim = dyn_cast<AffineDimExpr>(e)) {
+      idx.push_back(iv[dim.getPosition()]);
+      continue;
+    }
+    assert(b && "an index that is not a loop dim needs a builder");
+    // Dims the expression does not use may be unset: any value will do.
+    SmallVector<Value> dims(iv);
+    Value any;
+    for (Value v : iv)
+      any = any ? any : v;
+    for (Value &v : dims)
+      v = v ? v : any;
+    idx.push_back(
+        affine::expandAffineExpr(*b, op.getLoc(), e, dims, ValueRange()));
+  }
   return idx;
 }
 
-std::optional<ContractionMatch>
-meshfold::matchContraction(linalg::GenericOp op) {
+std::optional<ContractionMatch> meshfold::matchContraction(linalg::GenericOp op,
+                                                           bool affineInputs) {
   if (!op.hasPureBufferSemantics() || op.getNumDpsInputs() != 2 ||
       op.getNumDpsInits() != 1 || !isMultiplyAccumulate(op))
     return std::nullopt;
@@ -88,9 +107,13 @@ meshfold::matchContraction(linalg::GenericOp op) {
   }
   if (!k)
     return std::nullopt;
-  for (AffineMap map : op.getIndexingMapsArray())
-    if (!map.isProjectedPermutation() || map.getNumSymbols() != 0)
+  for (OpOperand &operand : op->getOpOperands()) {
+    AffineMap map = op.getMatchingIndexingMap(&operand);
+    bool input = op.isDpsInput(&operand);
+    if (map.getNumSymbols() != 0 ||
+        (!map.isProjectedPermutation() && !(input && affineInputs)))
       return std::nullopt;
+  }
 
   ContractionMatch c{op, op.getDpsInputOperand(0), op.getDpsInputOperand(1),
                      op.getDpsInitOperand(0), *k};

@@ -40,7 +40,6 @@ func.func @phases(%in: memref<?x8xf32>, %out: memref<?xf32>, %n: index) {
   %c8 = arith.constant 8 : index
   %zero = arith.constant 0.0 : f32
   scf.parallel (%b) = (%c0) to (%n) step (%c4) {
-    memref.alloca_scope {
       %s = memref.alloca() : memref<4x8xf32>
       %p = memref.alloca() {mf.gpu_private} : memref<4x1xf32>
       scf.parallel (%t) = (%c0) to (%c4) step (%c1) {
@@ -69,7 +68,6 @@ func.func @phases(%in: memref<?x8xf32>, %out: memref<?xf32>, %n: index) {
         %r = memref.atomic_rmw addf %acc, %out[%b] : (f32, memref<?xf32>) -> f32
         scf.reduce
       } {mf.gpu_thread_phase}
-    }
     scf.reduce
   } {mf.gpu_phases = 4 : i64}
   return
@@ -83,7 +81,6 @@ func.func @foreign_row(%out: memref<4xf32>) {
   %c1 = arith.constant 1 : index
   %c4 = arith.constant 4 : index
   scf.parallel (%b) = (%c0) to (%c4) step (%c4) {
-    memref.alloca_scope {
       %p = memref.alloca() {mf.gpu_private} : memref<4x1xf32>
       scf.parallel (%t) = (%c0) to (%c4) step (%c1) {
         // expected-error @+1 {{a private buffer is indexed by its thread}}
@@ -91,7 +88,6 @@ func.func @foreign_row(%out: memref<4xf32>) {
         memref.store %v, %out[%t] : memref<4xf32>
         scf.reduce
       } {mf.gpu_thread_phase}
-    }
     scf.reduce
   } {mf.gpu_phases = 4 : i64}
   return
@@ -106,10 +102,8 @@ func.func @store_outside(%out: memref<4xf32>) {
   %c4 = arith.constant 4 : index
   %zero = arith.constant 0.0 : f32
   scf.parallel (%b) = (%c0) to (%c4) step (%c4) {
-    memref.alloca_scope {
       // expected-error @+1 {{outside a thread phase a block runs only side-effect-free ops and loops of phases}}
       memref.store %zero, %out[%b] : memref<4xf32>
-    }
     scf.reduce
   } {mf.gpu_phases = 4 : i64}
   return
@@ -125,13 +119,11 @@ func.func @short_phase(%out: memref<4xf32>) {
   %c4 = arith.constant 4 : index
   %zero = arith.constant 0.0 : f32
   scf.parallel (%b) = (%c0) to (%c4) step (%c4) {
-    memref.alloca_scope {
       // expected-error @+1 {{a thread phase runs over [0, 4) in steps of 1}}
       scf.parallel (%t) = (%c0) to (%c2) step (%c1) {
         memref.store %zero, %out[%t] : memref<4xf32>
         scf.reduce
       } {mf.gpu_thread_phase}
-    }
     scf.reduce
   } {mf.gpu_phases = 4 : i64}
   return

@@ -17,7 +17,6 @@
 // CHECK-NOT:     linalg.generic
 // CHECK:         %[[T:.+]] = memref.dim %[[X]]
 // CHECK:         scf.parallel (%[[M0:.+]], %[[N0:.+]]) = (%{{.+}}, %{{.+}}) to (%[[T]], %{{.+}}) step (%[[C64:.+]], %{{.+}})
-// CHECK:           memref.alloca_scope
 // CHECK:             %[[SA:.+]] = memref.alloca() : memref<16x64xf32>
 // CHECK:             %[[SB:.+]] = memref.alloca() : memref<16x64xf32>
 // CHECK:             %[[ACC:.+]] = memref.alloca() {mf.gpu_private} : memref<256x4x4xf32>
@@ -115,6 +114,30 @@ func.func @untouched(%x: memref<8x16xf32>, %w: memref<4x16xf32>, %y: memref<8x4x
       %s = arith.addf %r, %m : f32
       linalg.yield %s : f32
     }
+  }
+  return
+}
+
+// -----
+
+// Attention's Q · Kᵀ under GQA (two query heads per KV head): the KV head
+// index h floordiv 2 is computed where K is staged; heads are a block dim.
+// CHECK-LABEL: func.func @gqa_scores
+// CHECK:         scf.parallel (%[[H:.+]], %{{.+}}, %{{.+}}) =
+// CHECK:           scf.if
+// CHECK:             memref.load %arg0[%{{.+}}, %[[H]], %{{.+}}] : memref<?x8x16xf32>
+// CHECK:           scf.if
+// CHECK:             arith.divsi %{{.+}}, %c2
+// CHECK:             %[[KVH:.+]] = arith.select
+// CHECK-NEXT:        memref.load %arg1[%{{.+}}, %[[KVH]], %{{.+}}] : memref<?x4x16xf32>
+// CHECK:         } {mf.gpu_phases = 256 : i64}
+func.func @gqa_scores(%q: memref<?x8x16xf32>, %k: memref<?x4x16xf32>, %s: memref<8x?x?xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(h, i, j, d) -> (i, h, d)>, affine_map<(h, i, j, d) -> (j, h floordiv 2, d)>, affine_map<(h, i, j, d) -> (h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%q, %k : memref<?x8x16xf32>, memref<?x4x16xf32>) outs(%s : memref<8x?x?xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %o, %m : f32
+    linalg.yield %r : f32
   }
   return
 }

@@ -69,3 +69,35 @@ func.func @copy_and_reduction(%a: memref<?xf32>, %b: memref<?xf32>, %r: memref<f
   }
   return
 }
+
+// -----
+
+// A sequential loop with a result nobody uses (a prefix sum that writes
+// every partial sum and carries the running one) runs on the device too; one
+// whose result the host reads stays where it is.
+// CHECK-LABEL: func.func @prefix_sums
+// CHECK:         scf.parallel (%{{.*}}) = (%c0{{[_0-9]*}}) to (%c1{{[_0-9]*}}) step
+// CHECK:           scf.parallel
+// CHECK:             scf.for {{.*}} iter_args
+// CHECK:               memref.store %{{.*}}, %arg1[
+// CHECK:         %[[TOTAL:.+]] = scf.for {{.*}} iter_args
+// CHECK-NEXT:      memref.load %arg0
+// CHECK:         return %[[TOTAL]]
+func.func @prefix_sums(%counts: memref<8xindex>, %starts: memref<8xindex>) -> index {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c8 = arith.constant 8 : index
+  %unused = scf.for %e = %c0 to %c8 step %c1 iter_args(%run = %c0) -> (index) {
+    memref.store %run, %starts[%e] : memref<8xindex>
+    %c = memref.load %counts[%e] : memref<8xindex>
+    %next = arith.addi %run, %c : index
+    scf.yield %next : index
+  }
+  %total = scf.for %e = %c0 to %c8 step %c1 iter_args(%run = %c0) -> (index) {
+    %c = memref.load %counts[%e] : memref<8xindex>
+    memref.store %run, %starts[%e] : memref<8xindex>
+    %next = arith.addi %run, %c : index
+    scf.yield %next : index
+  }
+  return %total : index
+}

@@ -33,9 +33,10 @@ def MFGPUTileParallelLoopsPass
     A `memref.copy` becomes an element-wise `scf.parallel` copy first, so
     that it too runs on the device.
 
-    A top-level `scf.for` nest that writes memory and holds no parallel
-    loop (a lowered pure reduction, such as the search for the row of a
-    position) is wrapped in a one-iteration `scf.parallel`, so that it too
+    A top-level `scf.for` nest that writes memory, holds no parallel loop
+    and whose results (if any) are unused (a lowered pure reduction, such
+    as the search for the row of a position, or the experts' counting sort
+    with its running sum) is wrapped in a one-iteration `scf.parallel`, so that it too
     runs on the device (one thread) rather than on the host.
 
     ```mlir
@@ -64,14 +65,16 @@ def MFGPUTileContractionsPass
                 "stage operands in block memory and accumulate register tiles";
   let description = [{
     Rewrites every top-level `linalg.generic` on buffers that is a
-    contraction (`out += widen(a) * widen(b)` with one reduction dim and
-    projected-permutation maps: the linear layers, the router, the LM head,
-    the experts' products over their grouped rows) into the loop nest of a
+    contraction (`out += widen(a) * widen(b)` with one reduction dim, a
+    projected-permutation map for the output and symbol-free affine maps
+    for the inputs: the linear layers, the router, the LM head, the experts'
+    products over their grouped rows, attention's `Q · Kᵀ` and `P · V` with
+    GQA's `h floordiv g` for the KV head) into the loop nest of a
     shared-memory GEMM kernel, written as phases of a block's threads
     (`meshfold/Dialect/GPU/Transforms/Phases.h`):
 
     - the block loop (`scf.parallel {mf.gpu_phases = THREADS}`) runs over
-      the other output dims and tiles of `ty * 4` rows by `tx * 4` columns
+      the other output dims (batch dims such as heads) and tiles of `ty * 4` rows by `tx * 4` columns
       of the output (`tx * ty = THREADS`, `tx >= ty`: 64 x 64 for 256
       threads);
     - per slab of 16 along the reduction, one phase stages the slab of each
@@ -93,17 +96,15 @@ def MFGPUTileContractionsPass
         outs(%y : memref<?x128xf32>) {..}
     // becomes
     scf.parallel (%m0, %n0) = (%c0, %c0) to (%t, %c128) step (%c64, %c64) {
-      memref.alloca_scope {
-        %sa = memref.alloca() : memref<16x64xf32>
-        %sb = memref.alloca() : memref<16x64xf32>
-        %acc = memref.alloca() {mf.gpu_private} : memref<256x4x4xf32>
-        scf.parallel (%t) = (%c0) to (%c256) step (%c1) {..} {mf.gpu_thread_phase}
-        scf.for %k0 = %c0 to %c64 step %c16 {
-          scf.parallel (%t) ... { stage %x, %w slabs } {mf.gpu_thread_phase}
-          scf.parallel (%t) ... { 4 x 4 tile += } {mf.gpu_thread_phase}
-        }
-        scf.parallel (%t) ... { %y += tile } {mf.gpu_thread_phase}
+      %sa = memref.alloca() : memref<16x64xf32>
+      %sb = memref.alloca() : memref<16x64xf32>
+      %acc = memref.alloca() {mf.gpu_private} : memref<256x4x4xf32>
+      scf.parallel (%t) = (%c0) to (%c256) step (%c1) {..} {mf.gpu_thread_phase}
+      scf.for %k0 = %c0 to %c64 step %c16 {
+        scf.parallel (%t) ... { stage %x, %w slabs } {mf.gpu_thread_phase}
+        scf.parallel (%t) ... { 4 x 4 tile += } {mf.gpu_thread_phase}
       }
+      scf.parallel (%t) ... { %y += tile } {mf.gpu_thread_phase}
     } {mf.gpu_phases = 256 : i64}
     ```
 
@@ -132,8 +133,8 @@ def MFGPUPhasesToLaunchPass
     id, delinearized into the loop's ivs), under an `scf.if` that skips an
     empty grid:
 
-    - the `memref.alloca`s of its `memref.alloca_scope` become workgroup
-      memory attributions, those marked `{mf.gpu_private}` private ones
+    - the `memref.alloca`s of its body become workgroup memory
+      attributions, those marked `{mf.gpu_private}` private ones
       without their first (thread) dim;
     - each thread phase (`scf.parallel {mf.gpu_thread_phase}`) becomes the
       code of thread `thread_id x`, followed by `gpu.barrier`; `scf.for`
@@ -146,11 +147,9 @@ def MFGPUPhasesToLaunchPass
 
     ```mlir
     scf.parallel (%i) = (%c0) to (%n) step (%c64) {
-      memref.alloca_scope {
-        %s = memref.alloca() : memref<16x64xf32>
-        %acc = memref.alloca() {mf.gpu_private} : memref<256x4xf32>
-        scf.parallel (%t) = (%c0) to (%c256) step (%c1) {..} {mf.gpu_thread_phase}
-      }
+      %s = memref.alloca() : memref<16x64xf32>
+      %acc = memref.alloca() {mf.gpu_private} : memref<256x4xf32>
+      scf.parallel (%t) = (%c0) to (%c256) step (%c1) {..} {mf.gpu_thread_phase}
     } {mf.gpu_phases = 256 : i64}
     // becomes
     scf.if %nonempty {
@@ -168,6 +167,39 @@ def MFGPUPhasesToLaunchPass
     "::mlir::gpu::GPUDialect", "::mlir::scf::SCFDialect",
     "::mlir::arith::ArithDialect", "::mlir::memref::MemRefDialect"
   ];
+}
+
+def MFGPUScopeParallelAllocasPass
+    : Pass<"mf-gpu-scope-parallel-allocas", "::mlir::func::FuncOp"> {
+  let summary = "free the allocas of each scf.parallel iteration when the "
+                "loop is lowered sequentially";
+  let description = [{
+    The body of an `scf.parallel` is an automatic allocation scope: its
+    `memref.alloca`s (a block's shared buffers in the kernels' loop nests of
+    `mf-gpu-tile-contractions`) live for one iteration. Lowered sequentially
+    (`scf-to-cf`, which is how `--gpu-loops-on-cpu` runs those nests on the
+    CPU) the loop loses that scope and each iteration would take new stack
+    without returning it. This pass saves the stack pointer at the start of
+    the body of every result-free `scf.parallel` that holds an alloca and
+    restores it at the end: what `memref.alloca_scope` lowers to (the scope
+    op itself cannot hold the blocks `scf-to-cf` makes of the loops inside
+    it, and canonicalization inlines it into the loop again).
+
+    ```mlir
+    scf.parallel (%b) = ... {
+      %s = memref.alloca() : memref<16x64xf32>
+      ...
+    }
+    // becomes
+    scf.parallel (%b) = ... {
+      %sp = llvm.intr.stacksave : !llvm.ptr
+      %s = memref.alloca() : memref<16x64xf32>
+      ...
+      llvm.intr.stackrestore %sp : !llvm.ptr
+    }
+    ```
+  }];
+  let dependentDialects = ["::mlir::LLVM::LLVMDialect"];
 }
 
 def MFGPUHostSharedMemoryPass

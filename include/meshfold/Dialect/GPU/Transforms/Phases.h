@@ -5,14 +5,15 @@
 // `mf-gpu-phases-to-launch` turns into a `gpu.launch`:
 //
 //   scf.parallel (blocks...) {mf.gpu_phases = THREADS} {
-//     memref.alloca_scope {
-//       %shared = memref.alloca() : memref<...>           // block memory
-//       %acc = memref.alloca() {mf.gpu_private} : memref<THREADSx...>
-//       scf.parallel (%t) = (0) to (THREADS) {mf.gpu_thread_phase} {...}
-//       scf.for ... { <thread phases> }                   // uniform loops
-//       ...
-//     }
+//     %shared = memref.alloca() : memref<...>             // block memory
+//     %acc = memref.alloca() {mf.gpu_private} : memref<THREADSx...>
+//     scf.parallel (%t) = (0) to (THREADS) {mf.gpu_thread_phase} {...}
+//     scf.for ... { <thread phases> }                     // uniform loops
+//     ...
 //   }
+//
+// (The body of an scf.parallel is an allocation scope: the buffers live for
+// one block.)
 //
 // Each thread phase runs every thread of the block; on the device a barrier
 // follows it, so the next phase sees all its writes. Row `t` of a private
