@@ -4,6 +4,8 @@
 //
 //   contractions -> mf-gpu-tile-contractions (block tiles: operand slabs
 //   in shared memory, register tiles per thread, as thread phases)
+//   attention's forall over (head, query tile) -> mf-gpu-forall-to-phases
+//   (tile buffers in shared memory, each tile op a thread phase)
 //   -> mf-gpu-phases-to-launch (gpu.launch, workgroup memory, barriers);
 //   other linalg on buffers -> scf.parallel (parallel dims) + scf.for
 //   (reductions) -> mf-gpu-tile-parallel-loops (blocks x threads)
@@ -20,13 +22,11 @@
 // kernels load 16-bit weight elements and widen them to f32 in registers, so
 // accumulation and activations stay f32.
 //
-// Tensor cores: the contractions reach this point as linalg.generic ops whose
-// operands are gathered through tensor.extract (experts by routed index) or
-// use floordiv maps (GQA), with f32 activations; nvgpu/wgmma needs bf16/f16
-// tiles of both operands in shared memory behind TMA descriptors, i.e. named
-// matmul ops on bf16 buffers, a layout pass and async copies, which this
-// pipeline does not do yet. The kernels use CUDA cores in f32 (the
-// contractions with shared-memory block tiles and register tiles).
+// Tensor cores: the block tiles stage f32 slabs (bf16 weights widened on
+// the way in); nvgpu/wgmma needs bf16/f16 tiles of both operands in shared
+// memory behind TMA descriptors and async copies, which this pipeline does
+// not do yet. The kernels use CUDA cores in f32 (the contractions with
+// shared-memory block tiles and register tiles).
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,6 +54,9 @@ void meshfold::addGPULoopNests(OpPassManager &pm, int64_t threadsPerBlock,
   MFGPUTileContractionsPassOptions contractions;
   contractions.threadsPerBlock = threadsPerBlock;
   pm.addNestedPass<func::FuncOp>(createMFGPUTileContractionsPass(contractions));
+  MFGPUForallToPhasesPassOptions tiles;
+  tiles.threadsPerBlock = threadsPerBlock;
+  pm.addNestedPass<func::FuncOp>(createMFGPUForallToPhasesPass(tiles));
   if (launches)
     pm.addNestedPass<func::FuncOp>(createMFGPUPhasesToLaunchPass());
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());

@@ -58,7 +58,10 @@ void meshfold::buildLowerToBuffersPipeline(OpPassManager &pm,
   pm.addPass(createConvertMoEToRuntimePass(rt));
   ConvertMoEToLinalgPassOptions linalg;
   linalg.groupExperts = true;
-  linalg.fuseAttention = !kernelLoops;
+  linalg.fuseAttention = true;
+  // A GPU block keeps its attention tiles in shared memory (48 KiB at most
+  // without opting in): 32 x 32 tiles leave room for head dims up to 128.
+  linalg.attentionTile = kernelLoops ? 32 : 64;
   pm.addPass(createConvertMoEToLinalgPass(linalg));
   pm.addPass(createConvertElementwiseToLinalgPass());
   pm.addPass(createCanonicalizerPass());

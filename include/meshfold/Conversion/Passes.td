@@ -32,7 +32,10 @@ def ConvertMoEToLinalgPass : Pass<"convert-moe-to-linalg"> {
            "lower moe.attention and moe.attention_partial to a tiled one-pass "
            "online softmax (scf.forall over heads x query tiles, scf.for over "
            "key tiles) that never materialises the [T, T] scores; false keeps "
-           "the materialised scores/probabilities as whole tensors">
+           "the materialised scores/probabilities as whole tensors">,
+    Option<"attentionTile", "attention-tile", "int64_t", "64",
+           "Query rows and keys per tile of the fused attention (the GPU "
+           "target takes 32, so that a block's tiles fit its shared memory)">
   ];
   let dependentDialects = [
     "::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect",

@@ -117,9 +117,10 @@ void buildPartitionPipeline(mlir::OpPassManager &pm,
 /// included) and insert deallocations. The experts are grouped by expert
 /// (each expert's rows multiplied by its weights at once: block-tiled
 /// contractions on both targets, in a host loop over the experts on the
-/// GPU). `kernelLoops` selects the attention lowering the GPU kernels need:
-/// scores materialised, no host loops around its linalg ops; otherwise
-/// attention is a fused online softmax (docs/design.md, section 9).
+/// GPU), and attention is a fused online softmax over tiles of queries and
+/// keys. `kernelLoops` selects the GPU kernels' tiles: 32 x 32 (a block's
+/// tiles fit its shared memory), otherwise 64 x 64 (docs/design.md, section
+/// 9).
 void buildLowerToBuffersPipeline(mlir::OpPassManager &pm, llvm::StringRef entry,
                                  llvm::StringRef weightDType = "f32",
                                  bool kernelLoops = false);
@@ -142,8 +143,10 @@ void buildLowerToCUDAPipeline(mlir::OpPassManager &pm,
 
 /// Bufferized linalg -> the kernels' loop nests: contractions as block
 /// tiles of `threadsPerBlock` threads that stage operands in block memory
-/// and accumulate register tiles (thread phases; with `launches`, already
-/// gpu.launch kernels with workgroup memory and barriers), every other op
+/// and accumulate register tiles, attention's forall over (head, query
+/// tile) as a block per iteration with its tiles in block memory (thread
+/// phases; with `launches`, already gpu.launch kernels with workgroup
+/// memory and barriers), every other op
 /// as parallel loops tiled into blocks of at most `threadsPerBlock` threads
 /// (reductions sequential in each thread) and mapped to GPU blocks and
 /// threads (scf.parallel with mapping attributes, before they become

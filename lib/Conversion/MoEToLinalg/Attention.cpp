@@ -19,12 +19,6 @@ using namespace meshfold::moe;
 
 namespace meshfold::moe_to_linalg {
 namespace {
-/// Tile sizes of the fused attention: query rows per parallel work item and
-/// keys per step of the online softmax. A [kQueryTile, kKeyTile] f32 score
-/// tile (16 KiB) and the key/value tiles stay in the L1/L2 caches; the query
-/// tile bounds the parallelism of a short prompt (heads x query tiles).
-constexpr int64_t kQueryTile = 64;
-constexpr int64_t kKeyTile = 64;
 
 /// lse = max + log(sum) of a row's masked scores; -inf for a row with no
 /// visible key (max -inf).
@@ -100,7 +94,12 @@ std::pair<Value, Value> buildFusedAttention(OpBuilder &b, Location loc, Value q,
                                             Value k, Value v, Value qpos,
                                             Value kpos, double scale,
                                             RankedTensorType qType,
-                                            bool withLse) {
+                                            bool withLse, int64_t tile) {
+  // Query rows per parallel work item and keys per step of the online
+  // softmax (both `tile`). At 64 a [64, 64] f32 score tile (16 KiB) and the
+  // key/value tiles stay in the L1/L2 caches; the query tile bounds the
+  // parallelism of a short prompt (heads x query tiles).
+  int64_t kQueryTile = tile, kKeyTile = tile;
   MLIRContext *ctx = b.getContext();
   Type elt = qType.getElementType();
   Type kElt = cast<RankedTensorType>(k.getType()).getElementType();
@@ -399,25 +398,26 @@ buildMaterializedAttention(OpBuilder &b, Location loc, Value q, Value k,
 }
 
 /// Either lowering of attention, by `fuse`.
-std::pair<Value, Value> buildAttention(bool fuse, OpBuilder &b, Location loc,
-                                       Value q, Value k, Value v, Value qpos,
-                                       Value kpos, double scale,
+std::pair<Value, Value> buildAttention(bool fuse, int64_t tile, OpBuilder &b,
+                                       Location loc, Value q, Value k, Value v,
+                                       Value qpos, Value kpos, double scale,
                                        RankedTensorType qType, bool withLse) {
   return fuse ? buildFusedAttention(b, loc, q, k, v, qpos, kpos, scale, qType,
-                                    withLse)
+                                    withLse, tile)
               : buildMaterializedAttention(b, loc, q, k, v, qpos, kpos, scale,
                                            qType, withLse);
 }
 
 struct AttentionLowering : OpConversionPattern<AttentionOp> {
-  AttentionLowering(MLIRContext *ctx, bool fuse)
-      : OpConversionPattern(ctx), fuse(fuse) {}
+  AttentionLowering(MLIRContext *ctx, bool fuse, int64_t tile)
+      : OpConversionPattern(ctx), fuse(fuse), tile(tile) {}
   bool fuse;
+  int64_t tile;
   LogicalResult
   matchAndRewrite(AttentionOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     auto [out, lse] = buildAttention(
-        fuse, rewriter, op.getLoc(), adaptor.getQuery(), adaptor.getKey(),
+        fuse, tile, rewriter, op.getLoc(), adaptor.getQuery(), adaptor.getKey(),
         adaptor.getValue(), adaptor.getQPositions(), adaptor.getKvPositions(),
         op.getScale().convertToDouble(), op.getType(), /*withLse=*/false);
     rewriter.replaceOp(op, out);
@@ -426,14 +426,15 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
 };
 
 struct AttentionPartialLowering : OpConversionPattern<AttentionPartialOp> {
-  AttentionPartialLowering(MLIRContext *ctx, bool fuse)
-      : OpConversionPattern(ctx), fuse(fuse) {}
+  AttentionPartialLowering(MLIRContext *ctx, bool fuse, int64_t tile)
+      : OpConversionPattern(ctx), fuse(fuse), tile(tile) {}
   bool fuse;
+  int64_t tile;
   LogicalResult
   matchAndRewrite(AttentionPartialOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     auto [out, lse] = buildAttention(
-        fuse, rewriter, op.getLoc(), adaptor.getQuery(), adaptor.getKey(),
+        fuse, tile, rewriter, op.getLoc(), adaptor.getQuery(), adaptor.getKey(),
         adaptor.getValue(), adaptor.getQPositions(), adaptor.getKvPositions(),
         op.getScale().convertToDouble(), op.getResult().getType(),
         /*withLse=*/true);
@@ -503,9 +504,10 @@ struct AttentionMergeLowering : OpConversionPattern<AttentionMergeOp> {
 
 } // namespace
 
-void populateAttentionPatterns(RewritePatternSet &patterns, bool fuse) {
+void populateAttentionPatterns(RewritePatternSet &patterns, bool fuse,
+                               int64_t tile) {
   patterns.add<AttentionLowering, AttentionPartialLowering>(
-      patterns.getContext(), fuse);
+      patterns.getContext(), fuse, tile);
   patterns.add<AttentionMergeLowering>(patterns.getContext());
 }
 } // namespace meshfold::moe_to_linalg

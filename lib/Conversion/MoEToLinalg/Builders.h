@@ -80,7 +80,8 @@ std::pair<Value, Value> findRow(OpBuilder &b, Location loc, Value pos,
 /// Patterns of the attention ops (attention, attention_partial,
 /// attention_merge); `fuse` picks the tiled online-softmax lowering of
 /// attention and attention_partial over the materialised one.
-void populateAttentionPatterns(RewritePatternSet &patterns, bool fuse);
+void populateAttentionPatterns(RewritePatternSet &patterns, bool fuse,
+                               int64_t tile);
 /// Patterns of the routed expert ops (experts, expert_ffn). With
 /// `groupExperts`, each expert multiplies its weights against all the rows
 /// routed to it at once; without, every row gathers its expert's weights

@@ -423,8 +423,13 @@ struct ConvertMoEToLinalgPass
     inlineLayers(getOperation());
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
-    populateMoEToLinalgConversionPatterns(patterns, groupExperts,
-                                          fuseAttention);
+    if (attentionTile < 1) {
+      getOperation()->emitError() << "attention-tile must be positive, got "
+                                  << static_cast<int64_t>(attentionTile);
+      return signalPassFailure();
+    }
+    populateMoEToLinalgConversionPatterns(patterns, groupExperts, fuseAttention,
+                                          attentionTile);
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
       signalPassFailure();
@@ -433,11 +438,13 @@ struct ConvertMoEToLinalgPass
 } // namespace
 
 void meshfold::populateMoEToLinalgConversionPatterns(
-    RewritePatternSet &patterns, bool groupExperts, bool fuseAttention) {
+    RewritePatternSet &patterns, bool groupExperts, bool fuseAttention,
+    int64_t attentionTile) {
   patterns
       .add<PositionsLowering, EmbedLowering, RMSNormLowering, LinearLowering,
            RoPELowering, RouterLowering, LMHeadLowering, TakePositionLowering>(
           patterns.getContext());
-  moe_to_linalg::populateAttentionPatterns(patterns, fuseAttention);
+  moe_to_linalg::populateAttentionPatterns(patterns, fuseAttention,
+                                           attentionTile);
   moe_to_linalg::populateExpertPatterns(patterns, groupExperts);
 }

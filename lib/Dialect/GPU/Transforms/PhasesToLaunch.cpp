@@ -98,9 +98,14 @@ public:
       map.map(blocks.getInductionVars()[d], iv);
     }
     thread = launch.getThreadIds().x;
+    // Other ops than loads and stores (views of a tile buffer) see a block
+    // buffer in the generic address space, with the alloca's type; loads
+    // and stores use the workgroup attribution itself (dropThreadIndex).
     for (auto [alloca, arg] :
          llvm::zip(sharedAllocs, launch.getWorkgroupAttributions()))
-      map.map(alloca.getResult(), arg);
+      map.map(alloca.getResult(),
+              memref::MemorySpaceCastOp::create(b, loc, alloca.getType(), arg)
+                  .getResult());
     for (auto [alloca, arg] :
          llvm::zip(ownAllocs, launch.getPrivateAttributions())) {
       map.map(alloca.getResult(), arg);
@@ -148,31 +153,90 @@ private:
         gpu::BarrierOp::create(b, phase.getLoc());
         continue;
       }
-      if (auto loop = dyn_cast<scf::ForOp>(op);
-          loop && loop.getNumResults() == 0) {
-        auto copy = scf::ForOp::create(
-            b, loop.getLoc(), map.lookupOrDefault(loop.getLowerBound()),
-            map.lookupOrDefault(loop.getUpperBound()),
-            map.lookupOrDefault(loop.getStep()));
-        map.map(loop.getInductionVar(), copy.getInductionVar());
-        OpBuilder::InsertionGuard guard(b);
-        b.setInsertionPoint(copy.getBody()->getTerminator());
-        if (failed(cloneBlockCode(*loop.getBody())))
+      if (auto loop = dyn_cast<scf::ForOp>(op)) {
+        if (failed(cloneLoop(loop)))
           return failure();
+        continue;
+      }
+      if (auto branch = dyn_cast<scf::IfOp>(op)) {
+        if (failed(cloneBranch(branch)))
+          return failure();
+        continue;
+      }
+      // A value every thread reads (a scalar a phase wrote): no thread may
+      // write the buffer again before all have read it.
+      if (isa<memref::LoadOp>(op)) {
+        b.clone(op, map);
+        gpu::BarrierOp::create(b, op.getLoc());
         continue;
       }
       if (op.getNumRegions() != 0 || !isMemoryEffectFree(&op))
         return op.emitError("outside a thread phase a block runs only "
-                            "side-effect-free ops and loops of phases");
+                            "side-effect-free ops, loads, and loops and "
+                            "branches of phases");
       b.clone(op, map);
     }
     return success();
   }
 
-  /// A private buffer's accesses lose their first index, the thread's own.
+  /// A uniform loop around phases (every thread runs all its iterations).
+  LogicalResult cloneLoop(scf::ForOp loop) {
+    SmallVector<Value> inits;
+    for (Value v : loop.getInitArgs())
+      inits.push_back(map.lookupOrDefault(v));
+    LogicalResult status = success();
+    auto copy = scf::ForOp::create(
+        b, loop.getLoc(), map.lookupOrDefault(loop.getLowerBound()),
+        map.lookupOrDefault(loop.getUpperBound()),
+        map.lookupOrDefault(loop.getStep()), inits,
+        [&](OpBuilder &nb, Location l, Value iv, ValueRange args) {
+          map.map(loop.getInductionVar(), iv);
+          map.map(loop.getRegionIterArgs(), args);
+          OpBuilder::InsertionGuard guard(b);
+          b.setInsertionPoint(nb.getInsertionBlock(), nb.getInsertionPoint());
+          status = cloneBlockCode(*loop.getBody());
+          b.clone(*loop.getBody()->getTerminator(), map);
+        });
+    map.map(loop.getResults(), copy.getResults());
+    return status;
+  }
+
+  /// A uniform branch around phases (its condition is block code).
+  LogicalResult cloneBranch(scf::IfOp branch) {
+    bool hasElse = !branch.getElseRegion().empty();
+    auto copy =
+        scf::IfOp::create(b, branch.getLoc(), branch.getResultTypes(),
+                          map.lookupOrDefault(branch.getCondition()), hasElse);
+    for (auto [from, to] :
+         {std::pair(&branch.getThenRegion(), &copy.getThenRegion()),
+          std::pair(&branch.getElseRegion(), &copy.getElseRegion())}) {
+      if (from->empty())
+        continue;
+      Block &dst = to->front();
+      if (!dst.empty() && dst.back().hasTrait<OpTrait::IsTerminator>())
+        dst.back().erase();
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToEnd(&dst);
+      if (failed(cloneBlockCode(from->front())))
+        return failure();
+      b.clone(*from->front().getTerminator(), map);
+    }
+    map.map(branch.getResults(), copy.getResults());
+    return success();
+  }
+
+  /// A private buffer's accesses lose their first index, the thread's own;
+  /// a block buffer's loads and stores go to workgroup memory directly.
   LogicalResult dropThreadIndex(gpu::LaunchOp launch) {
     SmallVector<Operation *> accesses;
     launch.walk([&](Operation *op) {
+      for (OpOperand &operand : op->getOpOperands()) {
+        auto cast = operand.get().getDefiningOp<memref::MemorySpaceCastOp>();
+        if (cast && isa<memref::LoadOp, memref::StoreOp>(op) &&
+            llvm::is_contained(launch.getWorkgroupAttributions(),
+                               cast.getSource()))
+          operand.set(cast.getSource());
+      }
       if (auto load = dyn_cast<memref::LoadOp>(op);
           load && privates.contains(load.getMemRef()))
         accesses.push_back(op);

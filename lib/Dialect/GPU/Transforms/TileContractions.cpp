@@ -270,13 +270,8 @@ struct MFGPUTileContractionsPass
   using Base::Base;
 
   void runOnOperation() override {
-    if (threadsPerBlock < 1 || threadsPerBlock > 1024 ||
-        !llvm::isPowerOf2_64(threadsPerBlock)) {
-      getOperation().emitError()
-          << "threads-per-block must be a power of two in [1, 1024], got "
-          << static_cast<int64_t>(threadsPerBlock);
+    if (failed(checkThreadsPerBlock(getOperation(), threadsPerBlock)))
       return signalPassFailure();
-    }
     SmallVector<ContractionMatch> found;
     getOperation().walk([&](linalg::GenericOp op) {
       // A contraction inside a loop nest of its own (a lowering's tile

@@ -121,13 +121,8 @@ struct MFGPUTileParallelLoopsPass
   using Base::Base;
 
   void runOnOperation() override {
-    if (threadsPerBlock < 1 || threadsPerBlock > 1024 ||
-        !llvm::isPowerOf2_64(threadsPerBlock)) {
-      getOperation().emitError()
-          << "threads-per-block must be a power of two in [1, 1024], got "
-          << static_cast<int64_t>(threadsPerBlock);
+    if (failed(meshfold::checkThreadsPerBlock(getOperation(), threadsPerBlock)))
       return signalPassFailure();
-    }
     SmallVector<memref::CopyOp> copies;
     getOperation().walk([&](memref::CopyOp copy) { copies.push_back(copy); });
     for (memref::CopyOp copy : copies)

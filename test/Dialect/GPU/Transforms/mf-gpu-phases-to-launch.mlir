@@ -102,7 +102,7 @@ func.func @store_outside(%out: memref<4xf32>) {
   %c4 = arith.constant 4 : index
   %zero = arith.constant 0.0 : f32
   scf.parallel (%b) = (%c0) to (%c4) step (%c4) {
-      // expected-error @+1 {{outside a thread phase a block runs only side-effect-free ops and loops of phases}}
+      // expected-error @+1 {{outside a thread phase a block runs only side-effect-free ops, loads, and loops and branches of phases}}
       memref.store %zero, %out[%b] : memref<4xf32>
     scf.reduce
   } {mf.gpu_phases = 4 : i64}
@@ -124,6 +124,70 @@ func.func @short_phase(%out: memref<4xf32>) {
         memref.store %zero, %out[%t] : memref<4xf32>
         scf.reduce
       } {mf.gpu_thread_phase}
+    scf.reduce
+  } {mf.gpu_phases = 4 : i64}
+  return
+}
+
+// -----
+
+// Block code with a view of a block buffer, a scalar every thread reads
+// back, and a branch and a loop with results around phases: the view takes
+// the buffer in the generic address space, loads and stores in phases use
+// workgroup memory; a barrier follows the block-level read (no thread may
+// overwrite the scalar before all have read it); branch and loop are
+// cloned with their phases.
+// CHECK-LABEL: func.func @block_code
+// CHECK:         gpu.launch {{.*}} workgroup(%[[S:[^ ]+]] : memref<8xf32, #gpu.address_space<workgroup>>)
+// CHECK:           %[[G:.+]] = memref.memory_space_cast %[[S]] : memref<8xf32, #gpu.address_space<workgroup>> to memref<8xf32>
+// CHECK:           %[[V:.+]] = memref.reinterpret_cast %[[G]]
+// CHECK:           memref.store %{{.+}}, %[[S]][%{{.+}}] : memref<8xf32, #gpu.address_space<workgroup>>
+// CHECK-NEXT:      gpu.barrier
+// CHECK:           %[[X:.+]] = memref.load %[[V]][%{{.+}}] : memref<?xf32>
+// CHECK-NEXT:      gpu.barrier
+// CHECK:           %[[POS:.+]] = arith.cmpf ogt, %[[X]]
+// CHECK:           %{{.+}} = scf.if %[[POS]] -> (f32) {
+// CHECK:             memref.store %{{.+}}, %[[S]]
+// CHECK-NEXT:        gpu.barrier
+// CHECK:             scf.yield
+// CHECK:           } else {
+// CHECK:           scf.for {{.+}} iter_args
+// CHECK:             memref.atomic_rmw
+// CHECK-NEXT:        gpu.barrier
+// CHECK:             scf.yield
+func.func @block_code(%out: memref<4xf32>, %n: index) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %c2 = arith.constant 2 : index
+  %c4 = arith.constant 4 : index
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  scf.parallel (%b) = (%c0) to (%c4) step (%c1) {
+    %s = memref.alloca() : memref<8xf32>
+    %v = memref.reinterpret_cast %s to offset: [0], sizes: [%n], strides: [1] : memref<8xf32> to memref<?xf32>
+    scf.parallel (%t) = (%c0) to (%c4) step (%c1) {
+      memref.store %one, %s[%t] : memref<8xf32>
+      scf.reduce
+    } {mf.gpu_thread_phase}
+    %x = memref.load %v[%c0] : memref<?xf32>
+    %pos = arith.cmpf ogt, %x, %zero : f32
+    %y = scf.if %pos -> (f32) {
+      scf.parallel (%t) = (%c0) to (%c4) step (%c1) {
+        memref.store %zero, %s[%t] : memref<8xf32>
+        scf.reduce
+      } {mf.gpu_thread_phase}
+      scf.yield %one : f32
+    } else {
+      scf.yield %zero : f32
+    }
+    %sum = scf.for %i = %c0 to %c2 step %c1 iter_args(%acc = %y) -> (f32) {
+      scf.parallel (%t) = (%c0) to (%c4) step (%c1) {
+        %r = memref.atomic_rmw addf %acc, %out[%b] : (f32, memref<4xf32>) -> f32
+        scf.reduce
+      } {mf.gpu_thread_phase}
+      %next = arith.addf %acc, %one : f32
+      scf.yield %next : f32
+    }
     scf.reduce
   } {mf.gpu_phases = 4 : i64}
   return

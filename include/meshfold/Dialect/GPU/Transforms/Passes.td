@@ -121,6 +121,60 @@ def MFGPUTileContractionsPass
   ];
 }
 
+def MFGPUForallToPhasesPass
+    : Pass<"mf-gpu-forall-to-phases", "::mlir::func::FuncOp"> {
+  let summary = "turn a top-level scf.forall over tiles into a block loop "
+                "of thread phases";
+  let description = [{
+    A bufferized `scf.forall` whose body works on tiles (the fused
+    attention: per head and query tile, an online softmax over key tiles
+    with running max, sum and output) becomes a block loop of thread phases
+    (`meshfold/Dialect/GPU/Transforms/Phases.h`), so that
+    `mf-gpu-phases-to-launch` makes it one kernel with a block per
+    iteration:
+
+    - every `memref.alloc` of the body (at any depth) becomes a buffer of
+      the block, sized for the largest tile (each dynamic size must have a
+      constant bound, such as `min(64, rest)`), viewed at its actual size
+      with `memref.reinterpret_cast`; the body's deallocations go;
+    - every linalg op and `memref.copy` becomes a thread phase: the
+      threads share its parallel points (thread t takes points t,
+      t + THREADS, ...), each running the reduction dims of its point in
+      sequence, so no two threads write one element;
+    - loops (`scf.for`, with or without results), branches (`scf.if`) and
+      side-effect-free ops stay block code; a scalar read back from a tile
+      buffer (`memref.load`) is read by every thread.
+
+    ```mlir
+    scf.forall (%h, %i0) = (0, 0) to (8, %t) step (1, 64) {
+      %n = arith.minsi %rest, %c64 : index
+      %s = memref.alloc(%n) : memref<?x64xf32>
+      linalg.fill ins(%zero : f32) outs(%s : memref<?x64xf32>)
+      ...
+    }
+    // becomes
+    scf.parallel (%h, %i0) = (%c0, %c0) to (%c8, %t) step (%c1, %c64) {
+      %buf = memref.alloca() : memref<4096xf32>
+      %n = arith.minsi %rest, %c64 : index
+      %s = memref.reinterpret_cast %buf to offset: [0], sizes: [%n, 64],
+          strides: [64, 1] : memref<4096xf32> to memref<?x64xf32>
+      scf.parallel (%t) = (%c0) to (%c256) step (%c1) {
+        scf.for %p = %t to %points step %c256 { .. store %zero .. }
+      } {mf.gpu_thread_phase}
+      ...
+    } {mf.gpu_phases = 256 : i64}
+    ```
+  }];
+  let options = [
+    Option<"threadsPerBlock", "threads-per-block", "int64_t", "256",
+           "Threads per block (a power of two, at most 1024)">
+  ];
+  let dependentDialects = [
+    "::mlir::scf::SCFDialect", "::mlir::arith::ArithDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::linalg::LinalgDialect"
+  ];
+}
+
 def MFGPUPhasesToLaunchPass
     : Pass<"mf-gpu-phases-to-launch", "::mlir::func::FuncOp"> {
   let summary = "turn block loops of thread phases into gpu.launch kernels "

@@ -27,7 +27,9 @@
 #ifndef MESHFOLD_DIALECT_GPU_TRANSFORMS_PHASES_H
 #define MESHFOLD_DIALECT_GPU_TRANSFORMS_PHASES_H
 
+#include "mlir/IR/Operation.h"
 #include "llvm/ADT/StringRef.h"
+#include "llvm/Support/MathExtras.h"
 
 namespace meshfold {
 /// On the block loop: the number of threads of a block (i64).
@@ -36,6 +38,17 @@ constexpr llvm::StringLiteral kPhasesAttrName = "mf.gpu_phases";
 constexpr llvm::StringLiteral kThreadPhaseAttrName = "mf.gpu_thread_phase";
 /// On a buffer whose first dim is the thread (unit).
 constexpr llvm::StringLiteral kPrivateAttrName = "mf.gpu_private";
+
+/// The `threads-per-block` option of the GPU loop passes: a power of two in
+/// [1, 1024], or an error on `op` naming it.
+inline mlir::LogicalResult checkThreadsPerBlock(mlir::Operation *op,
+                                                int64_t threads) {
+  if (threads >= 1 && threads <= 1024 && llvm::isPowerOf2_64(threads))
+    return mlir::success();
+  return op->emitError()
+         << "threads-per-block must be a power of two in [1, 1024], got "
+         << threads;
+}
 } // namespace meshfold
 
 #endif // MESHFOLD_DIALECT_GPU_TRANSFORMS_PHASES_H
