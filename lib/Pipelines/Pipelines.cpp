@@ -99,6 +99,8 @@ void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(
         createMFLinalgContractionKernelsPass(kernels));
     pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+    // exp as arithmetic, so that LLVM vectorizes the softmax and SiLU loops.
+    pm.addNestedPass<func::FuncOp>(createMFMathPolynomialExpPass());
     // Parallel loops (tiles of attention, blocks of the contractions) run
     // on the OpenMP threads the program starts (its --threads).
     pm.addNestedPass<func::FuncOp>(createForallToParallelLoopPass());

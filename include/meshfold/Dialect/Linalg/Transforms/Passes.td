@@ -58,4 +58,31 @@ def MFLinalgContractionKernelsPass
   ];
 }
 
+def MFMathPolynomialExpPass
+    : Pass<"mf-math-polynomial-exp", "::mlir::func::FuncOp"> {
+  let summary = "rewrite f32 math.exp as a polynomial approximation in "
+                "arithmetic that vectorizes";
+  let description = [{
+    `math.exp` becomes a call of libm's `expf` per element, which the loop
+    vectorizer cannot widen: the softmax of attention's tiles and the
+    experts' SiLU would run one scalar call at a time. This pass applies
+    upstream's polynomial approximation of `exp` (range reduction by ln 2, a
+    minimax polynomial, the power of two built in the exponent bits) to f32
+    `math.exp` ops, scalar or vector, so that the loops around them
+    vectorize. Within f32's range it is a few ulp from `expf`; below -87.8
+    (and at -inf, a masked score) it gives 0, above 88.8 (and at +inf) the
+    value at 88.8, about 3.7e38, rather than inf; NaN stays NaN. Other math
+    functions are left to libm.
+
+    ```mlir
+    %e = math.exp %x : f32
+    // becomes arith ops (fma, floor, shifts, bitcast, select), no call
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
+    "::mlir::vector::VectorDialect"
+  ];
+}
+
 #endif // MESHFOLD_DIALECT_LINALG_TRANSFORMS_PASSES_TD
