@@ -40,7 +40,8 @@ namespace {
 
 /// A constant upper bound (inclusive) of an index value: constants, min of
 /// anything with a bound (tile sizes are `min(TILE, rest)`), select, and the
-/// dims of buffers allocated with such sizes.
+/// dims of buffers allocated with such sizes. (Upstream's
+/// ValueBoundsConstraintSet finds no bound for `arith.minsi` in LLVM 22.)
 std::optional<int64_t> upperBound(Value v) {
   if (std::optional<int64_t> c = getConstantIntValue(v))
     return *c;
@@ -246,22 +247,6 @@ private:
     point(loop.getInductionVar());
   }
 
-  /// The coordinates of linear index `lin` in a space of `sizes` (the last
-  /// dim fastest).
-  SmallVector<Value> delinearize(Location at, Value lin,
-                                 ArrayRef<Value> sizes) {
-    SmallVector<Value> coords(sizes.size());
-    for (int64_t d = sizes.size() - 1; d >= 0; --d) {
-      if (d == 0) {
-        coords[d] = lin;
-        break;
-      }
-      coords[d] = arith::RemUIOp::create(rewriter, at, lin, sizes[d]);
-      lin = arith::DivUIOp::create(rewriter, at, lin, sizes[d]);
-    }
-    return coords;
-  }
-
   Value product(Location at, ArrayRef<Value> sizes) {
     Value total = cst(1);
     for (Value s : sizes)
@@ -277,7 +262,7 @@ private:
     for (int64_t d = 0; d < type.getRank(); ++d)
       sizes.push_back(memref::DimOp::create(rewriter, at, copy.getTarget(), d));
     phase(at, product(at, sizes), [&](Value lin) {
-      SmallVector<Value> idx = delinearize(at, lin, sizes);
+      SmallVector<Value> idx = delinearizeIndex(rewriter, at, lin, sizes);
       Value v = memref::LoadOp::create(rewriter, at, copy.getSource(), idx);
       memref::StoreOp::create(rewriter, at, v, copy.getTarget(), idx);
     });
@@ -286,14 +271,7 @@ private:
   }
 
   SmallVector<Value> indices(AffineMap map, ArrayRef<Value> iv, Location at) {
-    SmallVector<Value> idx;
-    for (AffineExpr e : map.getResults()) {
-      if (auto dim = dyn_cast<AffineDimExpr>(e))
-        idx.push_back(iv[dim.getPosition()]);
-      else
-        idx.push_back(affine::expandAffineExpr(rewriter, at, e, iv, {}));
-    }
-    return idx;
+    return llvm::to_vector(*affine::expandAffineMap(rewriter, at, map, iv));
   }
 
   /// The op's parallel points shared among the threads; its reduction dims
@@ -317,7 +295,8 @@ private:
 
     phase(at, product(at, parSizes), [&](Value lin) {
       SmallVector<Value> iv(sizes.size(), cst(0));
-      for (auto [d, v] : llvm::zip(par, delinearize(at, lin, parSizes)))
+      for (auto [d, v] :
+           llvm::zip(par, delinearizeIndex(rewriter, at, lin, parSizes)))
         iv[d] = v;
       SmallVector<Value> outs;
       for (OpOperand &init : op.getDpsInitsMutable())

@@ -87,11 +87,9 @@ public:
     gpu::TerminatorOp::create(b, loc);
     b.setInsertionPointToStart(&launch.getBody().front());
 
-    Value rest = launch.getBlockIds().x;
-    for (int64_t d = trips.size() - 1; d >= 0; --d) {
-      Value at = d == 0 ? rest : arith::RemUIOp::create(b, loc, rest, trips[d]);
-      if (d > 0)
-        rest = arith::DivUIOp::create(b, loc, rest, trips[d]);
+    SmallVector<Value> coords =
+        delinearizeIndex(b, loc, launch.getBlockIds().x, trips);
+    for (auto [d, at] : llvm::enumerate(coords)) {
       Value iv = arith::AddIOp::create(
           b, loc, blocks.getLowerBound()[d],
           arith::MulIOp::create(b, loc, at, blocks.getStep()[d]));

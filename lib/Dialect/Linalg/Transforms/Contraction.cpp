@@ -71,24 +71,20 @@ ContractionMatch::innermostOwnDim(OpOperand *only, OpOperand *other) const {
 SmallVector<Value> ContractionMatch::indices(OpOperand *operand,
                                              ArrayRef<Value> iv,
                                              OpBuilder *b) const {
-  SmallVector<Value> idx;
-  for (AffineExpr e : op.getMatchingIndexingMap(operand).getResults()) {
-    if (auto dim = dyn_cast<AffineDimExpr>(e)) {
-      idx.push_back(iv[dim.getPosition()]);
-      continue;
-    }
-    assert(b && "an index that is not a loop dim needs a builder");
-    // Dims the expression does not use may be unset: any value will do.
-    SmallVector<Value> dims(iv);
-    Value any;
-    for (Value v : iv)
-      any = any ? any : v;
-    for (Value &v : dims)
-      v = v ? v : any;
-    idx.push_back(
-        affine::expandAffineExpr(*b, op.getLoc(), e, dims, ValueRange()));
+  AffineMap map = op.getMatchingIndexingMap(operand);
+  if (map.isProjectedPermutation()) {
+    SmallVector<Value> idx;
+    for (AffineExpr e : map.getResults())
+      idx.push_back(iv[cast<AffineDimExpr>(e).getPosition()]);
+    return idx;
   }
-  return idx;
+  assert(b && "an index that is not a loop dim needs a builder");
+  // Dims the operand does not use may be unset: any value will do.
+  SmallVector<Value> dims(iv);
+  Value any = *llvm::find_if(iv, [](Value v) { return bool(v); });
+  for (Value &v : dims)
+    v = v ? v : any;
+  return llvm::to_vector(*affine::expandAffineMap(*b, op.getLoc(), map, dims));
 }
 
 std::optional<ContractionMatch> meshfold::matchContraction(linalg::GenericOp op,

@@ -27,9 +27,8 @@
 #ifndef MESHFOLD_DIALECT_GPU_TRANSFORMS_PHASES_H
 #define MESHFOLD_DIALECT_GPU_TRANSFORMS_PHASES_H
 
-#include "mlir/IR/Operation.h"
+#include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringRef.h"
-#include "llvm/Support/MathExtras.h"
 
 namespace meshfold {
 /// On the block loop: the number of threads of a block (i64).
@@ -41,14 +40,14 @@ constexpr llvm::StringLiteral kPrivateAttrName = "mf.gpu_private";
 
 /// The `threads-per-block` option of the GPU loop passes: a power of two in
 /// [1, 1024], or an error on `op` naming it.
-inline mlir::LogicalResult checkThreadsPerBlock(mlir::Operation *op,
-                                                int64_t threads) {
-  if (threads >= 1 && threads <= 1024 && llvm::isPowerOf2_64(threads))
-    return mlir::success();
-  return op->emitError()
-         << "threads-per-block must be a power of two in [1, 1024], got "
-         << threads;
-}
+mlir::LogicalResult checkThreadsPerBlock(mlir::Operation *op, int64_t threads);
+
+/// The coordinates of the non-negative linear index `linear` in a space of
+/// `sizes` (the last dim fastest), with unsigned division: fewer instructions
+/// than a signed delinearization in the kernels' per-point code.
+llvm::SmallVector<mlir::Value>
+delinearizeIndex(mlir::OpBuilder &b, mlir::Location loc, mlir::Value linear,
+                 llvm::ArrayRef<mlir::Value> sizes);
 } // namespace meshfold
 
 #endif // MESHFOLD_DIALECT_GPU_TRANSFORMS_PHASES_H
