@@ -298,11 +298,19 @@ private:
       for (auto [d, v] :
            llvm::zip(par, delinearizeIndex(rewriter, at, lin, parSizes)))
         iv[d] = v;
+      // An output the body never reads (a fill's) is not loaded, unless a
+      // reduction carries it.
       SmallVector<Value> outs;
-      for (OpOperand &init : op.getDpsInitsMutable())
-        outs.push_back(memref::LoadOp::create(
-            rewriter, at, init.get(),
-            indices(op.getMatchingIndexingMap(&init), iv, at)));
+      for (OpOperand &init : op.getDpsInitsMutable()) {
+        BlockArgument arg = op.getMatchingBlockArgument(&init);
+        outs.push_back(
+            arg.use_empty() && red.empty()
+                ? Value()
+                : memref::LoadOp::create(
+                      rewriter, at, init.get(),
+                      indices(op.getMatchingIndexingMap(&init), iv, at))
+                      .getResult());
+      }
       // One application of the body at the point iv, outputs `acc`.
       auto apply = [&](ArrayRef<Value> point, ValueRange acc) {
         IRMapping map;
@@ -321,7 +329,8 @@ private:
         }
         for (auto [arg, v] :
              llvm::zip(body.getArguments().drop_front(numInputs), acc))
-          map.map(arg, v);
+          if (v)
+            map.map(arg, v);
         for (Operation &inner : body.without_terminator()) {
           if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
             map.map(index.getResult(), point[index.getDim()]);
