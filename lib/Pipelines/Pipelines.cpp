@@ -118,7 +118,11 @@ void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
 
 void meshfold::addHostToLLVM(OpPassManager &pm, bool gpuLaunches) {
   pm.addPass(createConvertMFToLLVMPass());
-  pm.addPass(createConvertVectorToLLVMPass());
+  ConvertVectorToLLVMPassOptions vectorToLLVM;
+  // The contraction kernels' packing transposes squares of vectors.
+  vectorToLLVM.vectorTransposeLowering =
+      vector::VectorTransposeLowering::Shuffle1D;
+  pm.addPass(createConvertVectorToLLVMPass(vectorToLLVM));
   if (gpuLaunches)
     pm.addPass(createGpuToLLVMConversionPass());
   pm.addPass(createFinalizeMemRefToLLVMConversionPass());

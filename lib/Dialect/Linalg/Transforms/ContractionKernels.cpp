@@ -43,24 +43,36 @@ struct Contraction {
   std::optional<unsigned> m, n;
   /// The other parallel dims, in the output's order.
   SmallVector<unsigned> outer;
+  /// A dot contraction whose output is contiguous along n: with enough rows
+  /// it runs as outer products over a packed copy of b instead.
+  bool packable = false;
 };
 
 /// Register tiles. With 16 vector registers (SSE, AVX2): 12 accumulators,
 /// leaving room for the operands of one step; with AVX-512's 32: 16 dot
-/// accumulators (4 + 4 operand vectors) and 24 outer-product ones (3 of b,
-/// one broadcast). Larger tiles load fewer operand vectors per FMA (4 x 4
-/// measured faster than 5 x 4 and 4 x 3 on the benchmark's shapes).
+/// accumulators (4 + 4 operand vectors) and 24 outer-product ones, 6 rows of
+/// 4 vectors (4 loads of b and 6 broadcasts per 24 FMAs; measured faster
+/// than 8 x 3 and 12 x 2 on packed panels). Larger dot tiles load fewer
+/// operand vectors per FMA (4 x 4 measured faster than 5 x 4 and 4 x 3).
 struct RegisterTiles {
   int64_t dotRows, dotCols, outerRows, outerVectors;
 };
 constexpr RegisterTiles kTiles16 = {4, 3, 6, 2};
-constexpr RegisterTiles kTiles32 = {4, 4, 8, 3};
+constexpr RegisterTiles kTiles32 = {4, 4, 6, 4};
 // Cache blocks, in tiles and vectors: a dot block of b is 16 tiles of rows
 // by 64 vectors of k (96 KiB of f32 with AVX2, 256 KiB with AVX-512), an
 // outer-product block 8 tiles of columns by 256 rows of k (128 KiB; 384
 // KiB).
 constexpr int64_t kDotBlockTiles = 16, kDotBlockVectors = 64;
 constexpr int64_t kOuterBlockTiles = 8, kOuterBlockK = 256;
+// A packed block of b is copied once per (n block, k block) and read by
+// every row tile; below this many rows the copy costs more than the dot
+// tiles' lane reductions save.
+constexpr int64_t kPackMinRows = 16;
+// A packed block: 256 columns of b (4 outer-product tiles with AVX-512, 16
+// with AVX2) by 256 of k, 256 KiB of f32 in the L2 cache; n blocks of 256
+// split the model's widths (512, 1024, 2816) evenly over two threads.
+constexpr int64_t kPackedColumns = 256, kPackedK = 256;
 
 bool hasUnitInnermostStride(Value memref) {
   auto type = dyn_cast<MemRefType>(memref.getType());
@@ -104,8 +116,17 @@ std::optional<Contraction> match(linalg::GenericOp op) {
       return build(TileKind::Outer, a, b, n);
   }
   if (innermost(in0) == k && innermost(in1) == k &&
-      hasUnitInnermostStride(in0->get()) && hasUnitInnermostStride(in1->get()))
-    return build(TileKind::Dot, in0, in1, cm.innermostOwnDim(in1, in0));
+      hasUnitInnermostStride(in0->get()) &&
+      hasUnitInnermostStride(in1->get())) {
+    // b is the operand whose own dim the output runs along, if either is.
+    OpOperand *a = in0, *b = in1;
+    if (innermost(out) && innermost(out) == cm.innermostOwnDim(in0, in1))
+      std::swap(a, b);
+    Contraction c = build(TileKind::Dot, a, b, cm.innermostOwnDim(b, a));
+    c.packable = c.m && c.n && innermost(out) == c.n &&
+                 hasUnitInnermostStride(out->get());
+    return c;
+  }
   return std::nullopt;
 }
 
@@ -119,16 +140,42 @@ public:
     width = std::max<int64_t>(1, vectorBits / accType.getWidth());
     vecType = VectorType::get({width}, accType);
     tiles = vectorBits >= 512 ? kTiles32 : kTiles16;
+
     for (Range r :
          cast<linalg::LinalgOp>(c.op.getOperation()).createLoopRanges(b, loc))
       sizes.push_back(getValueOrCreateConstantIndexOp(b, loc, r.size));
   }
 
   void emit() {
-    bool dot = c.kind == TileKind::Dot;
-    int64_t nBlock = dot ? kDotBlockTiles * tiles.dotCols
-                         : kOuterBlockTiles * tiles.outerVectors * width;
-    int64_t kBlock = dot ? kDotBlockVectors * width : kOuterBlockK;
+    std::optional<int64_t> n =
+        c.n ? getConstantIntValue(sizes[*c.n]) : std::nullopt;
+    if (!c.packable || (n && *n < tiles.outerVectors * width))
+      return emitLoops(/*packed=*/false);
+    Value enough = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge,
+                                         sizes[*c.m], cst(kPackMinRows));
+    auto choice = scf::IfOp::create(b, loc, enough, /*withElseRegion=*/true);
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(choice.thenBlock());
+    emitLoops(/*packed=*/true);
+    b.setInsertionPointToStart(choice.elseBlock());
+    emitLoops(/*packed=*/false);
+  }
+
+private:
+  /// The loops over the outer dims and n blocks (parallel), then k blocks.
+  /// `packed`: each (n block, k block) of b is first copied into panels of
+  /// whole outer-product tiles, which every row tile then reads in order.
+  void emitLoops(bool packed) {
+    bool dot = c.kind == TileKind::Dot && !packed;
+    int64_t panelWidth = tiles.outerVectors * width;
+    int64_t nBlock =
+        dot ? kDotBlockTiles * tiles.dotCols
+        : packed
+            ? std::max<int64_t>(1, kPackedColumns / panelWidth) * panelWidth
+            : kOuterBlockTiles * panelWidth;
+    int64_t kBlock = dot      ? kDotBlockVectors * width
+                     : packed ? kPackedK
+                              : kOuterBlockK;
     SmallVector<Value> lbs, ubs, steps;
     for (unsigned d : c.outer) {
       lbs.push_back(cst(0));
@@ -150,11 +197,30 @@ public:
         nEnd =
             arith::MinSIOp::create(b, loc, add(nb, cst(nBlock)), sizes[*c.n]);
       }
+      // One block of panels per thread, on the heap: a parallel body's
+      // stack is not released per iteration once lowered to OpenMP.
+      // (No larger than a static n or k needs.)
+      Value panels;
+      if (packed) {
+        int64_t count = nBlock / panelWidth, depth = kBlock;
+        if (std::optional<int64_t> n = getConstantIntValue(sizes[*c.n]))
+          count = std::clamp<int64_t>(*n / panelWidth, 1, count);
+        if (std::optional<int64_t> k = getConstantIntValue(sizes[c.k]))
+          depth = std::clamp<int64_t>(*k, 1, depth);
+        panels = memref::AllocOp::create(
+            b, loc, MemRefType::get({count, depth, panelWidth}, accType),
+            b.getI64IntegerAttr(64));
+      }
       forLoop(cst(0), sizes[c.k], cst(kBlock), [&](Value kb) {
         Value kEnd =
             arith::MinSIOp::create(b, loc, add(kb, cst(kBlock)), sizes[c.k]);
-        rowTiles(iv, nb, nEnd, kb, kEnd);
+        if (packed)
+          packedTiles(iv, panels, nb, nEnd, kb, kEnd);
+        else
+          rowTiles(iv, nb, nEnd, kb, kEnd);
       });
+      if (packed)
+        memref::DeallocOp::create(b, loc, panels);
     };
     bool nested = c.op->getParentOfType<scf::ParallelOp>() ||
                   c.op->getParentOfType<scf::ForallOp>();
@@ -170,7 +236,6 @@ public:
     }
   }
 
-private:
   Contraction c;
   OpBuilder &b;
   Location loc;
@@ -250,6 +315,78 @@ private:
             [&](Value m0) { colTiles(iv, m0, rows, nb, nEnd, kb, kEnd); });
     forLoop(mFull, mEnd, cst(1),
             [&](Value m0) { colTiles(iv, m0, 1, nb, nEnd, kb, kEnd); });
+  }
+
+  /// One (n block, k block) of a packable dot contraction: the whole
+  /// panels of b copied (widened) into `panels[(n - nb) / w][k - kb][j]`
+  /// for n = n0 + j, then outer-product tiles over them; the columns past
+  /// the last whole panel in dot tiles.
+  void packedTiles(ArrayRef<Value> iv, Value panels, Value nb, Value nEnd,
+                   Value kb, Value kEnd) {
+    int64_t w = tiles.outerVectors * width;
+    Value nFull = wholeSteps(nb, nEnd, w);
+    auto panelOf = [&](Value n0) {
+      return arith::DivUIOp::create(
+          b, loc, arith::SubIOp::create(b, loc, n0, nb), cst(w));
+    };
+    // The copy is a transpose: `width` rows of b, each a vector along k,
+    // become `width` vectors along n (vector.transpose, lowered to shuffles),
+    // stored in order; the last k % width elements one by one.
+    Value kMain = wholeSteps(kb, kEnd, width);
+    VectorType square = VectorType::get({width, width}, accType);
+    forLoop(nb, nFull, cst(w), [&](Value n0) {
+      Value panel = panelOf(n0);
+      forLoop(kb, kMain, cst(width), [&](Value kk) {
+        Value k0 = arith::SubIOp::create(b, loc, kk, kb);
+        for (int64_t jv = 0; jv < tiles.outerVectors; ++jv) {
+          Value rows = arith::ConstantOp::create(
+              b, loc, square,
+              DenseElementsAttr::get(square, b.getZeroAttr(accType)));
+          for (int64_t r = 0; r < width; ++r) {
+            SmallVector<Value> p(iv);
+            p[*c.n] = add(n0, jv * width + r);
+            p[c.k] = kk;
+            rows = vector::InsertOp::create(b, loc, loadVector(c.b, p), rows,
+                                            ArrayRef<int64_t>{r});
+          }
+          Value cols = vector::TransposeOp::create(b, loc, rows,
+                                                   ArrayRef<int64_t>{1, 0});
+          for (int64_t l = 0; l < width; ++l)
+            vector::StoreOp::create(
+                b, loc,
+                vector::ExtractOp::create(b, loc, cols, ArrayRef<int64_t>{l}),
+                panels, ValueRange{panel, add(k0, l), cst(jv * width)});
+        }
+      });
+      forLoop(kMain, kEnd, cst(1), [&](Value kk) {
+        forLoop(cst(0), cst(w), cst(1), [&](Value j) {
+          SmallVector<Value> p(iv);
+          p[*c.n] = add(n0, j);
+          p[c.k] = kk;
+          memref::StoreOp::create(
+              b, loc, loadScalar(c.b, p), panels,
+              ValueRange{panel, arith::SubIOp::create(b, loc, kk, kb), j});
+        });
+      });
+    });
+    auto rowTile = [&](Value m0, int64_t rows) {
+      forLoop(nb, nFull, cst(w), [&](Value n0) {
+        Value panel = panelOf(n0);
+        outerTile(iv, m0, rows, n0, tiles.outerVectors, kb, kEnd,
+                  [&](Value kk, int64_t j) -> Value {
+                    return vector::LoadOp::create(
+                        b, loc, vecType, panels,
+                        ValueRange{panel, arith::SubIOp::create(b, loc, kk, kb),
+                                   cst(j * width)});
+                  });
+      });
+    };
+    int64_t rows = tiles.outerRows;
+    Value mEnd = sizes[*c.m];
+    Value mFull = wholeSteps(cst(0), mEnd, rows);
+    forLoop(cst(0), mFull, cst(rows), [&](Value m0) { rowTile(m0, rows); });
+    forLoop(mFull, mEnd, cst(1), [&](Value m0) { rowTile(m0, 1); });
+    rowTiles(iv, nFull, nEnd, kb, kEnd);
   }
 
   void colTiles(ArrayRef<Value> iv, Value m0, int64_t rows, Value nb,
@@ -343,7 +480,8 @@ private:
   /// rows x (vectors * width) outputs held in registers over [kb, kEnd):
   /// per k, `vectors` loads of b and one broadcast of a per row.
   void outerTile(ArrayRef<Value> iv, Value m0, int64_t rows, Value n0,
-                 int64_t vectors, Value kb, Value kEnd) {
+                 int64_t vectors, Value kb, Value kEnd,
+                 function_ref<Value(Value, int64_t)> loadB = {}) {
     SmallVector<Value> init;
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < vectors; ++j)
@@ -355,6 +493,10 @@ private:
         [&](OpBuilder &, Location, Value kk, ValueRange accs) {
           SmallVector<Value> bs, next;
           for (int64_t j = 0; j < vectors; ++j) {
+            if (loadB) {
+              bs.push_back(loadB(kk, j));
+              continue;
+            }
             SmallVector<Value> p = at(iv, m0, 0, n0, j * width);
             p[c.k] = kk;
             bs.push_back(loadVector(c.b, p));

@@ -1,15 +1,34 @@
 // RUN: meshfold-opt %s -split-input-file --mf-linalg-contraction-kernels | FileCheck %s
 // RUN: meshfold-opt %s -split-input-file --mf-linalg-contraction-kernels="vector-bits=512 parallel=false" | FileCheck %s --check-prefix=AVX512
 
-// x · wᵀ with bf16 weights: both operands contiguous along k, so a 4 x 3
-// tile of vector accumulators runs along k, over blocks of 48 rows of w,
-// each block a parallel iteration; edge tiles of 1 row / 1 column and a
-// scalar k tail follow.
+// x · wᵀ with bf16 weights: both operands contiguous along k. With at least
+// 16 rows, each block of 256 columns of w (a parallel iteration) and 256 of
+// k is first copied, widened and transposed in squares of 8 x 8, into
+// panels of 16 columns, which every 6-row tile of x then reads as outer
+// products (2 vectors of a panel, one broadcast of x per row); the 48 % 16
+// = 0 columns left would take dot tiles. With fewer rows, dot tiles alone:
+// a 4 x 3 tile of vector accumulators runs along k, over blocks of 48 rows
+// of w; edge tiles of 1 row / 1 column and a scalar k tail follow.
 #a = affine_map<(m, n, k) -> (m, k)>
 #b = affine_map<(m, n, k) -> (n, k)>
 #o = affine_map<(m, n, k) -> (m, n)>
 // CHECK-LABEL: func.func @linear
 // CHECK-NOT: linalg.generic
+// CHECK: %[[ROWS:.*]] = memref.dim %arg0, %c0
+// CHECK: %[[MANY:.*]] = arith.cmpi uge, %[[ROWS]], %c16
+// CHECK: scf.if %[[MANY]] {
+// CHECK: scf.parallel (%{{.*}}) = (%{{.*}}) to (%{{.*}}) step (%c256
+// CHECK: %[[PANELS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<3x64x16xf32>
+// CHECK: vector.load %arg1{{.*}} : memref<48x64xbf16>, vector<8xbf16>
+// CHECK: vector.transpose %{{.*}}, [1, 0] : vector<8x8xf32> to vector<8x8xf32>
+// CHECK-COUNT-8: vector.store %{{.*}}, %[[PANELS]]
+// CHECK: scf.for %[[KP:.*]] = {{.*}} iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
+// CHECK-COUNT-2: vector.load %[[PANELS]]{{.*}} : memref<3x64x16xf32>, vector<8xf32>
+// CHECK: memref.load %arg0[%{{.*}}, %[[KP]]]
+// CHECK-NEXT: vector.broadcast %{{.*}} : f32 to vector<8xf32>
+// CHECK-COUNT-2: vector.fma
+// CHECK: memref.dealloc %[[PANELS]]
+// CHECK: } else {
 // CHECK: scf.parallel (%{{.*}}) = (%{{.*}}) to (%{{.*}}) step (%c48
 // CHECK: scf.for %{{.*}} step %c512
 // CHECK: scf.for %[[K:.*]] = {{.*}} iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
@@ -18,8 +37,10 @@
 // CHECK-NEXT: arith.extf %{{.*}} : vector<8xbf16> to vector<8xf32>
 // CHECK-COUNT-12: vector.fma
 // CHECK: vector.reduction <add>, %{{.*}} fastmath<reassoc,contract> : vector<8xf32> into f32
-// With AVX-512's 32 registers, a 4 x 4 tile of 16-lane accumulators.
+// With AVX-512's 32 registers, a 4 x 4 tile of 16-lane accumulators (and
+// no packing: 48 columns are less than one 64-column panel).
 // AVX512-LABEL: func.func @linear
+// AVX512-NOT: scf.if
 // AVX512-NOT: scf.parallel
 // AVX512: iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 // AVX512-COUNT-4: vector.load %arg0{{.*}} vector<16xf32>
