@@ -98,6 +98,8 @@ void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
     kernels.vectorBits = options.vectorBits;
     pm.addNestedPass<func::FuncOp>(
         createMFLinalgContractionKernelsPass(kernels));
+    // The rest (gathers, SiLU, norms) in blocks of rows over the threads.
+    pm.addNestedPass<func::FuncOp>(createMFLinalgParallelRowsPass());
     pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
     // exp as arithmetic, so that LLVM vectorizes the softmax and SiLU loops.
     pm.addNestedPass<func::FuncOp>(createMFMathPolynomialExpPass());

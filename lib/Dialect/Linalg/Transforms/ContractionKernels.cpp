@@ -73,6 +73,10 @@ constexpr int64_t kPackMinRows = 16;
 // with AVX2) by 256 of k, 256 KiB of f32 in the L2 cache; n blocks of 256
 // split the model's widths (512, 1024, 2816) evenly over two threads.
 constexpr int64_t kPackedColumns = 256, kPackedK = 256;
+// Rows are split into chunks of about this many too (a multiple of the row
+// tile), each packing its own copy of b: the threads then share out
+// (row chunk, n block) pairs, enough of them to balance.
+constexpr int64_t kPackedRows = 256;
 
 bool hasUnitInnermostStride(Value memref) {
   auto type = dyn_cast<MemRefType>(memref.getType());
@@ -182,6 +186,21 @@ private:
       ubs.push_back(sizes[d]);
       steps.push_back(cst(1));
     }
+    Value mChunk;
+    if (packed) {
+      // roundUp(ceil(M / ceil(M / kPackedRows)), row tile)
+      AffineExpr m;
+      bindSymbols(b.getContext(), m);
+      int64_t rows = tiles.outerRows;
+      mChunk = getValueOrCreateConstantIndexOp(
+          b, loc,
+          affine::makeComposedFoldedAffineApply(
+              b, loc, m.ceilDiv(m.ceilDiv(kPackedRows)).ceilDiv(rows) * rows,
+              {OpFoldResult(sizes[*c.m])}));
+      lbs.push_back(cst(0));
+      ubs.push_back(sizes[*c.m]);
+      steps.push_back(mChunk);
+    }
     if (c.n) {
       lbs.push_back(cst(0));
       ubs.push_back(sizes[*c.n]);
@@ -191,6 +210,12 @@ private:
       SmallVector<Value> iv(sizes.size());
       for (auto [d, v] : llvm::zip(c.outer, ivs))
         iv[d] = v;
+      Value mStart, mStop;
+      if (packed) {
+        mStart = ivs[c.outer.size()];
+        mStop =
+            arith::MinSIOp::create(b, loc, add(mStart, mChunk), sizes[*c.m]);
+      }
       Value nb, nEnd;
       if (c.n) {
         nb = ivs.back();
@@ -215,7 +240,7 @@ private:
         Value kEnd =
             arith::MinSIOp::create(b, loc, add(kb, cst(kBlock)), sizes[c.k]);
         if (packed)
-          packedTiles(iv, panels, nb, nEnd, kb, kEnd);
+          packedTiles(iv, panels, mStart, mStop, nb, nEnd, kb, kEnd);
         else
           rowTiles(iv, nb, nEnd, kb, kEnd);
       });
@@ -245,6 +270,8 @@ private:
   VectorType vecType;
   RegisterTiles tiles;
   SmallVector<Value> sizes;
+  /// While set, rows of a tile past it are clamped to it and not stored.
+  Value lastRow;
 
   Value cst(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
   Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
@@ -295,8 +322,11 @@ private:
   SmallVector<Value> at(ArrayRef<Value> iv, Value m0, int64_t i, Value n0,
                         int64_t j) {
     SmallVector<Value> r(iv);
-    if (c.m)
+    if (c.m) {
       r[*c.m] = add(m0, i);
+      if (lastRow && i > 0)
+        r[*c.m] = arith::MinSIOp::create(b, loc, r[*c.m], lastRow);
+    }
     if (c.n)
       r[*c.n] = add(n0, j);
     return r;
@@ -306,12 +336,16 @@ private:
   /// remaining rows one by one.
   void rowTiles(ArrayRef<Value> iv, Value nb, Value nEnd, Value kb,
                 Value kEnd) {
-    int64_t rows = c.kind == TileKind::Dot ? tiles.dotRows : tiles.outerRows;
     if (!c.m)
       return colTiles(iv, Value(), 1, nb, nEnd, kb, kEnd);
-    Value mEnd = sizes[*c.m];
-    Value mFull = wholeSteps(cst(0), mEnd, rows);
-    forLoop(cst(0), mFull, cst(rows),
+    rowTiles(iv, cst(0), sizes[*c.m], nb, nEnd, kb, kEnd);
+  }
+  /// The same for rows [mBegin, mEnd).
+  void rowTiles(ArrayRef<Value> iv, Value mBegin, Value mEnd, Value nb,
+                Value nEnd, Value kb, Value kEnd) {
+    int64_t rows = c.kind == TileKind::Dot ? tiles.dotRows : tiles.outerRows;
+    Value mFull = wholeSteps(mBegin, mEnd, rows);
+    forLoop(mBegin, mFull, cst(rows),
             [&](Value m0) { colTiles(iv, m0, rows, nb, nEnd, kb, kEnd); });
     forLoop(mFull, mEnd, cst(1),
             [&](Value m0) { colTiles(iv, m0, 1, nb, nEnd, kb, kEnd); });
@@ -321,8 +355,8 @@ private:
   /// panels of b copied (widened) into `panels[(n - nb) / w][k - kb][j]`
   /// for n = n0 + j, then outer-product tiles over them; the columns past
   /// the last whole panel in dot tiles.
-  void packedTiles(ArrayRef<Value> iv, Value panels, Value nb, Value nEnd,
-                   Value kb, Value kEnd) {
+  void packedTiles(ArrayRef<Value> iv, Value panels, Value mStart, Value mStop,
+                   Value nb, Value nEnd, Value kb, Value kEnd) {
     int64_t w = tiles.outerVectors * width;
     Value nFull = wholeSteps(nb, nEnd, w);
     auto panelOf = [&](Value n0) {
@@ -381,12 +415,13 @@ private:
                   });
       });
     };
-    int64_t rows = tiles.outerRows;
-    Value mEnd = sizes[*c.m];
-    Value mFull = wholeSteps(cst(0), mEnd, rows);
-    forLoop(cst(0), mFull, cst(rows), [&](Value m0) { rowTile(m0, rows); });
-    forLoop(mFull, mEnd, cst(1), [&](Value m0) { rowTile(m0, 1); });
-    rowTiles(iv, nFull, nEnd, kb, kEnd);
+    // The last tile of the chunk may pass its end: its rows past the end
+    // read the chunk's last row and are not stored.
+    lastRow = arith::SubIOp::create(b, loc, mStop, cst(1));
+    forLoop(mStart, mStop, cst(tiles.outerRows),
+            [&](Value m0) { rowTile(m0, tiles.outerRows); });
+    lastRow = Value();
+    rowTiles(iv, mStart, mStop, nFull, nEnd, kb, kEnd);
   }
 
   void colTiles(ArrayRef<Value> iv, Value m0, int64_t rows, Value nb,
@@ -512,11 +547,19 @@ private:
           }
           scf::YieldOp::create(b, loc, next);
         });
-    for (int64_t i = 0; i < rows; ++i)
+    for (int64_t i = 0; i < rows; ++i) {
+      OpBuilder::InsertionGuard guard(b);
+      if (lastRow && i > 0) {
+        Value inside = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle,
+                                             add(m0, i), lastRow);
+        b.setInsertionPointToStart(
+            scf::IfOp::create(b, loc, inside).thenBlock());
+      }
       for (int64_t j = 0; j < vectors; ++j)
         vector::StoreOp::create(b, loc, loop.getResult(i * vectors + j),
                                 c.out->get(),
                                 indices(c.out, at(iv, m0, i, n0, j * width)));
+    }
   }
 
   /// rows outputs of one column at n0, in scalars.

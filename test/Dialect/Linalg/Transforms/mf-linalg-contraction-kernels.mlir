@@ -6,27 +6,37 @@
 // k is first copied, widened and transposed in squares of 8 x 8, into
 // panels of 16 columns, which every 6-row tile of x then reads as outer
 // products (2 vectors of a panel, one broadcast of x per row); the 48 % 16
-// = 0 columns left would take dot tiles. With fewer rows, dot tiles alone:
+// = 0 columns left would take dot tiles. Rows come in chunks of about 256,
+// a multiple of 6, so that (chunk, block) pairs balance the threads. With fewer rows, dot tiles alone:
 // a 4 x 3 tile of vector accumulators runs along k, over blocks of 48 rows
 // of w; edge tiles of 1 row / 1 column and a scalar k tail follow.
 #a = affine_map<(m, n, k) -> (m, k)>
 #b = affine_map<(m, n, k) -> (n, k)>
 #o = affine_map<(m, n, k) -> (m, n)>
+// CHECK: #[[$CHUNK:.*]] = affine_map<()[s0] -> (((s0 ceildiv (s0 ceildiv 256)) ceildiv 6) * 6)>
 // CHECK-LABEL: func.func @linear
 // CHECK-NOT: linalg.generic
 // CHECK: %[[ROWS:.*]] = memref.dim %arg0, %c0
 // CHECK: %[[MANY:.*]] = arith.cmpi uge, %[[ROWS]], %c16
 // CHECK: scf.if %[[MANY]] {
-// CHECK: scf.parallel (%{{.*}}) = (%{{.*}}) to (%{{.*}}) step (%c256
+// CHECK: %[[CHUNK:.*]] = affine.apply #[[$CHUNK]]()[%[[ROWS]]]
+// CHECK: scf.parallel (%{{.*}}, %{{.*}}) = (%{{.*}}, %{{.*}}) to (%[[ROWS]], %c48) step (%[[CHUNK]], %c256
 // CHECK: %[[PANELS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<3x64x16xf32>
 // CHECK: vector.load %arg1{{.*}} : memref<48x64xbf16>, vector<8xbf16>
 // CHECK: vector.transpose %{{.*}}, [1, 0] : vector<8x8xf32> to vector<8x8xf32>
 // CHECK-COUNT-8: vector.store %{{.*}}, %[[PANELS]]
+// The last 6-row tile of a chunk may pass its end: its rows 1-5 read the
+// chunk's last row at most, and their stores are guarded.
+// CHECK: %[[LAST:.*]] = arith.subi %{{.*}}, %c1
+// CHECK: arith.minsi %{{.*}}, %[[LAST]]
 // CHECK: scf.for %[[KP:.*]] = {{.*}} iter_args({{.*}}) -> (vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>, vector<8xf32>)
 // CHECK-COUNT-2: vector.load %[[PANELS]]{{.*}} : memref<3x64x16xf32>, vector<8xf32>
 // CHECK: memref.load %arg0[%{{.*}}, %[[KP]]]
 // CHECK-NEXT: vector.broadcast %{{.*}} : f32 to vector<8xf32>
 // CHECK-COUNT-2: vector.fma
+// CHECK: arith.cmpi sle, %{{.*}}, %[[LAST]]
+// CHECK-NEXT: scf.if
+// CHECK: vector.store
 // CHECK: memref.dealloc %[[PANELS]]
 // CHECK: } else {
 // CHECK: scf.parallel (%{{.*}}) = (%{{.*}}) to (%{{.*}}) step (%c48

@@ -3,6 +3,7 @@
 #ifndef MESHFOLD_DIALECT_LINALG_TRANSFORMS_PASSES_H
 #define MESHFOLD_DIALECT_LINALG_TRANSFORMS_PASSES_H
 
+#include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Math/IR/Math.h"

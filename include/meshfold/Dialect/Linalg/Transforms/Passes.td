@@ -23,10 +23,19 @@ def MFLinalgContractionKernelsPass
     widened by `arith.extf`, added to the output), into loops of 1-D vector
     ops that keep a tile of the output in registers:
 
-    - *dot* tiles, when both operands are contiguous along `k` (a linear
-      layer `x · Wᵀ`, an expert's rows times its weights, the LM head):
-      `mr x nr` vector accumulators run along `k` and are reduced once at
-      the end of each `k` block;
+    - *packed outer-product* tiles, when both operands are contiguous
+      along `k` (a linear layer `x · Wᵀ`, an expert's rows times its
+      weights), the output runs along `n` and there are at least 16 rows
+      (an `scf.if` on the row count): each block of 256 columns x 256 of
+      `k` of `b` is copied (widened, transposed in squares of vectors by
+      `vector.transpose`) into a heap buffer of panels one register tile
+      wide, which `mr` rows of `nv` vectors then read in order; rows come in
+      chunks of about 256 (a multiple of `mr`; the last tile of a chunk is
+      clamped and its extra rows not stored), and the parallel loop runs
+      over (row chunk, column block) pairs;
+    - *dot* tiles, when both operands are contiguous along `k` otherwise
+      (fewer rows, the LM head's single row): `mr x nr` vector accumulators
+      run along `k` and are reduced once at the end of each `k` block;
     - *outer-product* tiles, when `b` and the output are contiguous along
       `n` (attention's `Q · Kᵀ` with `Kᵀ` laid out `[d, keys]`, and `P · V`):
       `mr` rows of `nv` vectors, one broadcast of `a[m, k]` and `nv` FMAs
@@ -55,6 +64,44 @@ def MFLinalgContractionKernelsPass
            "256: AVX2, 512: AVX-512)">,
     Option<"parallel", "parallel", "bool", /*default=*/"true",
            "Emit the loop over output blocks as scf.parallel">,
+  ];
+}
+
+def MFLinalgParallelRowsPass
+    : Pass<"mf-linalg-parallel-rows", "::mlir::func::FuncOp"> {
+  let summary = "split the outermost dim of linalg ops on buffers into an "
+                "scf.parallel over blocks of rows";
+  let description = [{
+    What is left of the model's linalg ops after the contraction kernels is
+    elementwise work and data movement (the experts' gathers, SiLU and
+    combine, fills, norms, the rope); `convert-linalg-to-loops` alone makes
+    each a sequential loop nest that one thread runs. This pass tiles dim 0
+    of every linalg op on buffers into `blocks` blocks of
+    `ceil(size / blocks)` rows, as an `scf.parallel` (threads, through
+    `convert-scf-to-openmp`), leaving the tiled op on subviews for
+    `convert-linalg-to-loops`; the inner dims stay whole, so LLVM still
+    vectorizes the innermost loop.
+
+    An op is split only when dim 0 is a parallel iterator that indexes every
+    output (blocks then write disjoint elements), its body writes no memory,
+    and it is not already inside an `scf.parallel` or `scf.forall` (a tile
+    of attention runs on one thread).
+
+    ```mlir
+    linalg.generic ... outs(%y : memref<?x2816xf32>) { silu }
+    // becomes
+    scf.parallel (%i) = (%c0) to (%rows) step (%block) {
+      linalg.generic ... outs(%y_block : memref<?x2816xf32, strided<...>>)
+    }
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::affine::AffineDialect", "::mlir::arith::ArithDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect"
+  ];
+  let options = [
+    Option<"blocks", "blocks", "int64_t", /*default=*/"64",
+           "Number of blocks dim 0 is cut into (at least 1)">,
   ];
 }
 
