@@ -36,6 +36,14 @@ std::string meshfold::formatManifest(const Manifest &m) {
      << "ffn " << m.ffn << "\n";
   if (m.maxPositions > 0)
     os << "max_positions " << m.maxPositions << "\n";
+  if (!m.decode.empty())
+    os << "decode " << m.decode << "\n";
+  if (!m.eosTokens.empty()) {
+    os << "eos";
+    for (int64_t id : m.eosTokens)
+      os << " " << id;
+    os << "\n";
+  }
   if (!m.plan.empty())
     os << "plan " << m.plan << "\n";
   for (size_t i = 0; i < m.groups.size(); ++i)
@@ -94,6 +102,19 @@ bool meshfold::parseManifest(const char *text, Manifest &out,
     }
     if (key == "plan") {
       std::getline(ls >> std::ws, out.plan);
+      continue;
+    }
+    if (key == "decode") {
+      ls >> out.decode;
+      continue;
+    }
+    if (key == "eos") {
+      int64_t id;
+      while (ls >> id) {
+        if (id < 0)
+          return bad("negative eos token id");
+        out.eosTokens.push_back(id);
+      }
       continue;
     }
     if (key == "group") {

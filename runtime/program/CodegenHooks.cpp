@@ -144,7 +144,7 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
         positions->data[positions->offset + t * positions->strides[0]];
     if (pos < 0)
       fatal("internal: negative K/V position " + std::to_string(pos));
-    if (pos >= out->tokens)
+    if (pos >= out->length)
       continue; // padding
     for (int64_t h = 0; h < heads; ++h) {
       out->written[layer][pos * m.kvHeads + headOffset + h] = 1;
@@ -158,6 +158,72 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
         out->values[layer][at] = v->data[vIdx];
       }
     }
+  }
+}
+
+/// The rows of a decode step's K/V history: the positions before the step's.
+int64_t _mlir_ciface_mfrt_kv_history_length(int64_t layer) {
+  ProgramRank &rs = programRank();
+  if (layer < 0 || layer >= rs.manifest->layers)
+    fatal("internal: K/V history of layer " + std::to_string(layer) +
+          " outside the model's " + std::to_string(rs.manifest->layers) +
+          " layers");
+  return rs.output ? rs.historyLength : 0;
+}
+
+/// Fills a decode step's K/V `k`, `v` and positions: the request's cached
+/// rows of `layer` (all KV heads: a one-rank program) at positions 0 ..
+/// cached-1, then the step's own rows `sk`, `sv` at `sp`.
+void _mlir_ciface_mfrt_kv_history_f32(
+    int64_t layer, StridedMemRefType<float, 3> *sk,
+    StridedMemRefType<float, 3> *sv, StridedMemRefType<int64_t, 1> *sp,
+    StridedMemRefType<float, 3> *k, StridedMemRefType<float, 3> *v,
+    StridedMemRefType<int64_t, 1> *positions) {
+  syncForHost();
+  ProgramRank &rs = programRank();
+  const Manifest &m = *rs.manifest;
+  int64_t rows = k->sizes[0], step = sk->sizes[0], cached = rows - step;
+  auto shaped = [&](StridedMemRefType<float, 3> *x, int64_t n) {
+    return x->sizes[0] == n && x->sizes[1] == m.kvHeads &&
+           x->sizes[2] == m.headDim;
+  };
+  if (layer < 0 || layer >= m.layers || cached < 0 || !shaped(k, rows) ||
+      !shaped(v, rows) || !shaped(sk, step) || !shaped(sv, step) ||
+      positions->sizes[0] != rows || sp->sizes[0] != step)
+    fatal("internal: the K/V history of layer " + std::to_string(layer) +
+          " has an unexpected shape");
+  RequestOutput *out = rs.output;
+  if (cached > 0 && (!out || cached > out->length))
+    fatal("internal: a K/V history of " + std::to_string(cached) +
+          " positions is longer than the request's cache");
+  auto at3 = [](StridedMemRefType<float, 3> *x, int64_t t, int64_t h,
+                int64_t d) -> float & {
+    return x->data[x->offset + t * x->strides[0] + h * x->strides[1] +
+                   d * x->strides[2]];
+  };
+  auto at1 = [](StridedMemRefType<int64_t, 1> *x, int64_t t) -> int64_t & {
+    return x->data[x->offset + t * x->strides[0]];
+  };
+  for (int64_t t = 0; t < cached; ++t) {
+    at1(positions, t) = t;
+    for (int64_t h = 0; h < m.kvHeads; ++h) {
+      if (!out->written[layer][t * m.kvHeads + h])
+        fatal("internal: no cached K/V for layer " + std::to_string(layer) +
+              " position " + std::to_string(t));
+      for (int64_t d = 0; d < m.headDim; ++d) {
+        int64_t from = (t * m.kvHeads + h) * m.headDim + d;
+        at3(k, t, h, d) = out->keys[layer][from];
+        at3(v, t, h, d) = out->values[layer][from];
+      }
+    }
+  }
+  for (int64_t t = 0; t < step; ++t) {
+    at1(positions, cached + t) = at1(sp, t);
+    for (int64_t h = 0; h < m.kvHeads; ++h)
+      for (int64_t d = 0; d < m.headDim; ++d) {
+        at3(k, cached + t, h, d) = at3(sk, t, h, d);
+        at3(v, cached + t, h, d) = at3(sv, t, h, d);
+      }
   }
 }
 

@@ -95,6 +95,26 @@ void usage() {
       "                   (positions it was not trained for), with a "
       "warning, instead\n"
       "                   of failing\n"
+      "  --max-new-tokens N\n"
+      "                   after prefill, generate up to N tokens per request "
+      "(default 0:\n"
+      "                   prefill only; one-rank programs); a request stops "
+      "early at the\n"
+      "                   model's eos_token_id; writes req{r}.tokens [n] "
+      "(int32)\n"
+      "  --temperature T  sample at temperature T > 0 (default 0: greedy)\n"
+      "  --top-k K        sample among the K most likely tokens (default 0: "
+      "all)\n"
+      "  --top-p P        sample among the most likely tokens whose "
+      "probabilities sum\n"
+      "                   to P, 0 < P <= 1 (default 1)\n"
+      "  --seed S         the sampler's seed (default 0); a draw depends only "
+      "on\n"
+      "                   (seed, request, step)\n"
+      "  --ignore-eos     generate N tokens even past eos_token_id\n"
+      "  --step-logits    also write req{r}.step_logits [n, V], the logits "
+      "that chose\n"
+      "                   each generated token\n"
       "  --quiet          print nothing but errors\n"
       "  --help           this text\n",
       programName());
@@ -112,6 +132,27 @@ int parseThreads(const std::string &text) {
     die("--threads must be a number of threads from 1 to " +
         std::to_string(maxThreads) + ", got '" + text + "'");
   return int(n);
+}
+
+/// A number of the whole text (strtod), or a one-line error naming `flag`.
+double parseNumber(const std::string &flag, const std::string &text) {
+  char *end = nullptr;
+  errno = 0;
+  double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || *end || errno == ERANGE || !std::isfinite(v))
+    die(flag + " must be a number, got '" + text + "'");
+  return v;
+}
+
+/// A non-negative integer of the whole text (digits only).
+int64_t parseCount(const std::string &flag, const std::string &text) {
+  char *end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || !std::isdigit((unsigned char)text[0]) || *end ||
+      errno == ERANGE)
+    die(flag + " must be a whole number of at least 0, got '" + text + "'");
+  return int64_t(v);
 }
 
 /// --force-routing random[:SEED] or FILE.
@@ -181,7 +222,32 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
       std::string text;
       value(text);
       options.threads = parseThreads(text);
-    } else if (name == "--report") {
+    } else if (name == "--max-new-tokens" || name == "--top-k" ||
+               name == "--seed") {
+      std::string text;
+      value(text);
+      Generation &g = options.generation;
+      if (name == "--seed") {
+        g.seed = uint64_t(parseCount(name, text));
+        g.seedGiven = true;
+      } else {
+        (name == "--top-k" ? g.topK : g.maxNewTokens) = parseCount(name, text);
+      }
+    } else if (name == "--temperature" || name == "--top-p") {
+      std::string text;
+      value(text);
+      double v = parseNumber(name, text);
+      if (name == "--temperature" && v < 0)
+        die("--temperature must be at least 0 (0: greedy), got '" + text + "'");
+      if (name == "--top-p" && !(v > 0 && v <= 1))
+        die("--top-p must be in (0, 1], got '" + text + "'");
+      (name == "--temperature" ? options.generation.temperature
+                               : options.generation.topP) = v;
+    } else if (name == "--ignore-eos")
+      options.generation.ignoreEos = true;
+    else if (name == "--step-logits")
+      options.generation.stepLogits = true;
+    else if (name == "--report") {
       std::string what;
       value(what);
       if (what != "traffic")

@@ -13,6 +13,7 @@
 #include "mfrt/program/Program.h"
 #include "mfrt/program/Trace.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
@@ -61,7 +62,7 @@ std::vector<char> serializeOutputs(const Program &prog) {
   for (size_t r = 0; r < prog.outputs.size(); ++r) {
     const RequestOutput &o = *prog.outputs[r];
     for (int64_t l = 0; l < m.layers; ++l)
-      for (int64_t ph = 0; ph < o.tokens * m.kvHeads; ++ph) {
+      for (int64_t ph = 0; ph < o.length * m.kvHeads; ++ph) {
         if (!o.written[l][ph])
           continue;
         int64_t hdr[4] = {int64_t(r), l, ph / m.kvHeads, ph % m.kvHeads};
@@ -148,12 +149,16 @@ void mfrt::allocateOutputs(Program &prog) {
   const Manifest &m = prog.manifest;
   for (const std::vector<int64_t> &r : prog.requests) {
     auto o = std::make_unique<RequestOutput>();
-    o->tokens = int64_t(r.size());
+    o->tokens = o->length = int64_t(r.size());
+    // Decoding appends the K/V of every generated token but the last.
+    size_t rows =
+        r.size() +
+        size_t(std::max<int64_t>(0, prog.generation.maxNewTokens - 1));
     size_t row = size_t(m.kvHeads * m.headDim);
-    o->keys.assign(m.layers, std::vector<float>(r.size() * row));
-    o->values.assign(m.layers, std::vector<float>(r.size() * row));
+    o->keys.assign(m.layers, std::vector<float>(rows * row));
+    o->values.assign(m.layers, std::vector<float>(rows * row));
     o->written.assign(m.layers,
-                      std::vector<uint8_t>(r.size() * size_t(m.kvHeads), 0));
+                      std::vector<uint8_t>(rows * size_t(m.kvHeads), 0));
     prog.outputs.push_back(std::move(o));
   }
 }
@@ -218,11 +223,11 @@ void mfrt::addOutputs(const Program &prog, SafetensorsWriter &writer,
   const Manifest &m = prog.manifest;
   for (size_t r = 0; r < prog.requests.size(); ++r) {
     const RequestOutput &o = *prog.outputs[r];
-    int64_t t = o.tokens;
+    int64_t t = o.tokens, rows = o.length;
     if (!o.haveLogits)
       die("internal: no rank recorded logits for request " + std::to_string(r));
     for (int64_t l = 0; l < m.layers; ++l)
-      for (int64_t p = 0; p < t * m.kvHeads; ++p)
+      for (int64_t p = 0; p < rows * m.kvHeads; ++p)
         if (!o.written[l][p])
           die("internal: no K/V for request " + std::to_string(r) + " layer " +
               std::to_string(l) + " position " + std::to_string(p / m.kvHeads) +
@@ -238,8 +243,28 @@ void mfrt::addOutputs(const Program &prog, SafetensorsWriter &writer,
     }
     for (int64_t l = 0; l < m.layers; ++l) {
       std::string layer = prefix + ".layers." + std::to_string(l);
-      writer.addF32(layer + ".k", {t, m.kvHeads, m.headDim}, o.keys[l]);
-      writer.addF32(layer + ".v", {t, m.kvHeads, m.headDim}, o.values[l]);
+      size_t used = size_t(rows * m.kvHeads * m.headDim);
+      auto firstRows = [&](const std::vector<float> &all) {
+        return std::vector<float>(all.begin(), all.begin() + used);
+      };
+      writer.addF32(layer + ".k", {rows, m.kvHeads, m.headDim},
+                    firstRows(o.keys[l]));
+      writer.addF32(layer + ".v", {rows, m.kvHeads, m.headDim},
+                    firstRows(o.values[l]));
+    }
+    if (prog.generation.maxNewTokens > 0) {
+      int64_t n = int64_t(o.generated.size());
+      writer.add(prefix + ".tokens", DType::I32, {n}, o.generated.data());
+      if (prog.generation.stepLogits)
+        writer.addF32(prefix + ".step_logits", {n, m.vocab}, o.stepLogits);
+      if (!quiet) {
+        std::printf("req %zu: %lld tokens -> generated %lld:", r, (long long)t,
+                    (long long)n);
+        for (int32_t id : o.generated)
+          std::printf(" %d", id);
+        std::printf("\n");
+      }
+      continue;
     }
     if (quiet)
       continue;

@@ -32,20 +32,67 @@ extern "C" {
 extern const char __mf_manifest[];
 /// The compiled entry point (C interface of `func.func @prefill`).
 void _mlir_ciface_prefill(StridedMemRefType<int64_t, 1> *tokens);
+/// The decode step (`func.func @decode`), when the program has one.
+__attribute__((weak)) void
+_mlir_ciface_decode(StridedMemRefType<int64_t, 1> *tokens,
+                    StridedMemRefType<int64_t, 1> *positions);
 }
 
 namespace {
+/// A 1-D memref descriptor of `values`, in memory kernels may read (CUDA
+/// mode: managed memory).
+struct IdBuffer {
+  explicit IdBuffer(const std::vector<int64_t> &values)
+      : buffer(values.size() * sizeof(int64_t)) {
+    std::memcpy(buffer.data(), values.data(), buffer.size());
+    ref.basePtr = ref.data = reinterpret_cast<int64_t *>(buffer.data());
+    ref.offset = 0;
+    ref.sizes[0] = int64_t(values.size());
+    ref.strides[0] = 1;
+  }
+  SharedBuffer buffer;
+  StridedMemRefType<int64_t, 1> ref;
+};
+
 /// Runs the compiled program once on `tokens`.
 void runPrefill(const std::vector<int64_t> &tokens) {
-  // Kernels may read the token ids (CUDA mode: managed memory).
-  SharedBuffer tokenBuf(tokens.size() * sizeof(int64_t));
-  std::memcpy(tokenBuf.data(), tokens.data(), tokenBuf.size());
-  StridedMemRefType<int64_t, 1> in;
-  in.basePtr = in.data = reinterpret_cast<int64_t *>(tokenBuf.data());
-  in.offset = 0;
-  in.sizes[0] = int64_t(tokens.size());
-  in.strides[0] = 1;
-  _mlir_ciface_prefill(&in);
+  IdBuffer in(tokens);
+  _mlir_ciface_prefill(&in.ref);
+}
+
+/// Generates up to N tokens of request `r` after its prefill: each chosen
+/// from the last recorded logits, the next step run on it at the next
+/// position, its K/V appended to the request's cache (the K/V of the last
+/// generated token is never needed).
+void decodeRequest(const Program &prog, ProgramRank &rs, int64_t r) {
+  const Generation &g = prog.generation;
+  const Manifest &m = prog.manifest;
+  RequestOutput &o = *rs.output;
+  std::vector<float> prefillLogits = o.logits;
+  for (int64_t step = 0; step < g.maxNewTokens; ++step) {
+    if (step > 0) {
+      int64_t position = o.tokens + step - 1;
+      rs.historyLength = position;
+      o.length = position + 1;
+      o.haveLogits = false;
+      IdBuffer token({int64_t(o.generated.back())}), pos({position});
+      _mlir_ciface_decode(&token.ref, &pos.ref);
+      if (!o.haveLogits)
+        fatal("internal: decode step " + std::to_string(step) + " of request " +
+              std::to_string(r) + " recorded no logits");
+    }
+    int64_t id = chooseToken(g, o.logits.data(), m.vocab, r, step);
+    o.generated.push_back(int32_t(id));
+    if (g.stepLogits)
+      o.stepLogits.insert(o.stepLogits.end(), o.logits.begin(), o.logits.end());
+    if (!g.ignoreEos && std::find(m.eosTokens.begin(), m.eosTokens.end(), id) !=
+                            m.eosTokens.end())
+      break;
+  }
+  rs.historyLength = 0;
+  // req{r}.logits stays prefill's.
+  o.logits = std::move(prefillLogits);
+  o.haveLogits = true;
 }
 
 /// Prompts longer than the model's max_position_embeddings (when the
@@ -81,6 +128,38 @@ void checkPromptLengths(const Options &options, const Manifest &m,
                requests[longest].size());
 }
 
+/// --max-new-tokens and the sampling flags against the program and the
+/// prompts.
+void checkGeneration(const Options &options, const Manifest &m,
+                     const std::vector<std::vector<int64_t>> &requests) {
+  const Generation &g = options.generation;
+  bool sampling = g.temperature > 0;
+  if (!options.quiet && !sampling && (g.seedGiven || g.topK > 0 || g.topP < 1))
+    std::fprintf(stderr,
+                 "%s: warning: --seed, --top-k and --top-p shape sampling; "
+                 "with --temperature 0 (the default) decoding is greedy\n",
+                 programName());
+  if (g.maxNewTokens == 0) {
+    if (g.stepLogits || g.ignoreEos)
+      die("--step-logits and --ignore-eos need --max-new-tokens N (N >= 1)");
+    return;
+  }
+  if (m.decode.empty() || !_mlir_ciface_decode)
+    die("--max-new-tokens: this program has no decode step (decode is "
+        "compiled for one-rank programs only so far; this one's plan is '" +
+        m.plan + "')");
+  if (m.maxPositions <= 0 || options.allowLongPrompts)
+    return;
+  for (size_t r = 0; r < requests.size(); ++r)
+    if (int64_t(requests[r].size()) + g.maxNewTokens > m.maxPositions)
+      die("--max-new-tokens " + std::to_string(g.maxNewTokens) + ": request " +
+          std::to_string(r) + " (line " + std::to_string(r + 1) + ", " +
+          std::to_string(requests[r].size()) +
+          " prompt tokens) would pass the model's max_position_embeddings (" +
+          std::to_string(m.maxPositions) +
+          ") (--allow-long-prompts runs it anyway)");
+}
+
 /// Runs this rank's share of the requests: its DP replica's, in rounds that
 /// every replica takes part in.
 void runRequests(const Program &prog, ProgramRank &rs,
@@ -103,6 +182,8 @@ void runRequests(const Program &prog, ProgramRank &rs,
     rs.request = real ? mine[round] : -1;
     mfrt_trace_new_request();
     runPrefill(real ? prog.requests[mine[round]] : dummy);
+    if (real && prog.generation.maxNewTokens > 0)
+      decodeRequest(prog, rs, mine[round]);
   }
   rs.output = nullptr;
   rs.request = -1;
@@ -130,6 +211,8 @@ void mfrt::loadProgram(const Options &options, Program &prog) {
   if (!parsePrompts(options.prompts, m.vocab, prog.requests, &error))
     die(error);
   checkPromptLengths(options, m, prog.requests);
+  checkGeneration(options, m, prog.requests);
+  prog.generation = options.generation;
   prog.weights = SafetensorsFile::open(options.weights, &error);
   if (!prog.weights)
     die(error);

@@ -141,6 +141,12 @@ static cl::opt<double>
     explainTokens("tokens",
                   cl::desc("Prompt tokens per DP replica for --explain-order"),
                   cl::init(4096), cl::cat(cat));
+static cl::opt<bool> decodeStep(
+    "decode",
+    cl::desc("Also compile the decode step (mf-derive-decode), so that the "
+             "program can generate tokens after prefill (--max-new-tokens); "
+             "one-device plans only so far"),
+    cl::cat(cat));
 static cl::opt<bool> promptLogprobs(
     "prompt-logprobs",
     cl::desc("Also output req{r}.prompt_logits [T, V]: the logits of every "
@@ -541,6 +547,25 @@ static LogicalResult compile(ModuleOp module, int64_t deviceBytes,
     return failure();
   if (explainOrder)
     return explainOrders(module);
+  if (decodeStep) {
+    auto plan =
+        module->getAttrOfType<mf::PlanAttr>(mf::MFDialect::getPlanAttrName());
+    if (plan && plan.getDevices() > 1)
+      return fail("--decode: the decode step of a partitioned plan (" +
+                  std::to_string(plan.getDevices()) +
+                  " devices) is not implemented yet; compile a one-device "
+                  "plan for generation");
+    if (promptLogprobs)
+      return fail("--decode and --prompt-logprobs together are not "
+                  "supported yet");
+    PassManager pm(module.getContext());
+    if (failed(applyPassManagerCLOptions(pm)))
+      return fail("bad pass manager options");
+    pm.addPass(mf::createMFDeriveDecodePass());
+    if (failed(pm.run(module)))
+      return failure();
+    stage("decode step derived");
+  }
   if (failed(partition(module, stage)))
     return failure();
   if (report == "memory") {

@@ -20,10 +20,13 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Support/FileUtilities.h"
 
+#include "llvm/ADT/SmallString.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
@@ -58,12 +61,40 @@ struct Config {
   int64_t maxPositions;
   double eps, theta;
   bool renormalize, tieEmbeddings;
+  /// End-of-sequence ids (generation stops at them); empty: none named.
+  std::vector<int64_t> eosTokens;
 };
 
 /// The config's fields, with errors that name the field.
 class Fields {
 public:
   Fields(const json::Object &obj, StringRef file) : obj(obj), file(file) {}
+
+  /// eos_token_id: absent or null (none), an id, or a list of ids, each in
+  /// the vocabulary.
+  std::optional<std::vector<int64_t>> eosTokens(int64_t vocab) const {
+    const json::Value *v = obj.get("eos_token_id");
+    if (!v || v->kind() == json::Value::Null)
+      return std::nullopt;
+    std::vector<const json::Value *> items;
+    if (const json::Array *list = v->getAsArray())
+      for (const json::Value &item : *list)
+        items.push_back(&item);
+    else
+      items.push_back(v);
+    std::vector<int64_t> ids;
+    for (const json::Value *item : items) {
+      std::optional<int64_t> id = item->getAsInteger();
+      if (!id)
+        die(file + ": field 'eos_token_id' must be a token id or a list of "
+                   "them");
+      if (*id < 0 || *id >= vocab)
+        die(file + ": field 'eos_token_id': " + llvm::Twine(*id) +
+            " is outside the vocabulary (" + llvm::Twine(vocab) + " tokens)");
+      ids.push_back(*id);
+    }
+    return ids;
+  }
 
   bool has(StringRef key) const {
     const json::Value *v = obj.get(key);
@@ -209,6 +240,26 @@ Config readConfig(StringRef path) {
   c.maxPositions = f.has("max_position_embeddings")
                        ? f.positiveInt("max_position_embeddings")
                        : 0;
+  if (std::optional<std::vector<int64_t>> ids = f.eosTokens(c.vocab))
+    c.eosTokens = std::move(*ids);
+  // generation_config.json beside config.json, as transformers' generate()
+  // reads it: its eos_token_id wins.
+  SmallString<256> genPath(llvm::sys::path::parent_path(path));
+  llvm::sys::path::append(genPath, "generation_config.json");
+  if (llvm::sys::fs::exists(genPath)) {
+    std::unique_ptr<llvm::MemoryBuffer> gen = openInputFile(genPath, &error);
+    if (!gen)
+      die(error);
+    llvm::Expected<json::Value> genParsed = json::parse(gen->getBuffer());
+    if (!genParsed)
+      die(genPath + ": invalid JSON: " + llvm::toString(genParsed.takeError()));
+    const json::Object *genObj = genParsed->getAsObject();
+    if (!genObj)
+      die(genPath + ": the generation config must be a JSON object");
+    if (std::optional<std::vector<int64_t>> ids =
+            Fields(*genObj, genPath).eosTokens(c.vocab))
+      c.eosTokens = std::move(*ids);
+  }
   return c;
 }
 
@@ -220,6 +271,9 @@ ModuleOp buildModel(MLIRContext &ctx, const Config &c, StringRef path) {
   if (c.maxPositions > 0)
     module->setAttr(meshfold::getMaxPositionsAttrName(),
                     b.getI64IntegerAttr(c.maxPositions));
+  if (!c.eosTokens.empty())
+    module->setAttr(meshfold::getEosTokensAttrName(),
+                    b.getDenseI64ArrayAttr(c.eosTokens));
 
   Type f32 = b.getF32Type(), i64 = b.getI64Type();
   int64_t dyn = ShapedType::kDynamic;

@@ -68,6 +68,36 @@ static cl::opt<bool> promptLogprobsOpt(
              "prompt position"),
     cl::cat(category));
 
+static cl::opt<int64_t> maxNewTokensOpt(
+    "max-new-tokens",
+    cl::desc("After prefill, generate up to N tokens per request by dense "
+             "recomputation (the whole sequence each step); writes "
+             "req{r}.tokens [n] (I32)"),
+    cl::value_desc("N"), cl::init(0), cl::cat(category));
+static cl::opt<double>
+    temperatureOpt("temperature",
+                   cl::desc("Sampling temperature (default 0: greedy)"),
+                   cl::init(0.0), cl::cat(category));
+static cl::opt<int64_t>
+    topKOpt("top-k", cl::desc("Sample among the K most likely (0: all)"),
+            cl::init(0), cl::cat(category));
+static cl::opt<double>
+    topPOpt("top-p",
+            cl::desc("Sample among the most likely tokens whose probabilities "
+                     "sum to P (0 < P <= 1)"),
+            cl::init(1.0), cl::cat(category));
+static cl::opt<uint64_t> seedOpt("seed", cl::desc("Sampling seed"), cl::init(0),
+                                 cl::cat(category));
+static cl::opt<bool>
+    ignoreEosOpt("ignore-eos",
+                 cl::desc("Generate N tokens even past eos_token_id"),
+                 cl::cat(category));
+static cl::opt<bool> stepLogitsOpt(
+    "step-logits",
+    cl::desc("Also write req{r}.step_logits [n, V]: the logits that chose "
+             "each generated token"),
+    cl::cat(category));
+
 static constexpr double defaultRopeTheta = 1e6; // MixtralConfig default
 /// rms_norm_eps when config.json does not give one (HF MixtralConfig).
 static constexpr double defaultRmsNormEps = 1e-5;
@@ -90,6 +120,9 @@ struct Config {
   bool normTopKProb = true;
   bool tieWordEmbeddings = false;
   std::optional<int64_t> slidingWindow;
+  /// End-of-sequence ids: generation_config.json's eos_token_id beside
+  /// config.json when it has one, else config.json's (an id or a list).
+  std::vector<int64_t> eosTokens;
 };
 
 /// The error sink: every failure is one line.
@@ -177,6 +210,64 @@ private:
   const json::Object &object;
   Failure &failure;
 };
+
+/// eos_token_id of `object` (read from `path`): an integer, a list of them
+/// or null; false (with the failure) on anything else or an id outside the
+/// vocabulary.
+bool readEosField(const std::string &path, const json::Object &object,
+                  const Config &config, std::vector<int64_t> &out,
+                  bool &present, Failure &failure) {
+  const json::Value *v = object.get("eos_token_id");
+  present = v && !v->getAsNull();
+  if (!present)
+    return true;
+  std::vector<const json::Value *> items;
+  if (const json::Array *list = v->getAsArray())
+    for (const json::Value &item : *list)
+      items.push_back(&item);
+  else
+    items.push_back(v);
+  out.clear();
+  for (const json::Value *item : items) {
+    std::optional<int64_t> id = item->getAsInteger();
+    if (!id)
+      return fail(failure, path + ": field 'eos_token_id' must be a token id "
+                                  "or a list of them");
+    if (*id < 0 || *id >= config.vocab)
+      return fail(failure,
+                  path + ": field 'eos_token_id': " + std::to_string(*id) +
+                      " is outside the vocabulary (" +
+                      std::to_string(config.vocab) + " tokens)");
+    out.push_back(*id);
+  }
+  return true;
+}
+
+bool readEosTokens(const std::string &path, const json::Object &object,
+                   Config &config, Failure &failure) {
+  bool present = false;
+  if (!readEosField(path, object, config, config.eosTokens, present, failure))
+    return false;
+  std::string dir = path.substr(0, path.find_last_of('/') + 1);
+  std::string genPath = dir + "generation_config.json";
+  ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
+      MemoryBuffer::getFile(genPath, /*IsText=*/true);
+  if (!buffer)
+    return true;
+  Expected<json::Value> parsed = json::parse((*buffer)->getBuffer());
+  if (!parsed)
+    return fail(failure,
+                genPath + ": invalid JSON: " + toString(parsed.takeError()));
+  const json::Object *gen = parsed->getAsObject();
+  if (!gen)
+    return fail(failure, genPath + ": not a JSON object");
+  std::vector<int64_t> ids;
+  if (!readEosField(genPath, *gen, config, ids, present, failure))
+    return false;
+  if (present)
+    config.eosTokens = std::move(ids);
+  return true;
+}
 
 bool readConfig(const std::string &path, int numLayersLimit, Config &config,
                 Failure &failure) {
@@ -320,7 +411,7 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
   } else if (numLayersLimit != -1) {
     return fail(failure, "--num-layers must not be negative");
   }
-  return true;
+  return readEosTokens(path, *object, config, failure);
 }
 
 //===----------------------------------------------------------------------===//
@@ -748,6 +839,109 @@ bool runModel(const Config &c, const mfrt::SafetensorsFile &file,
   return true;
 }
 
+//===----------------------------------------------------------------------===//
+// Generation (dense recomputation)
+//===----------------------------------------------------------------------===//
+
+/// SplitMix64's output function of z + golden gamma.
+uint64_t splitMix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/// The generated token of `step` of `request` from its logits: the highest
+/// logit (lowest id on ties) at temperature 0; else weights
+/// exp((l - max) / temperature), the top-k then the top-p prefix of the ids
+/// by weight (ties: lower id first), and the first id whose running weight
+/// passes u * the prefix's weight, u = (hash(seed, request, step) >> 11) *
+/// 2^-53.
+int64_t nextToken(const std::vector<float> &logits, int64_t request,
+                  int64_t step) {
+  int64_t vocab = static_cast<int64_t>(logits.size());
+  if (temperatureOpt == 0.0)
+    return std::max_element(logits.begin(), logits.end()) - logits.begin();
+  float top = *std::max_element(logits.begin(), logits.end());
+  std::vector<std::pair<double, int64_t>> ranked;
+  for (int64_t i = 0; i < vocab; ++i)
+    ranked.push_back(
+        {std::exp((double(logits[i]) - double(top)) / temperatureOpt), i});
+  std::sort(ranked.begin(), ranked.end(), [](const auto &a, const auto &b) {
+    return a.first != b.first ? a.first > b.first : a.second < b.second;
+  });
+  if (topKOpt > 0 && topKOpt < vocab)
+    ranked.resize(static_cast<size_t>(topKOpt));
+  double all = 0;
+  for (const auto &r : ranked)
+    all += r.first;
+  double prefix = 0;
+  size_t n = 0;
+  while (n < ranked.size()) {
+    prefix += ranked[n++].first;
+    if (prefix >= topPOpt * all)
+      break;
+  }
+  uint64_t h = splitMix64(splitMix64(splitMix64(seedOpt) ^ uint64_t(request)) ^
+                          uint64_t(step));
+  double u = double(h >> 11) * 0x1.0p-53;
+  double running = 0;
+  for (size_t i = 0; i < n; ++i) {
+    running += ranked[i].first;
+    if (running > u * prefix)
+      return ranked[i].second;
+  }
+  return ranked[n - 1].second;
+}
+
+struct Generated {
+  std::vector<int32_t> ids;
+  std::vector<float> stepLogits; ///< [n, V] with --step-logits
+};
+
+/// Generates after the prefill run of `requests` (their logits): each step
+/// re-runs the whole model on prompt + the tokens so far of every request
+/// still going. Each request ends with the K/V of its last run: prompt + all
+/// generated tokens but the last.
+bool generate(const Config &c, const mfrt::SafetensorsFile &file,
+              const std::vector<std::vector<int64_t>> &prompts,
+              std::vector<Request> &requests, std::vector<Generated> &out,
+              Failure &failure) {
+  out.assign(requests.size(), Generated());
+  std::vector<size_t> active(requests.size());
+  for (size_t r = 0; r < active.size(); ++r)
+    active[r] = r;
+  for (int64_t step = 0; step < maxNewTokensOpt && !active.empty(); ++step) {
+    std::vector<size_t> going;
+    for (size_t r : active) {
+      int64_t id = nextToken(requests[r].logits, int64_t(r), step);
+      out[r].ids.push_back(static_cast<int32_t>(id));
+      if (stepLogitsOpt)
+        out[r].stepLogits.insert(out[r].stepLogits.end(),
+                                 requests[r].logits.begin(),
+                                 requests[r].logits.end());
+      bool eos = std::find(c.eosTokens.begin(), c.eosTokens.end(), id) !=
+                 c.eosTokens.end();
+      if ((ignoreEosOpt || !eos) && step + 1 < maxNewTokensOpt)
+        going.push_back(r);
+    }
+    if (going.empty())
+      break;
+    std::vector<Request> batch(going.size());
+    for (size_t i = 0; i < going.size(); ++i) {
+      batch[i].tokens = prompts[going[i]];
+      for (int32_t id : out[going[i]].ids)
+        batch[i].tokens.push_back(id);
+    }
+    if (!runModel(c, file, batch, failure))
+      return false;
+    for (size_t i = 0; i < going.size(); ++i)
+      requests[going[i]] = std::move(batch[i]);
+    active = std::move(going);
+  }
+  return true;
+}
+
 bool run(Failure &failure) {
   Config config;
   if (!readConfig(configPath, numLayersOpt, config, failure))
@@ -763,10 +957,30 @@ bool run(Failure &failure) {
   if (!mfrt::parsePrompts(promptsPath, config.vocab, prompts, &error))
     return fail(failure, error);
 
+  if (maxNewTokensOpt < 0)
+    return fail(failure, "--max-new-tokens must be at least 0, got " +
+                             std::to_string(maxNewTokensOpt));
+  if (!(temperatureOpt >= 0) || !std::isfinite(temperatureOpt))
+    return fail(failure, "--temperature must be at least 0");
+  if (topKOpt < 0)
+    return fail(failure, "--top-k must be at least 0");
+  if (!(topPOpt > 0 && topPOpt <= 1))
+    return fail(failure, "--top-p must be in (0, 1]");
+  if (maxNewTokensOpt > 0 && promptLogprobsOpt)
+    return fail(failure, "--prompt-logprobs with --max-new-tokens is not "
+                         "supported");
+
   std::vector<Request> requests(prompts.size());
   for (size_t r = 0; r < prompts.size(); ++r)
-    requests[r].tokens = std::move(prompts[r]);
+    requests[r].tokens = prompts[r];
   if (!runModel(config, *file, requests, failure))
+    return false;
+  std::vector<std::vector<float>> prefillLogits;
+  for (const Request &r : requests)
+    prefillLogits.push_back(r.logits);
+  std::vector<Generated> generated;
+  if (maxNewTokensOpt > 0 &&
+      !generate(config, *file, prompts, requests, generated, failure))
     return false;
 
   mfrt::SafetensorsWriter writer;
@@ -779,7 +993,14 @@ bool run(Failure &failure) {
       if (!std::isfinite(l))
         return fail(failure,
                     "request " + std::to_string(r) + " has non-finite logits");
-    writer.addF32(prefix + "logits", {config.vocab}, req.logits);
+    writer.addF32(prefix + "logits", {config.vocab}, prefillLogits[r]);
+    if (maxNewTokensOpt > 0) {
+      const Generated &g = generated[r];
+      int64_t n = static_cast<int64_t>(g.ids.size());
+      writer.add(prefix + "tokens", mfrt::DType::I32, {n}, g.ids.data());
+      if (stepLogitsOpt)
+        writer.addF32(prefix + "step_logits", {n, config.vocab}, g.stepLogits);
+    }
     if (promptLogprobsOpt)
       writer.addF32(prefix + "prompt_logits",
                     {static_cast<int64_t>(req.tokens.size()), config.vocab},
@@ -809,7 +1030,9 @@ int main(int argc, char **argv) {
       "  weights or BF16 converted to f32, double accumulation), used as the\n"
       "  oracle for compiled programs. Writes, for each request r:\n"
       "  req{r}.logits [V] (last position) and req{r}.layers.{i}.k / .v\n"
-      "  [T, n_kv, d_h] (K after RoPE), all F32.\n");
+      "  [T, n_kv, d_h] (K after RoPE), all F32. With --max-new-tokens N,\n"
+      "  also req{r}.tokens [n] (I32, n <= N, greedy or sampled by the\n"
+      "  program's rule) and K/V of [T + n - 1] positions.\n");
   Failure failure;
   if (!run(failure)) {
     errs() << "meshfold-reference: error: " << failure.message << "\n";

@@ -62,6 +62,34 @@ TEST(ManifestTest, MaxPositionsRoundTripsAndIsOptional) {
   EXPECT_EQ(formatManifest(old).find("max_positions"), std::string::npos);
 }
 
+TEST(ManifestTest, DecodeAndEosRoundTripAndAreOptional) {
+  Manifest m;
+  m.entry = "prefill";
+  m.decode = "decode";
+  m.eosTokens = {2, 7};
+  std::string text = formatManifest(m);
+  EXPECT_NE(text.find("\ndecode decode\n"), std::string::npos);
+  EXPECT_NE(text.find("\neos 2 7\n"), std::string::npos);
+  Manifest back;
+  std::string error;
+  ASSERT_TRUE(parseManifest(text.c_str(), back, error)) << error;
+  EXPECT_EQ(back.decode, "decode");
+  EXPECT_EQ(back.eosTokens, (std::vector<int64_t>{2, 7}));
+
+  Manifest none;
+  ASSERT_TRUE(
+      parseManifest((std::string(kHeader) + "end\n").c_str(), none, error))
+      << error;
+  EXPECT_TRUE(none.decode.empty());
+  EXPECT_TRUE(none.eosTokens.empty());
+  EXPECT_EQ(formatManifest(none).find("\neos"), std::string::npos);
+
+  Manifest bad;
+  EXPECT_FALSE(parseManifest((std::string(kHeader) + "eos 3 -1\nend\n").c_str(),
+                             bad, error));
+  EXPECT_NE(error.find("negative eos token id"), std::string::npos) << error;
+}
+
 TEST(ManifestTest, GlobalShapeAndExpertNames) {
   ManifestParam p;
   p.name = "model.layers.0.block_sparse_moe.experts.{e}.w1.weight";

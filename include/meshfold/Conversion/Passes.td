@@ -52,8 +52,13 @@ def ConvertMoEToRuntimePass : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp">
       shape) and a `bufferization.to_tensor ... restrict`;
     - `moe.kv_cache` becomes a call to
       `mfrt_kv_cache_f32(layer, k, v, pos, head_offset)`;
+    - `moe.kv_history` becomes `mfrt_kv_history_length(layer)` rows of K,
+      V and positions, allocated here and filled by
+      `mfrt_kv_history_f32(layer, k, v, pos)` from the runtime's cache;
     - `moe.logits` becomes a call to `mfrt_logits_f32(logits, valid)`;
-    - the entry function `@prefill` gets the C interface the runtime calls;
+    - the entry function `@prefill` gets the C interface the runtime calls,
+      and so does the decode step `@decode` when the module has one (the
+      manifest then names it);
     - the module gets the manifest `__mf_manifest`: the model's dimensions and
       the weight table (id, name, storage dtype, shape) that the runtime
       checks the weights file against.
@@ -77,6 +82,8 @@ def ConvertMoEToRuntimePass : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp">
   let options = [
     Option<"entryName", "entry", "std::string", "\"prefill\"",
            "Name of the entry function">,
+    Option<"decodeName", "decode", "std::string", "\"decode\"",
+           "Name of the decode step function, when the module has one">,
     Option<"weightDType", "weight-dtype", "std::string", "\"f32\"",
            "Storage type of the weights: f32 or bf16 (computation stays f32)">
   ];
@@ -84,7 +91,7 @@ def ConvertMoEToRuntimePass : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp">
     "::mlir::func::FuncDialect", "::mlir::memref::MemRefDialect",
     "::mlir::bufferization::BufferizationDialect",
     "::mlir::arith::ArithDialect", "::mlir::LLVM::LLVMDialect",
-    "::meshfold::mf::MFDialect"
+    "::mlir::tensor::TensorDialect", "::meshfold::mf::MFDialect"
   ];
 }
 

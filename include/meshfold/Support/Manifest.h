@@ -54,6 +54,11 @@ struct Manifest {
   /// The model's max_position_embeddings; 0 when the config had none (or
   /// the manifest predates the field): prompts are then not checked.
   int64_t maxPositions = 0;
+  /// The decode step function ("" when the program has none: prefill only).
+  std::string decode;
+  /// The model's end-of-sequence token ids (config.json and
+  /// generation_config.json); empty when it names none.
+  std::vector<int64_t> eosTokens;
   std::vector<ManifestParam> params;
   /// The plan in the runtime's text form ("" for a one-rank program).
   std::string plan;
@@ -63,6 +68,10 @@ struct Manifest {
 /// The module attribute (i64) that carries the config's
 /// max_position_embeddings from the importer to the manifest (maxPositions).
 inline const char *getMaxPositionsAttrName() { return "moe.max_positions"; }
+
+/// The module attribute (array of i64) that carries the model's
+/// end-of-sequence token ids from the importer to the manifest (eosTokens).
+inline const char *getEosTokensAttrName() { return "moe.eos_token_ids"; }
 
 /// The manifest as text, the form parseManifest reads.
 std::string formatManifest(const Manifest &manifest);

@@ -19,6 +19,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
@@ -178,6 +179,62 @@ struct ConvertMoEToRuntimePass
       op.erase();
     }
 
+    // K/V history inputs of decode steps.
+    auto historyPosType = MemRefType::get({ShapedType::kDynamic}, i64);
+    SmallVector<KVHistoryOp> histories;
+    module.walk([&](KVHistoryOp op) { histories.push_back(op); });
+    if (!histories.empty()) {
+      func::FuncOp lengthFn =
+          declareRuntimeFunction(module, RuntimeFn::mfrt_kv_history_length);
+      func::FuncOp historyFn =
+          declareRuntimeFunction(module, RuntimeFn::mfrt_kv_history_f32);
+      for (KVHistoryOp op : histories) {
+        OpBuilder b(op);
+        Location loc = op.getLoc();
+        auto type = op.getKey().getType();
+        if (type.getElementType() != f32) {
+          op.emitError() << "the CPU target computes in f32";
+          return signalPassFailure();
+        }
+        Value layer = arith::ConstantOp::create(
+            b, loc, b.getI64IntegerAttr(op.getLayer()));
+        Value cached = arith::IndexCastOp::create(
+            b, loc, b.getIndexType(),
+            func::CallOp::create(b, loc, lengthFn, ValueRange{layer})
+                .getResult(0));
+        Value rows = arith::AddIOp::create(
+            b, loc, cached, tensor::DimOp::create(b, loc, op.getStepKey(), 0));
+        auto bufferType = MemRefType::get(type.getShape(), f32);
+        Value k = memref::AllocOp::create(b, loc, bufferType, rows);
+        Value v = memref::AllocOp::create(b, loc, bufferType, rows);
+        Value p = memref::AllocOp::create(b, loc, historyPosType, rows);
+        auto readOnly = [&](Value t, MemRefType erased) -> Value {
+          auto tt = cast<RankedTensorType>(t.getType());
+          Value m = bufferization::ToBufferOp::create(
+              b, loc, dynamicStrided(tt.getShape(), tt.getElementType()), t,
+              /*read_only=*/true);
+          return memref::CastOp::create(b, loc, erased, m);
+        };
+        func::CallOp::create(
+            b, loc, historyFn,
+            ValueRange{layer, readOnly(op.getStepKey(), kvType),
+                       readOnly(op.getStepValue(), kvType),
+                       readOnly(op.getStepPositions(), posType),
+                       memref::CastOp::create(b, loc, kvType, k),
+                       memref::CastOp::create(b, loc, kvType, v),
+                       memref::CastOp::create(b, loc, posType, p)});
+        auto toTensor = [&](Value m, Type t) -> Value {
+          return bufferization::ToTensorOp::create(
+              b, loc, t, m, b.getUnitAttr(), /*writable=*/nullptr);
+        };
+        op.getKey().replaceAllUsesWith(toTensor(k, type));
+        op.getValue().replaceAllUsesWith(toTensor(v, type));
+        op.getPositions().replaceAllUsesWith(
+            toTensor(p, op.getPositions().getType()));
+        op.erase();
+      }
+    }
+
     // Logits outputs.
     auto logitsType = dynamicStrided({ShapedType::kDynamic}, f32);
     func::FuncOp logitsFn =
@@ -234,6 +291,11 @@ struct ConvertMoEToRuntimePass
 
     entry->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
                    UnitAttr::get(ctx));
+    if (auto step = module.lookupSymbol<func::FuncOp>(decodeName)) {
+      step->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
+                    UnitAttr::get(ctx));
+      manifest.decode = decodeName;
+    }
 
     // The manifest the runtime checks weights and outputs against.
     manifest.entry = entryName;
@@ -252,6 +314,19 @@ struct ConvertMoEToRuntimePass
             module->getAttrOfType<IntegerAttr>(getMaxPositionsAttrName())) {
       manifest.maxPositions = limit.getInt();
       module->removeAttr(getMaxPositionsAttrName());
+    }
+    if (auto eos =
+            module->getAttrOfType<DenseI64ArrayAttr>(getEosTokensAttrName())) {
+      for (int64_t id : eos.asArrayRef()) {
+        if (id < 0 || id >= info->vocab) {
+          module.emitError()
+              << "convert-moe-to-runtime: eos_token_id " << id
+              << " is outside the vocabulary (" << info->vocab << " tokens)";
+          return signalPassFailure();
+        }
+        manifest.eosTokens.push_back(id);
+      }
+      module->removeAttr(getEosTokensAttrName());
     }
     // The plan (absent: one rank) and the groups the program uses, by id.
     if (auto plan = module->getAttrOfType<mf::PlanAttr>(

@@ -427,5 +427,35 @@ LogicalResult KVCacheOp::verify() {
   return success();
 }
 
+LogicalResult KVHistoryOp::verify() {
+  Type k = getKey().getType(), v = getValue().getType(),
+       pos = getPositions().getType();
+  if (getStepKey().getType() != getStepValue().getType())
+    return emitOpError() << "step key type " << getStepKey().getType()
+                         << " and step value type " << getStepValue().getType()
+                         << " must be equal";
+  auto stepKey = cast<RankedTensorType>(getStepKey().getType());
+  auto key = dyn_cast<RankedTensorType>(k);
+  if (!key || stepKey.getRank() != 3 ||
+      stepKey.getShape().drop_front() != key.getShape().drop_front() ||
+      stepKey.getElementType() != key.getElementType())
+    return emitOpError() << "step key " << stepKey
+                         << " must have the key's head and element dims, " << k;
+  if (failed(checkRank(*this, "step_positions", getStepPositions().getType(),
+                       1)) ||
+      failed(checkDim(*this, "step_positions", getStepPositions().getType(), 0,
+                      "step_key", stepKey, 0)))
+    return failure();
+  if (failed(checkRank(*this, "key", k, 3)) ||
+      failed(checkStatic(*this, "key", k, 1)) ||
+      failed(checkRank(*this, "positions", pos, 1)) ||
+      failed(checkDim(*this, "positions", pos, 0, "key", k, 0)))
+    return failure();
+  if (k != v)
+    return emitOpError() << "key type " << k << " and value type " << v
+                         << " must be equal";
+  return success();
+}
+
 #define GET_OP_CLASSES
 #include "meshfold/Dialect/MoE/IR/MoEOps.cpp.inc"

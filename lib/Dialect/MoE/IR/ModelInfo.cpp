@@ -2,8 +2,11 @@
 
 #include "meshfold/Dialect/MoE/IR/MoE.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+
+#include <set>
 
 using namespace mlir;
 using namespace meshfold::moe;
@@ -51,19 +54,22 @@ FailureOr<ModelInfo> meshfold::moe::getModelInfo(ModuleOp module) {
     return info;
   }
   ModelInfo info;
-  int64_t layers = 0, attentions = 0;
+  // A module may hold several functions of one model (prefill and its
+  // decode step): layers count by index, attentions per function.
+  std::set<int64_t> layers;
+  llvm::DenseMap<Operation *, int64_t> attentionsIn;
   WalkResult result = module.walk([&](Operation *op) -> WalkResult {
     LogicalResult ok = success();
     if (isa<AttentionOp, AttentionPartialOp>(op)) {
       Value q = op->getOperand(0), k = op->getOperand(1);
       if (isa<AttentionOp>(op))
-        ++attentions;
+        ++attentionsIn[op->getParentOfType<func::FuncOp>()];
       ok = success(
           succeeded(agree(op, "n_heads", info.numHeads, dim(q, 1))) &&
           succeeded(agree(op, "n_kv_heads", info.numKVHeads, dim(k, 1))) &&
           succeeded(agree(op, "head_dim", info.headDim, dim(q, 2))));
-    } else if (isa<LayerOp>(op)) {
-      ++layers;
+    } else if (auto layer = dyn_cast<LayerOp>(op)) {
+      layers.insert(layer.getIndex());
     } else if (auto router = dyn_cast<RouterOp>(op)) {
       ok = success(succeeded(agree(op, "n_experts", info.numExperts,
                                    dim(router.getGate(), 0))) &&
@@ -87,7 +93,10 @@ FailureOr<ModelInfo> meshfold::moe::getModelInfo(ModuleOp module) {
     return failure();
   // Layers are moe.layer ops; a model written without them has one
   // attention per layer.
-  info.numLayers = layers > 0 ? layers : attentions;
+  int64_t attentions = 0;
+  for (auto [fn, count] : attentionsIn)
+    attentions = std::max(attentions, count);
+  info.numLayers = !layers.empty() ? int64_t(layers.size()) : attentions;
   return info;
 }
 

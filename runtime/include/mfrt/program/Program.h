@@ -30,6 +30,22 @@
 namespace mfrt {
 
 /// The command line, as given (checked by the steps that use it).
+/// What happens after prefill: up to `maxNewTokens` tokens per request,
+/// greedy when `temperature` is 0, else drawn (after top-k and top-p) with
+/// the counter-based generator keyed by (seed, request, step).
+struct Generation {
+  int64_t maxNewTokens = 0;
+  double temperature = 0.0, topP = 1.0;
+  int64_t topK = 0;
+  uint64_t seed = 0;
+  bool seedGiven = false, ignoreEos = false, stepLogits = false;
+};
+
+/// The token chosen from `logits [vocab]` for step `step` of request
+/// `request` (Sampling.cpp; the rule is the README's).
+int64_t chooseToken(const Generation &g, const float *logits, int64_t vocab,
+                    int64_t request, int64_t step);
+
 struct Options {
   std::string weights, prompts, out, backend = "local", timeout;
   /// Whether --timeout was given (its value may be empty: --timeout=).
@@ -43,6 +59,8 @@ struct Options {
   int threads = 0;
   /// --report traffic.
   bool reportTraffic = false;
+  /// Generation after prefill.
+  Generation generation;
 };
 
 /// What every rank shares: the manifest, the mapped weights file, the
@@ -59,6 +77,7 @@ struct Program {
   int threadsPerRank = 1;
   std::vector<std::vector<int64_t>> requests;
   std::vector<std::unique_ptr<RequestOutput>> outputs;
+  Generation generation;
   /// Processes of a multi-process run each hold the outputs their ranks
   /// wrote: rank 0 collects them (and the traffic counters and trace).
   bool collectOutputs = false;

@@ -23,10 +23,20 @@ namespace mfrt {
 
 /// The outputs of one request, filled by all the ranks that hold a part.
 struct RequestOutput {
+  /// The prompt's length T.
   int64_t tokens = 0;
-  std::vector<std::vector<float>> keys, values; // [layer][T * n_kv * d_h]
-  std::vector<std::vector<uint8_t>> written;    // [layer][T * n_kv]
+  /// The positions whose K/V the request has so far: T after prefill, one
+  /// more per decode step. The K/V arrays hold room for T + N - 1 rows
+  /// (N = --max-new-tokens), allocated once.
+  int64_t length = 0;
+  std::vector<std::vector<float>> keys, values; // [layer][rows * n_kv * d_h]
+  std::vector<std::vector<uint8_t>> written;    // [layer][rows * n_kv]
+  /// The last recorded logits (prefill's, then each step's).
   std::vector<float> logits;
+  /// Decoding: the generated ids, and with --step-logits the logits that
+  /// chose each ([n * V]; row 0 is prefill's).
+  std::vector<int32_t> generated;
+  std::vector<float> stepLogits;
   bool haveLogits = false;
   /// Prompt logprobs, when the program records them: [T * V] and a mark
   /// per position.
@@ -78,6 +88,9 @@ struct ProgramRank {
   /// dropped) and its index (-1 for a dummy batch).
   RequestOutput *output = nullptr;
   int64_t request = -1;
+  /// In a decode step: the positions before the step's own, whose K/V
+  /// moe.kv_history reads from the cache.
+  int64_t historyLength = 0;
   /// The layer last entered (for the routing hooks).
   int64_t layer = -1;
   /// Positions of the rows of the current layer, when tracing or routing

@@ -198,6 +198,39 @@ def MFFoldExpertsPass : Pass<"mf-fold-experts", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def MFDeriveDecodePass : Pass<"mf-derive-decode", "::mlir::ModuleOp"> {
+  let summary = "add a decode step function beside the prefill entry";
+  let description = [{
+    Clones the entry `@prefill(%tokens)` into `@decode(%tokens, %positions)`,
+    the function a generation loop calls for each new token: the tokens'
+    global positions are its second argument (where prefill counts
+    `0 .. T-1` with `moe.positions`); every `moe.attention` (whose K/V a
+    `moe.kv_cache` records) attends to the layer's cached K/V of the earlier
+    positions followed by the step's own (`moe.kv_history`); and the LM head
+    takes the step's last position.
+
+    ```mlir
+    %a = moe.attention %q, %k, %v, %p, %p ...
+    // becomes, in @decode
+    %k2, %v2, %p2 = moe.kv_history %k, %v, %p {layer = 0 : i64} : ...
+    %a = moe.attention %q, %k2, %v2, %p, %p2 ...
+    ```
+
+    The model must not be partitioned yet for more than one device: the
+    decode step of a partitioned plan (pass-Q attention, round-robin K/V
+    placement) is not derived by this pass.
+  }];
+  let options = [
+    Option<"entry", "entry", "std::string", "\"prefill\"",
+           "The prefill function to derive the step from">,
+    Option<"decode", "decode", "std::string", "\"decode\"",
+           "Name of the decode step function">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::meshfold::moe::MoEDialect"];
+}
+
 def MFLastTokenHeadPass : Pass<"mf-last-token-head", "::mlir::ModuleOp"> {
   let summary = "only the last prompt position reaches the final norm and LM head";
   let description = [{

@@ -376,4 +376,28 @@ def MoE_KVCacheOp : MoE_Op<"kv_cache", [MemoryEffects<[MemWrite]>]> {
   let hasVerifier = 1;
 }
 
+def MoE_KVHistoryOp : MoE_Op<"kv_history", [MemoryEffects<[MemRead]>]> {
+  let summary = "a layer's cached K/V of the request's earlier positions "
+                "followed by a decode step's own";
+  let description = [{
+    The K (after RoPE) and V `[P + n, n_kv, d_h]` and global positions
+    `[P + n]` a decode step's attention reads: first the `P` rows that layer
+    `layer` (0-based) recorded (`moe.kv_cache`) for the request's positions
+    before the step (the prompt's, then each decoded token's), then the
+    step's own `n` rows, `step_key`, `step_value` at `step_positions`. The
+    runtime keeps the cache and fills the result.
+  }];
+  let arguments = (ins MoE_FloatTensor:$step_key, MoE_FloatTensor:$step_value,
+                       MoE_IndexTensor:$step_positions,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$layer);
+  let results = (outs MoE_FloatTensor:$key, MoE_FloatTensor:$value,
+                      MoE_IndexTensor:$positions);
+  let assemblyFormat = [{
+    $step_key `,` $step_value `,` $step_positions attr-dict `:`
+    type($step_key) `,` type($step_value) `,` type($step_positions) `->`
+    type($key) `,` type($value) `,` type($positions)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // MESHFOLD_DIALECT_MOE_IR_MOEOPS_TD

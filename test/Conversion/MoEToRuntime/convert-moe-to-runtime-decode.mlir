@@ -1,0 +1,46 @@
+// RUN: meshfold-opt %s -split-input-file --convert-moe-to-runtime -verify-diagnostics | FileCheck %s
+
+// A decode step: moe.kv_history becomes buffers of (cached + step) rows that
+// mfrt_kv_history_f32 fills from the runtime's cache and the step's own
+// rows; @decode gets the C interface beside @prefill, and the manifest names
+// it and the model's eos ids.
+// CHECK-DAG: func.func private @mfrt_kv_history_length(i64) -> i64 attributes {llvm.emit_c_interface}
+// CHECK-DAG: func.func private @mfrt_kv_history_f32(i64, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?xi64, strided<[?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?xi64, strided<[?], offset: ?>>) attributes {llvm.emit_c_interface}
+// CHECK: func.func @prefill({{.*}}) attributes {llvm.emit_c_interface}
+// CHECK: func.func @decode({{.*}}) attributes {llvm.emit_c_interface}
+// CHECK: %[[L:.*]] = arith.constant 3 : i64
+// CHECK: %[[N:.*]] = call @mfrt_kv_history_length(%[[L]]) : (i64) -> i64
+// CHECK: %[[CACHED:.*]] = arith.index_cast %[[N]] : i64 to index
+// CHECK: %[[STEP:.*]] = tensor.dim %arg2, %c0
+// CHECK: %[[ROWS:.*]] = arith.addi %[[CACHED]], %[[STEP]]
+// CHECK: %[[K:.*]] = memref.alloc(%[[ROWS]]) : memref<?x1x4xf32>
+// CHECK: %[[V:.*]] = memref.alloc(%[[ROWS]]) : memref<?x1x4xf32>
+// CHECK: %[[P:.*]] = memref.alloc(%[[ROWS]]) : memref<?xi64>
+// CHECK: call @mfrt_kv_history_f32(%[[L]],
+// CHECK: bufferization.to_tensor %[[K]] restrict : memref<?x1x4xf32> to tensor<?x1x4xf32>
+// CHECK-NOT: moe.kv_history
+// CHECK: llvm.mlir.global external constant @__mf_manifest
+// CHECK-SAME: decode decode\0Aeos 2 5\0A
+module attributes {moe.eos_token_ids = array<i64: 2, 5>} {
+  func.func @prefill(%tokens: tensor<?xi64>) {
+    %e = moe.param "model.embed_tokens.weight" : tensor<16x8xf32>
+    %h = moe.embed %e, %tokens : tensor<16x8xf32>, tensor<?xi64> -> tensor<?x8xf32>
+    return
+  }
+  func.func @decode(%tokens: tensor<?xi64>, %pos: tensor<?xi64>, %k: tensor<?x1x4xf32>, %v: tensor<?x1x4xf32>) -> (tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64>) {
+    %hk, %hv, %hp = moe.kv_history %k, %v, %pos {layer = 3 : i64} : tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64> -> tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64>
+    return %hk, %hv, %hp : tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64>
+  }
+}
+
+// -----
+
+// An eos id outside the vocabulary cannot end a request.
+// expected-error @+1 {{convert-moe-to-runtime: eos_token_id 16 is outside the vocabulary (16 tokens)}}
+module attributes {moe.eos_token_ids = array<i64: 16>} {
+  func.func @prefill(%tokens: tensor<?xi64>) {
+    %e = moe.param "model.embed_tokens.weight" : tensor<16x8xf32>
+    %h = moe.embed %e, %tokens : tensor<16x8xf32>, tensor<?xi64> -> tensor<?x8xf32>
+    return
+  }
+}
