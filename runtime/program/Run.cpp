@@ -145,9 +145,8 @@ void checkGeneration(const Options &options, const Manifest &m,
     return;
   }
   if (m.decode.empty() || !_mlir_ciface_decode)
-    die("--max-new-tokens: this program has no decode step (decode is "
-        "compiled for one-rank programs only so far; this one's plan is '" +
-        m.plan + "')");
+    die("--max-new-tokens: this program has no decode step (compile it "
+        "with meshfold-compile --decode, one-device plans only so far)");
   if (m.maxPositions <= 0 || options.allowLongPrompts)
     return;
   for (size_t r = 0; r < requests.size(); ++r)
