@@ -70,3 +70,19 @@ if chromium:
     config.available_features.add("chromium")
     config.substitutions.append(("%chromium", chromium))
 config.substitutions.append(("%python", sys.executable))
+
+# Hugging Face transformers and torch (PyPI), the peers users trust, for
+# tests that check against them (REQUIRES: hf-transformers; %hf_python): the
+# Python of MESHFOLD_HF_PYTHON, else of the benchmarks' venv in the build
+# folder (bench/cpu-prefill.sh makes it; some GB, so the suite does not).
+import subprocess
+hf_python = os.environ.get("MESHFOLD_HF_PYTHON") or os.path.join(
+    config.meshfold_obj_root, "bench-venv", "bin", "python")
+if os.access(hf_python, os.X_OK):
+    try:
+        subprocess.run([hf_python, "-c", "import torch, transformers, safetensors"],
+                       check=True, capture_output=True, timeout=120)
+        config.available_features.add("hf-transformers")
+        config.substitutions.append(("%hf_python", hf_python))
+    except (subprocess.SubprocessError, OSError):
+        pass
