@@ -41,6 +41,16 @@ using namespace meshfold;
 using namespace meshfold::moe;
 
 namespace {
+/// The tensor `t` as a read-only buffer, cast to the runtime call's fully
+/// dynamic strided type `erased`.
+Value readOnlyBuffer(OpBuilder &b, Location loc, Value t, MemRefType erased) {
+  auto tt = cast<RankedTensorType>(t.getType());
+  Value m = bufferization::ToBufferOp::create(
+      b, loc, dynamicStrided(tt.getShape(), tt.getElementType()), t,
+      /*read_only=*/true);
+  return memref::CastOp::create(b, loc, erased, m);
+}
+
 struct ConvertMoEToRuntimePass
     : public meshfold::impl::ConvertMoEToRuntimePassBase<
           ConvertMoEToRuntimePass> {
@@ -158,12 +168,8 @@ struct ConvertMoEToRuntimePass
         op.emitError() << "the CPU target computes in f32";
         return signalPassFailure();
       }
-      auto toBuffer = [&](Value t, MemRefType erased) -> Value {
-        auto tt = cast<RankedTensorType>(t.getType());
-        Value m = bufferization::ToBufferOp::create(
-            b, loc, dynamicStrided(tt.getShape(), tt.getElementType()), t,
-            /*read_only=*/true);
-        return memref::CastOp::create(b, loc, erased, m);
+      auto toBuffer = [&](Value t, MemRefType erased) {
+        return readOnlyBuffer(b, loc, t, erased);
       };
       Value layer =
           arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(op.getLayer()));
@@ -208,12 +214,8 @@ struct ConvertMoEToRuntimePass
         Value k = memref::AllocOp::create(b, loc, bufferType, rows);
         Value v = memref::AllocOp::create(b, loc, bufferType, rows);
         Value p = memref::AllocOp::create(b, loc, historyPosType, rows);
-        auto readOnly = [&](Value t, MemRefType erased) -> Value {
-          auto tt = cast<RankedTensorType>(t.getType());
-          Value m = bufferization::ToBufferOp::create(
-              b, loc, dynamicStrided(tt.getShape(), tt.getElementType()), t,
-              /*read_only=*/true);
-          return memref::CastOp::create(b, loc, erased, m);
+        auto readOnly = [&](Value t, MemRefType erased) {
+          return readOnlyBuffer(b, loc, t, erased);
         };
         func::CallOp::create(
             b, loc, historyFn,

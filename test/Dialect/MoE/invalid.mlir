@@ -1439,3 +1439,34 @@ func.func @linear_dynamic_out(%x: tensor<?x64xf32>, %w: tensor<32x64xf32>) -> te
   %y = moe.linear %x, %w : tensor<?x64xf32>, tensor<32x64xf32> -> tensor<?x?xf32>
   return %y : tensor<?x?xf32>
 }
+
+//===----------------------------------------------------------------------===//
+// moe.kv_history
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// The step's K/V have the history's KV heads and head dim.
+func.func @kv_history_step_heads(%k: tensor<1x2x8xf32>, %p: tensor<1xi64>) {
+  // expected-error @+1 {{step key 'tensor<1x2x8xf32>' must have the key's head and element dims, 'tensor<?x4x8xf32>'}}
+  %hk, %hv, %hp = moe.kv_history %k, %k, %p {layer = 0 : i64} : tensor<1x2x8xf32>, tensor<1x2x8xf32>, tensor<1xi64> -> tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>
+  return
+}
+
+// -----
+
+// One position per step row.
+func.func @kv_history_step_positions(%k: tensor<1x4x8xf32>, %p: tensor<2xi64>) {
+  // expected-error @+1 {{step_positions dim 0}}
+  %hk, %hv, %hp = moe.kv_history %k, %k, %p {layer = 0 : i64} : tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<2xi64> -> tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>
+  return
+}
+
+// -----
+
+// K and V of one type.
+func.func @kv_history_value_type(%k: tensor<1x4x8xf32>, %p: tensor<1xi64>) {
+  // expected-error @+1 {{key type 'tensor<?x4x8xf32>' and value type 'tensor<?x4x9xf32>' must be equal}}
+  %hk, %hv, %hp = moe.kv_history %k, %k, %p {layer = 0 : i64} : tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1xi64> -> tensor<?x4x8xf32>, tensor<?x4x9xf32>, tensor<?xi64>
+  return
+}

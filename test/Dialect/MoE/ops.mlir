@@ -201,6 +201,14 @@ func.func @kv_cache(%k: tensor<?x4x8xf32>, %v: tensor<?x4x8xf32>, %p: tensor<?xi
   return
 }
 
+// A decode step's K/V: the cached rows of layer 2, then the step's own.
+// CHECK-LABEL: func.func @kv_history
+// CHECK: moe.kv_history %arg0, %arg1, %arg2 {layer = 2 : i64} : tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1xi64> -> tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>
+func.func @kv_history(%k: tensor<1x4x8xf32>, %v: tensor<1x4x8xf32>, %p: tensor<1xi64>) -> tensor<?x4x8xf32> {
+  %hk, %hv, %hp = moe.kv_history %k, %v, %p {layer = 2 : i64} : tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1xi64> -> tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>
+  return %hk : tensor<?x4x8xf32>
+}
+
 // Attention over one key block with its log-sum-exp [Tq, n_h]: dynamic f32, static bf16 with Tq != Tk.
 // CHECK-LABEL: func.func @attention_partial
 // CHECK-SAME: ([[Q:%.+]]: tensor<?x8x8xf32>, [[K:%.+]]: tensor<?x4x8xf32>, [[V:%.+]]: tensor<?x4x8xf32>, [[QP:%.+]]: tensor<?xi64>, [[KP:%.+]]: tensor<?xi64>,

@@ -413,18 +413,22 @@ LogicalResult LogitsOp::verify() {
   return checkRank(*this, "logits", getLogits().getType(), 1);
 }
 
-LogicalResult KVCacheOp::verify() {
-  Type k = getKey().getType(), v = getValue().getType(),
-       pos = getPositions().getType();
-  if (failed(checkRank(*this, "key", k, 3)) ||
-      failed(checkStatic(*this, "key", k, 1)) ||
-      failed(checkRank(*this, "positions", pos, 1)) ||
-      failed(checkDim(*this, "positions", pos, 0, "key", k, 0)))
+/// K and V `[T, n_kv, d_h]` of one type and their positions `[T]`.
+static LogicalResult verifyKV(Operation *op, Type k, Type v, Type pos) {
+  if (failed(checkRank(op, "key", k, 3)) ||
+      failed(checkStatic(op, "key", k, 1)) ||
+      failed(checkRank(op, "positions", pos, 1)) ||
+      failed(checkDim(op, "positions", pos, 0, "key", k, 0)))
     return failure();
   if (k != v)
-    return emitOpError() << "key type " << k << " and value type " << v
-                         << " must be equal";
+    return op->emitOpError()
+           << "key type " << k << " and value type " << v << " must be equal";
   return success();
+}
+
+LogicalResult KVCacheOp::verify() {
+  return verifyKV(*this, getKey().getType(), getValue().getType(),
+                  getPositions().getType());
 }
 
 LogicalResult KVHistoryOp::verify() {
@@ -446,15 +450,7 @@ LogicalResult KVHistoryOp::verify() {
       failed(checkDim(*this, "step_positions", getStepPositions().getType(), 0,
                       "step_key", stepKey, 0)))
     return failure();
-  if (failed(checkRank(*this, "key", k, 3)) ||
-      failed(checkStatic(*this, "key", k, 1)) ||
-      failed(checkRank(*this, "positions", pos, 1)) ||
-      failed(checkDim(*this, "positions", pos, 0, "key", k, 0)))
-    return failure();
-  if (k != v)
-    return emitOpError() << "key type " << k << " and value type " << v
-                         << " must be equal";
-  return success();
+  return verifyKV(*this, k, v, pos);
 }
 
 #define GET_OP_CLASSES
