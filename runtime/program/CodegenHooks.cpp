@@ -193,6 +193,17 @@ void _mlir_ciface_mfrt_kv_history_f32(
     fatal("internal: the K/V history of layer " + std::to_string(layer) +
           " has an unexpected shape");
   RequestOutput *out = rs.output;
+  if (out) {
+    // One entry per decode step: the step's first layer opens it.
+    size_t s = out->generated.size() - 1;
+    std::lock_guard<std::mutex> lock(out->mutex);
+    if (out->stepRows.size() <= s) {
+      out->stepRows.resize(s + 1, 0);
+      out->historyRows.resize(s + 1, 0);
+    }
+    out->stepRows[s] = std::max(out->stepRows[s], step);
+    out->historyRows[s] = std::max(out->historyRows[s], cached);
+  }
   if (cached > 0 && (!out || cached > out->length))
     fatal("internal: a K/V history of " + std::to_string(cached) +
           " positions is longer than the request's cache");

@@ -65,6 +65,8 @@ int main(int argc, char **argv) {
     die(error);
   if (prog.reportTraffic)
     printTraffic(prog, reportPlan);
+  if (options.reportDecode)
+    printDecodeReport(prog);
   if (!options.quiet) {
     double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)

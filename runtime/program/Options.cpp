@@ -115,6 +115,10 @@ void usage() {
       "  --step-logits    also write req{r}.step_logits [n, V], the logits "
       "that chose\n"
       "                   each generated token\n"
+      "  --report decode  print per request the K/V rows each decode step "
+      "computed (the\n"
+      "                   step's own) and read from the cache, counted by "
+      "the runtime\n"
       "  --quiet          print nothing but errors\n"
       "  --help           this text\n",
       programName());
@@ -250,9 +254,9 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
     else if (name == "--report") {
       std::string what;
       value(what);
-      if (what != "traffic")
-        die("--report must be traffic, got '" + what + "'");
-      options.reportTraffic = true;
+      if (what != "traffic" && what != "decode")
+        die("--report must be traffic or decode, got '" + what + "'");
+      (what == "traffic" ? options.reportTraffic : options.reportDecode) = true;
     } else
       die("unknown option '" + arg + "' (see --help)");
   }

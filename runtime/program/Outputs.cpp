@@ -276,3 +276,21 @@ void mfrt::addOutputs(const Program &prog, SafetensorsWriter &writer,
                 (long long)t, (long long)best, o.logits[best]);
   }
 }
+
+void mfrt::printDecodeReport(const Program &prog) {
+  for (size_t r = 0; r < prog.outputs.size(); ++r) {
+    const RequestOutput &o = *prog.outputs[r];
+    size_t steps = o.stepRows.size();
+    if (steps == 0) {
+      std::printf("req %zu: decode: no steps (%zu generated)\n", r,
+                  o.generated.size());
+      continue;
+    }
+    auto [lo, hi] = std::minmax_element(o.stepRows.begin(), o.stepRows.end());
+    std::printf("req %zu: decode: %zu steps, K/V rows computed per layer and "
+                "step %lld..%lld, cached rows read %lld..%lld\n",
+                r, steps, (long long)*lo, (long long)*hi,
+                (long long)o.historyRows.front(),
+                (long long)o.historyRows.back());
+  }
+}

@@ -140,8 +140,9 @@ void checkGeneration(const Options &options, const Manifest &m,
                  "with --temperature 0 (the default) decoding is greedy\n",
                  programName());
   if (g.maxNewTokens == 0) {
-    if (g.stepLogits || g.ignoreEos)
-      die("--step-logits and --ignore-eos need --max-new-tokens N (N >= 1)");
+    if (g.stepLogits || g.ignoreEos || options.reportDecode)
+      die("--step-logits, --ignore-eos and --report decode need "
+          "--max-new-tokens N (N >= 1)");
     return;
   }
   if (m.decode.empty() || !_mlir_ciface_decode)

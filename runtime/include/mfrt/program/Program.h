@@ -59,6 +59,9 @@ struct Options {
   int threads = 0;
   /// --report traffic.
   bool reportTraffic = false;
+  /// --report decode: per request, the rows each decode step computed and
+  /// read.
+  bool reportDecode = false;
   /// Generation after prefill.
   Generation generation;
 };
@@ -85,6 +88,10 @@ struct Program {
   /// processes.
   std::vector<mfrt_trace_hop> traceHops;
 };
+
+/// --report decode: one line per request, the rows its decode steps
+/// computed and read (Outputs.cpp).
+void printDecodeReport(const Program &prog);
 
 /// The process's one Program.
 Program &program();

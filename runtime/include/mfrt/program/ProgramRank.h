@@ -37,6 +37,10 @@ struct RequestOutput {
   /// chose each ([n * V]; row 0 is prefill's).
   std::vector<int32_t> generated;
   std::vector<float> stepLogits;
+  /// Per decode step (from the second generated token on), counted by the
+  /// K/V history hook over the step's layers: the most rows whose K/V a layer
+  /// computed, and the most cached rows a layer read (--report decode).
+  std::vector<int64_t> stepRows, historyRows;
   bool haveLogits = false;
   /// Prompt logprobs, when the program records them: [T * V] and a mark
   /// per position.
