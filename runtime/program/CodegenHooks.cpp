@@ -193,8 +193,9 @@ void _mlir_ciface_mfrt_kv_history_f32(
     fatal("internal: the K/V history of layer " + std::to_string(layer) +
           " has an unexpected shape");
   RequestOutput *out = rs.output;
-  if (out) {
-    // One entry per decode step: the step's first layer opens it.
+  if (out && !out->generated.empty()) {
+    // One entry per decode step (not prefill run as a step with no
+    // history): the step's first layer opens it.
     size_t s = out->generated.size() - 1;
     std::lock_guard<std::mutex> lock(out->mutex);
     if (out->stepRows.size() <= s) {

@@ -30,8 +30,10 @@ using namespace meshfold;
 extern "C" {
 /// The manifest the compiler embeds.
 extern const char __mf_manifest[];
-/// The compiled entry point (C interface of `func.func @prefill`).
-void _mlir_ciface_prefill(StridedMemRefType<int64_t, 1> *tokens);
+/// The compiled entry point (C interface of `func.func @prefill`), absent
+/// from a program that runs prefill as a decode step with no history.
+__attribute__((weak)) void
+_mlir_ciface_prefill(StridedMemRefType<int64_t, 1> *tokens);
 /// The decode step (`func.func @decode`), when the program has one.
 __attribute__((weak)) void
 _mlir_ciface_decode(StridedMemRefType<int64_t, 1> *tokens,
@@ -54,10 +56,20 @@ struct IdBuffer {
   StridedMemRefType<int64_t, 1> ref;
 };
 
-/// Runs the compiled program once on `tokens`.
-void runPrefill(const std::vector<int64_t> &tokens) {
+/// Runs the compiled program once on `tokens`: its prefill function, or
+/// its decode step at positions 0 .. T-1 with no history.
+void runPrefill(ProgramRank &rs, const std::vector<int64_t> &tokens) {
   IdBuffer in(tokens);
-  _mlir_ciface_prefill(&in.ref);
+  if (_mlir_ciface_prefill) {
+    _mlir_ciface_prefill(&in.ref);
+    return;
+  }
+  std::vector<int64_t> positions(tokens.size());
+  for (size_t i = 0; i < positions.size(); ++i)
+    positions[i] = int64_t(i);
+  IdBuffer pos(positions);
+  rs.historyLength = 0;
+  _mlir_ciface_decode(&in.ref, &pos.ref);
 }
 
 /// Generates up to N tokens of request `r` after its prefill: each chosen
@@ -181,7 +193,7 @@ void runRequests(const Program &prog, ProgramRank &rs,
     rs.output = real ? prog.outputs[mine[round]].get() : nullptr;
     rs.request = real ? mine[round] : -1;
     mfrt_trace_new_request();
-    runPrefill(real ? prog.requests[mine[round]] : dummy);
+    runPrefill(rs, real ? prog.requests[mine[round]] : dummy);
     if (real && prog.generation.maxNewTokens > 0)
       decodeRequest(prog, rs, mine[round]);
   }

@@ -398,8 +398,10 @@ static LogicalResult partition(ModuleOp module, const StageTimer &stage) {
 /// --report memory: prints the memory of every rank and fails when one does
 /// not fit in --device-memory (`deviceBytes`).
 static LogicalResult reportMemory(ModuleOp module, int64_t deviceBytes) {
-  FailureOr<std::vector<RankMemory>> memory =
-      computeMemoryReport(module, maxPrompt, memoryDType == "bf16" ? 2 : 4);
+  FailureOr<std::vector<RankMemory>> memory = computeMemoryReport(
+      module, maxPrompt, memoryDType == "bf16" ? 2 : 4,
+      // --decode: the step is the program's prefill.
+      module.lookupSymbol("prefill") ? "prefill" : "decode");
   if (failed(memory))
     return failure();
   printMemoryReport(llvm::outs(), *memory, memoryDType, maxPrompt);
@@ -561,7 +563,10 @@ static LogicalResult compile(ModuleOp module, int64_t deviceBytes,
     PassManager pm(module.getContext());
     if (failed(applyPassManagerCLOptions(pm)))
       return fail("bad pass manager options");
-    pm.addPass(mf::createMFDeriveDecodePass());
+    // The step with no history is prefill: one function to compile.
+    mf::MFDeriveDecodePassOptions derive;
+    derive.keepEntry = false;
+    pm.addPass(mf::createMFDeriveDecodePass(derive));
     if (failed(pm.run(module)))
       return failure();
     stage("decode step derived");

@@ -58,7 +58,8 @@ def ConvertMoEToRuntimePass : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp">
     - `moe.logits` becomes a call to `mfrt_logits_f32(logits, valid)`;
     - the entry function `@prefill` gets the C interface the runtime calls,
       and so does the decode step `@decode` when the module has one (the
-      manifest then names it);
+      manifest then names it; a module may have the step alone, which then
+      also runs prefill, with no history);
     - the module gets the manifest `__mf_manifest`: the model's dimensions and
       the weight table (id, name, storage dtype, shape) that the runtime
       checks the weights file against.

@@ -59,8 +59,11 @@ struct ConvertMoEToRuntimePass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     MLIRContext *ctx = &getContext();
+    // A program may have only the decode step: its prefill is a step with
+    // no history.
     auto entry = module.lookupSymbol<func::FuncOp>(entryName);
-    if (!entry) {
+    auto step = module.lookupSymbol<func::FuncOp>(decodeName);
+    if (!entry && !step) {
       module.emitError() << "convert-moe-to-runtime: no entry function @"
                          << entryName;
       return signalPassFailure();
@@ -291,16 +294,18 @@ struct ConvertMoEToRuntimePass
       }
     }
 
-    entry->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
-                   UnitAttr::get(ctx));
-    if (auto step = module.lookupSymbol<func::FuncOp>(decodeName)) {
+    if (entry) {
+      entry->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
+                     UnitAttr::get(ctx));
+      manifest.entry = entryName;
+    }
+    if (step) {
       step->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
                     UnitAttr::get(ctx));
       manifest.decode = decodeName;
     }
 
     // The manifest the runtime checks weights and outputs against.
-    manifest.entry = entryName;
     manifest.hidden = info->hidden;
     manifest.vocab = info->vocab;
     manifest.layers = info->numLayers;

@@ -131,6 +131,8 @@ struct MFDeriveDecodePass
     Value lastPos = tensor::ExtractOp::create(b, loc, positions, lastRow);
     head.getLastMutable().assign(
         arith::IndexCastOp::create(b, loc, b.getIndexType(), lastPos));
+    if (!keepEntry)
+      prefill.erase();
     return success();
   }
 

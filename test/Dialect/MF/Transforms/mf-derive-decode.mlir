@@ -1,4 +1,12 @@
 // RUN: meshfold-opt %s -split-input-file --mf-derive-decode -verify-diagnostics | FileCheck %s
+// RUN: meshfold-opt %s -split-input-file --mf-derive-decode="keep-entry=false" -verify-diagnostics | FileCheck %s --check-prefix=STEP
+
+// With keep-entry=false the step alone remains: with no history it is
+// prefill.
+// STEP-LABEL: module
+// STEP-NOT: func.func @prefill
+// STEP: func.func @decode(%{{.*}}: tensor<?xi64>, %{{.*}}: tensor<?xi64>)
+// STEP-NOT: func.func @prefill
 
 // One layer of the imported model's shape: @prefill stays as it was and
 // @decode(%tokens, %positions) follows it, with the positions taken from its

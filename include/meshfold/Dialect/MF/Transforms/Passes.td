@@ -225,6 +225,9 @@ def MFDeriveDecodePass : Pass<"mf-derive-decode", "::mlir::ModuleOp"> {
            "The prefill function to derive the step from">,
     Option<"decode", "decode", "std::string", "\"decode\"",
            "Name of the decode step function">,
+    Option<"keepEntry", "keep-entry", "bool", "true",
+           "Keep the prefill function; false erases it: the step with no "
+           "history is prefill (one function to compile instead of two)">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::tensor::TensorDialect",
