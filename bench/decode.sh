@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): generation on the seed model, one rank, compiled
-# with --decode: time to first token, time per output token and tokens/s for
-# 1, 8 and 32 concurrent requests of a 64-token prompt, against re-running
-# prefill for every new token (what a prefill-only program must do).
-# The seed plan (32 ranks) is not measured: the decode step of a partitioned
-# plan is not built yet.
+# with --decode: time to first token (the prefill that chooses it), time per
+# output token and tokens/s for 1, 8 and 32 concurrent requests of a 64-token
+# prompt, against re-running prefill for every new token (what a
+# prefill-only program must do). Times are the program's own
+# (--report decode), free of process start and weight load. The seed plan
+# (32 ranks) is not measured: the decode step of a partitioned plan is not
+# built yet.
 #
 #   bench/decode.sh [BUILD_DIR] [N]   (N: repetitions, median; default 3)
 set -euo pipefail
@@ -23,36 +25,38 @@ prompts() {
     line = ""; for (i = 0; i < t; ++i) line = line (i ? " " : "") (r * 131 + i * 17) % 512
     print line } }' > "$3"
 }
-# Median seconds of `reps` runs of the program.
-time_runs() {
-  local times=() t0 t1
-  for _ in $(seq "$reps"); do
-    t0=$(now); "$@" --quiet; t1=$(now)
-    times+=("$(elapsed "$t0" "$t1")")
-  done
-  printf '%s\n' "${times[@]}" | median
+# The program's --report decode lines for prompts file $1 and flags $2...
+report() {
+  "$work/gen" --weights "$work/w.safetensors" --prompts "$1" \
+    --out "$work/o.safetensors" --report decode "${@:2}" | grep '^req .*: decode:'
 }
-run() { time_runs "$work/gen" --weights "$work/w.safetensors" --prompts "$1" --out "$work/o.safetensors" "${@:2}"; }
+# Median of `reps` values of the awk program $1 over the report of $2...
+median_of() {
+  local prog="$1"; shift
+  for _ in $(seq "$reps"); do report "$@" | awk "$prog"; done | median
+}
+ttft='{ for (i = 1; i <= NF; ++i) if ($i == "prefill") s += $(i + 1); n++ } END { print s / n }'
+tpot='{ for (i = 1; i <= NF; ++i) if ($i == "steps" && $(i + 2) == "ms") s += $(i + 1); n++ } END { print s / n }'
+sum_prefill='{ for (i = 1; i <= NF; ++i) if ($i == "prefill") s += $(i + 1) } END { print s }'
 
-prompts 1 1 "$work/one.txt"
-load=$(run "$work/one.txt")
-printf 'seed model (8 layers, 32 experts top-2, d 64), one rank, %d-token prompts, %d new tokens, medians of %d runs\n' "$prompt" "$new" "$reps"
-printf 'load (weights, setup, a 1-token prefill): %.3f s\n\n' "$load"
-printf '%11s %10s %10s %11s %12s\n' requests "TTFT ms" "TPOT ms" "tokens/s" "vs prefill"
+printf 'seed model (8 layers, 32 experts top-2, d 64), one rank, %d-token prompts, %d new tokens, medians of %d runs\n\n' "$prompt" "$new" "$reps"
+printf '%9s %9s %9s %10s %12s\n' requests "TTFT ms" "TPOT ms" "tokens/s" "vs prefill"
+# Re-running prefill per token: a prompt grown one token per step, each
+# length its own request (prefill only); their prefill times summed.
+prompts 1 "$prompt" "$work/one.txt"
+awk -v n="$new" '{ for (s = 0; s < n; ++s) { line = $0; for (i = 0; i < s; ++i) line = line " " (i * 7 + 1) % 512; print line } }' \
+  "$work/one.txt" > "$work/grow.txt"
+regrow=$(median_of "$sum_prefill" "$work/grow.txt" --max-new-tokens 1)
 for count in 1 8 32; do
   prompts "$count" "$prompt" "$work/p.txt"
-  first=$(run "$work/p.txt" --max-new-tokens 1)
-  all=$(run "$work/p.txt" --max-new-tokens "$new" --ignore-eos)
-  # Re-running prefill per token: one request's prompt grown one token per
-  # step, every length run as its own prefill.
-  awk -v n="$new" '{ for (s = 0; s < n; ++s) { line = $0; for (i = 0; i < s; ++i) line = line " " (i * 7 + 1) % 512; print line } }' \
-    <(head -n 1 "$work/p.txt") > "$work/grow.txt"
-  regrow=$(run "$work/grow.txt")
-  awk -v c="$count" -v n="$new" -v load="$load" -v first="$first" -v all="$all" -v regrow="$regrow" 'BEGIN {
-    ttft = (first - load) / c; tpot = (all - first) / (c * (n - 1))
-    per_req_decode = (all - load) / c; per_req_prefill = regrow - load
-    printf "%11d %10.2f %10.3f %11.1f %11.1fx\n", c, 1e3 * ttft, 1e3 * tpot, c * n / (all - load), per_req_prefill / per_req_decode }'
+  flags=(--max-new-tokens "$new" --ignore-eos)
+  t1=$(median_of "$ttft" "$work/p.txt" "${flags[@]}")
+  t2=$(median_of "$tpot" "$work/p.txt" "${flags[@]}")
+  awk -v c="$count" -v t1="$t1" -v t2="$t2" -v regrow="$regrow" -v n="$new" 'BEGIN {
+    per = t1 + t2 * (n - 1)
+    printf "%9d %9.3f %9.3f %10.1f %11.1fx\n", c, t1, t2, 1e3 * n / per, regrow / per }'
 done
-printf '\nTTFT: (run with 1 new token - load) / requests; TPOT: the extra time of %d new tokens per token;\n' "$new"
-printf 'tokens/s: generated tokens over the run minus load; vs prefill: re-running prefill for each of\n'
-printf 'one request'"'"'s %d tokens (prompts of %d..%d tokens) over generating them (per request).\n' "$new" "$prompt" "$((prompt + new - 1))"
+printf '\nTTFT: a request'"'"'s prefill (its logits choose the first token); TPOT: a decode step with\n'
+printf 'its choice; tokens/s: a request'"'"'s tokens over its prefill and decode time (requests run one\n'
+printf 'after another: no batching yet, so it is the same for all); vs prefill: %d prefills of %d..%d tokens, what a\n' "$new" "$prompt" "$((prompt + new - 1))"
+printf 'prefill-only program runs for %d tokens, over TTFT + %d TPOT.\n' "$new" "$((new - 1))"

@@ -282,15 +282,18 @@ void mfrt::printDecodeReport(const Program &prog) {
     const RequestOutput &o = *prog.outputs[r];
     size_t steps = o.stepRows.size();
     if (steps == 0) {
-      std::printf("req %zu: decode: no steps (%zu generated)\n", r,
-                  o.generated.size());
+      std::printf("req %zu: decode: no steps (%zu generated), prefill %.3f "
+                  "ms\n",
+                  r, o.generated.size(), 1e3 * o.prefillSeconds);
       continue;
     }
     auto [lo, hi] = std::minmax_element(o.stepRows.begin(), o.stepRows.end());
     std::printf("req %zu: decode: %zu steps, K/V rows computed per layer and "
-                "step %lld..%lld, cached rows read %lld..%lld\n",
+                "step %lld..%lld, cached rows read %lld..%lld; prefill %.3f "
+                "ms, steps %.3f ms per token\n",
                 r, steps, (long long)*lo, (long long)*hi,
                 (long long)o.historyRows.front(),
-                (long long)o.historyRows.back());
+                (long long)o.historyRows.back(), 1e3 * o.prefillSeconds,
+                1e3 * o.decodeSeconds / double(steps));
   }
 }

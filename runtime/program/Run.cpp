@@ -19,6 +19,7 @@
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 
@@ -193,9 +194,18 @@ void runRequests(const Program &prog, ProgramRank &rs,
     rs.output = real ? prog.outputs[mine[round]].get() : nullptr;
     rs.request = real ? mine[round] : -1;
     mfrt_trace_new_request();
+    auto t0 = std::chrono::steady_clock::now();
     runPrefill(rs, real ? prog.requests[mine[round]] : dummy);
+    auto t1 = std::chrono::steady_clock::now();
     if (real && prog.generation.maxNewTokens > 0)
       decodeRequest(prog, rs, mine[round]);
+    if (real) {
+      rs.output->prefillSeconds =
+          std::chrono::duration<double>(t1 - t0).count();
+      rs.output->decodeSeconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t1)
+              .count();
+    }
   }
   rs.output = nullptr;
   rs.request = -1;

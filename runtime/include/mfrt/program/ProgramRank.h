@@ -41,6 +41,9 @@ struct RequestOutput {
   /// K/V history hook over the step's layers: the most rows whose K/V a layer
   /// computed, and the most cached rows a layer read (--report decode).
   std::vector<int64_t> stepRows, historyRows;
+  /// Wall seconds of the request's prefill (to its logits) and of its
+  /// decode steps with their token choices (--report decode).
+  double prefillSeconds = 0, decodeSeconds = 0;
   bool haveLogits = false;
   /// Prompt logprobs, when the program records them: [T * V] and a mark
   /// per position.
