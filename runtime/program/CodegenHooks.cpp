@@ -161,14 +161,21 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
   }
 }
 
-/// The rows of a decode step's K/V history: the positions before the step's.
-int64_t _mlir_ciface_mfrt_kv_history_length(int64_t layer) {
+/// The rows of a decode step's K/V history: the request's positions before
+/// the step's `step` rows (its last `step` positions so far).
+int64_t _mlir_ciface_mfrt_kv_history_length(int64_t layer, int64_t step) {
   ProgramRank &rs = programRank();
   if (layer < 0 || layer >= rs.manifest->layers)
     fatal("internal: K/V history of layer " + std::to_string(layer) +
           " outside the model's " + std::to_string(rs.manifest->layers) +
           " layers");
-  return rs.output ? rs.historyLength : 0;
+  if (!rs.output)
+    return 0;
+  if (step < 0 || step > rs.output->length)
+    fatal("internal: a decode step of " + std::to_string(step) +
+          " rows is longer than the request's " +
+          std::to_string(rs.output->length) + " positions");
+  return rs.output->length - step;
 }
 
 /// Fills a decode step's K/V `k`, `v` and positions: the request's cached

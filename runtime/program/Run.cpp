@@ -59,7 +59,7 @@ struct IdBuffer {
 
 /// Runs the compiled program once on `tokens`: its prefill function, or
 /// its decode step at positions 0 .. T-1 with no history.
-void runPrefill(ProgramRank &rs, const std::vector<int64_t> &tokens) {
+void runPrefill(const std::vector<int64_t> &tokens) {
   IdBuffer in(tokens);
   if (_mlir_ciface_prefill) {
     _mlir_ciface_prefill(&in.ref);
@@ -69,7 +69,6 @@ void runPrefill(ProgramRank &rs, const std::vector<int64_t> &tokens) {
   for (size_t i = 0; i < positions.size(); ++i)
     positions[i] = int64_t(i);
   IdBuffer pos(positions);
-  rs.historyLength = 0;
   _mlir_ciface_decode(&in.ref, &pos.ref);
 }
 
@@ -77,15 +76,13 @@ void runPrefill(ProgramRank &rs, const std::vector<int64_t> &tokens) {
 /// from the last recorded logits, the next step run on it at the next
 /// position, its K/V appended to the request's cache (the K/V of the last
 /// generated token is never needed).
-void decodeRequest(const Program &prog, ProgramRank &rs, int64_t r) {
+void decodeRequest(const Program &prog, RequestOutput &o, int64_t r) {
   const Generation &g = prog.generation;
   const Manifest &m = prog.manifest;
-  RequestOutput &o = *rs.output;
   std::vector<float> prefillLogits = o.logits;
   for (int64_t step = 0; step < g.maxNewTokens; ++step) {
     if (step > 0) {
       int64_t position = o.tokens + step - 1;
-      rs.historyLength = position;
       o.length = position + 1;
       o.haveLogits = false;
       IdBuffer token({int64_t(o.generated.back())}), pos({position});
@@ -102,7 +99,6 @@ void decodeRequest(const Program &prog, ProgramRank &rs, int64_t r) {
                             m.eosTokens.end())
       break;
   }
-  rs.historyLength = 0;
   // req{r}.logits stays prefill's.
   o.logits = std::move(prefillLogits);
   o.haveLogits = true;
@@ -195,10 +191,10 @@ void runRequests(const Program &prog, ProgramRank &rs,
     rs.request = real ? mine[round] : -1;
     mfrt_trace_new_request();
     auto t0 = std::chrono::steady_clock::now();
-    runPrefill(rs, real ? prog.requests[mine[round]] : dummy);
+    runPrefill(real ? prog.requests[mine[round]] : dummy);
     auto t1 = std::chrono::steady_clock::now();
     if (real && prog.generation.maxNewTokens > 0)
-      decodeRequest(prog, rs, mine[round]);
+      decodeRequest(prog, *rs.output, mine[round]);
     if (real) {
       rs.output->prefillSeconds =
           std::chrono::duration<double>(t1 - t0).count();

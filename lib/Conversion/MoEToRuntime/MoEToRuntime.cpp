@@ -171,20 +171,18 @@ struct ConvertMoEToRuntimePass
         op.emitError() << "the CPU target computes in f32";
         return signalPassFailure();
       }
-      auto toBuffer = [&](Value t, MemRefType erased) {
-        return readOnlyBuffer(b, loc, t, erased);
-      };
       Value layer =
           arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(op.getLayer()));
       Value heads = op.getHeadOffset() ? Value(arith::IndexCastOp::create(
                                              b, loc, i64, op.getHeadOffset()))
                                        : Value(arith::ConstantOp::create(
                                              b, loc, b.getI64IntegerAttr(0)));
-      func::CallOp::create(b, loc, kvFn,
-                           ValueRange{layer, toBuffer(op.getKey(), kvType),
-                                      toBuffer(op.getValue(), kvType),
-                                      toBuffer(op.getPositions(), posType),
-                                      heads});
+      func::CallOp::create(
+          b, loc, kvFn,
+          ValueRange{layer, readOnlyBuffer(b, loc, op.getKey(), kvType),
+                     readOnlyBuffer(b, loc, op.getValue(), kvType),
+                     readOnlyBuffer(b, loc, op.getPositions(), posType),
+                     heads});
       op.erase();
     }
 
@@ -207,24 +205,23 @@ struct ConvertMoEToRuntimePass
         }
         Value layer = arith::ConstantOp::create(
             b, loc, b.getI64IntegerAttr(op.getLayer()));
+        Value step = tensor::DimOp::create(b, loc, op.getStepKey(), 0);
         Value cached = arith::IndexCastOp::create(
             b, loc, b.getIndexType(),
-            func::CallOp::create(b, loc, lengthFn, ValueRange{layer})
+            func::CallOp::create(b, loc, lengthFn,
+                                 ValueRange{layer, arith::IndexCastOp::create(
+                                                       b, loc, i64, step)})
                 .getResult(0));
-        Value rows = arith::AddIOp::create(
-            b, loc, cached, tensor::DimOp::create(b, loc, op.getStepKey(), 0));
+        Value rows = arith::AddIOp::create(b, loc, cached, step);
         auto bufferType = MemRefType::get(type.getShape(), f32);
         Value k = memref::AllocOp::create(b, loc, bufferType, rows);
         Value v = memref::AllocOp::create(b, loc, bufferType, rows);
         Value p = memref::AllocOp::create(b, loc, historyPosType, rows);
-        auto readOnly = [&](Value t, MemRefType erased) {
-          return readOnlyBuffer(b, loc, t, erased);
-        };
         func::CallOp::create(
             b, loc, historyFn,
-            ValueRange{layer, readOnly(op.getStepKey(), kvType),
-                       readOnly(op.getStepValue(), kvType),
-                       readOnly(op.getStepPositions(), posType),
+            ValueRange{layer, readOnlyBuffer(b, loc, op.getStepKey(), kvType),
+                       readOnlyBuffer(b, loc, op.getStepValue(), kvType),
+                       readOnlyBuffer(b, loc, op.getStepPositions(), posType),
                        memref::CastOp::create(b, loc, kvType, k),
                        memref::CastOp::create(b, loc, kvType, v),
                        memref::CastOp::create(b, loc, posType, p)});
@@ -254,10 +251,7 @@ struct ConvertMoEToRuntimePass
         op.emitError() << "the CPU target computes in f32";
         return signalPassFailure();
       }
-      Value m = bufferization::ToBufferOp::create(
-          b, loc, dynamicStrided(type.getShape(), f32), op.getLogits(),
-          /*read_only=*/true);
-      Value cast = memref::CastOp::create(b, loc, logitsType, m);
+      Value cast = readOnlyBuffer(b, loc, op.getLogits(), logitsType);
       Value valid =
           op.getValid()
               ? Value(arith::ExtUIOp::create(b, loc, i64, op.getValid()))
@@ -278,18 +272,10 @@ struct ConvertMoEToRuntimePass
       for (PromptLogitsOp op : prompts) {
         OpBuilder b(op);
         Location loc = op.getLoc();
-        auto type = op.getLogits().getType();
-        Value m = bufferization::ToBufferOp::create(
-            b, loc, dynamicStrided(type.getShape(), f32), op.getLogits(),
-            /*read_only=*/true);
-        auto pType = op.getPositions().getType();
-        Value p = bufferization::ToBufferOp::create(
-            b, loc, dynamicStrided(pType.getShape(), i64), op.getPositions(),
-            /*read_only=*/true);
         func::CallOp::create(
             b, loc, promptFn,
-            ValueRange{memref::CastOp::create(b, loc, rowsType, m),
-                       memref::CastOp::create(b, loc, posType, p)});
+            ValueRange{readOnlyBuffer(b, loc, op.getLogits(), rowsType),
+                       readOnlyBuffer(b, loc, op.getPositions(), posType)});
         op.erase();
       }
     }

@@ -4,14 +4,15 @@
 // mfrt_kv_history_f32 fills from the runtime's cache and the step's own
 // rows; @decode gets the C interface beside @prefill, and the manifest names
 // it and the model's eos ids.
-// CHECK-DAG: func.func private @mfrt_kv_history_length(i64) -> i64 attributes {llvm.emit_c_interface}
+// CHECK-DAG: func.func private @mfrt_kv_history_length(i64, i64) -> i64 attributes {llvm.emit_c_interface}
 // CHECK-DAG: func.func private @mfrt_kv_history_f32(i64, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?xi64, strided<[?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?xi64, strided<[?], offset: ?>>) attributes {llvm.emit_c_interface}
 // CHECK: func.func @prefill({{.*}}) attributes {llvm.emit_c_interface}
 // CHECK: func.func @decode({{.*}}) attributes {llvm.emit_c_interface}
 // CHECK: %[[L:.*]] = arith.constant 3 : i64
-// CHECK: %[[N:.*]] = call @mfrt_kv_history_length(%[[L]]) : (i64) -> i64
-// CHECK: %[[CACHED:.*]] = arith.index_cast %[[N]] : i64 to index
 // CHECK: %[[STEP:.*]] = tensor.dim %arg2, %c0
+// CHECK: %[[STEP64:.*]] = arith.index_cast %[[STEP]] : index to i64
+// CHECK: %[[N:.*]] = call @mfrt_kv_history_length(%[[L]], %[[STEP64]]) : (i64, i64) -> i64
+// CHECK: %[[CACHED:.*]] = arith.index_cast %[[N]] : i64 to index
 // CHECK: %[[ROWS:.*]] = arith.addi %[[CACHED]], %[[STEP]]
 // CHECK: %[[K:.*]] = memref.alloc(%[[ROWS]]) : memref<?x1x4xf32>
 // CHECK: %[[V:.*]] = memref.alloc(%[[ROWS]]) : memref<?x1x4xf32>

@@ -144,7 +144,6 @@ public:
     width = std::max<int64_t>(1, vectorBits / accType.getWidth());
     vecType = VectorType::get({width}, accType);
     tiles = vectorBits >= 512 ? kTiles32 : kTiles16;
-
     for (Range r :
          cast<linalg::LinalgOp>(c.op.getOperation()).createLoopRanges(b, loc))
       sizes.push_back(getValueOrCreateConstantIndexOp(b, loc, r.size));

@@ -81,24 +81,23 @@ struct MFLinalgParallelRowsPass
       int64_t count = blocks;
       linalg::LinalgTilingOptions options;
       options.setLoopType(linalg::LinalgTilingLoopType::ParallelLoops);
-      options.setTileSizeComputationFunction([count](OpBuilder &b,
-                                                     Operation *target) {
-        auto linalgOp = cast<linalg::LinalgOp>(target);
-        Location loc = target->getLoc();
-        SmallVector<OpFoldResult> ranges = llvm::map_to_vector(
-            linalgOp.createLoopRanges(b, loc), [](Range r) { return r.size; });
-        // ceil(rows / blocks): at most `blocks` blocks, none empty; at
-        // least 1 (a loop step), even when there are no rows.
-        AffineExpr rows;
-        bindSymbols(b.getContext(), rows);
-        Value block = affine::makeComposedAffineApply(
-            b, loc, rows.ceilDiv(count), {ranges[0]});
-        SmallVector<Value, 4> sizes = {arith::MaxUIOp::create(
-            b, loc, block, arith::ConstantIndexOp::create(b, loc, 1))};
-        sizes.append(linalgOp.getNumLoops() - 1,
-                     arith::ConstantIndexOp::create(b, loc, 0));
-        return sizes;
-      });
+      options.setTileSizeComputationFunction(
+          [count](OpBuilder &b, Operation *target) {
+            auto linalgOp = cast<linalg::LinalgOp>(target);
+            Location loc = target->getLoc();
+            OpFoldResult rowCount = linalgOp.createLoopRanges(b, loc)[0].size;
+            // ceil(rows / blocks): at most `blocks` blocks, none empty; at
+            // least 1 (a loop step), even when there are no rows.
+            AffineExpr rows;
+            bindSymbols(b.getContext(), rows);
+            Value block = affine::makeComposedAffineApply(
+                b, loc, rows.ceilDiv(count), {rowCount});
+            SmallVector<Value, 4> sizes = {arith::MaxUIOp::create(
+                b, loc, block, arith::ConstantIndexOp::create(b, loc, 1))};
+            sizes.append(linalgOp.getNumLoops() - 1,
+                         arith::ConstantIndexOp::create(b, loc, 0));
+            return sizes;
+          });
       rewriter.setInsertionPoint(op);
       FailureOr<linalg::TiledLinalgOp> tiled =
           linalg::tileLinalgOp(rewriter, op, options);

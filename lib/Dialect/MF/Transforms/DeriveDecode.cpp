@@ -53,13 +53,12 @@ struct MFDeriveDecodePass
       return fail(module, "no entry function @" + entry);
     if (module.lookupSymbol(decode))
       return fail(module, "the module already has a symbol @" + decode);
-    if (module->hasAttr(mf::MFDialect::getPlanAttrName()))
-      if (auto plan = module->getAttrOfType<mf::PlanAttr>(
-              mf::MFDialect::getPlanAttrName());
-          plan && plan.getDevices() > 1)
-        return fail(module, "decode steps of a partitioned plan are not "
-                            "implemented yet; derive the step before "
-                            "partitioning, on one device");
+    if (auto plan = module->getAttrOfType<mf::PlanAttr>(
+            mf::MFDialect::getPlanAttrName());
+        plan && plan.getDevices() > 1)
+      return fail(module, "decode steps of a partitioned plan are not "
+                          "implemented yet; derive the step before "
+                          "partitioning, on one device");
     auto tokensType =
         dyn_cast<RankedTensorType>(prefill.getFunctionType().getNumInputs() == 1
                                        ? prefill.getFunctionType().getInput(0)

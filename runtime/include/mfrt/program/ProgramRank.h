@@ -95,9 +95,6 @@ struct ProgramRank {
   /// dropped) and its index (-1 for a dummy batch).
   RequestOutput *output = nullptr;
   int64_t request = -1;
-  /// In a decode step: the positions before the step's own, whose K/V
-  /// moe.kv_history reads from the cache.
-  int64_t historyLength = 0;
   /// The layer last entered (for the routing hooks).
   int64_t layer = -1;
   /// Positions of the rows of the current layer, when tracing or routing
