@@ -31,9 +31,11 @@ void meshfold::buildPartitionPipeline(OpPassManager &pm,
   }
   pm.addPass(mf::createMFVerifyPlanPass());
   pm.addPass(mf::createMFZigzagCPPass());
+  pm.addPass(mf::createMFDecodeKVPlacementPass());
   pm.addPass(mf::createMFShardTPPass());
   pm.addPass(mf::createMFInsertSPPass());
   pm.addPass(mf::createMFRingAttentionPass());
+  pm.addPass(mf::createMFPassQAttentionPass());
   mf::MFFoldExpertsPassOptions fold;
   fold.mode = options.dispatch;
   pm.addPass(mf::createMFFoldExpertsPass(fold));

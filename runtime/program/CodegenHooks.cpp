@@ -144,8 +144,9 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
         positions->data[positions->offset + t * positions->strides[0]];
     if (pos < 0)
       fatal("internal: negative K/V position " + std::to_string(pos));
-    if (pos >= out->length)
+    if (pos >= rs.length)
       continue; // padding
+    rs.cachedPositions[size_t(layer)].push_back(pos);
     for (int64_t h = 0; h < heads; ++h) {
       out->written[layer][pos * m.kvHeads + headOffset + h] = 1;
       for (int64_t d = 0; d < m.headDim; ++d) {
@@ -161,9 +162,18 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
   }
 }
 
-/// The rows of a decode step's K/V history: the request's positions before
-/// the step's `step` rows (its last `step` positions so far).
-int64_t _mlir_ciface_mfrt_kv_history_length(int64_t layer, int64_t step) {
+/// Whether `p` is one of the step's positions `sp`.
+bool inStep(StridedMemRefType<int64_t, 1> *sp, int64_t p) {
+  for (int64_t t = 0; t < sp->sizes[0]; ++t)
+    if (sp->data[sp->offset + t * sp->strides[0]] == p)
+      return true;
+  return false;
+}
+
+/// The cached rows of a decode step's K/V history: the positions this rank
+/// recorded for `layer` before the step (whose positions are `sp`).
+int64_t _mlir_ciface_mfrt_kv_history_length(
+    int64_t layer, StridedMemRefType<int64_t, 1> *sp) {
   ProgramRank &rs = programRank();
   if (layer < 0 || layer >= rs.manifest->layers)
     fatal("internal: K/V history of layer " + std::to_string(layer) +
@@ -171,50 +181,35 @@ int64_t _mlir_ciface_mfrt_kv_history_length(int64_t layer, int64_t step) {
           " layers");
   if (!rs.output)
     return 0;
-  if (step < 0 || step > rs.output->length)
-    fatal("internal: a decode step of " + std::to_string(step) +
-          " rows is longer than the request's " +
-          std::to_string(rs.output->length) + " positions");
-  return rs.output->length - step;
+  int64_t n = 0;
+  for (int64_t p : rs.cachedPositions[size_t(layer)])
+    n += !inStep(sp, p);
+  return n;
 }
 
-/// Fills a decode step's K/V `k`, `v` and positions: the request's cached
-/// rows of `layer` (all KV heads: a one-rank program) at positions 0 ..
-/// cached-1, then the step's own rows `sk`, `sv` at `sp`.
+/// Fills a decode step's K/V `k`, `v` and positions: this rank's cached rows
+/// of `layer` (KV heads `headOffset ..`), in the order it recorded them,
+/// then the step's own rows `sk`, `sv` at `sp`.
 void _mlir_ciface_mfrt_kv_history_f32(
     int64_t layer, StridedMemRefType<float, 3> *sk,
     StridedMemRefType<float, 3> *sv, StridedMemRefType<int64_t, 1> *sp,
     StridedMemRefType<float, 3> *k, StridedMemRefType<float, 3> *v,
-    StridedMemRefType<int64_t, 1> *positions) {
+    StridedMemRefType<int64_t, 1> *positions, int64_t headOffset) {
   syncForHost();
   ProgramRank &rs = programRank();
   const Manifest &m = *rs.manifest;
   int64_t rows = k->sizes[0], step = sk->sizes[0], cached = rows - step;
+  int64_t heads = k->sizes[1];
   auto shaped = [&](StridedMemRefType<float, 3> *x, int64_t n) {
-    return x->sizes[0] == n && x->sizes[1] == m.kvHeads &&
-           x->sizes[2] == m.headDim;
+    return x->sizes[0] == n && x->sizes[1] == heads && x->sizes[2] == m.headDim;
   };
-  if (layer < 0 || layer >= m.layers || cached < 0 || !shaped(k, rows) ||
-      !shaped(v, rows) || !shaped(sk, step) || !shaped(sv, step) ||
-      positions->sizes[0] != rows || sp->sizes[0] != step)
+  if (layer < 0 || layer >= m.layers || cached < 0 || headOffset < 0 ||
+      headOffset + heads > m.kvHeads || !shaped(k, rows) || !shaped(v, rows) ||
+      !shaped(sk, step) || !shaped(sv, step) || positions->sizes[0] != rows ||
+      sp->sizes[0] != step)
     fatal("internal: the K/V history of layer " + std::to_string(layer) +
           " has an unexpected shape");
   RequestOutput *out = rs.output;
-  if (out && !out->generated.empty()) {
-    // One entry per decode step (not prefill run as a step with no
-    // history): the step's first layer opens it.
-    size_t s = out->generated.size() - 1;
-    std::lock_guard<std::mutex> lock(out->mutex);
-    if (out->stepRows.size() <= s) {
-      out->stepRows.resize(s + 1, 0);
-      out->historyRows.resize(s + 1, 0);
-    }
-    out->stepRows[s] = std::max(out->stepRows[s], step);
-    out->historyRows[s] = std::max(out->historyRows[s], cached);
-  }
-  if (cached > 0 && (!out || cached > out->length))
-    fatal("internal: a K/V history of " + std::to_string(cached) +
-          " positions is longer than the request's cache");
   auto at3 = [](StridedMemRefType<float, 3> *x, int64_t t, int64_t h,
                 int64_t d) -> float & {
     return x->data[x->offset + t * x->strides[0] + h * x->strides[1] +
@@ -223,25 +218,57 @@ void _mlir_ciface_mfrt_kv_history_f32(
   auto at1 = [](StridedMemRefType<int64_t, 1> *x, int64_t t) -> int64_t & {
     return x->data[x->offset + t * x->strides[0]];
   };
-  for (int64_t t = 0; t < cached; ++t) {
-    at1(positions, t) = t;
-    for (int64_t h = 0; h < m.kvHeads; ++h) {
-      if (!out->written[layer][t * m.kvHeads + h])
-        fatal("internal: no cached K/V for layer " + std::to_string(layer) +
-              " position " + std::to_string(t));
-      for (int64_t d = 0; d < m.headDim; ++d) {
-        int64_t from = (t * m.kvHeads + h) * m.headDim + d;
-        at3(k, t, h, d) = out->keys[layer][from];
-        at3(v, t, h, d) = out->values[layer][from];
+  if (out && rs.step > 0) {
+    // One entry per decode step: the most real rows whose K/V a layer
+    // computed, and the most cached rows a layer read.
+    int64_t real = 0;
+    for (int64_t t = 0; t < step; ++t)
+      real += at1(sp, t) < rs.length;
+    size_t s = size_t(rs.step - 1);
+    std::lock_guard<std::mutex> lock(out->mutex);
+    if (out->stepRows.size() <= s) {
+      out->stepRows.resize(s + 1, 0);
+      out->historyRows.resize(s + 1, 0);
+    }
+    out->stepRows[s] = std::max(out->stepRows[s], real);
+    out->historyRows[s] = std::max(out->historyRows[s], cached);
+  }
+  int64_t t = 0;
+  if (cached > 0) {
+    if (!out)
+      fatal("internal: a K/V history of " + std::to_string(cached) +
+            " positions without a request");
+    for (int64_t p : rs.cachedPositions[size_t(layer)]) {
+      if (inStep(sp, p))
+        continue;
+      if (t == cached)
+        fatal("internal: the K/V history of layer " + std::to_string(layer) +
+              " grew during the step");
+      at1(positions, t) = p;
+      for (int64_t h = 0; h < heads; ++h) {
+        int64_t head = headOffset + h;
+        if (!out->written[layer][p * m.kvHeads + head])
+          fatal("internal: no cached K/V for layer " + std::to_string(layer) +
+                " position " + std::to_string(p));
+        for (int64_t d = 0; d < m.headDim; ++d) {
+          int64_t from = (p * m.kvHeads + head) * m.headDim + d;
+          at3(k, t, h, d) = out->keys[layer][from];
+          at3(v, t, h, d) = out->values[layer][from];
+        }
       }
+      ++t;
     }
   }
-  for (int64_t t = 0; t < step; ++t) {
-    at1(positions, cached + t) = at1(sp, t);
-    for (int64_t h = 0; h < m.kvHeads; ++h)
+  if (t != cached)
+    fatal("internal: the K/V history of layer " + std::to_string(layer) +
+          " has " + std::to_string(t) + " cached rows, expected " +
+          std::to_string(cached));
+  for (int64_t i = 0; i < step; ++i) {
+    at1(positions, cached + i) = at1(sp, i);
+    for (int64_t h = 0; h < heads; ++h)
       for (int64_t d = 0; d < m.headDim; ++d) {
-        at3(k, cached + t, h, d) = at3(sk, t, h, d);
-        at3(v, cached + t, h, d) = at3(sv, t, h, d);
+        at3(k, cached + i, h, d) = at3(sk, i, h, d);
+        at3(v, cached + i, h, d) = at3(sv, i, h, d);
       }
   }
 }
@@ -289,6 +316,7 @@ void _mlir_ciface_mfrt_logits_f32(StridedMemRefType<float, 1> *logits,
   std::lock_guard<std::mutex> lock(out->mutex);
   if (out->haveLogits)
     fatal("internal: two ranks recorded logits for one request");
+  rs.recordedLogits = true;
   out->logits.resize(size_t(m.vocab));
   for (int64_t i = 0; i < m.vocab; ++i)
     out->logits[i] = logits->data[logits->offset + i * logits->strides[0]];
@@ -396,29 +424,62 @@ void _mlir_ciface_mfrt_cg_recv_f32(int64_t id, int64_t offset,
   check(mfrt_recv(peerOf(id, offset), b.data, b.count, MFRT_F32), "recv");
 }
 
-/// K, V and their positions as one message around the ring.
-void _mlir_ciface_mfrt_cg_ring_step_f32_f32_i64(
-    int64_t id, UnrankedMemRefType<float> *k, UnrankedMemRefType<float> *v,
-    UnrankedMemRefType<int64_t> *p, UnrankedMemRefType<float> *kOut,
-    UnrankedMemRefType<float> *vOut, UnrankedMemRefType<int64_t> *pOut) {
-  MemRefBuffer<float> a(k), b(v), ao(kOut), bo(vOut);
+/// One ring step of f32 tensors followed by their rows' positions, as one
+/// message; the positions say whether it carries the traced token.
+static void
+ringStepWithPositions(int64_t id,
+                      std::initializer_list<UnrankedMemRefType<float> *> in,
+                      UnrankedMemRefType<int64_t> *p,
+                      std::initializer_list<UnrankedMemRefType<float> *> out,
+                      UnrankedMemRefType<int64_t> *pOut) {
+  // Buffers stay put: a MemRefBuffer may point into its own staging copy.
+  std::vector<std::unique_ptr<MemRefBuffer<float>>> ins, outs;
+  size_t bytes = 0;
+  for (UnrankedMemRefType<float> *m : in) {
+    ins.push_back(std::make_unique<MemRefBuffer<float>>(m));
+    bytes += size_t(ins.back()->count) * 4;
+  }
+  for (UnrankedMemRefType<float> *m : out)
+    outs.push_back(std::make_unique<MemRefBuffer<float>>(m));
   MemRefBuffer<int64_t> c(p), co(pOut);
-  size_t kb = size_t(a.count) * 4, vb = size_t(b.count) * 4,
-         pb = size_t(c.count) * 8;
-  SharedBuffer send(kb + vb + pb), recv(send.size());
-  copyAny(send.data(), a.data, kb);
-  copyAny(send.data() + kb, b.data, vb);
-  copyAny(send.data() + kb + vb, c.data, pb);
-  // The message's own positions say whether it carries the traced K/V.
+  size_t pb = size_t(c.count) * 8;
+  SharedBuffer send(bytes + pb), recv(send.size());
+  size_t at = 0;
+  for (const auto &b : ins) {
+    copyAny(send.data() + at, b->data, size_t(b->count) * 4);
+    at += size_t(b->count) * 4;
+  }
+  copyAny(send.data() + at, c.data, pb);
   std::vector<int64_t> marks = tracedRows(programRank(), c.data, c.count);
   if (!marks.empty())
     mfrt_trace_mark(marks.data(), int64_t(marks.size()), 0);
   check(mfrt_ring_step_bytes(group(id), send.data(), recv.data(),
                              int64_t(send.size())),
         "ring_step");
-  copyAny(ao.data, recv.data(), kb);
-  copyAny(bo.data, recv.data() + kb, vb);
-  copyAny(co.data, recv.data() + kb + vb, pb);
+  at = 0;
+  for (const auto &b : outs) {
+    copyAny(b->data, recv.data() + at, size_t(b->count) * 4);
+    at += size_t(b->count) * 4;
+  }
+  copyAny(co.data, recv.data() + at, pb);
+}
+
+/// K, V and their positions as one message around the ring.
+void _mlir_ciface_mfrt_cg_ring_step_f32_f32_i64(
+    int64_t id, UnrankedMemRefType<float> *k, UnrankedMemRefType<float> *v,
+    UnrankedMemRefType<int64_t> *p, UnrankedMemRefType<float> *kOut,
+    UnrankedMemRefType<float> *vOut, UnrankedMemRefType<int64_t> *pOut) {
+  ringStepWithPositions(id, {k, v}, p, {kOut, vOut}, pOut);
+}
+
+/// A decode step's queries, partial output and log-sum-exp, and the
+/// queries' positions, as one message around the ring (pass-Q).
+void _mlir_ciface_mfrt_cg_ring_step_f32_f32_f32_i64(
+    int64_t id, UnrankedMemRefType<float> *q, UnrankedMemRefType<float> *o,
+    UnrankedMemRefType<float> *lse, UnrankedMemRefType<int64_t> *p,
+    UnrankedMemRefType<float> *qOut, UnrankedMemRefType<float> *oOut,
+    UnrankedMemRefType<float> *lseOut, UnrankedMemRefType<int64_t> *pOut) {
+  ringStepWithPositions(id, {q, o, lse}, p, {qOut, oOut, lseOut}, pOut);
 }
 
 void _mlir_ciface_mfrt_cg_ring_step_f32(int64_t id,

@@ -75,6 +75,23 @@ std::vector<char> serializeOutputs(const Program &prog) {
       put(hdr, sizeof(hdr));
       put(o.logits.data(), o.logits.size() * sizeof(float));
     }
+    if (!o.generated.empty() || !o.stepRows.empty() || o.prefillSeconds > 0 ||
+        o.length > o.tokens) {
+      // Decoding: the generated ids (their step logits), the per-step
+      // counters and the timings, from whichever process kept them.
+      int64_t hdr[4] = {-3, int64_t(r), o.length,
+                        int64_t(o.generated.size())};
+      put(hdr, sizeof(hdr));
+      put(o.generated.data(), o.generated.size() * sizeof(int32_t));
+      int64_t counts[2] = {int64_t(o.stepLogits.size()),
+                           int64_t(o.stepRows.size())};
+      put(counts, sizeof(counts));
+      put(o.stepLogits.data(), o.stepLogits.size() * sizeof(float));
+      put(o.stepRows.data(), o.stepRows.size() * sizeof(int64_t));
+      put(o.historyRows.data(), o.historyRows.size() * sizeof(int64_t));
+      double seconds[2] = {o.prefillSeconds, o.decodeSeconds};
+      put(seconds, sizeof(seconds));
+    }
     for (size_t p = 0; p < o.promptWritten.size(); ++p)
       if (o.promptWritten[p]) {
         int64_t hdr[4] = {-2, int64_t(r), int64_t(p), 0};
@@ -104,6 +121,41 @@ void mergeOutputs(Program &prog, const std::vector<char> &in) {
                   size_t(m.vocab) * 4);
       at += size_t(m.vocab) * 4;
       o.promptWritten[size_t(hdr[2])] = 1;
+      continue;
+    }
+    if (hdr[0] == -3) {
+      RequestOutput &o = *prog.outputs[size_t(hdr[1])];
+      auto take = [&](void *to, size_t bytes) {
+        std::memcpy(to, &in[at], bytes);
+        at += bytes;
+      };
+      o.length = std::max(o.length, hdr[2]);
+      std::vector<int32_t> ids(static_cast<size_t>(hdr[3]));
+      take(ids.data(), ids.size() * sizeof(int32_t));
+      int64_t counts[2];
+      take(counts, sizeof(counts));
+      std::vector<float> stepLogits(static_cast<size_t>(counts[0]));
+      take(stepLogits.data(), stepLogits.size() * sizeof(float));
+      std::vector<int64_t> stepRows(static_cast<size_t>(counts[1])),
+          historyRows(static_cast<size_t>(counts[1]));
+      take(stepRows.data(), stepRows.size() * sizeof(int64_t));
+      take(historyRows.data(), historyRows.size() * sizeof(int64_t));
+      double seconds[2];
+      take(seconds, sizeof(seconds));
+      if (!ids.empty()) {
+        o.generated = std::move(ids);
+        o.stepLogits = std::move(stepLogits);
+      }
+      if (o.stepRows.size() < stepRows.size()) {
+        o.stepRows.resize(stepRows.size(), 0);
+        o.historyRows.resize(stepRows.size(), 0);
+      }
+      for (size_t i = 0; i < stepRows.size(); ++i) {
+        o.stepRows[i] = std::max(o.stepRows[i], stepRows[i]);
+        o.historyRows[i] = std::max(o.historyRows[i], historyRows[i]);
+      }
+      o.prefillSeconds = std::max(o.prefillSeconds, seconds[0]);
+      o.decodeSeconds = std::max(o.decodeSeconds, seconds[1]);
       continue;
     }
     if (hdr[0] < 0) {

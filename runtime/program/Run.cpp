@@ -72,36 +72,124 @@ void runPrefill(const std::vector<int64_t> &tokens) {
   _mlir_ciface_decode(&in.ref, &pos.ref);
 }
 
-/// Generates up to N tokens of request `r` after its prefill: each chosen
-/// from the last recorded logits, the next step run on it at the next
-/// position, its K/V appended to the request's cache (the K/V of the last
+/// The groups a decode loop agrees over: the ranks of this rank's DP
+/// replica (every attention axis but dp) and its peers in the other
+/// replicas (dp); -1 where the group has one member.
+struct DecodeGroups {
+  int64_t replica = -1, dp = -1;
+};
+
+DecodeGroups decodeGroups(const Program &prog,
+                          std::map<std::string, int64_t> &groups) {
+  DecodeGroups d;
+  if (prog.generation.maxNewTokens == 0 || mfrt_world_size() <= 1)
+    return d;
+  std::string error;
+  std::optional<MeshLayout> layout =
+      layoutFromPlanText(planText(prog.manifest), &error);
+  if (!layout)
+    fatal(error);
+  std::string axes;
+  for (const MeshAxis &a : layout->spec().attention)
+    if (a.name != "dp" && a.size > 1)
+      axes += (axes.empty() ? "" : ",") + a.name;
+  if (!axes.empty())
+    d.replica = groupOf(groups, axes);
+  if (layout->hasAxis("dp") && layout->axisSize("dp") > 1)
+    d.dp = groupOf(groups, "dp");
+  return d;
+}
+
+/// Sums `n` floats over `group` in place (nothing for a one-member group).
+void sumOver(int64_t group, float *x, int64_t n, const char *what) {
+  if (group < 0)
+    return;
+  if (mfrt_all_reduce(group, x, x, n, MFRT_F32) != MFRT_OK)
+    fatal(std::string(what) + ": " + mfrt_last_error());
+}
+
+/// Generates up to N tokens of this replica's request `r` (none for a dummy
+/// round: `o` null) after its prefill. Each step the rank that recorded the
+/// logits (the LM head's, on the last stage) picks the token; the replica
+/// learns it (the loop's back edge to the first stage), and the replicas
+/// agree to go on while any of them generates: a replica done early runs
+/// dummy steps, so that every MoE rendezvous sees all of them. The next
+/// step then runs the token at the next position, its K/V appended to the
+/// caches of the ranks that own that position (the K/V of the last
 /// generated token is never needed).
-void decodeRequest(const Program &prog, RequestOutput &o, int64_t r) {
+void decodeRequest(const Program &prog, ProgramRank &rs, RequestOutput *o,
+                   int64_t r, const DecodeGroups &groups) {
   const Generation &g = prog.generation;
   const Manifest &m = prog.manifest;
-  std::vector<float> prefillLogits = o.logits;
-  for (int64_t step = 0; step < g.maxNewTokens; ++step) {
-    if (step > 0) {
-      int64_t position = o.tokens + step - 1;
-      o.length = position + 1;
-      o.haveLogits = false;
-      IdBuffer token({int64_t(o.generated.back())}), pos({position});
-      _mlir_ciface_decode(&token.ref, &pos.ref);
-      if (!o.haveLogits)
-        fatal("internal: decode step " + std::to_string(step) + " of request " +
-              std::to_string(r) + " recorded no logits");
+  // The replica's first rank keeps the request's generated ids.
+  bool recorder = groups.replica < 0 || mfrt_group_rank(groups.replica) == 0;
+  bool live = o != nullptr;
+  int64_t token = 0;
+  std::vector<float> prefillLogits;
+  if (live && rs.recordedLogits)
+    prefillLogits = o->logits;
+  bool prefillHolder = live && rs.recordedLogits;
+  std::vector<float> msg(size_t(2 + (g.stepLogits ? m.vocab : 0)));
+  for (int64_t step = 0;; ++step) {
+    std::fill(msg.begin(), msg.end(), 0.0f);
+    if (live && rs.recordedLogits) {
+      std::lock_guard<std::mutex> lock(o->mutex);
+      int64_t id = chooseToken(g, o->logits.data(), m.vocab, r, step);
+      bool eos = !g.ignoreEos && std::find(m.eosTokens.begin(),
+                                           m.eosTokens.end(),
+                                           id) != m.eosTokens.end();
+      msg[0] = float(id + 1);
+      msg[1] = eos || step + 1 == g.maxNewTokens ? 1.0f : 0.0f;
+      if (g.stepLogits)
+        std::copy(o->logits.begin(), o->logits.end(), msg.begin() + 2);
+      o->haveLogits = false;
+      rs.recordedLogits = false;
     }
-    int64_t id = chooseToken(g, o.logits.data(), m.vocab, r, step);
-    o.generated.push_back(int32_t(id));
-    if (g.stepLogits)
-      o.stepLogits.insert(o.stepLogits.end(), o.logits.begin(), o.logits.end());
-    if (!g.ignoreEos && std::find(m.eosTokens.begin(), m.eosTokens.end(), id) !=
-                            m.eosTokens.end())
+    // Every rank of the replica takes part, live or not.
+    sumOver(groups.replica, msg.data(), int64_t(msg.size()),
+            "decode: sharing the chosen token");
+    if (live) {
+      if (msg[0] < 1)
+        fatal("internal: decode step " + std::to_string(step) +
+              " of request " + std::to_string(r) + " recorded no logits");
+      token = int64_t(msg[0]) - 1;
+      if (recorder) {
+        std::lock_guard<std::mutex> lock(o->mutex);
+        o->generated.push_back(int32_t(token));
+        if (g.stepLogits)
+          o->stepLogits.insert(o->stepLogits.end(), msg.begin() + 2,
+                               msg.end());
+      }
+      live = msg[1] == 0.0f;
+    }
+    float any = live ? 1.0f : 0.0f;
+    sumOver(groups.dp, &any, 1, "decode: agreeing on the next step");
+    if (any == 0.0f)
       break;
+    rs.step = step + 1;
+    if (live) {
+      int64_t position = o->tokens + step;
+      rs.length = position + 1;
+      rs.output = o;
+      IdBuffer ids({token}), pos({position});
+      _mlir_ciface_decode(&ids.ref, &pos.ref);
+    } else {
+      rs.output = nullptr;
+      IdBuffer ids({0}), pos({0});
+      _mlir_ciface_decode(&ids.ref, &pos.ref);
+    }
   }
+  rs.output = o;
+  rs.step = 0;
+  if (!o)
+    return;
+  std::lock_guard<std::mutex> lock(o->mutex);
+  o->length = std::max(o->length, rs.length);
   // req{r}.logits stays prefill's.
-  o.logits = std::move(prefillLogits);
-  o.haveLogits = true;
+  if (prefillHolder) {
+    o->logits = std::move(prefillLogits);
+    o->haveLogits = true;
+  }
 }
 
 /// Prompts longer than the model's max_position_embeddings (when the
@@ -156,7 +244,7 @@ void checkGeneration(const Options &options, const Manifest &m,
   }
   if (m.decode.empty() || !_mlir_ciface_decode)
     die("--max-new-tokens: this program has no decode step (compile it "
-        "with meshfold-compile --decode, one-device plans only so far)");
+        "with meshfold-compile --decode)");
   if (m.maxPositions <= 0 || options.allowLongPrompts)
     return;
   for (size_t r = 0; r < requests.size(); ++r)
@@ -183,22 +271,31 @@ void runRequests(const Program &prog, ProgramRank &rs,
   size_t rounds = 0;
   for (const auto &list : assigned)
     rounds = std::max(rounds, list.size());
+  DecodeGroups decode = decodeGroups(prog, groups);
   std::vector<int64_t> dummy = {0};
   for (size_t round = 0; round < rounds; ++round) {
     const std::vector<int64_t> &mine = assigned[replica];
     bool real = round < mine.size();
-    rs.output = real ? prog.outputs[mine[round]].get() : nullptr;
+    RequestOutput *o = real ? prog.outputs[mine[round]].get() : nullptr;
+    rs.output = o;
     rs.request = real ? mine[round] : -1;
+    // The rank's cache of this request starts empty.
+    rs.cachedPositions.assign(size_t(prog.manifest.layers), {});
+    rs.length = real ? o->tokens : 0;
+    rs.step = 0;
+    rs.recordedLogits = false;
     mfrt_trace_new_request();
     auto t0 = std::chrono::steady_clock::now();
     runPrefill(real ? prog.requests[mine[round]] : dummy);
     auto t1 = std::chrono::steady_clock::now();
-    if (real && prog.generation.maxNewTokens > 0)
-      decodeRequest(prog, *rs.output, mine[round]);
-    if (real) {
-      rs.output->prefillSeconds =
-          std::chrono::duration<double>(t1 - t0).count();
-      rs.output->decodeSeconds =
+    if (prog.generation.maxNewTokens > 0)
+      decodeRequest(prog, rs, o, rs.request, decode);
+    bool recorder =
+        decode.replica < 0 || mfrt_group_rank(decode.replica) == 0;
+    if (real && recorder) {
+      std::lock_guard<std::mutex> lock(o->mutex);
+      o->prefillSeconds = std::chrono::duration<double>(t1 - t0).count();
+      o->decodeSeconds =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t1)
               .count();
     }

@@ -144,8 +144,7 @@ static cl::opt<double>
 static cl::opt<bool> decodeStep(
     "decode",
     cl::desc("Also compile the decode step (mf-derive-decode), so that the "
-             "program can generate tokens after prefill (--max-new-tokens); "
-             "one-device plans only so far"),
+             "program can generate tokens after prefill (--max-new-tokens)"),
     cl::cat(cat));
 static cl::opt<bool> promptLogprobs(
     "prompt-logprobs",
@@ -552,20 +551,17 @@ static LogicalResult compile(ModuleOp module, int64_t deviceBytes,
   if (decodeStep) {
     auto plan =
         module->getAttrOfType<mf::PlanAttr>(mf::MFDialect::getPlanAttrName());
-    if (plan && plan.getDevices() > 1)
-      return fail("--decode: the decode step of a partitioned plan (" +
-                  std::to_string(plan.getDevices()) +
-                  " devices) is not implemented yet; compile a one-device "
-                  "plan for generation");
     if (promptLogprobs)
       return fail("--decode and --prompt-logprobs together are not "
                   "supported yet");
     PassManager pm(module.getContext());
     if (failed(applyPassManagerCLOptions(pm)))
       return fail("bad pass manager options");
-    // The step with no history is prefill: one function to compile.
+    // On one device the step with no history is prefill: one function to
+    // compile. On a mesh prefill keeps its own partitioning (zigzag chunks,
+    // ring attention), the step its own (round-robin rows, pass-Q).
     mf::MFDeriveDecodePassOptions derive;
-    derive.keepEntry = false;
+    derive.keepEntry = plan && plan.getDevices() > 1;
     pm.addPass(mf::createMFDeriveDecodePass(derive));
     if (failed(pm.run(module)))
       return failure();

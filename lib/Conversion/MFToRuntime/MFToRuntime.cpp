@@ -71,6 +71,7 @@ private:
   LogicalResult lower(SliceOp op);
   LogicalResult lower(TakeOp op);
   LogicalResult lower(ZigzagPositionsOp op);
+  LogicalResult lower(StepRowsOp op);
   LogicalResult lower(AllGatherOp op);
   LogicalResult lower(ReduceScatterOp op);
   LogicalResult lower(AllReduceOp op);
@@ -219,9 +220,13 @@ LogicalResult Lowering::lower(TakeOp op) {
       ArrayRef<AffineMap>{id1, id1},
       ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
       [&](OpBuilder &nb, Location l, ValueRange a) {
-        Value inRange = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::slt,
-                                              a[0], srcLen);
         Value zero = arith::ConstantOp::create(nb, l, nb.getI64IntegerAttr(0));
+        Value inRange = arith::AndIOp::create(
+            nb, l,
+            arith::CmpIOp::create(nb, l, arith::CmpIPredicate::slt, a[0],
+                                  srcLen),
+            arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sge, a[0],
+                                  zero));
         Value safe = arith::SelectOp::create(nb, l, inRange, a[0], zero);
         Value at = arith::IndexCastOp::create(nb, l, nb.getIndexType(), safe);
         Value v = tensor::ExtractOp::create(nb, l, src, ValueRange{at});
@@ -274,6 +279,60 @@ LogicalResult Lowering::lower(ZigzagPositionsOp op) {
         linalg::YieldOp::create(
             nb, l,
             Value(arith::IndexCastOp::create(nb, l, type.getElementType(), p)));
+      });
+  op.replaceAllUsesWith(generic.getResult(0));
+  op.erase();
+  return success();
+}
+
+LogicalResult Lowering::lower(StepRowsOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  int64_t cp = layout.axisSize(op.getAxis().str());
+  Value positions = op.getPositions();
+  Value n = tensor::DimOp::create(b, loc, positions, 0);
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  Value cpV = arith::ConstantIndexOp::create(b, loc, cp);
+  Value padV = arith::ConstantIndexOp::create(b, loc, op.getPadTo());
+  // Rows per rank: ceil(n / CP), rounded up to a multiple of pad_to (at
+  // least one multiple: an empty step still runs).
+  Value perRank = arith::CeilDivUIOp::create(b, loc, n, cpV);
+  Value count = arith::MulIOp::create(
+      b, loc,
+      arith::MaxUIOp::create(b, loc,
+                             arith::CeilDivUIOp::create(b, loc, perRank, padV),
+                             one),
+      padV);
+  // This rank's first row: (r - positions[0]) mod CP (a step has a row).
+  Value p0 = arith::IndexCastOp::create(
+      b, loc, b.getIndexType(),
+      tensor::ExtractOp::create(b, loc, positions, ValueRange{zero}));
+  Value r = groupRank(b, loc, groupId(op.getMesh(), {op.getAxis()}));
+  Value first = arith::RemUIOp::create(
+      b, loc,
+      arith::SubIOp::create(b, loc, arith::AddIOp::create(b, loc, r, cpV),
+                            arith::RemUIOp::create(b, loc, p0, cpV)),
+      cpV);
+  auto type = op.getType();
+  Value init = tensor::EmptyOp::create(b, loc, type.getShape(),
+                                       type.getElementType(), ValueRange{count});
+  AffineMap id1 = AffineMap::getMultiDimIdentityMap(1, ctx);
+  auto generic = linalg::GenericOp::create(
+      b, loc, TypeRange{type}, ValueRange{}, ValueRange{init},
+      ArrayRef<AffineMap>{id1},
+      ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
+      [&](OpBuilder &nb, Location l, ValueRange) {
+        Value i = linalg::IndexOp::create(nb, l, 0);
+        Value row = arith::AddIOp::create(
+            nb, l, first, arith::MulIOp::create(nb, l, i, cpV));
+        Value inStep =
+            arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, row, n);
+        Value id = arith::IndexCastOp::create(nb, l, type.getElementType(), row);
+        Value pad = arith::ConstantOp::create(
+            nb, l, nb.getIntegerAttr(type.getElementType(), -1));
+        linalg::YieldOp::create(
+            nb, l, Value(arith::SelectOp::create(nb, l, inStep, id, pad)));
       });
   op.replaceAllUsesWith(generic.getResult(0));
   op.erase();
@@ -390,7 +449,8 @@ LogicalResult Lowering::lower(RingStepOp op) {
   OpBuilder b(op);
   Location loc = op.getLoc();
   int64_t id = groupId(op.getMesh(), op.getAxes());
-  // Up to three tensors (K, V and their positions) travel as one message.
+  // Up to four tensors (K, V and their positions; a decode step's queries,
+  // partial output, log-sum-exp and positions) travel as one message.
   SmallVector<Value> ins, outs, bufs;
   std::string name = "mfrt_cg_ring_step";
   for (Value in : op.getInputs()) {
@@ -403,8 +463,8 @@ LogicalResult Lowering::lower(RingStepOp op) {
     name += elt.isF32() ? "_f32" : "_i64";
     ins.push_back(inBuffer(b, loc, in));
   }
-  if (op.getInputs().size() > 3)
-    return op.emitError("convert-mf-to-runtime: at most 3 tensors per ring "
+  if (op.getInputs().size() > 4)
+    return op.emitError("convert-mf-to-runtime: at most 4 tensors per ring "
                         "step");
   std::optional<RuntimeFn> entry = lookupRuntimeFn(name);
   if (!entry)
@@ -563,7 +623,8 @@ LogicalResult Lowering::run() {
   for (Operation *op : ops) {
     LogicalResult ok =
         llvm::TypeSwitch<Operation *, LogicalResult>(op)
-            .Case<CoordOp, SliceOp, TakeOp, ZigzagPositionsOp, AllGatherOp,
+            .Case<CoordOp, SliceOp, TakeOp, ZigzagPositionsOp, StepRowsOp,
+                  AllGatherOp,
                   ReduceScatterOp, AllReduceOp, RingStepOp, SendOp, RecvOp,
                   GatherOp, CombineOp>([&](auto o) { return lower(o); })
             .Case<DispatchOp>([&](DispatchOp o) {

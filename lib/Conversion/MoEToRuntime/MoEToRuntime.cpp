@@ -51,6 +51,14 @@ Value readOnlyBuffer(OpBuilder &b, Location loc, Value t, MemRefType erased) {
   return memref::CastOp::create(b, loc, erased, m);
 }
 
+/// The first KV head a rank's K/V tensors hold, as the i64 the runtime
+/// takes (0 without `heads from`: all of the model's).
+Value headOffset(OpBuilder &b, Location loc, Value offset) {
+  if (!offset)
+    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(0));
+  return arith::IndexCastOp::create(b, loc, b.getI64Type(), offset);
+}
+
 struct ConvertMoEToRuntimePass
     : public meshfold::impl::ConvertMoEToRuntimePassBase<
           ConvertMoEToRuntimePass> {
@@ -173,10 +181,7 @@ struct ConvertMoEToRuntimePass
       }
       Value layer =
           arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(op.getLayer()));
-      Value heads = op.getHeadOffset() ? Value(arith::IndexCastOp::create(
-                                             b, loc, i64, op.getHeadOffset()))
-                                       : Value(arith::ConstantOp::create(
-                                             b, loc, b.getI64IntegerAttr(0)));
+      Value heads = headOffset(b, loc, op.getHeadOffset());
       func::CallOp::create(
           b, loc, kvFn,
           ValueRange{layer, readOnlyBuffer(b, loc, op.getKey(), kvType),
@@ -206,11 +211,12 @@ struct ConvertMoEToRuntimePass
         Value layer = arith::ConstantOp::create(
             b, loc, b.getI64IntegerAttr(op.getLayer()));
         Value step = tensor::DimOp::create(b, loc, op.getStepKey(), 0);
+        Value stepPositions =
+            readOnlyBuffer(b, loc, op.getStepPositions(), posType);
         Value cached = arith::IndexCastOp::create(
             b, loc, b.getIndexType(),
             func::CallOp::create(b, loc, lengthFn,
-                                 ValueRange{layer, arith::IndexCastOp::create(
-                                                       b, loc, i64, step)})
+                                 ValueRange{layer, stepPositions})
                 .getResult(0));
         Value rows = arith::AddIOp::create(b, loc, cached, step);
         auto bufferType = MemRefType::get(type.getShape(), f32);
@@ -221,10 +227,10 @@ struct ConvertMoEToRuntimePass
             b, loc, historyFn,
             ValueRange{layer, readOnlyBuffer(b, loc, op.getStepKey(), kvType),
                        readOnlyBuffer(b, loc, op.getStepValue(), kvType),
-                       readOnlyBuffer(b, loc, op.getStepPositions(), posType),
-                       memref::CastOp::create(b, loc, kvType, k),
+                       stepPositions, memref::CastOp::create(b, loc, kvType, k),
                        memref::CastOp::create(b, loc, kvType, v),
-                       memref::CastOp::create(b, loc, posType, p)});
+                       memref::CastOp::create(b, loc, posType, p),
+                       headOffset(b, loc, op.getHeadOffset())});
         auto toTensor = [&](Value m, Type t) -> Value {
           return bufferization::ToTensorOp::create(
               b, loc, t, m, b.getUnitAttr(), /*writable=*/nullptr);

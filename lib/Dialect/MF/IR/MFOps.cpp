@@ -233,6 +233,14 @@ LogicalResult ZigzagPositionsOp::verify() {
   return success();
 }
 
+LogicalResult StepRowsOp::verify() {
+  if (failed(verifyGroup(*this, getMesh(), {getAxis()})))
+    return failure();
+  if (getPositions().getType().getRank() != 1 || getType().getRank() != 1)
+    return emitOpError("maps 1-D positions to 1-D row indices");
+  return success();
+}
+
 LogicalResult TakeOp::verify() {
   RankedTensorType in = getInput().getType(), res = getType();
   if (in.getRank() < 1 || in.getRank() != res.getRank() ||

@@ -53,12 +53,15 @@ struct MFDeriveDecodePass
       return fail(module, "no entry function @" + entry);
     if (module.lookupSymbol(decode))
       return fail(module, "the module already has a symbol @" + decode);
-    if (auto plan = module->getAttrOfType<mf::PlanAttr>(
-            mf::MFDialect::getPlanAttrName());
-        plan && plan.getDevices() > 1)
-      return fail(module, "decode steps of a partitioned plan are not "
-                          "implemented yet; derive the step before "
-                          "partitioning, on one device");
+    // The partitioning passes rewrite both functions, each its own way.
+    bool partitioned = false;
+    module.walk([&](Operation *op) {
+      if (isa_and_nonnull<mf::MFDialect>(op->getDialect()))
+        partitioned = true;
+    });
+    if (partitioned)
+      return fail(module, "the module is partitioned already; derive the "
+                          "step from the global model, then partition both");
     auto tokensType =
         dyn_cast<RankedTensorType>(prefill.getFunctionType().getNumInputs() == 1
                                        ? prefill.getFunctionType().getInput(0)
@@ -71,6 +74,7 @@ struct MFDeriveDecodePass
     b.setInsertionPointAfter(prefill);
     auto step = cast<func::FuncOp>(b.clone(*prefill));
     step.setName(decode);
+    step->setAttr(moe::getDecodeStepAttrName(), b.getUnitAttr());
     Location loc = step.getLoc();
     if (failed(step.insertArgument(1, tokensType, {}, loc)))
       return fail(step, "could not add the positions argument");
@@ -108,7 +112,7 @@ struct MFDeriveDecodePass
       auto history = moe::KVHistoryOp::create(
           b, at, historyType, historyType,
           posType.clone({ShapedType::kDynamic}), op.getKey(), op.getValue(),
-          op.getKvPositions(), *layer);
+          op.getKvPositions(), /*head_offset=*/Value(), *layer);
       op.getKeyMutable().assign(history.getKey());
       op.getValueMutable().assign(history.getValue());
       op.getKvPositionsMutable().assign(history.getPositions());

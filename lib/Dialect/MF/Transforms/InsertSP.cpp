@@ -62,7 +62,8 @@ struct MFInsertSPPass : public mf::impl::MFInsertSPPassBase<MFInsertSPPass> {
     fn.walk([&](moe::EmbedOp op) { embeds.push_back(op); });
     for (moe::EmbedOp embed : embeds) {
       // Tokens taken by position now follow the sliced positions.
-      if (embed.getTokens().getDefiningOp<TakeOp>())
+      if (auto take = embed.getTokens().getDefiningOp<TakeOp>();
+          take && take.getIndices() == posSP)
         continue;
       b.setInsertionPoint(embed);
       embed.getTokensMutable().assign(

@@ -95,13 +95,22 @@ FailureOr<AttentionChain> mf::matchAttentionChain(moe::AttentionOp att) {
                               "attention: "
                            << what;
   };
+  Value key = att.getKey(), value = att.getValue();
+  if ((c.history = key.getDefiningOp<moe::KVHistoryOp>())) {
+    if (value != c.history.getValue() ||
+        att.getKvPositions() != c.history.getPositions())
+      return fail("a K/V history must give the attention's key, value and "
+                  "positions");
+    key = c.history.getStepKey();
+    value = c.history.getStepValue();
+  }
   c.qRope = att.getQuery().getDefiningOp<moe::RoPEOp>();
-  c.kRope = att.getKey().getDefiningOp<moe::RoPEOp>();
+  c.kRope = key.getDefiningOp<moe::RoPEOp>();
   if (!c.qRope || !c.kRope)
     return fail("query and key must come from moe.rope");
   c.qExp = c.qRope.getInput().getDefiningOp<tensor::ExpandShapeOp>();
   c.kExp = c.kRope.getInput().getDefiningOp<tensor::ExpandShapeOp>();
-  c.vExp = att.getValue().getDefiningOp<tensor::ExpandShapeOp>();
+  c.vExp = value.getDefiningOp<tensor::ExpandShapeOp>();
   if (!c.qExp || !c.kExp || !c.vExp)
     return fail("heads must be split by tensor.expand_shape");
   c.qLin = c.qExp.getSrc().getDefiningOp<moe::LinearOp>();

@@ -44,7 +44,8 @@ void removeDeadOps(mlir::Region &region);
 
 /// The attention-side chain of one layer, as the importer builds it:
 /// q = rope(expand(linear(x, Wq))), k = rope(expand(linear(x, Wk))),
-/// v = expand(linear(x, Wv)); out = linear(collapse(attention), Wo).
+/// v = expand(linear(x, Wv)); out = linear(collapse(attention), Wo). In a
+/// decode step the attention reads k and v through a moe.kv_history.
 struct AttentionChain {
   moe::LinearOp qLin, kLin, vLin, oLin;
   mlir::tensor::ExpandShapeOp qExp, kExp, vExp;
@@ -52,6 +53,7 @@ struct AttentionChain {
   mlir::Operation *attention = nullptr; // AttentionOp or its ring form.
   mlir::tensor::CollapseShapeOp collapse;
   llvm::SmallVector<moe::KVCacheOp> caches;
+  moe::KVHistoryOp history; // null in prefill
 };
 
 /// Matches the chain around `attention`; emits an error and fails when the

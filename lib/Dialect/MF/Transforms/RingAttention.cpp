@@ -26,7 +26,12 @@ struct MFRingAttentionPass
     if (cp == 1)
       return;
     SmallVector<moe::AttentionOp> attentions;
-    module.walk([&](moe::AttentionOp op) { attentions.push_back(op); });
+    // A decode step's attention (over the rank's K/V history) moves its
+    // queries instead: mf-pass-q-attention.
+    module.walk([&](moe::AttentionOp op) {
+      if (!op.getKey().getDefiningOp<moe::KVHistoryOp>())
+        attentions.push_back(op);
+    });
     for (moe::AttentionOp att : attentions) {
       OpBuilder b(att);
       Location loc = att.getLoc();

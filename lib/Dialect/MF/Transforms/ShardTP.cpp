@@ -91,21 +91,36 @@ struct MFShardTPPass : public mf::impl::MFShardTPPassBase<MFShardTPPass> {
                             c.qRope.getPositions(), c.qRope.getThetaAttr());
     k = moe::RoPEOp::create(b, c.kRope.getLoc(), k.getType(), k,
                             c.kRope.getPositions(), c.kRope.getThetaAttr());
+    // This rank's KV heads start at (tp * kvParts / TP) * nkvLocal.
+    Value first = scaledCoord(b, loc, "attention", "tp", kvParts, tp);
+    Value offset = arith::MulIOp::create(
+        b, loc, first, arith::ConstantIndexOp::create(b, loc, nkvLocal));
+    Value stepV = c.history ? c.history.getStepValue() : att.getValue();
     for (moe::KVCacheOp cache : c.caches) {
-      // This rank's KV heads start at (tp * kvParts / TP) * nkvLocal.
-      Value first = scaledCoord(b, loc, "attention", "tp", kvParts, tp);
-      Value offset = arith::MulIOp::create(
-          b, loc, first, arith::ConstantIndexOp::create(b, loc, nkvLocal));
-      Value cacheV = cache.getValue() == att.getValue() ? v : Value();
+      Value cacheV = cache.getValue() == stepV ? v : Value();
       if (!cacheV)
         return cache.emitError("partitioning: the KV cache must record the "
                                "attention's value");
       moe::KVCacheOp::create(b, cache.getLoc(), k, cacheV, cache.getPositions(),
                              offset, cache.getLayerAttr());
     }
-    Value out = moe::AttentionOp::create(
-        b, loc, q.getType(), q, k, v, att.getQPositions(), att.getKvPositions(),
-        att.getScaleAttr());
+    Value kvPositions = att.getKvPositions();
+    if (c.history) {
+      // The rank's own cache: its KV heads.
+      auto local = cast<RankedTensorType>(k.getType());
+      auto histType = withDim(c.history.getKey().getType(), 1,
+                              local.getDimSize(1));
+      auto history = moe::KVHistoryOp::create(
+          b, c.history.getLoc(), histType, histType,
+          c.history.getPositions().getType(), k, v,
+          c.history.getStepPositions(), offset, c.history.getLayerAttr());
+      k = history.getKey();
+      v = history.getValue();
+      kvPositions = history.getPositions();
+    }
+    Value out = moe::AttentionOp::create(b, loc, q.getType(), q, k, v,
+                                         att.getQPositions(), kvPositions,
+                                         att.getScaleAttr());
     auto flatType = withDim(c.collapse.getType(), 1, nhLocal * dh);
     Value flat =
         tensor::CollapseShapeOp::create(b, c.collapse.getLoc(), flatType, out,
@@ -123,6 +138,8 @@ struct MFShardTPPass : public mf::impl::MFShardTPPassBase<MFShardTPPass> {
     SmallVector<Operation *> old = {c.oLin, c.collapse, att};
     for (moe::KVCacheOp cache : c.caches)
       old.push_back(cache);
+    if (c.history)
+      old.push_back(c.history);
     old.append(
         {c.qRope, c.kRope, c.qExp, c.kExp, c.vExp, c.qLin, c.kLin, c.vLin});
     eraseAndClean(old);

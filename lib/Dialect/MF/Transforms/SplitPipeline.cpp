@@ -79,37 +79,49 @@ struct MFSplitPipelinePass
     int64_t pp = layout->axisSize("pp");
     if (pp == 1)
       return;
-    auto entry = module.lookupSymbol<func::FuncOp>(entryName);
-    if (!entry) {
+    // The entry and the decode step (either may be alone), each split the
+    // same way.
+    SmallVector<func::FuncOp> entries;
+    if (auto entry = module.lookupSymbol<func::FuncOp>(entryName))
+      entries.push_back(entry);
+    for (func::FuncOp fn : module.getOps<func::FuncOp>())
+      if (fn->hasAttr(moe::getDecodeStepAttrName()) &&
+          fn.getSymName() != entryName)
+        entries.push_back(fn);
+    if (entries.empty()) {
       module.emitError() << "mf-split-pipeline: no entry function @"
-                         << entryName;
+                         << entryName << " (nor a decode step)";
       return signalPassFailure();
     }
-    if (entry.getNumResults() != 0) {
-      entry.emitError("mf-split-pipeline: the entry must return nothing (its "
-                      "outputs are moe.kv_cache and moe.logits)");
-      return signalPassFailure();
-    }
+    for (func::FuncOp fn : entries)
+      if (failed(split(fn, pp)))
+        return signalPassFailure();
+  }
+
+  LogicalResult split(func::FuncOp entry, int64_t pp) {
+    StringRef name = entry.getSymName();
+    if (entry.getNumResults() != 0)
+      return entry.emitError("mf-split-pipeline: the entry must return "
+                             "nothing (its outputs are moe.kv_cache and "
+                             "moe.logits)");
     int64_t numLayers = topLevelLayers(entry).size();
-    if (numLayers % pp != 0 || numLayers == 0) {
-      entry.emitError() << "plan rule 'pp-layers': PP=" << pp
-                        << " must divide the number of layers (" << numLayers
-                        << ")";
-      return signalPassFailure();
-    }
+    if (numLayers % pp != 0 || numLayers == 0)
+      return entry.emitError()
+             << "plan rule 'pp-layers': PP=" << pp
+             << " must divide the number of layers (" << numLayers << ")";
     int64_t per = numLayers / pp;
 
-    OpBuilder b(module.getContext());
+    OpBuilder b(entry.getContext());
     SmallVector<func::FuncOp> stages;
     for (int64_t s = 0; s < pp; ++s) {
       b.setInsertionPointAfter(stages.empty() ? entry : stages.back());
       auto stage = cast<func::FuncOp>(b.clone(*entry));
-      stage.setSymName((entryName + "_stage" + Twine(s)).str());
+      stage.setSymName((name + "_stage" + Twine(s)).str());
       stage.setPrivate();
       stage->removeAttr("llvm.emit_c_interface");
       if (failed(
               keepStage(stage, s * per, (s + 1) * per - 1, s > 0, s + 1 < pp)))
-        return signalPassFailure();
+        return failure();
       stages.push_back(stage);
     }
 
@@ -135,6 +147,7 @@ struct MFSplitPipelinePass
     scf::YieldOp::create(b, loc);
     b.setInsertionPointAfter(sw);
     func::ReturnOp::create(b, loc);
+    return success();
   }
 };
 } // namespace

@@ -25,9 +25,9 @@ namespace mfrt {
 struct RequestOutput {
   /// The prompt's length T.
   int64_t tokens = 0;
-  /// The positions whose K/V the request has so far: T after prefill, one
-  /// more per decode step. The K/V arrays hold room for T + N - 1 rows
-  /// (N = --max-new-tokens), allocated once.
+  /// The positions whose K/V the request has once it is done: T after
+  /// prefill, one more per decode step. The K/V arrays hold room for
+  /// T + N - 1 rows (N = --max-new-tokens), allocated once.
   int64_t length = 0;
   std::vector<std::vector<float>> keys, values; // [layer][rows * n_kv * d_h]
   std::vector<std::vector<uint8_t>> written;    // [layer][rows * n_kv]
@@ -95,6 +95,19 @@ struct ProgramRank {
   /// dropped) and its index (-1 for a dummy batch).
   RequestOutput *output = nullptr;
   int64_t request = -1;
+  /// This rank's own K/V cache of that request, per layer: the positions
+  /// whose K/V it recorded (its heads, its share of the positions), in the
+  /// order recorded. Decode steps read it back (their K/V history).
+  std::vector<std::vector<int64_t>> cachedPositions;
+  /// The request's positions so far: its prompt's, then one more per decode
+  /// step. K/V at or past it is padding.
+  int64_t length = 0;
+  /// The step being run: 0 for prefill, s for the decode step that computes
+  /// generated token s (s >= 1).
+  int64_t step = 0;
+  /// Whether this rank recorded the last step's logits (and so picks the
+  /// next token).
+  bool recordedLogits = false;
   /// The layer last entered (for the routing hooks).
   int64_t layer = -1;
   /// Positions of the rows of the current layer, when tracing or routing

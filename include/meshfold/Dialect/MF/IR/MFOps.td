@@ -281,11 +281,40 @@ def MF_ZigzagPositionsOp : MF_Op<"zigzag_positions", [Pure]> {
   let hasVerifier = 1;
 }
 
+def MF_StepRowsOp : MF_Op<"step_rows", [Pure]> {
+  let summary = "the rows of a decode step a context-parallel rank computes";
+  let description = [{
+    A decode step's `n` rows (their global `positions [n]`) are dealt to the
+    CP ranks round-robin, starting at the CP rank `positions[0] mod CP`: row
+    `i` goes to CP rank `(positions[0] + i) mod CP`. For one request that is
+    the rank `p mod CP` of each new position `p`, so every rank's K/V cache
+    grows by one position in CP steps, and the ranks' row counts differ by
+    at most one. Returns the indices of this rank's rows (its coordinate
+    along `axis`) in order, padded with `-1` to `ceil(n / CP)` rounded up to
+    a multiple of `pad_to`, the same count on every rank. A step has at
+    least one row.
+
+    ```mlir
+    %rows = mf.step_rows %positions on "attention" "cp" pad_to 2
+        : tensor<?xi64> -> tensor<?xi64>
+    ```
+  }];
+  let arguments = (ins MF_IndexTensor:$positions, StrAttr:$mesh,
+                       StrAttr:$axis,
+                       ConfinedAttr<I64Attr, [IntPositive]>:$pad_to);
+  let results = (outs MF_IndexTensor:$result);
+  let assemblyFormat = [{
+    $positions `on` $mesh $axis `pad_to` $pad_to attr-dict `:`
+    type($positions) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def MF_TakeOp : MF_Op<"take", [Pure]> {
   let summary = "gather rows by index, with a fill value past the end";
   let description = [{
-    `result[i] = input[indices[i]]` where `indices[i] < dim(input, 0)`, and
-    `fill` elsewhere (padding tokens).
+    `result[i] = input[indices[i]]` where `0 <= indices[i] < dim(input, 0)`,
+    and `fill` elsewhere (padding tokens).
   }];
   let arguments = (ins MF_AnyTensor:$input, MF_IndexTensor:$indices,
                        I64Attr:$fill);

@@ -100,6 +100,36 @@ def MFZigzagCPPass : Pass<"mf-zigzag-cp", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def MFDecodeKVPlacementPass
+    : Pass<"mf-decode-kv-placement", "::mlir::ModuleOp"> {
+  let summary = "deal a decode step's rows, and so its new K/V, to the CP "
+                "ranks round-robin";
+  let description = [{
+    In a decode step function (`moe.decode_step`, from `mf-derive-decode`)
+    the step's rows are dealt to the CP ranks round-robin by position
+    (`mf.step_rows`): each computes the K/V of its rows and appends them to
+    its own cache, so the cache stays where prefill's zigzag chunks put it
+    and every CP rank's share grows by one position in CP steps. The rows
+    are padded to the same count on every CP rank, a multiple of TP (for
+    sequence parallelism); padding gets token 0 and a position past every
+    real one, which the causal mask, the cache and the LM head ignore. The
+    LM head still takes the step's last position.
+
+    ```mlir
+    func.func @decode(%tokens: tensor<?xi64>, %pos: tensor<?xi64>)
+        attributes {moe.decode_step}
+    // gets (CP = 2, TP = 2)
+    %rows = mf.step_rows %pos on "attention" "cp" pad_to 2
+        : tensor<?xi64> -> tensor<?xi64>
+    %mine = mf.take %pos[%rows] fill 1073741824 : ...
+    %ids = mf.take %tokens[%rows] fill 0 : ...
+    ```
+  }];
+  let dependentDialects = ["::meshfold::mf::MFDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def MFShardTPPass : Pass<"mf-shard-tp", "::mlir::ModuleOp"> {
   let summary = "tensor parallelism: split attention heads over the TP group";
   let description = [{
@@ -163,6 +193,35 @@ def MFRingAttentionPass : Pass<"mf-ring-attention", "::mlir::ModuleOp"> {
     %p1 = mf.ring_step %kp on "attention" ["cp"] ...
     %o1, %l1 = moe.attention_partial %q, %k1, %v1, %qp, %p1 ...
     %o, %l = moe.attention_merge %o0, %l0, %o1, %l1 ...
+    ```
+  }];
+  let dependentDialects = ["::meshfold::mf::MFDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
+def MFPassQAttentionPass : Pass<"mf-pass-q-attention", "::mlir::ModuleOp"> {
+  let summary = "context parallelism in decode: move the queries, not the "
+                "K/V cache";
+  let description = [{
+    A decode step's attention (over `moe.kv_history`, the rank's own cache)
+    with CP > 1: each CP rank attends its rows' queries to its own K/V, then
+    CP-1 times passes the queries, their positions and the running partial
+    output with its log-sum-exp one step around the CP ring, and the rank
+    that receives them attends them to its K/V and merges its partial in
+    (`moe.attention_merge`, prefill's rule). One last step hands each
+    merged output back to the rank that owns its rows. A step's few query
+    rows travel; the cache, which grows with every token, never does.
+
+    ```mlir
+    %k, %v, %kp = moe.kv_history ...
+    %o = moe.attention %q, %k, %v, %qp, %kp ...
+    // becomes (CP = 2)
+    %o0, %l0 = moe.attention_partial %q, %k, %v, %qp, %kp ...
+    %q1 = mf.ring_step %q ...  %acc1 = mf.ring_step %acc ...  %qp1 = ...
+    %o1, %l1 = moe.attention_partial %q1, %k, %v, %qp1, %kp ...
+    %o2, %l2 = moe.attention_merge ...
+    %o = mf.ring_step %o2 ...   // back to the queries' rank
     ```
   }];
   let dependentDialects = ["::meshfold::mf::MFDialect",

@@ -38,6 +38,9 @@ struct ModelInfo {
 mlir::FailureOr<ModelInfo> getModelInfo(mlir::ModuleOp module);
 
 inline llvm::StringRef getModelInfoAttrName() { return "moe.model_info"; }
+/// Marks a decode step function (`mf-derive-decode`): arguments (token ids,
+/// their positions), attention over `moe.kv_history`.
+inline llvm::StringRef getDecodeStepAttrName() { return "moe.decode_step"; }
 
 /// Records `info` on `module` as `moe.model_info`.
 void setModelInfoAttr(mlir::ModuleOp module, const ModelInfo &info);

@@ -385,15 +385,20 @@ def MoE_KVHistoryOp : MoE_Op<"kv_history", [MemoryEffects<[MemRead]>]> {
     `layer` (0-based) recorded (`moe.kv_cache`) for the request's positions
     before the step (the prompt's, then each decoded token's), then the
     step's own `n` rows, `step_key`, `step_value` at `step_positions`. The
-    runtime keeps the cache and fills the result.
+    runtime keeps the cache and fills the result. In a partitioned program
+    the cache is the rank's own: the positions it recorded, in the order it
+    recorded them, and with `heads from %h` the KV heads `%h ..` of the
+    model's (those its `moe.kv_cache` records).
   }];
   let arguments = (ins MoE_FloatTensor:$step_key, MoE_FloatTensor:$step_value,
                        MoE_IndexTensor:$step_positions,
+                       Optional<Index>:$head_offset,
                        ConfinedAttr<I64Attr, [IntNonNegative]>:$layer);
   let results = (outs MoE_FloatTensor:$key, MoE_FloatTensor:$value,
                       MoE_IndexTensor:$positions);
   let assemblyFormat = [{
-    $step_key `,` $step_value `,` $step_positions attr-dict `:`
+    $step_key `,` $step_value `,` $step_positions
+    (`heads` `from` $head_offset^)? attr-dict `:`
     type($step_key) `,` type($step_value) `,` type($step_positions) `->`
     type($key) `,` type($value) `,` type($positions)
   }];
