@@ -24,6 +24,7 @@
 #include <cstring>
 
 #include <omp.h>
+#include <unistd.h>
 
 using namespace mfrt;
 using namespace meshfold;
@@ -245,6 +246,20 @@ void checkGeneration(const Options &options, const Manifest &m,
   if (m.decode.empty() || !_mlir_ciface_decode)
     die("--max-new-tokens: this program has no decode step (compile it "
         "with meshfold-compile --decode)");
+  // Every request's K/V outputs get room for T + N - 1 positions up front.
+  double bytes = 0;
+  for (const std::vector<int64_t> &r : requests)
+    bytes += double(r.size() + size_t(g.maxNewTokens) - 1) *
+             double(m.layers * m.kvHeads) * (2.0 * double(m.headDim) * 4 + 1);
+  double memory =
+      double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGE_SIZE));
+  if (memory > 0 && bytes > memory)
+    die("--max-new-tokens " + std::to_string(g.maxNewTokens) +
+        ": the requests' K/V outputs would take " +
+        std::to_string(int64_t(bytes / double(1ull << 30))) +
+        " GiB, more than this machine's " +
+        std::to_string(int64_t(memory / double(1ull << 30))) +
+        " GiB of memory");
   if (m.maxPositions <= 0 || options.allowLongPrompts)
     return;
   for (size_t r = 0; r < requests.size(); ++r)

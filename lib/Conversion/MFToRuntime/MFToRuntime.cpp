@@ -221,12 +221,11 @@ LogicalResult Lowering::lower(TakeOp op) {
       ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
       [&](OpBuilder &nb, Location l, ValueRange a) {
         Value zero = arith::ConstantOp::create(nb, l, nb.getI64IntegerAttr(0));
-        Value inRange = arith::AndIOp::create(
-            nb, l,
-            arith::CmpIOp::create(nb, l, arith::CmpIPredicate::slt, a[0],
-                                  srcLen),
-            arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sge, a[0],
-                                  zero));
+        Value below = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::slt,
+                                            a[0], srcLen);
+        Value nonNegative = arith::CmpIOp::create(
+            nb, l, arith::CmpIPredicate::sge, a[0], zero);
+        Value inRange = arith::AndIOp::create(nb, l, below, nonNegative);
         Value safe = arith::SelectOp::create(nb, l, inRange, a[0], zero);
         Value at = arith::IndexCastOp::create(nb, l, nb.getIndexType(), safe);
         Value v = tensor::ExtractOp::create(nb, l, src, ValueRange{at});
@@ -309,11 +308,10 @@ LogicalResult Lowering::lower(StepRowsOp op) {
       b, loc, b.getIndexType(),
       tensor::ExtractOp::create(b, loc, positions, ValueRange{zero}));
   Value r = groupRank(b, loc, groupId(op.getMesh(), {op.getAxis()}));
+  Value rPlusCP = arith::AddIOp::create(b, loc, r, cpV);
+  Value p0Mod = arith::RemUIOp::create(b, loc, p0, cpV);
   Value first = arith::RemUIOp::create(
-      b, loc,
-      arith::SubIOp::create(b, loc, arith::AddIOp::create(b, loc, r, cpV),
-                            arith::RemUIOp::create(b, loc, p0, cpV)),
-      cpV);
+      b, loc, arith::SubIOp::create(b, loc, rPlusCP, p0Mod), cpV);
   auto type = op.getType();
   Value init = tensor::EmptyOp::create(b, loc, type.getShape(),
                                        type.getElementType(), ValueRange{count});

@@ -99,11 +99,23 @@ module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
 
 module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
     attention = [cp = 2], experts = [ep = 2 : (cp)]>} {
-  // At most three tensors travel in one ring step.
-  func.func @ring_four(%k: tensor<?x8xf32>) -> (tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>) {
-    // expected-error @+1 {{convert-mf-to-runtime: at most 3 tensors per ring step}}
+  // At most four tensors travel in one ring step.
+  func.func @ring_five(%k: tensor<?x8xf32>) -> tensor<?x8xf32> {
+    // expected-error @+1 {{convert-mf-to-runtime: at most 4 tensors per ring step}}
+    %0:5 = mf.ring_step %k, %k, %k, %k, %k on "attention" ["cp"] : tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32> -> tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>
+    return %0#0 : tensor<?x8xf32>
+  }
+}
+
+// -----
+
+module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
+    attention = [cp = 2], experts = [ep = 2 : (cp)]>} {
+  // Only the combinations the runtime has travel together.
+  func.func @ring_four_f32(%k: tensor<?x8xf32>) -> tensor<?x8xf32> {
+    // expected-error @+1 {{convert-mf-to-runtime: the runtime has no ring step for these tensors (mfrt_cg_ring_step_f32_f32_f32_f32)}}
     %0:4 = mf.ring_step %k, %k, %k, %k on "attention" ["cp"] : tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32> -> tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>
-    return %0#0, %0#1, %0#2, %0#3 : tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>, tensor<?x8xf32>
+    return %0#0 : tensor<?x8xf32>
   }
 }
 

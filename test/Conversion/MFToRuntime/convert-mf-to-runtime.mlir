@@ -138,7 +138,7 @@ module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
 // CHECK-DAG:     func.func private @mfrt_cg_ring_step_f32(i64, memref<*xf32>, memref<*xf32>) attributes {llvm.emit_c_interface}
 // CHECK-DAG:     func.func private @mfrt_cg_ring_step_i64(i64, memref<*xi64>, memref<*xi64>) attributes {llvm.emit_c_interface}
 // CHECK-LABEL:   func.func @ring(
-// CHECK-SAME:        %[[K:[^:]+]]: tensor<?x1x2xf32>, %[[V:[^:]+]]: tensor<?x1x2xf32>, %[[P:[^:]+]]: tensor<?xi64>)
+// CHECK-SAME:        %[[K:[^:]+]]: tensor<?x1x2xf32>, %[[V:[^:]+]]: tensor<?x1x2xf32>, %[[P:[^:]+]]: tensor<?xi64>,
 // CHECK-NEXT:      %[[KB:.+]] = bufferization.to_buffer %[[K]] read_only : tensor<?x1x2xf32> to memref<?x1x2xf32, strided<[?, ?, ?], offset: ?>>
 // CHECK-NEXT:      %[[KU:.+]] = memref.cast %[[KB]]
 // CHECK-NEXT:      %[[VB:.+]] = bufferization.to_buffer %[[V]] read_only
@@ -158,13 +158,17 @@ module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
 // CHECK-NEXT:      bufferization.to_tensor %[[P1]] restrict writable
 // CHECK:           call @mfrt_cg_ring_step_f32(%{{.+}}, %{{.+}}, %{{.+}}) : (i64, memref<*xf32>, memref<*xf32>) -> ()
 // CHECK:           call @mfrt_cg_ring_step_i64(%{{.+}}, %{{.+}}, %{{.+}}) : (i64, memref<*xi64>, memref<*xi64>) -> ()
+// A decode step's queries, partial output, log-sum-exp and positions
+// (pass-Q attention) travel together too.
+// CHECK:           call @mfrt_cg_ring_step_f32_f32_f32_i64(%{{.+}}) : (i64, memref<*xf32>, memref<*xf32>, memref<*xf32>, memref<*xi64>, memref<*xf32>, memref<*xf32>, memref<*xf32>, memref<*xi64>) -> ()
 module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
     attention = [cp = 2], experts = [ep = 2 : (cp)]>} {
-  func.func @ring(%k: tensor<?x1x2xf32>, %v: tensor<?x1x2xf32>, %p: tensor<?xi64>) -> (tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?xi64>, tensor<?x1x2xf32>, tensor<?xi64>) {
+  func.func @ring(%k: tensor<?x1x2xf32>, %v: tensor<?x1x2xf32>, %p: tensor<?xi64>, %l: tensor<?x1xf32>) -> (tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?xi64>, tensor<?x1x2xf32>, tensor<?xi64>, tensor<?x1xf32>) {
     %0:3 = mf.ring_step %k, %v, %p on "attention" ["cp"] : tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?xi64> -> tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?xi64>
     %1 = mf.ring_step %k on "attention" ["cp"] : tensor<?x1x2xf32> -> tensor<?x1x2xf32>
     %2 = mf.ring_step %p on "attention" ["cp"] : tensor<?xi64> -> tensor<?xi64>
-    return %0#0, %0#1, %0#2, %1, %2 : tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?xi64>, tensor<?x1x2xf32>, tensor<?xi64>
+    %3:4 = mf.ring_step %k, %v, %l, %p on "attention" ["cp"] : tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?x1xf32>, tensor<?xi64> -> tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?x1xf32>, tensor<?xi64>
+    return %0#0, %0#1, %0#2, %1, %2, %3#2 : tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?xi64>, tensor<?x1x2xf32>, tensor<?xi64>, tensor<?x1xf32>
   }
 }
 
@@ -311,7 +315,10 @@ module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
 // CHECK:           %[[LEN64:.+]] = arith.index_cast %{{.+}} : index to i64
 // CHECK:           %[[TAKE:.+]] = linalg.generic {{.+}} ins(%[[ZZ]] : tensor<?xi64>)
 // CHECK-NEXT:      ^bb0(%[[IDX:[^:]+]]: i64,
-// CHECK-NEXT:        %[[OK:.+]] = arith.cmpi slt, %[[IDX]], %[[LEN64]] : i64
+// CHECK-NEXT:        %[[ZERO:.+]] = arith.constant 0 : i64
+// CHECK-NEXT:        %[[LT:.+]] = arith.cmpi slt, %[[IDX]], %[[LEN64]] : i64
+// CHECK-NEXT:        %[[GE:.+]] = arith.cmpi sge, %[[IDX]], %[[ZERO]] : i64
+// CHECK-NEXT:        %[[OK:.+]] = arith.andi %[[LT]], %[[GE]] : i1
 // CHECK:             %[[V:.+]] = tensor.extract %[[TOK]][%{{.+}}] : tensor<?xi64>
 // CHECK-NEXT:        %[[FILL:.+]] = arith.constant 0 : i64
 // CHECK-NEXT:        %[[OUT:.+]] = arith.select %[[OK]], %[[V]], %[[FILL]] : i64
@@ -324,6 +331,46 @@ module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
     %zz = mf.zigzag_positions %len on "attention" "cp" pad_to 8 : tensor<?xi64>
     %1 = mf.take %tok[%zz] fill 0 : tensor<?xi64>, tensor<?xi64> -> tensor<?xi64>
     return %0, %1 : tensor<?x8xf32>, tensor<?xi64>
+  }
+}
+
+// -----
+
+// mf.step_rows deals a decode step's n rows to the CP ranks round-robin from
+// CP rank positions[0] mod CP: this rank's first row is (r - p0) mod CP, its
+// rows step by CP, and it gets ceil(n / CP) of them rounded up to a multiple
+// of pad_to (-1 past the step's rows).
+// CHECK-LABEL:   func.func @step_rows(
+// CHECK-SAME:        %[[POS:[^:]+]]: tensor<?xi64>)
+// CHECK:           %[[N:.+]] = tensor.dim %[[POS]], %{{.+}} : tensor<?xi64>
+// CHECK:           %[[CP:.+]] = arith.constant 2 : index
+// CHECK:           %[[PAD:.+]] = arith.constant 4 : index
+// CHECK-NEXT:      %[[PER:.+]] = arith.ceildivui %[[N]], %[[CP]] : index
+// CHECK-NEXT:      %[[BLOCKS:.+]] = arith.ceildivui %[[PER]], %[[PAD]] : index
+// CHECK-NEXT:      %[[ATLEAST:.+]] = arith.maxui %[[BLOCKS]], %{{.+}} : index
+// CHECK-NEXT:      %[[COUNT:.+]] = arith.muli %[[ATLEAST]], %[[PAD]] : index
+// CHECK-NEXT:      %[[P0:.+]] = tensor.extract %[[POS]][%{{.+}}] : tensor<?xi64>
+// CHECK-NEXT:      %[[P0I:.+]] = arith.index_cast %[[P0]] : i64 to index
+// CHECK:           %[[R:.+]] = arith.index_cast %{{.+}} : i64 to index
+// CHECK-NEXT:      %[[RCP:.+]] = arith.addi %[[R]], %[[CP]] : index
+// CHECK-NEXT:      %[[P0MOD:.+]] = arith.remui %[[P0I]], %[[CP]] : index
+// CHECK-NEXT:      %[[D:.+]] = arith.subi %[[RCP]], %[[P0MOD]] : index
+// CHECK-NEXT:      %[[FIRST:.+]] = arith.remui %[[D]], %[[CP]] : index
+// CHECK-NEXT:      %[[E:.+]] = tensor.empty(%[[COUNT]]) : tensor<?xi64>
+// CHECK-NEXT:      linalg.generic {{.+}} outs(%[[E]] : tensor<?xi64>)
+// CHECK:             %[[I:.+]] = linalg.index 0 : index
+// CHECK-NEXT:        %[[STRIDE:.+]] = arith.muli %[[I]], %[[CP]] : index
+// CHECK-NEXT:        %[[ROW:.+]] = arith.addi %[[FIRST]], %[[STRIDE]] : index
+// CHECK-NEXT:        %[[IN:.+]] = arith.cmpi ult, %[[ROW]], %[[N]] : index
+// CHECK-NEXT:        %[[ID:.+]] = arith.index_cast %[[ROW]] : index to i64
+// CHECK-NEXT:        %[[NONE:.+]] = arith.constant -1 : i64
+// CHECK-NEXT:        %[[SEL:.+]] = arith.select %[[IN]], %[[ID]], %[[NONE]] : i64
+// CHECK-NEXT:        linalg.yield %[[SEL]] : i64
+module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
+    attention = [tp = 2, cp = 2], experts = [ep = 4 : (tp, cp)]>} {
+  func.func @step_rows(%pos: tensor<?xi64>) -> tensor<?xi64> {
+    %0 = mf.step_rows %pos on "attention" "cp" pad_to 4 : tensor<?xi64> -> tensor<?xi64>
+    return %0 : tensor<?xi64>
   }
 }
 

@@ -4,21 +4,27 @@
 // mfrt_kv_history_f32 fills from the runtime's cache and the step's own
 // rows; @decode gets the C interface beside @prefill, and the manifest names
 // it and the model's eos ids.
-// CHECK-DAG: func.func private @mfrt_kv_history_length(i64, i64) -> i64 attributes {llvm.emit_c_interface}
-// CHECK-DAG: func.func private @mfrt_kv_history_f32(i64, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?xi64, strided<[?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?xi64, strided<[?], offset: ?>>) attributes {llvm.emit_c_interface}
+// CHECK-DAG: func.func private @mfrt_kv_history_length(i64, memref<?xi64, strided<[?], offset: ?>>) -> i64 attributes {llvm.emit_c_interface}
+// CHECK-DAG: func.func private @mfrt_kv_history_f32(i64, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?xi64, strided<[?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?xi64, strided<[?], offset: ?>>, i64) attributes {llvm.emit_c_interface}
 // CHECK: func.func @prefill({{.*}}) attributes {llvm.emit_c_interface}
 // CHECK: func.func @decode({{.*}}) attributes {llvm.emit_c_interface}
 // CHECK: %[[L:.*]] = arith.constant 3 : i64
 // CHECK: %[[STEP:.*]] = tensor.dim %arg2, %c0
-// CHECK: %[[STEP64:.*]] = arith.index_cast %[[STEP]] : index to i64
-// CHECK: %[[N:.*]] = call @mfrt_kv_history_length(%[[L]], %[[STEP64]]) : (i64, i64) -> i64
+// CHECK: %[[SP:.*]] = memref.cast %{{.*}} : memref<?xi64, strided<[?], offset: ?>> to memref<?xi64, strided<[?], offset: ?>>
+// CHECK: %[[N:.*]] = call @mfrt_kv_history_length(%[[L]], %[[SP]])
 // CHECK: %[[CACHED:.*]] = arith.index_cast %[[N]] : i64 to index
 // CHECK: %[[ROWS:.*]] = arith.addi %[[CACHED]], %[[STEP]]
 // CHECK: %[[K:.*]] = memref.alloc(%[[ROWS]]) : memref<?x1x4xf32>
 // CHECK: %[[V:.*]] = memref.alloc(%[[ROWS]]) : memref<?x1x4xf32>
 // CHECK: %[[P:.*]] = memref.alloc(%[[ROWS]]) : memref<?xi64>
-// CHECK: call @mfrt_kv_history_f32(%[[L]],
+// All KV heads: the first is 0.
+// CHECK: %[[H0:.*]] = arith.constant 0 : i64
+// CHECK: call @mfrt_kv_history_f32(%[[L]], %{{.*}}, %{{.*}}, %[[SP]], %{{.*}}, %{{.*}}, %{{.*}}, %[[H0]])
 // CHECK: bufferization.to_tensor %[[K]] restrict : memref<?x1x4xf32> to tensor<?x1x4xf32>
+// A partitioned step's history holds the rank's KV heads: the first is
+// passed on.
+// CHECK: %[[OFF:.*]] = arith.index_cast %arg4 : index to i64
+// CHECK: call @mfrt_kv_history_f32(%{{.*}}, %[[OFF]])
 // CHECK-NOT: moe.kv_history
 // CHECK: llvm.mlir.global external constant @__mf_manifest
 // CHECK-SAME: decode decode\0Aeos 2 5\0A
@@ -28,9 +34,10 @@ module attributes {moe.eos_token_ids = array<i64: 2, 5>} {
     %h = moe.embed %e, %tokens : tensor<16x8xf32>, tensor<?xi64> -> tensor<?x8xf32>
     return
   }
-  func.func @decode(%tokens: tensor<?xi64>, %pos: tensor<?xi64>, %k: tensor<?x1x4xf32>, %v: tensor<?x1x4xf32>) -> (tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64>) {
+  func.func @decode(%tokens: tensor<?xi64>, %pos: tensor<?xi64>, %k: tensor<?x1x4xf32>, %v: tensor<?x1x4xf32>, %first: index) -> (tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64>, tensor<?x1x4xf32>) {
     %hk, %hv, %hp = moe.kv_history %k, %v, %pos {layer = 3 : i64} : tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64> -> tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64>
-    return %hk, %hv, %hp : tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64>
+    %lk, %lv, %lp = moe.kv_history %k, %v, %pos heads from %first {layer = 3 : i64} : tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64> -> tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64>
+    return %hk, %hv, %hp, %lk : tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64>, tensor<?x1x4xf32>
   }
 }
 

@@ -196,3 +196,21 @@ module attributes {mf.plan = #mf.plan<devices = 32, gpus_per_node = 8,
     return %c : index
   }
 }
+
+// -----
+
+// mf.step_rows deals rows along an axis the mesh has, as 1-D positions.
+module attributes {mf.plan = #mf.plan<devices = 32, gpus_per_node = 8,
+    attention = [tp = 2, cp = 2, dp = 4, pp = 2],
+    experts = [ep = 16 : (tp, cp, dp), pp = 2 : (pp)]>} {
+  func.func @step_rows_axis(%pos: tensor<?xi64>) -> tensor<?xi64> {
+    // expected-error @+1 {{the attention mesh of the plan has no axis "sp"}}
+    %rows = mf.step_rows %pos on "attention" "sp" pad_to 2 : tensor<?xi64> -> tensor<?xi64>
+    return %rows : tensor<?xi64>
+  }
+  func.func @step_rows_rank(%pos: tensor<?x2xi64>) -> tensor<?xi64> {
+    // expected-error @+1 {{maps 1-D positions to 1-D row indices}}
+    %rows = mf.step_rows %pos on "attention" "cp" pad_to 2 : tensor<?x2xi64> -> tensor<?xi64>
+    return %rows : tensor<?xi64>
+  }
+}

@@ -64,4 +64,15 @@ module attributes {mf.plan = #mf.plan<devices = 32, gpus_per_node = 8,
     %g = mf.gather %l on "attention" ["tp"] dim 0 root 0 : tensor<256xf32> -> tensor<512xf32>
     return %y, %g : tensor<?x64xf32>, tensor<512xf32>
   }
+
+  // A decode step's rows dealt over the CP ranks, and the rank's positions
+  // and token ids taken from the step's.
+  // CHECK-LABEL: func.func @step_rows
+  // CHECK: %[[ROWS:.+]] = mf.step_rows %{{.+}} on "attention" "cp" pad_to 2 : tensor<?xi64> -> tensor<?xi64>
+  // CHECK: mf.take %{{.+}}[%[[ROWS]]] fill 1073741824 : tensor<?xi64>, tensor<?xi64> -> tensor<?xi64>
+  func.func @step_rows(%pos: tensor<?xi64>) -> tensor<?xi64> {
+    %rows = mf.step_rows %pos on "attention" "cp" pad_to 2 : tensor<?xi64> -> tensor<?xi64>
+    %mine = mf.take %pos[%rows] fill 1073741824 : tensor<?xi64>, tensor<?xi64> -> tensor<?xi64>
+    return %mine : tensor<?xi64>
+  }
 }

@@ -204,9 +204,12 @@ func.func @kv_cache(%k: tensor<?x4x8xf32>, %v: tensor<?x4x8xf32>, %p: tensor<?xi
 // A decode step's K/V: the cached rows of layer 2, then the step's own.
 // CHECK-LABEL: func.func @kv_history
 // CHECK: moe.kv_history %arg0, %arg1, %arg2 {layer = 2 : i64} : tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1xi64> -> tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>
-func.func @kv_history(%k: tensor<1x4x8xf32>, %v: tensor<1x4x8xf32>, %p: tensor<1xi64>) -> tensor<?x4x8xf32> {
+// A partitioned rank's: its KV heads from %h.
+// CHECK: moe.kv_history %arg0, %arg1, %arg2 heads from %arg3 {layer = 2 : i64} : tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1xi64> -> tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>
+func.func @kv_history(%k: tensor<1x4x8xf32>, %v: tensor<1x4x8xf32>, %p: tensor<1xi64>, %h: index) -> (tensor<?x4x8xf32>, tensor<?x4x8xf32>) {
   %hk, %hv, %hp = moe.kv_history %k, %v, %p {layer = 2 : i64} : tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1xi64> -> tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>
-  return %hk : tensor<?x4x8xf32>
+  %lk, %lv, %lp = moe.kv_history %k, %v, %p heads from %h {layer = 2 : i64} : tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1xi64> -> tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>
+  return %hk, %lk : tensor<?x4x8xf32>, tensor<?x4x8xf32>
 }
 
 // Attention over one key block with its log-sum-exp [Tq, n_h]: dynamic f32, static bf16 with Tq != Tk.

@@ -16,7 +16,7 @@
 // CHECK: moe.positions
 // CHECK: moe.attention %{{.*}}, %[[K:[^,]+]], %[[V:[^,]+]], %[[P:[^,]+]], %[[P]]
 // CHECK-NOT: moe.kv_history
-// CHECK: func.func @decode(%[[TOK:.*]]: tensor<?xi64>, %[[POS:.*]]: tensor<?xi64>)
+// CHECK: func.func @decode(%[[TOK:.*]]: tensor<?xi64>, %[[POS:.*]]: tensor<?xi64>) attributes {moe.decode_step}
 // CHECK-NOT: moe.positions
 // CHECK: moe.embed %{{.*}}, %[[TOK]]
 // CHECK: moe.layer 0(%{{.*}}, %[[POS]])
@@ -78,11 +78,13 @@ module {
 
 // -----
 
-// A partitioned plan's step (pass-Q attention) is not derived.
-// expected-error @+1 {{mf-derive-decode: decode steps of a partitioned plan are not implemented yet}}
+// The step is derived from the global model and partitioned with prefill
+// (mf-partition): not from an already partitioned module.
+// expected-error @+1 {{mf-derive-decode: the module is partitioned already; derive the step from the global model, then partition both}}
 module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
     attention = [tp = 2, cp = 2], experts = [ep = 4 : (tp, cp)]>} {
   func.func @prefill(%tokens: tensor<?xi64>) {
+    %0 = mf.coord "attention" "tp" : index
     return
   }
 }

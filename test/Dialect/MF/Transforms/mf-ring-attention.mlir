@@ -106,3 +106,20 @@ module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
     return %a : tensor<?x4x2xf32>
   }
 }
+
+// -----
+
+// A decode step's attention (over the rank's K/V history) is left to
+// mf-pass-q-attention: its queries travel, not the cache.
+// CHECK-LABEL: func.func @decode_step(
+// CHECK:           moe.kv_history
+// CHECK-NEXT:      moe.attention %
+// CHECK-NOT:       mf.ring_step
+module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 4,
+    attention = [cp = 2], experts = [ep = 2 : (cp)]>} {
+  func.func @decode_step(%q: tensor<?x4x2xf32>, %sk: tensor<?x2x2xf32>, %sv: tensor<?x2x2xf32>, %qp: tensor<?xi64>) -> tensor<?x4x2xf32> {
+    %k, %v, %kp = moe.kv_history %sk, %sv, %qp {layer = 0 : i64} : tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64> -> tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64>
+    %a = moe.attention %q, %k, %v, %qp, %kp {scale = 0.5 : f32} : tensor<?x4x2xf32>, tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x4x2xf32>
+    return %a : tensor<?x4x2xf32>
+  }
+}

@@ -208,3 +208,42 @@ module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
     return %o : tensor<?x8xf32>
   }
 }
+
+// -----
+
+// A decode step's attention reads the layer's K/V history: the history
+// becomes the rank's own (its KV heads, from the same first head as its
+// cache writes), over the step's local K and V.
+// CHECK-LABEL: func.func @decode_step(
+// CHECK-SAME:      %[[X:[^:]+]]: tensor<?x8xf32>, %[[POS:[^:]+]]: tensor<?xi64>)
+// CHECK:         %[[K:.+]] = moe.rope %{{.+}}, %[[POS]] {theta = 1.000000e+04 : f32} : tensor<?x1x2xf32>, tensor<?xi64> -> tensor<?x1x2xf32>
+// CHECK:         %[[FIRST:.+]] = arith.muli
+// CHECK-NEXT:    moe.kv_cache %[[K]], %[[VE:[^,]+]], %[[POS]] heads from %[[FIRST]] {layer = 0 : i64}
+// CHECK-NEXT:    %[[HK:.+]], %[[HV:.+]], %[[HP:.+]] = moe.kv_history %[[K]], %[[VE]], %[[POS]] heads from %[[FIRST]] {layer = 0 : i64} : tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?xi64> -> tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?xi64>
+// CHECK-NEXT:    moe.attention %{{.+}}, %[[HK]], %[[HV]], %[[POS]], %[[HP]] {{.+}} -> tensor<?x2x2xf32>
+// CHECK-NOT:     moe.kv_history
+module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
+    attention = [tp = 2], experts = [ep = 2 : (tp)]>} {
+  func.func @decode_step(%x: tensor<?x8xf32>, %pos: tensor<?xi64>) -> tensor<?x8xf32> {
+    %c0 = arith.constant 0 : index
+    %t = tensor.dim %x, %c0 : tensor<?x8xf32>
+    %wq = moe.param "q.weight" : tensor<8x8xf32>
+    %ql = moe.linear %x, %wq : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+    %qe = tensor.expand_shape %ql [[0], [1, 2]] output_shape [%t, 4, 2] : tensor<?x8xf32> into tensor<?x4x2xf32>
+    %wk = moe.param "k.weight" : tensor<4x8xf32>
+    %kl = moe.linear %x, %wk : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+    %ke = tensor.expand_shape %kl [[0], [1, 2]] output_shape [%t, 2, 2] : tensor<?x4xf32> into tensor<?x2x2xf32>
+    %wv = moe.param "v.weight" : tensor<4x8xf32>
+    %vl = moe.linear %x, %wv : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+    %ve = tensor.expand_shape %vl [[0], [1, 2]] output_shape [%t, 2, 2] : tensor<?x4xf32> into tensor<?x2x2xf32>
+    %q = moe.rope %qe, %pos {theta = 1.000000e+04 : f32} : tensor<?x4x2xf32>, tensor<?xi64> -> tensor<?x4x2xf32>
+    %k = moe.rope %ke, %pos {theta = 1.000000e+04 : f32} : tensor<?x2x2xf32>, tensor<?xi64> -> tensor<?x2x2xf32>
+    moe.kv_cache %k, %ve, %pos {layer = 0 : i64} : tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64>
+    %hk, %hv, %hp = moe.kv_history %k, %ve, %pos {layer = 0 : i64} : tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64> -> tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64>
+    %a = moe.attention %q, %hk, %hv, %pos, %hp {scale = 0.707106769 : f32} : tensor<?x4x2xf32>, tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x4x2xf32>
+    %f = tensor.collapse_shape %a [[0], [1, 2]] : tensor<?x4x2xf32> into tensor<?x8xf32>
+    %wo = moe.param "o.weight" : tensor<8x8xf32>
+    %o = moe.linear %f, %wo : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+    return %o : tensor<?x8xf32>
+  }
+}
