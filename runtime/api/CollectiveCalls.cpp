@@ -191,12 +191,14 @@ extern "C" mfrt_status mfrt_kv_ring_step(int64_t group, const void *k,
   return finishOp(op, s);
 }
 
-extern "C" mfrt_status mfrt_ring_step_bytes(int64_t group, const void *send,
-                                            void *recv, int64_t bytes) {
+namespace {
+/// One ring step of an opaque buffer, counted as `kind`.
+mfrt_status ringStepBytes(const char *name, mfrt_op_kind kind, int64_t group,
+                          const void *send, void *recv, int64_t bytes) {
   RankState *st = currentRank();
   if (!st)
-    return outsideLaunch("mfrt_ring_step_bytes");
-  Op op(*st, "ring_step", MFRT_OP_KV_RING);
+    return outsideLaunch(name);
+  Op op(*st, "ring_step", kind);
   Status s = beginOp(op, group, false);
   if (s.ok() && bytes < 0)
     s = Status::error(MFRT_ERR_ARGUMENT, "bytes is " + std::to_string(bytes) +
@@ -215,6 +217,19 @@ extern "C" mfrt_status mfrt_ring_step_bytes(int64_t group, const void *send,
   if (s.ok() && op.traced())
     traceRingNext(op);
   return finishOp(op, s);
+}
+} // namespace
+
+extern "C" mfrt_status mfrt_ring_step_bytes(int64_t group, const void *send,
+                                            void *recv, int64_t bytes) {
+  return ringStepBytes("mfrt_ring_step_bytes", MFRT_OP_KV_RING, group, send,
+                       recv, bytes);
+}
+
+extern "C" mfrt_status mfrt_q_ring_step_bytes(int64_t group, const void *send,
+                                              void *recv, int64_t bytes) {
+  return ringStepBytes("mfrt_q_ring_step_bytes", MFRT_OP_Q_RING, group, send,
+                       recv, bytes);
 }
 
 extern "C" mfrt_status mfrt_send(int peer, const void *buf, int64_t count,

@@ -56,6 +56,8 @@ extern "C" const char *mfrt_op_kind_name(mfrt_op_kind kind) {
     return "all_reduce";
   case MFRT_OP_BARRIER:
     return "barrier";
+  case MFRT_OP_Q_RING:
+    return "q_ring";
   case MFRT_OP_KIND_COUNT:
     break;
   }

@@ -53,7 +53,11 @@ void check(mfrt_status status, const char *what) {
 /// Token tracing: whether this rank runs the traced request now.
 bool tracedRequest(const ProgramRank &rs) {
   const TraceConfig &c = traceConfig();
-  return c.traceToken && rs.request == c.request;
+  if (!c.traceToken || rs.request != c.request || !rs.output)
+    return false;
+  // A prompt position is computed by prefill (where positions past the
+  // prompt are padding), a generated one by its decode step.
+  return (c.position < rs.output->tokens) == (rs.step == 0);
 }
 
 /// The rows among `positions` (of `n`) that hold the traced position.
@@ -82,11 +86,10 @@ void markRows(const ProgramRank &rs, const std::vector<int64_t> &positions,
 }
 
 /// Whether the rank's rows of `layout` hold the traced token at the
-/// request's last position (the LM head's row).
+/// position the LM head reads: the prompt's last, or a decode step's.
 bool holdsTracedLastRow(const ProgramRank &rs,
                         const std::vector<int64_t> &layout) {
-  if (!tracedRequest(rs) || !rs.output ||
-      traceConfig().position != rs.output->tokens - 1)
+  if (!tracedRequest(rs) || traceConfig().position != rs.length - 1)
     return false;
   return !tracedRows(rs, layout.data(), int64_t(layout.size())).empty();
 }
@@ -129,7 +132,7 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
   if (!out)
     return;
   const TraceConfig &trace = traceConfig();
-  if (trace.traceToken && rs.request == trace.request)
+  if (tracedRequest(rs) && trace.position < rs.length)
     for (int64_t t = 0; t < k->sizes[0]; ++t)
       if (positions->data[positions->offset + t * positions->strides[0]] ==
           trace.position) {
@@ -172,8 +175,8 @@ bool inStep(StridedMemRefType<int64_t, 1> *sp, int64_t p) {
 
 /// The cached rows of a decode step's K/V history: the positions this rank
 /// recorded for `layer` before the step (whose positions are `sp`).
-int64_t _mlir_ciface_mfrt_kv_history_length(
-    int64_t layer, StridedMemRefType<int64_t, 1> *sp) {
+int64_t _mlir_ciface_mfrt_kv_history_length(int64_t layer,
+                                            StridedMemRefType<int64_t, 1> *sp) {
   ProgramRank &rs = programRank();
   if (layer < 0 || layer >= rs.manifest->layers)
     fatal("internal: K/V history of layer " + std::to_string(layer) +
@@ -425,9 +428,10 @@ void _mlir_ciface_mfrt_cg_recv_f32(int64_t id, int64_t offset,
 }
 
 /// One ring step of f32 tensors followed by their rows' positions, as one
-/// message; the positions say whether it carries the traced token.
+/// message; the positions say whether it carries the traced token. Counted
+/// as a K/V ring step, or with `queries` as pass-Q's.
 static void
-ringStepWithPositions(int64_t id,
+ringStepWithPositions(int64_t id, bool queries,
                       std::initializer_list<UnrankedMemRefType<float> *> in,
                       UnrankedMemRefType<int64_t> *p,
                       std::initializer_list<UnrankedMemRefType<float> *> out,
@@ -453,8 +457,9 @@ ringStepWithPositions(int64_t id,
   std::vector<int64_t> marks = tracedRows(programRank(), c.data, c.count);
   if (!marks.empty())
     mfrt_trace_mark(marks.data(), int64_t(marks.size()), 0);
-  check(mfrt_ring_step_bytes(group(id), send.data(), recv.data(),
-                             int64_t(send.size())),
+  int64_t g = group(id), size = int64_t(send.size());
+  check(queries ? mfrt_q_ring_step_bytes(g, send.data(), recv.data(), size)
+                : mfrt_ring_step_bytes(g, send.data(), recv.data(), size),
         "ring_step");
   at = 0;
   for (const auto &b : outs) {
@@ -469,7 +474,7 @@ void _mlir_ciface_mfrt_cg_ring_step_f32_f32_i64(
     int64_t id, UnrankedMemRefType<float> *k, UnrankedMemRefType<float> *v,
     UnrankedMemRefType<int64_t> *p, UnrankedMemRefType<float> *kOut,
     UnrankedMemRefType<float> *vOut, UnrankedMemRefType<int64_t> *pOut) {
-  ringStepWithPositions(id, {k, v}, p, {kOut, vOut}, pOut);
+  ringStepWithPositions(id, /*queries=*/false, {k, v}, p, {kOut, vOut}, pOut);
 }
 
 /// A decode step's queries, partial output and log-sum-exp, and the
@@ -479,7 +484,18 @@ void _mlir_ciface_mfrt_cg_ring_step_f32_f32_f32_i64(
     UnrankedMemRefType<float> *lse, UnrankedMemRefType<int64_t> *p,
     UnrankedMemRefType<float> *qOut, UnrankedMemRefType<float> *oOut,
     UnrankedMemRefType<float> *lseOut, UnrankedMemRefType<int64_t> *pOut) {
-  ringStepWithPositions(id, {q, o, lse}, p, {qOut, oOut, lseOut}, pOut);
+  ringStepWithPositions(id, /*queries=*/true, {q, o, lse}, p,
+                        {qOut, oOut, lseOut}, pOut);
+}
+
+/// The merged outputs of a decode step's queries and their positions, back
+/// to the queries' rank (pass-Q's last step).
+void _mlir_ciface_mfrt_cg_ring_step_f32_i64(int64_t id,
+                                            UnrankedMemRefType<float> *o,
+                                            UnrankedMemRefType<int64_t> *p,
+                                            UnrankedMemRefType<float> *oOut,
+                                            UnrankedMemRefType<int64_t> *pOut) {
+  ringStepWithPositions(id, /*queries=*/true, {o}, p, {oOut}, pOut);
 }
 
 void _mlir_ciface_mfrt_cg_ring_step_f32(int64_t id,

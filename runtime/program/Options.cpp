@@ -349,10 +349,16 @@ void mfrt::configureTrace(const Options &options, const Program &prog) {
           std::to_string(prog.requests.size()) + " requests (0.." +
           std::to_string(prog.requests.size() - 1) + ")");
     int64_t len = int64_t(prog.requests[size_t(trace.request)].size());
-    if (trace.position >= len)
+    // With --max-new-tokens N, the decode steps compute positions T ..
+    // T+N-2 (the last generated token's K/V is never needed).
+    int64_t steps = std::max<int64_t>(0, prog.generation.maxNewTokens - 1);
+    if (trace.position >= len + steps)
       die("--trace-token " + token + ": request " +
           std::to_string(trace.request) + " has " + std::to_string(len) +
-          " tokens (positions 0.." + std::to_string(len - 1) + ")");
+          " tokens (positions 0.." + std::to_string(len - 1) + ")" +
+          (steps > 0 ? " and decode steps at positions " + std::to_string(len) +
+                           ".." + std::to_string(len + steps - 1)
+                     : std::string()));
     trace.traceToken = true;
     trace.svgPath = options.traceSvg;
     mfrt_trace_enable(1);

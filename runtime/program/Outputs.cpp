@@ -79,8 +79,7 @@ std::vector<char> serializeOutputs(const Program &prog) {
         o.length > o.tokens) {
       // Decoding: the generated ids (their step logits), the per-step
       // counters and the timings, from whichever process kept them.
-      int64_t hdr[4] = {-3, int64_t(r), o.length,
-                        int64_t(o.generated.size())};
+      int64_t hdr[4] = {-3, int64_t(r), o.length, int64_t(o.generated.size())};
       put(hdr, sizeof(hdr));
       put(o.generated.data(), o.generated.size() * sizeof(int32_t));
       int64_t counts[2] = {int64_t(o.stepLogits.size()),

@@ -130,6 +130,7 @@ void printComparison(const Program &prog, const MeshLayout &layout,
   const std::pair<const char *, mfrt_op_kind> kinds[] = {
       {"all_gather", MFRT_OP_ALL_GATHER},
       {"kv_ring", MFRT_OP_KV_RING},
+      {"q_ring", MFRT_OP_Q_RING},
       {"reduce_scatter", MFRT_OP_REDUCE_SCATTER},
       {"dispatch", MFRT_OP_DISPATCH},
       {"combine", MFRT_OP_COMBINE},

@@ -136,9 +136,9 @@ void decodeRequest(const Program &prog, ProgramRank &rs, RequestOutput *o,
     if (live && rs.recordedLogits) {
       std::lock_guard<std::mutex> lock(o->mutex);
       int64_t id = chooseToken(g, o->logits.data(), m.vocab, r, step);
-      bool eos = !g.ignoreEos && std::find(m.eosTokens.begin(),
-                                           m.eosTokens.end(),
-                                           id) != m.eosTokens.end();
+      bool eos = !g.ignoreEos &&
+                 std::find(m.eosTokens.begin(), m.eosTokens.end(), id) !=
+                     m.eosTokens.end();
       msg[0] = float(id + 1);
       msg[1] = eos || step + 1 == g.maxNewTokens ? 1.0f : 0.0f;
       if (g.stepLogits)
@@ -151,15 +151,14 @@ void decodeRequest(const Program &prog, ProgramRank &rs, RequestOutput *o,
             "decode: sharing the chosen token");
     if (live) {
       if (msg[0] < 1)
-        fatal("internal: decode step " + std::to_string(step) +
-              " of request " + std::to_string(r) + " recorded no logits");
+        fatal("internal: decode step " + std::to_string(step) + " of request " +
+              std::to_string(r) + " recorded no logits");
       token = int64_t(msg[0]) - 1;
       if (recorder) {
         std::lock_guard<std::mutex> lock(o->mutex);
         o->generated.push_back(int32_t(token));
         if (g.stepLogits)
-          o->stepLogits.insert(o->stepLogits.end(), msg.begin() + 2,
-                               msg.end());
+          o->stepLogits.insert(o->stepLogits.end(), msg.begin() + 2, msg.end());
       }
       live = msg[1] == 0.0f;
     }
@@ -305,8 +304,7 @@ void runRequests(const Program &prog, ProgramRank &rs,
     auto t1 = std::chrono::steady_clock::now();
     if (prog.generation.maxNewTokens > 0)
       decodeRequest(prog, rs, o, rs.request, decode);
-    bool recorder =
-        decode.replica < 0 || mfrt_group_rank(decode.replica) == 0;
+    bool recorder = decode.replica < 0 || mfrt_group_rank(decode.replica) == 0;
     if (real && recorder) {
       std::lock_guard<std::mutex> lock(o->mutex);
       o->prefillSeconds = std::chrono::duration<double>(t1 - t0).count();

@@ -244,10 +244,17 @@ void mfrt::printTraceLog(const MeshLayout &layout, const TraceLog &log,
                          int64_t replica, int64_t promptTokens) {
   const TraceConfig &c = traceConfig();
   const int64_t devices = layout.numDevices();
-  std::printf("trace of request %lld, position %lld (of %lld prompt tokens), "
-              "DP replica %lld\n",
-              (long long)c.request, (long long)c.position,
-              (long long)promptTokens, (long long)replica);
+  if (c.position < promptTokens)
+    std::printf("trace of request %lld, position %lld (of %lld prompt "
+                "tokens), DP replica %lld\n",
+                (long long)c.request, (long long)c.position,
+                (long long)promptTokens, (long long)replica);
+  else
+    std::printf("trace of request %lld, position %lld (generated token %lld, "
+                "after %lld prompt tokens), DP replica %lld\n",
+                (long long)c.request, (long long)c.position,
+                (long long)(c.position - promptTokens + 1),
+                (long long)promptTokens, (long long)replica);
   if (log.landing < 0) {
     std::printf("trip: the token's data was not seen on any GPU\n");
     return;

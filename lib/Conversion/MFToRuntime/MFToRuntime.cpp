@@ -223,8 +223,8 @@ LogicalResult Lowering::lower(TakeOp op) {
         Value zero = arith::ConstantOp::create(nb, l, nb.getI64IntegerAttr(0));
         Value below = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::slt,
                                             a[0], srcLen);
-        Value nonNegative = arith::CmpIOp::create(
-            nb, l, arith::CmpIPredicate::sge, a[0], zero);
+        Value nonNegative =
+            arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sge, a[0], zero);
         Value inRange = arith::AndIOp::create(nb, l, below, nonNegative);
         Value safe = arith::SelectOp::create(nb, l, inRange, a[0], zero);
         Value at = arith::IndexCastOp::create(nb, l, nb.getIndexType(), safe);
@@ -299,9 +299,8 @@ LogicalResult Lowering::lower(StepRowsOp op) {
   Value perRank = arith::CeilDivUIOp::create(b, loc, n, cpV);
   Value count = arith::MulIOp::create(
       b, loc,
-      arith::MaxUIOp::create(b, loc,
-                             arith::CeilDivUIOp::create(b, loc, perRank, padV),
-                             one),
+      arith::MaxUIOp::create(
+          b, loc, arith::CeilDivUIOp::create(b, loc, perRank, padV), one),
       padV);
   // This rank's first row: (r - positions[0]) mod CP (a step has a row).
   Value p0 = arith::IndexCastOp::create(
@@ -312,9 +311,15 @@ LogicalResult Lowering::lower(StepRowsOp op) {
   Value p0Mod = arith::RemUIOp::create(b, loc, p0, cpV);
   Value first = arith::RemUIOp::create(
       b, loc, arith::SubIOp::create(b, loc, rPlusCP, p0Mod), cpV);
+  // Rotated by (positions[0] / CP mod pad_to) blocks of count / pad_to.
+  Value block = arith::DivUIOp::create(b, loc, count, padV);
+  Value turn = arith::RemUIOp::create(
+      b, loc, arith::DivUIOp::create(b, loc, p0, cpV), padV);
+  Value shift = arith::MulIOp::create(b, loc, turn, block);
+  Value unshift = arith::SubIOp::create(b, loc, count, shift);
   auto type = op.getType();
-  Value init = tensor::EmptyOp::create(b, loc, type.getShape(),
-                                       type.getElementType(), ValueRange{count});
+  Value init = tensor::EmptyOp::create(
+      b, loc, type.getShape(), type.getElementType(), ValueRange{count});
   AffineMap id1 = AffineMap::getMultiDimIdentityMap(1, ctx);
   auto generic = linalg::GenericOp::create(
       b, loc, TypeRange{type}, ValueRange{}, ValueRange{init},
@@ -322,11 +327,14 @@ LogicalResult Lowering::lower(StepRowsOp op) {
       ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
       [&](OpBuilder &nb, Location l, ValueRange) {
         Value i = linalg::IndexOp::create(nb, l, 0);
-        Value row = arith::AddIOp::create(
-            nb, l, first, arith::MulIOp::create(nb, l, i, cpV));
+        Value j = arith::RemUIOp::create(
+            nb, l, arith::AddIOp::create(nb, l, i, unshift), count);
+        Value row = arith::AddIOp::create(nb, l, first,
+                                          arith::MulIOp::create(nb, l, j, cpV));
         Value inStep =
             arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, row, n);
-        Value id = arith::IndexCastOp::create(nb, l, type.getElementType(), row);
+        Value id =
+            arith::IndexCastOp::create(nb, l, type.getElementType(), row);
         Value pad = arith::ConstantOp::create(
             nb, l, nb.getIntegerAttr(type.getElementType(), -1));
         linalg::YieldOp::create(
@@ -622,9 +630,8 @@ LogicalResult Lowering::run() {
     LogicalResult ok =
         llvm::TypeSwitch<Operation *, LogicalResult>(op)
             .Case<CoordOp, SliceOp, TakeOp, ZigzagPositionsOp, StepRowsOp,
-                  AllGatherOp,
-                  ReduceScatterOp, AllReduceOp, RingStepOp, SendOp, RecvOp,
-                  GatherOp, CombineOp>([&](auto o) { return lower(o); })
+                  AllGatherOp, ReduceScatterOp, AllReduceOp, RingStepOp, SendOp,
+                  RecvOp, GatherOp, CombineOp>([&](auto o) { return lower(o); })
             .Case<DispatchOp>([&](DispatchOp o) {
               dispatches.push_back(o);
               return lower(o);

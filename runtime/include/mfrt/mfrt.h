@@ -75,7 +75,8 @@ typedef enum mfrt_op_kind {
   MFRT_OP_GATHER = 6, /* the LM-head halves */
   MFRT_OP_ALL_REDUCE = 7,
   MFRT_OP_BARRIER = 8,
-  MFRT_OP_KIND_COUNT = 9
+  MFRT_OP_Q_RING = 9, /* a decode step's queries and partial outputs */
+  MFRT_OP_KIND_COUNT = 10
 } mfrt_op_kind;
 
 typedef enum mfrt_link {
@@ -176,6 +177,10 @@ mfrt_status mfrt_kv_ring_step(int64_t group, const void *k, const void *v,
    MFRT_OP_KV_RING. recv must not be send. */
 mfrt_status mfrt_ring_step_bytes(int64_t group, const void *send, void *recv,
                                  int64_t bytes);
+/* The same ring step for a decode step's queries, partial outputs and
+   their positions (pass-Q attention), counted as MFRT_OP_Q_RING. */
+mfrt_status mfrt_q_ring_step_bytes(int64_t group, const void *send,
+                                   void *recv, int64_t bytes);
 /* Point to point between global ranks (pipeline stages), counted as
    MFRT_OP_PP. Sends to one peer are received in order. local / mpi:
    mfrt_send copies the data out and returns at once (a symmetric exchange

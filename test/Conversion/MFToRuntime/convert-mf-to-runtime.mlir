@@ -339,7 +339,8 @@ module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
 // mf.step_rows deals a decode step's n rows to the CP ranks round-robin from
 // CP rank positions[0] mod CP: this rank's first row is (r - p0) mod CP, its
 // rows step by CP, and it gets ceil(n / CP) of them rounded up to a multiple
-// of pad_to (-1 past the step's rows).
+// of pad_to (-1 past the step's rows), rotated by (p0 / CP mod pad_to)
+// blocks of count / pad_to.
 // CHECK-LABEL:   func.func @step_rows(
 // CHECK-SAME:        %[[POS:[^:]+]]: tensor<?xi64>)
 // CHECK:           %[[N:.+]] = tensor.dim %[[POS]], %{{.+}} : tensor<?xi64>
@@ -356,10 +357,17 @@ module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
 // CHECK-NEXT:      %[[P0MOD:.+]] = arith.remui %[[P0I]], %[[CP]] : index
 // CHECK-NEXT:      %[[D:.+]] = arith.subi %[[RCP]], %[[P0MOD]] : index
 // CHECK-NEXT:      %[[FIRST:.+]] = arith.remui %[[D]], %[[CP]] : index
+// CHECK-NEXT:      %[[BLOCK:.+]] = arith.divui %[[COUNT]], %[[PAD]] : index
+// CHECK-NEXT:      %[[P0CP:.+]] = arith.divui %[[P0I]], %[[CP]] : index
+// CHECK-NEXT:      %[[TURN:.+]] = arith.remui %[[P0CP]], %[[PAD]] : index
+// CHECK-NEXT:      %[[SHIFT:.+]] = arith.muli %[[TURN]], %[[BLOCK]] : index
+// CHECK-NEXT:      %[[UNSHIFT:.+]] = arith.subi %[[COUNT]], %[[SHIFT]] : index
 // CHECK-NEXT:      %[[E:.+]] = tensor.empty(%[[COUNT]]) : tensor<?xi64>
 // CHECK-NEXT:      linalg.generic {{.+}} outs(%[[E]] : tensor<?xi64>)
 // CHECK:             %[[I:.+]] = linalg.index 0 : index
-// CHECK-NEXT:        %[[STRIDE:.+]] = arith.muli %[[I]], %[[CP]] : index
+// CHECK-NEXT:        %[[IU:.+]] = arith.addi %[[I]], %[[UNSHIFT]] : index
+// CHECK-NEXT:        %[[J:.+]] = arith.remui %[[IU]], %[[COUNT]] : index
+// CHECK-NEXT:        %[[STRIDE:.+]] = arith.muli %[[J]], %[[CP]] : index
 // CHECK-NEXT:        %[[ROW:.+]] = arith.addi %[[FIRST]], %[[STRIDE]] : index
 // CHECK-NEXT:        %[[IN:.+]] = arith.cmpi ult, %[[ROW]], %[[N]] : index
 // CHECK-NEXT:        %[[ID:.+]] = arith.index_cast %[[ROW]] : index to i64

@@ -70,16 +70,17 @@ struct MFPassQAttentionPass
       Value prevOut = step(out), prevLse = step(lse);
       qp = step(qp);
       auto next = partial(q, qp);
-      auto merged = moe::AttentionMergeOp::create(b, loc, oType, lseType,
-                                                  prevOut, prevLse,
-                                                  next.getResult(),
-                                                  next.getLse());
+      auto merged = moe::AttentionMergeOp::create(
+          b, loc, oType, lseType, prevOut, prevLse, next.getResult(),
+          next.getLse());
       out = merged.getResult();
       lse = merged.getLse();
     }
     // Rank r now holds the merged output of rank r + 1's queries: one more
-    // step hands it back.
+    // step hands it back, with the queries' positions (they say which
+    // token's output the message carries).
     out = step(out);
+    (void)step(qp);
     att.replaceAllUsesWith(out);
     att.erase();
   }

@@ -108,8 +108,8 @@ struct MFShardTPPass : public mf::impl::MFShardTPPassBase<MFShardTPPass> {
     if (c.history) {
       // The rank's own cache: its KV heads.
       auto local = cast<RankedTensorType>(k.getType());
-      auto histType = withDim(c.history.getKey().getType(), 1,
-                              local.getDimSize(1));
+      auto histType =
+          withDim(c.history.getKey().getType(), 1, local.getDimSize(1));
       auto history = moe::KVHistoryOp::create(
           b, c.history.getLoc(), histType, histType,
           c.history.getPositions().getType(), k, v,

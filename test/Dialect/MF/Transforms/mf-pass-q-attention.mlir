@@ -6,7 +6,9 @@
 // the running partial output, its log-sum-exp and the queries' positions
 // take one ring step together (four separate mf.ring_step ops, fused
 // later), and the receiver adds its own partial; a last step hands each
-// merged output back to its queries' rank. The K/V never move.
+// merged output back to its queries' rank, with their positions (which say
+// whose output it is; a ring step is kept though the positions are not
+// used). The K/V never move.
 
 // CP=2: out and back.
 // CHECK-LABEL: func.func @cp2(
@@ -20,6 +22,7 @@
 // CHECK-NEXT:      %[[O2:.+]], %[[L2:.+]] = moe.attention_partial %[[Q1]], %[[K]], %[[V]], %[[QP1]], %[[KP]]
 // CHECK-NEXT:      %[[M:.+]], %{{.+}} = moe.attention_merge %[[O1]], %[[L1]], %[[O2]], %[[L2]]
 // CHECK-NEXT:      %[[BACK:.+]] = mf.ring_step %[[M]] on "attention" ["cp"] : tensor<?x4x2xf32> -> tensor<?x4x2xf32>
+// CHECK-NEXT:      mf.ring_step %[[QP1]] on "attention" ["cp"] : tensor<?xi64> -> tensor<?xi64>
 // CHECK-NEXT:      return %[[BACK]]
 // CHECK-NOT:       moe.attention %
 module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
@@ -56,6 +59,7 @@ module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
 // CHECK-NEXT:      moe.attention_partial %[[Q3]], %{{.+}}, %{{.+}}, %[[QP3]],
 // CHECK-NEXT:      %[[M3:.+]], %{{.+}} = moe.attention_merge %[[O3]], %[[L3]],
 // CHECK-NEXT:      %[[BACK:.+]] = mf.ring_step %[[M3]] on "attention" ["cp"]
+// CHECK-NEXT:      mf.ring_step %[[QP3]] on "attention" ["cp"]
 // CHECK-NEXT:      return %[[BACK]]
 module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
     attention = [cp = 4], experts = [ep = 4 : (cp)]>} {

@@ -130,12 +130,14 @@ def MF_AllReduceOp : MF_Op<"all_reduce", [Pure]> {
   ];
 }
 
-def MF_RingStepOp : MF_Op<"ring_step", [Pure]> {
+def MF_RingStepOp : MF_Op<"ring_step", [MemoryEffects<[MemRead, MemWrite]>]> {
   let summary = "one step of a ring: send to the next member, receive from the previous";
   let description = [{
     Sends every operand to group rank `(r + 1) % n` and returns those of group
     rank `(r - 1 + n) % n`. All operands travel as one message (ring
-    attention's K and V, and their global positions).
+    attention's K and V, and their global positions; a decode step's
+    queries, partial outputs and their positions). Every member of the group
+    takes part, so a step is kept even when its results are unused.
 
     ```mlir
     %k1, %v1, %p1 = mf.ring_step %k, %v, %p on "attention" ["cp"]
@@ -290,9 +292,11 @@ def MF_StepRowsOp : MF_Op<"step_rows", [Pure]> {
     the rank `p mod CP` of each new position `p`, so every rank's K/V cache
     grows by one position in CP steps, and the ranks' row counts differ by
     at most one. Returns the indices of this rank's rows (its coordinate
-    along `axis`) in order, padded with `-1` to `ceil(n / CP)` rounded up to
-    a multiple of `pad_to`, the same count on every rank. A step has at
-    least one row.
+    along `axis`), padded with `-1` to `ceil(n / CP)` rounded up to a
+    multiple of `pad_to`, the same count on every rank, and rotated by
+    `(positions[0] / CP) mod pad_to` blocks of `count / pad_to`: with
+    sequence parallelism over `pad_to` ranks, a one-row step's row goes to
+    those ranks in turn too. A step has at least one row.
 
     ```mlir
     %rows = mf.step_rows %positions on "attention" "cp" pad_to 2

@@ -111,7 +111,9 @@ def MFDecodeKVPlacementPass
     its own cache, so the cache stays where prefill's zigzag chunks put it
     and every CP rank's share grows by one position in CP steps. The rows
     are padded to the same count on every CP rank, a multiple of TP (for
-    sequence parallelism); padding gets token 0 and a position past every
+    sequence parallelism), and rotated over the TP ranks from step to step,
+    so that the per-token work (norms, the MoE dispatch) takes turns too;
+    padding gets token 0 and a position past every
     real one, which the causal mask, the cache and the LM head ignore. The
     LM head still takes the step's last position.
 
