@@ -151,6 +151,77 @@ void printComparison(const Program &prog, const MeshLayout &layout,
   }
   line("ep (dispatch+combine)", "ib", epIB, epIBWant);
 }
+/// Decode steps (from Program::traffic's second block): per GPU, layer and
+/// step, the bytes each collective sent over each link class, and pass-Q
+/// attention's beside the analytic figure and beside what moving the K/V
+/// cache instead (pass-KV) would have sent at the steps' mean cache length.
+void printDecodeTraffic(const Program &prog, const MeshLayout &layout) {
+  const Manifest &m = prog.manifest;
+  const size_t block = counterIndex(m.layers, 0, 0);
+  int64_t steps = 0;
+  for (const auto &t : prog.traffic)
+    if (t.size() == 2 * block + 1)
+      steps = std::max(steps, int64_t(t[2 * block]));
+  if (steps == 0)
+    return;
+  const double gpus = double(layout.numDevices());
+  const double stageLayers = double(m.layers) / double(layout.axisSize("pp"));
+  auto measured = [&](int kind, int link, bool inLayers) {
+    uint64_t sum = 0;
+    for (const auto &t : prog.traffic)
+      for (int64_t l = inLayers ? 0 : -1;
+           t.size() == 2 * block + 1 && l < (inLayers ? m.layers : 0); ++l)
+        sum += t[block + counterIndex(l, kind, link)];
+    return double(sum) / gpus / double(steps) / (inLayers ? stageLayers : 1);
+  };
+  std::printf("decode: %lld steps per GPU (dummy steps of idle replicas "
+              "included); bytes sent per GPU per step, in each layer and "
+              "outside the layers\n",
+              (long long)steps);
+  std::printf("  %-15s %-7s %14s %14s\n", "collective", "link", "per layer",
+              "outside");
+  const char *links[] = {"nvlink", "ib"};
+  for (int k = 0; k < MFRT_OP_KIND_COUNT; ++k)
+    for (int n = 0; n < MFRT_LINK_COUNT; ++n) {
+      double in = measured(k, n, true), out = measured(k, n, false);
+      if (in > 0 || out > 0)
+        std::printf("  %-15s %-7s %14.1f %14.1f\n",
+                    mfrt_op_kind_name(mfrt_op_kind(k)), links[n], in, out);
+    }
+  int64_t cp = layout.axisSize("cp"), tp = layout.axisSize("tp");
+  if (cp == 1)
+    return;
+  // A one-row step: each CP rank's rows padded to TP; each TP rank sends
+  // its heads of all of them.
+  const double rows = double(tp), heads = double(m.heads / tp),
+               kvHeads = double(m.kvHeads / std::min(m.kvHeads, tp)),
+               d = double(m.headDim);
+  double passQ = double(cp - 1) * (rows * heads * (2 * d + 1) * 4 + rows * 8) +
+                 rows * heads * d * 4 + rows * 8;
+  // The mean cache length over the requests' decode steps.
+  double cached = 0, realSteps = 0;
+  for (const auto &o : prog.outputs)
+    for (int64_t s = 1; s < int64_t(o->generated.size()); ++s) {
+      cached += double(o->tokens + s - 1);
+      realSteps += 1;
+    }
+  double mean = realSteps > 0 ? cached / realSteps : 0;
+  double share = mean / double(cp);
+  double passKV = double(cp - 1) * (share * kvHeads * 2 * d * 4 + share * 8);
+  double got = 0;
+  for (int n = 0; n < MFRT_LINK_COUNT; ++n)
+    got += measured(MFRT_OP_Q_RING, n, true);
+  std::printf("pass-Q attention per GPU per layer per step: %.1f bytes sent, "
+              "%.1f analytic (CP-1 = %lld ring step%s of %g rows x %g heads "
+              "x (2 x %g + 1) floats and their positions, one of the outputs "
+              "back)\n",
+              got, passQ, (long long)(cp - 1), cp > 2 ? "s" : "", rows, heads,
+              d);
+  std::printf("pass-KV (moving the cache instead) would send %.1f bytes at "
+              "the mean cache length of %.1f positions, and more as it "
+              "grows\n",
+              passKV, mean);
+}
 } // namespace
 
 void mfrt::printTraffic(const Program &prog, const std::string &plan) {
@@ -168,6 +239,7 @@ void mfrt::printTraffic(const Program &prog, const std::string &plan) {
   printMeasured(prog, u);
   std::vector<TrafficRow> rows = printAnalytic(prog, *layout, u);
   printComparison(prog, *layout, rows, u);
+  printDecodeTraffic(prog, *layout);
 }
 
 void mfrt::reportTrace(const Program &prog, const std::string &plan) {

@@ -58,6 +58,19 @@ struct IdBuffer {
   StridedMemRefType<int64_t, 1> ref;
 };
 
+/// This rank's byte counters so far, by layer (-1 first), kind and link.
+std::vector<uint64_t> readCounters(const Program &prog) {
+  std::vector<uint64_t> t(
+      size_t((prog.manifest.layers + 1) * MFRT_OP_KIND_COUNT * MFRT_LINK_COUNT),
+      0);
+  size_t at = 0;
+  for (int64_t l = -1; l < prog.manifest.layers; ++l)
+    for (int k = 0; k < MFRT_OP_KIND_COUNT; ++k)
+      for (int n = 0; n < MFRT_LINK_COUNT; ++n)
+        t[at++] = mfrt_bytes_sent(mfrt_op_kind(k), mfrt_link(n), l);
+  return t;
+}
+
 /// Runs the compiled program once on `tokens`: its prefill function, or
 /// its decode step at positions 0 .. T-1 with no history.
 void runPrefill(const std::vector<int64_t> &tokens) {
@@ -117,9 +130,9 @@ void sumOver(int64_t group, float *x, int64_t n, const char *what) {
 /// dummy steps, so that every MoE rendezvous sees all of them. The next
 /// step then runs the token at the next position, its K/V appended to the
 /// caches of the ranks that own that position (the K/V of the last
-/// generated token is never needed).
-void decodeRequest(const Program &prog, ProgramRank &rs, RequestOutput *o,
-                   int64_t r, const DecodeGroups &groups) {
+/// generated token is never needed). Returns the number of steps run.
+int64_t decodeRequest(const Program &prog, ProgramRank &rs, RequestOutput *o,
+                      int64_t r, const DecodeGroups &groups) {
   const Generation &g = prog.generation;
   const Manifest &m = prog.manifest;
   // The replica's first rank keeps the request's generated ids.
@@ -179,10 +192,11 @@ void decodeRequest(const Program &prog, ProgramRank &rs, RequestOutput *o,
       _mlir_ciface_decode(&ids.ref, &pos.ref);
     }
   }
+  int64_t steps = rs.step;
   rs.output = o;
   rs.step = 0;
   if (!o)
-    return;
+    return steps;
   std::lock_guard<std::mutex> lock(o->mutex);
   o->length = std::max(o->length, rs.length);
   // req{r}.logits stays prefill's.
@@ -190,6 +204,7 @@ void decodeRequest(const Program &prog, ProgramRank &rs, RequestOutput *o,
     o->logits = std::move(prefillLogits);
     o->haveLogits = true;
   }
+  return steps;
 }
 
 /// Prompts longer than the model's max_position_embeddings (when the
@@ -302,8 +317,19 @@ void runRequests(const Program &prog, ProgramRank &rs,
     auto t0 = std::chrono::steady_clock::now();
     runPrefill(real ? prog.requests[mine[round]] : dummy);
     auto t1 = std::chrono::steady_clock::now();
-    if (prog.generation.maxNewTokens > 0)
-      decodeRequest(prog, rs, o, rs.request, decode);
+    if (prog.generation.maxNewTokens > 0) {
+      // --report traffic tells decode's bytes from prefill's.
+      std::vector<uint64_t> before;
+      if (prog.reportTraffic)
+        before = readCounters(prog);
+      rs.decodeSteps += decodeRequest(prog, rs, o, rs.request, decode);
+      if (prog.reportTraffic) {
+        std::vector<uint64_t> after = readCounters(prog);
+        rs.decodeTraffic.resize(after.size(), 0);
+        for (size_t i = 0; i < after.size(); ++i)
+          rs.decodeTraffic[i] += after[i] - before[i];
+      }
+    }
     bool recorder = decode.replica < 0 || mfrt_group_rank(decode.replica) == 0;
     if (real && recorder) {
       std::lock_guard<std::mutex> lock(o->mutex);
@@ -317,17 +343,17 @@ void runRequests(const Program &prog, ProgramRank &rs,
   rs.request = -1;
 }
 
-/// --report traffic: this rank's byte counters, by layer, kind and link.
-void readTrafficCounters(Program &prog, int rank) {
-  std::vector<uint64_t> &t = prog.traffic[size_t(rank)];
-  t.assign(
-      size_t((prog.manifest.layers + 1) * MFRT_OP_KIND_COUNT * MFRT_LINK_COUNT),
-      0);
-  size_t at = 0;
-  for (int64_t l = -1; l < prog.manifest.layers; ++l)
-    for (int k = 0; k < MFRT_OP_KIND_COUNT; ++k)
-      for (int n = 0; n < MFRT_LINK_COUNT; ++n)
-        t[at++] = mfrt_bytes_sent(mfrt_op_kind(k), mfrt_link(n), l);
+/// --report traffic: this rank's counters of prefill, then of its decode
+/// steps, then the number of those steps (Program::traffic).
+void readTrafficCounters(Program &prog, const ProgramRank &rs, int rank) {
+  std::vector<uint64_t> t = readCounters(prog);
+  std::vector<uint64_t> decode = rs.decodeTraffic;
+  decode.resize(t.size(), 0);
+  for (size_t i = 0; i < t.size(); ++i)
+    t[i] -= decode[i];
+  t.insert(t.end(), decode.begin(), decode.end());
+  t.push_back(uint64_t(rs.decodeSteps));
+  prog.traffic[size_t(rank)] = std::move(t);
 }
 } // namespace
 
@@ -413,7 +439,7 @@ int mfrt::rankMain(void *) {
   uploadWeights(rs); // CUDA mode: to the rank's device
   runRequests(prog, rs, groups);
   if (prog.reportTraffic)
-    readTrafficCounters(prog, rank.rank);
+    readTrafficCounters(prog, rs, rank.rank);
   if (prog.collectOutputs && prog.reportTraffic)
     collectTraffic(prog);
   if (prog.collectOutputs && traceConfig().traceToken)

@@ -70,7 +70,8 @@ struct Options {
 /// requests and their outputs.
 struct Program {
   /// --report traffic: the bytes each rank sent, [rank][layer + 1][kind]
-  /// [link] (layer -1 first).
+  /// [link] (layer -1 first), in prefill, then the same in decode steps,
+  /// then the number of decode steps the rank ran.
   bool reportTraffic = false;
   std::vector<std::vector<uint64_t>> traffic;
   meshfold::Manifest manifest;

@@ -108,6 +108,11 @@ struct ProgramRank {
   /// Whether this rank recorded the last step's logits (and so picks the
   /// next token).
   bool recordedLogits = false;
+  /// --report traffic: the bytes this rank sent in decode steps (counters
+  /// as Program::traffic's) and the number of steps it ran (dummy ones
+  /// included).
+  std::vector<uint64_t> decodeTraffic;
+  int64_t decodeSteps = 0;
   /// The layer last entered (for the routing hooks).
   int64_t layer = -1;
   /// Positions of the rows of the current layer, when tracing or routing
