@@ -28,6 +28,7 @@
 
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
 
+#include <algorithm>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -340,8 +341,7 @@ void _mlir_ciface_mfrt_cg_set_layer(int64_t layer) {
 void _mlir_ciface_mfrt_cg_layer_rows(int64_t layer,
                                      UnrankedMemRefType<int64_t> *sp,
                                      UnrankedMemRefType<int64_t> *cp) {
-  if (!traceConfig().needsPositions())
-    return;
+  // The dispatch reads them too (it leaves padding rows home).
   ProgramRank &rs = programRank();
   copyPositions(sp, rs.spRows);
   copyPositions(cp, rs.cpRows);
@@ -527,7 +527,7 @@ int64_t _mlir_ciface_mfrt_cg_dispatch_f32(int64_t id, int64_t hierarchical,
   ProgramRank &rs = programRank();
   const TraceConfig &c = traceConfig();
   const int64_t *choices = e.data;
-  std::vector<int64_t> routed;
+  std::vector<int64_t> routed, traceMarks;
   if (c.needsPositions() && tokens > 0 && int64_t(rs.spRows.size()) != tokens)
     fatal("--trace-token / --force-routing: the dispatch's " +
           std::to_string(tokens) + " rows are not the layer's " +
@@ -551,16 +551,54 @@ int64_t _mlir_ciface_mfrt_cg_dispatch_f32(int64_t id, int64_t hierarchical,
                     routed.begin() + t * k);
       choices = routed.data();
     }
-    if (!marks.empty())
-      mfrt_trace_mark(marks.data(), int64_t(marks.size()), hidden);
+    traceMarks = std::move(marks);
   }
+  // Padding rows (positions at or past the request's length; every row of
+  // a dummy batch) stay home: no expert computes them, their outputs are 0.
+  const float *rows = a.data, *rowWeights = w.data;
+  int64_t sent = tokens;
+  std::vector<int64_t> real;
+  SharedBuffer packedRows;
+  std::vector<int64_t> packedChoices;
+  std::vector<float> packedWeights;
+  if (int64_t(rs.spRows.size()) == tokens) {
+    for (int64_t t = 0; t < tokens; ++t)
+      if (rs.spRows[size_t(t)] < rs.length)
+        real.push_back(t);
+    if (int64_t(real.size()) < tokens) {
+      sent = int64_t(real.size());
+      packedRows.resize(size_t(sent * hidden) * sizeof(float));
+      float *to = reinterpret_cast<float *>(packedRows.data());
+      for (int64_t i = 0; i < sent; ++i) {
+        int64_t t = real[size_t(i)];
+        copyAny(to + i * hidden, a.data + t * hidden, size_t(hidden) * 4);
+        packedChoices.insert(packedChoices.end(), choices + t * k,
+                             choices + (t + 1) * k);
+        packedWeights.insert(packedWeights.end(), w.data + t * k,
+                             w.data + (t + 1) * k);
+      }
+      rows = to;
+      choices = packedChoices.data();
+      rowWeights = packedWeights.data();
+      // The traced token's row, where the packing put it.
+      for (int64_t &m : traceMarks)
+        m = std::lower_bound(real.begin(), real.end(), m) - real.begin();
+    } else {
+      real.clear();
+    }
+  }
+  if (!traceMarks.empty())
+    mfrt_trace_mark(traceMarks.data(), int64_t(traceMarks.size()), hidden);
   mfrt_dispatch *h = nullptr;
   check(mfrt_dispatch_tokens(group(id),
                              hierarchical ? MFRT_DISPATCH_HIERARCHICAL
                                           : MFRT_DISPATCH_FLAT,
-                             a.data, tokens, hidden, MFRT_F32, choices, w.data,
+                             rows, sent, hidden, MFRT_F32, choices, rowWeights,
                              k, numExperts, &h),
         "dispatch");
+  if (sent < tokens)
+    rs.packedDispatches[int64_t(reinterpret_cast<intptr_t>(h))] = {
+        std::move(real), tokens, hidden};
   return int64_t(reinterpret_cast<intptr_t>(h));
 }
 
@@ -585,6 +623,23 @@ void _mlir_ciface_mfrt_cg_combine_f32(int64_t handle,
                                       UnrankedMemRefType<float> *y) {
   auto *h = reinterpret_cast<mfrt_dispatch *>(intptr_t(handle));
   MemRefBuffer<float> o(out), r(y);
-  check(mfrt_combine_tokens(h, o.data, r.data), "combine");
+  ProgramRank &rs = programRank();
+  auto packed = rs.packedDispatches.find(handle);
+  if (packed == rs.packedDispatches.end()) {
+    check(mfrt_combine_tokens(h, o.data, r.data), "combine");
+    return;
+  }
+  // The dispatch left padding rows home: combine the others, then put them
+  // back in their rows, padding rows 0.
+  PackedDispatch p = std::move(packed->second);
+  rs.packedDispatches.erase(packed);
+  size_t row = size_t(p.hidden) * sizeof(float);
+  SharedBuffer sent(p.real.size() * row);
+  check(mfrt_combine_tokens(h, o.data, sent.data()), "combine");
+  std::vector<float> zero(size_t(p.hidden), 0.0f);
+  for (int64_t t = 0; t < p.tokens; ++t)
+    copyAny(r.data + t * p.hidden, zero.data(), row);
+  for (size_t i = 0; i < p.real.size(); ++i)
+    copyAny(r.data + p.real[i] * p.hidden, sent.data() + i * row, row);
 }
 } // extern "C"

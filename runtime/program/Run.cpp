@@ -138,7 +138,7 @@ int64_t decodeRequest(const Program &prog, ProgramRank &rs, RequestOutput *o,
   // The replica's first rank keeps the request's generated ids.
   bool recorder = groups.replica < 0 || mfrt_group_rank(groups.replica) == 0;
   bool live = o != nullptr;
-  int64_t token = 0;
+  int64_t token = 0, reached = rs.length;
   std::vector<float> prefillLogits;
   if (live && rs.recordedLogits)
     prefillLogits = o->logits;
@@ -182,11 +182,14 @@ int64_t decodeRequest(const Program &prog, ProgramRank &rs, RequestOutput *o,
     rs.step = step + 1;
     if (live) {
       int64_t position = o->tokens + step;
-      rs.length = position + 1;
+      rs.length = reached = position + 1;
       rs.output = o;
       IdBuffer ids({token}), pos({position});
       _mlir_ciface_decode(&ids.ref, &pos.ref);
     } else {
+      // A dummy step: its one row is padding (nothing recorded, nothing
+      // dispatched).
+      rs.length = 0;
       rs.output = nullptr;
       IdBuffer ids({0}), pos({0});
       _mlir_ciface_decode(&ids.ref, &pos.ref);
@@ -194,11 +197,12 @@ int64_t decodeRequest(const Program &prog, ProgramRank &rs, RequestOutput *o,
   }
   int64_t steps = rs.step;
   rs.output = o;
+  rs.length = reached;
   rs.step = 0;
   if (!o)
     return steps;
   std::lock_guard<std::mutex> lock(o->mutex);
-  o->length = std::max(o->length, rs.length);
+  o->length = std::max(o->length, reached);
   // req{r}.logits stays prefill's.
   if (prefillHolder) {
     o->logits = std::move(prefillLogits);

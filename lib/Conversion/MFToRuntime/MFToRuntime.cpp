@@ -72,6 +72,9 @@ private:
   LogicalResult lower(TakeOp op);
   LogicalResult lower(ZigzagPositionsOp op);
   LogicalResult lower(StepRowsOp op);
+  /// A 1-D tensor of `type` with `n` elements, element i = `at(i)`.
+  Value generate1D(OpBuilder &b, Location loc, RankedTensorType type, Value n,
+                   function_ref<Value(OpBuilder &, Location, Value)> at);
   LogicalResult lower(AllGatherOp op);
   LogicalResult lower(ReduceScatterOp op);
   LogicalResult lower(AllReduceOp op);
@@ -239,6 +242,23 @@ LogicalResult Lowering::lower(TakeOp op) {
   return success();
 }
 
+Value Lowering::generate1D(
+    OpBuilder &b, Location loc, RankedTensorType type, Value n,
+    function_ref<Value(OpBuilder &, Location, Value)> at) {
+  Value init = tensor::EmptyOp::create(b, loc, type.getShape(),
+                                       type.getElementType(), ValueRange{n});
+  AffineMap id1 = AffineMap::getMultiDimIdentityMap(1, ctx);
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{type}, ValueRange{}, ValueRange{init},
+             ArrayRef<AffineMap>{id1},
+             ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
+             [&](OpBuilder &nb, Location l, ValueRange) {
+               Value i = linalg::IndexOp::create(nb, l, 0);
+               linalg::YieldOp::create(nb, l, at(nb, l, i));
+             })
+      .getResult(0);
+}
+
 LogicalResult Lowering::lower(ZigzagPositionsOp op) {
   OpBuilder b(op);
   Location loc = op.getLoc();
@@ -260,26 +280,17 @@ LogicalResult Lowering::lower(ZigzagPositionsOp op) {
   Value n = arith::MulIOp::create(b, loc, chunk,
                                   arith::ConstantIndexOp::create(b, loc, 2));
   auto type = op.getType();
-  Value init = tensor::EmptyOp::create(b, loc, type.getShape(),
-                                       type.getElementType(), ValueRange{n});
-  AffineMap id1 = AffineMap::getMultiDimIdentityMap(1, ctx);
-  auto generic = linalg::GenericOp::create(
-      b, loc, TypeRange{type}, ValueRange{}, ValueRange{init},
-      ArrayRef<AffineMap>{id1},
-      ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
-      [&](OpBuilder &nb, Location l, ValueRange) {
-        Value i = linalg::IndexOp::create(nb, l, 0);
+  Value generated = generate1D(
+      b, loc, type, n, [&](OpBuilder &nb, Location l, Value i) -> Value {
         Value inFirst =
             arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, i, chunk);
         Value a = arith::AddIOp::create(nb, l, firstStart, i);
         Value c = arith::AddIOp::create(nb, l, secondStart,
                                         arith::SubIOp::create(nb, l, i, chunk));
         Value p = arith::SelectOp::create(nb, l, inFirst, a, c);
-        linalg::YieldOp::create(
-            nb, l,
-            Value(arith::IndexCastOp::create(nb, l, type.getElementType(), p)));
+        return arith::IndexCastOp::create(nb, l, type.getElementType(), p);
       });
-  op.replaceAllUsesWith(generic.getResult(0));
+  op.replaceAllUsesWith(generated);
   op.erase();
   return success();
 }
@@ -318,15 +329,8 @@ LogicalResult Lowering::lower(StepRowsOp op) {
   Value shift = arith::MulIOp::create(b, loc, turn, block);
   Value unshift = arith::SubIOp::create(b, loc, count, shift);
   auto type = op.getType();
-  Value init = tensor::EmptyOp::create(
-      b, loc, type.getShape(), type.getElementType(), ValueRange{count});
-  AffineMap id1 = AffineMap::getMultiDimIdentityMap(1, ctx);
-  auto generic = linalg::GenericOp::create(
-      b, loc, TypeRange{type}, ValueRange{}, ValueRange{init},
-      ArrayRef<AffineMap>{id1},
-      ArrayRef<utils::IteratorType>{utils::IteratorType::parallel},
-      [&](OpBuilder &nb, Location l, ValueRange) {
-        Value i = linalg::IndexOp::create(nb, l, 0);
+  Value generated = generate1D(
+      b, loc, type, count, [&](OpBuilder &nb, Location l, Value i) -> Value {
         Value j = arith::RemUIOp::create(
             nb, l, arith::AddIOp::create(nb, l, i, unshift), count);
         Value row = arith::AddIOp::create(nb, l, first,
@@ -337,10 +341,9 @@ LogicalResult Lowering::lower(StepRowsOp op) {
             arith::IndexCastOp::create(nb, l, type.getElementType(), row);
         Value pad = arith::ConstantOp::create(
             nb, l, nb.getIntegerAttr(type.getElementType(), -1));
-        linalg::YieldOp::create(
-            nb, l, Value(arith::SelectOp::create(nb, l, inStep, id, pad)));
+        return arith::SelectOp::create(nb, l, inStep, id, pad);
       });
-  op.replaceAllUsesWith(generic.getResult(0));
+  op.replaceAllUsesWith(generated);
   op.erase();
   return success();
 }

@@ -132,3 +132,13 @@ FailureOr<AttentionChain> mf::matchAttentionChain(moe::AttentionOp att) {
       c.caches.push_back(cache);
   return c;
 }
+
+SmallVector<moe::AttentionOp> mf::attentionsOf(ModuleOp module,
+                                               bool overHistory) {
+  SmallVector<moe::AttentionOp> attentions;
+  module.walk([&](moe::AttentionOp op) {
+    if (bool(op.getKey().getDefiningOp<moe::KVHistoryOp>()) == overHistory)
+      attentions.push_back(op);
+  });
+  return attentions;
+}

@@ -60,6 +60,11 @@ struct AttentionChain {
 /// structure is not the one the passes know.
 mlir::FailureOr<AttentionChain> matchAttentionChain(moe::AttentionOp attention);
 
+/// The module's attentions: prefill's (`overHistory` false) or decode
+/// steps', whose K/V are a moe.kv_history (`overHistory` true).
+llvm::SmallVector<moe::AttentionOp> attentionsOf(mlir::ModuleOp module,
+                                                 bool overHistory);
+
 /// `coord(axis) * num / den` as an index value.
 mlir::Value scaledCoord(mlir::OpBuilder &b, mlir::Location loc,
                         llvm::StringRef mesh, llvm::StringRef axis, int64_t num,

@@ -32,12 +32,7 @@ struct MFPassQAttentionPass
     int64_t cp = layout->axisSize("cp");
     if (cp == 1)
       return;
-    SmallVector<moe::AttentionOp> attentions;
-    module.walk([&](moe::AttentionOp op) {
-      if (op.getKey().getDefiningOp<moe::KVHistoryOp>())
-        attentions.push_back(op);
-    });
-    for (moe::AttentionOp att : attentions)
+    for (moe::AttentionOp att : attentionsOf(module, /*overHistory=*/true))
       rewrite(att, cp);
   }
 

@@ -25,14 +25,9 @@ struct MFRingAttentionPass
     int64_t cp = layout->axisSize("cp");
     if (cp == 1)
       return;
-    SmallVector<moe::AttentionOp> attentions;
     // A decode step's attention (over the rank's K/V history) moves its
     // queries instead: mf-pass-q-attention.
-    module.walk([&](moe::AttentionOp op) {
-      if (!op.getKey().getDefiningOp<moe::KVHistoryOp>())
-        attentions.push_back(op);
-    });
-    for (moe::AttentionOp att : attentions) {
+    for (moe::AttentionOp att : attentionsOf(module, /*overHistory=*/false)) {
       OpBuilder b(att);
       Location loc = att.getLoc();
       auto lseType = RankedTensorType::get(

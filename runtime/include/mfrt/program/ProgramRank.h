@@ -15,6 +15,7 @@
 #include "meshfold/Support/Manifest.h"
 
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -80,6 +81,13 @@ struct WeightSlice {
   }
 };
 
+/// A dispatch that left padding rows home: the rows it sent (their indices
+/// among the layer's `tokens` rows of `hidden` floats).
+struct PackedDispatch {
+  std::vector<int64_t> real;
+  int64_t tokens = 0, hidden = 0;
+};
+
 /// What the program keeps per rank (the rank's number and its groups'
 /// state are the comm layer's).
 struct ProgramRank {
@@ -119,6 +127,8 @@ struct ProgramRank {
   /// hooks need them: in the SP layout (the hidden state's rows) and in the
   /// CP layout (after the TP all-gather).
   std::vector<int64_t> spRows, cpRows;
+  /// Dispatches in flight that left padding rows home, by handle.
+  std::map<int64_t, PackedDispatch> packedDispatches;
 };
 
 /// The program's part of the calling rank's state. Only inside the rank's
