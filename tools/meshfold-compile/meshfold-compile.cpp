@@ -551,17 +551,16 @@ static LogicalResult compile(ModuleOp module, int64_t deviceBytes,
   if (decodeStep) {
     auto plan =
         module->getAttrOfType<mf::PlanAttr>(mf::MFDialect::getPlanAttrName());
-    if (promptLogprobs)
-      return fail("--decode and --prompt-logprobs together are not "
-                  "supported yet");
     PassManager pm(module.getContext());
     if (failed(applyPassManagerCLOptions(pm)))
       return fail("bad pass manager options");
     // On one device the step with no history is prefill: one function to
     // compile. On a mesh prefill keeps its own partitioning (zigzag chunks,
-    // ring attention), the step its own (round-robin rows, pass-Q).
+    // ring attention), the step its own (round-robin rows, pass-Q); so does
+    // a program with prompt logprobs (prefill's every position, the step's
+    // last).
     mf::MFDeriveDecodePassOptions derive;
-    derive.keepEntry = plan && plan.getDevices() > 1;
+    derive.keepEntry = (plan && plan.getDevices() > 1) || promptLogprobs;
     pm.addPass(mf::createMFDeriveDecodePass(derive));
     if (failed(pm.run(module)))
       return failure();

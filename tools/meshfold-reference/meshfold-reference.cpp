@@ -771,8 +771,11 @@ bool runMoE(const Config &c, int64_t layer, Weights &weights,
   return true;
 }
 
+/// Prefill of `requests`: their K/V, last-position logits and, with
+/// `allLogits`, every position's (prompt logprobs).
 bool runModel(const Config &c, const mfrt::SafetensorsFile &file,
-              std::vector<Request> &requests, Failure &failure) {
+              std::vector<Request> &requests, bool allLogits,
+              Failure &failure) {
   Weights weights(file, failure);
   if (!checkWeights(c, weights))
     return false;
@@ -813,7 +816,7 @@ bool runModel(const Config &c, const mfrt::SafetensorsFile &file,
     rmsNorm(&requests[r].hidden[(T - 1) * d], 1, d, norm, c.rmsNormEps,
             last[r].data());
     requests[r].logits.resize(static_cast<size_t>(c.vocab));
-    if (promptLogprobsOpt) {
+    if (allLogits) {
       all[r].resize(static_cast<size_t>(T * d));
       rmsNorm(requests[r].hidden.data(), T, d, norm, c.rmsNormEps,
               all[r].data());
@@ -933,7 +936,7 @@ bool generate(const Config &c, const mfrt::SafetensorsFile &file,
       for (int32_t id : out[going[i]].ids)
         batch[i].tokens.push_back(id);
     }
-    if (!runModel(c, file, batch, failure))
+    if (!runModel(c, file, batch, /*allLogits=*/false, failure))
       return false;
     for (size_t i = 0; i < going.size(); ++i)
       requests[going[i]] = std::move(batch[i]);
@@ -966,18 +969,19 @@ bool run(Failure &failure) {
     return fail(failure, "--top-k must be at least 0");
   if (!(topPOpt > 0 && topPOpt <= 1))
     return fail(failure, "--top-p must be in (0, 1]");
-  if (maxNewTokensOpt > 0 && promptLogprobsOpt)
-    return fail(failure, "--prompt-logprobs with --max-new-tokens is not "
-                         "supported");
 
   std::vector<Request> requests(prompts.size());
   for (size_t r = 0; r < prompts.size(); ++r)
     requests[r].tokens = prompts[r];
-  if (!runModel(config, *file, requests, failure))
+  if (!runModel(config, *file, requests, promptLogprobsOpt, failure))
     return false;
-  std::vector<std::vector<float>> prefillLogits;
-  for (const Request &r : requests)
+  // Generation re-runs the requests on longer sequences: prefill's logits
+  // (and prompt logits) are kept first.
+  std::vector<std::vector<float>> prefillLogits, promptLogits;
+  for (const Request &r : requests) {
     prefillLogits.push_back(r.logits);
+    promptLogits.push_back(r.promptLogits);
+  }
   std::vector<Generated> generated;
   if (maxNewTokensOpt > 0 &&
       !generate(config, *file, prompts, requests, generated, failure))
@@ -1003,8 +1007,8 @@ bool run(Failure &failure) {
     }
     if (promptLogprobsOpt)
       writer.addF32(prefix + "prompt_logits",
-                    {static_cast<int64_t>(req.tokens.size()), config.vocab},
-                    req.promptLogits);
+                    {static_cast<int64_t>(prompts[r].size()), config.vocab},
+                    promptLogits[r]);
     std::vector<int64_t> kvShape = {static_cast<int64_t>(req.tokens.size()),
                                     config.numKVHeads, config.headDim};
     for (int64_t i = 0; i < config.numLayers; ++i) {

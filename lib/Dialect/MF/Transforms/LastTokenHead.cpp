@@ -45,7 +45,11 @@ struct MFLastTokenHeadPass
       }
       OpBuilder b(head);
       Location loc = head.getLoc();
-      if (promptLogprobs) {
+      // Prompt logprobs are prefill's; a decode step's rows are new tokens,
+      // whose logits are the step's.
+      bool isStep = head->getParentOfType<func::FuncOp>()->hasAttr(
+          moe::getDecodeStepAttrName());
+      if (promptLogprobs && !isStep) {
         // Every position this rank holds, with the whole LM head.
         auto nType = cast<RankedTensorType>(norm.getType());
         auto allType = RankedTensorType::get({nType.getDimSize(0), vocab},

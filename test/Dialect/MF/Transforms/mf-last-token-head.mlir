@@ -104,3 +104,24 @@ module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
     return
   }
 }
+
+// -----
+
+// A decode step's rows are generated tokens: prompt-logprobs adds nothing
+// there, only the last-token path.
+// CHECK-LABEL: func.func @decode_step(
+// PROMPT-LABEL: func.func @decode_step(
+// PROMPT-NOT:       moe.prompt_logits
+// PROMPT:           moe.take_position
+// PROMPT:           moe.logits
+module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
+    attention = [tp = 2, cp = 2], experts = [ep = 4 : (tp, cp)]>} {
+  func.func @decode_step(%h: tensor<?x8xf32>, %pos: tensor<?xi64>, %last: index) attributes {moe.decode_step} {
+    %nw = moe.param "model.norm.weight" : tensor<8xf32>
+    %n = moe.rms_norm %h, %nw {epsilon = 9.99999974E-6 : f32} : tensor<?x8xf32>, tensor<8xf32> -> tensor<?x8xf32>
+    %w = moe.param "lm_head.weight" : tensor<16x8xf32>
+    %l = moe.lm_head %n, %w, %pos, %last : tensor<?x8xf32>, tensor<16x8xf32>, tensor<?xi64> -> tensor<16xf32>
+    moe.logits %l : tensor<16xf32>
+    return
+  }
+}

@@ -317,7 +317,8 @@ def MFLastTokenHeadPass : Pass<"mf-last-token-head", "::mlir::ModuleOp"> {
     ```
     With `prompt-logprobs`, every rank also computes the logits of all the
     positions it holds (the full LM head) and records them with
-    `moe.prompt_logits`.
+    `moe.prompt_logits`, in prefill (not in a decode step, `moe.decode_step`,
+    whose rows are generated tokens).
   }];
   let options = [
     Option<"promptLogprobs", "prompt-logprobs", "bool", "false",
