@@ -151,7 +151,8 @@ int64_t meshfold::estimateActivationPeak(func::FuncOp fn, int64_t tokens) {
 
 FailureOr<std::vector<RankMemory>>
 meshfold::computeMemoryReport(ModuleOp module, int64_t maxPrompt,
-                              int64_t bytesPerElement, StringRef entry) {
+                              int64_t bytesPerElement, StringRef entry,
+                              int64_t maxNewTokens) {
   PlanSpec spec;
   if (auto plan =
           module->getAttrOfType<mf::PlanAttr>(mf::MFDialect::getPlanAttrName()))
@@ -167,6 +168,10 @@ meshfold::computeMemoryReport(ModuleOp module, int64_t maxPrompt,
   int64_t pad = (cp > 1 || tp > 1) ? 2 * cp * tp : 1;
   int64_t padded = (maxPrompt + pad - 1) / pad * pad;
   int64_t tokens = padded / cp;
+  // Decoding appends the K/V of every generated token but the last, one
+  // position per CP rank in turn.
+  int64_t cached =
+      tokens + (std::max<int64_t>(maxNewTokens - 1, 0) + cp - 1) / cp;
 
   std::vector<RankMemory> out;
   for (int64_t rank = 0; rank < layout->numDevices(); ++rank) {
@@ -191,7 +196,7 @@ meshfold::computeMemoryReport(ModuleOp module, int64_t maxPrompt,
     fn.walk([&](moe::KVCacheOp c) {
       auto k = c.getKey().getType();
       m.kvBytes +=
-          2 * tokens * k.getDimSize(1) * k.getDimSize(2) * bytesPerElement;
+          2 * cached * k.getDimSize(1) * k.getDimSize(2) * bytesPerElement;
     });
     m.activationBytes = estimateActivationPeak(fn, tokens);
     out.push_back(m);
@@ -212,10 +217,15 @@ static const RankMemory &findLargestRank(ArrayRef<RankMemory> memory) {
 }
 
 void meshfold::printMemoryReport(raw_ostream &os, ArrayRef<RankMemory> memory,
-                                 StringRef dtype, int64_t maxPrompt) {
+                                 StringRef dtype, int64_t maxPrompt,
+                                 int64_t maxNewTokens) {
   os << llvm::format("memory per rank (%s, KV cache and f32 activations for "
-                     "a %lld-token prompt):\n",
+                     "a %lld-token prompt",
                      dtype.str().c_str(), (long long)maxPrompt);
+  if (maxNewTokens > 0)
+    os << llvm::format(", KV cache also for %lld generated tokens",
+                       (long long)maxNewTokens);
+  os << "):\n";
   os << "  rank stage  weights (bytes)  KV cache (bytes)  activations (bytes)"
         "     total GB\n";
   for (const RankMemory &m : memory)

@@ -54,6 +54,11 @@ static cl::opt<int64_t>
               cl::desc("Prompt length the memory report sizes the KV cache "
                        "for"),
               cl::init(4096), cl::cat(cat));
+static cl::opt<int64_t> maxNewTokens(
+    "max-new-tokens",
+    cl::desc("Tokens the memory report's KV cache also holds per request "
+             "(generation after prefill; needs --decode)"),
+    cl::init(0), cl::cat(cat));
 static cl::opt<std::string>
     memoryDType("memory-dtype",
                 cl::desc("Element type the memory report assumes: bf16 "
@@ -216,6 +221,11 @@ static LogicalResult checkOutputFlags(int64_t &deviceBytes) {
                 deviceMemory + "'");
   if (maxPrompt < 1)
     return fail("--max-prompt must be positive");
+  if (maxNewTokens < 0)
+    return fail("--max-new-tokens must be at least 0");
+  if (maxNewTokens > 0 && (!decodeStep || report != "memory"))
+    return fail("--max-new-tokens sizes the memory report of a generating "
+                "program: it needs --decode and --report memory");
   return success();
 }
 
@@ -400,10 +410,11 @@ static LogicalResult reportMemory(ModuleOp module, int64_t deviceBytes) {
   FailureOr<std::vector<RankMemory>> memory = computeMemoryReport(
       module, maxPrompt, memoryDType == "bf16" ? 2 : 4,
       // --decode: the step is the program's prefill.
-      module.lookupSymbol("prefill") ? "prefill" : "decode");
+      module.lookupSymbol("prefill") ? "prefill" : "decode", maxNewTokens);
   if (failed(memory))
     return failure();
-  printMemoryReport(llvm::outs(), *memory, memoryDType, maxPrompt);
+  printMemoryReport(llvm::outs(), *memory, memoryDType, maxPrompt,
+                    maxNewTokens);
   std::string error;
   if (failed(checkDeviceMemory(*memory, deviceBytes, deviceMemory, error)))
     return fail(error);

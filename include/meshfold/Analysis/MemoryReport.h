@@ -38,18 +38,22 @@ int64_t estimateActivationPeak(mlir::func::FuncOp fn, int64_t tokens);
 
 /// The memory of every rank of a partitioned module (one rank when it has no
 /// plan): the weight slices its stage's function reads, K/V for the tokens
-/// it holds of a `maxPrompt`-token prompt (padding included), at
-/// `bytesPerElement` per element, and the activation peak for that prompt.
+/// it holds of a `maxPrompt`-token prompt (padding included) and of the
+/// `maxNewTokens - 1` generated tokens whose K/V decoding keeps (dealt
+/// round-robin over CP), at `bytesPerElement` per element, and the
+/// activation peak for that prompt.
 mlir::FailureOr<std::vector<RankMemory>>
 computeMemoryReport(mlir::ModuleOp module, int64_t maxPrompt,
-                    int64_t bytesPerElement, llvm::StringRef entry = "prefill");
+                    int64_t bytesPerElement, llvm::StringRef entry = "prefill",
+                    int64_t maxNewTokens = 0);
 
 /// Prints `memory` as the table of `meshfold-compile --report memory`: a
 /// heading naming `dtype` (the element type the bytes assume) and
 /// `maxPrompt`, then one line per rank with its stage, weight, KV-cache and
 /// activation bytes and their total in GB.
 void printMemoryReport(llvm::raw_ostream &os, llvm::ArrayRef<RankMemory> memory,
-                       llvm::StringRef dtype, int64_t maxPrompt);
+                       llvm::StringRef dtype, int64_t maxPrompt,
+                       int64_t maxNewTokens = 0);
 
 /// Succeeds when every rank of `memory` fits in `deviceBytes` (no limit when
 /// it is not positive). Otherwise fails with `error` naming the rank that
