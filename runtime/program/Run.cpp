@@ -264,6 +264,10 @@ void checkGeneration(const Options &options, const Manifest &m,
   if (m.decode.empty() || !_mlir_ciface_decode)
     die("--max-new-tokens: this program has no decode step (compile it "
         "with meshfold-compile --decode)");
+  // A chosen id travels to the replica's ranks as an f32 (exact below 2^24).
+  if (m.vocab >= (int64_t(1) << 24))
+    die("--max-new-tokens: the vocabulary of " + std::to_string(m.vocab) +
+        " ids is larger than generation supports (2^24)");
   // Every request's K/V outputs get room for T + N - 1 positions up front.
   double bytes = 0;
   for (const std::vector<int64_t> &r : requests)
