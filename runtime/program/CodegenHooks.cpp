@@ -341,9 +341,12 @@ void _mlir_ciface_mfrt_cg_set_layer(int64_t layer) {
 void _mlir_ciface_mfrt_cg_layer_rows(int64_t layer,
                                      UnrankedMemRefType<int64_t> *sp,
                                      UnrankedMemRefType<int64_t> *cp) {
-  // The dispatch reads them too (it leaves padding rows home).
+  // The dispatch reads the SP rows' positions too (it leaves padding rows
+  // home); the CP rows' only serve tracing and the routing hooks.
   ProgramRank &rs = programRank();
   copyPositions(sp, rs.spRows);
+  if (!traceConfig().needsPositions())
+    return;
   copyPositions(cp, rs.cpRows);
   if (layer == 0 &&
       !tracedRows(rs, rs.spRows.data(), int64_t(rs.spRows.size())).empty()) {

@@ -88,9 +88,11 @@ void runPrefill(const std::vector<int64_t> &tokens) {
 
 /// The groups a decode loop agrees over: the ranks of this rank's DP
 /// replica (every attention axis but dp) and its peers in the other
-/// replicas (dp); -1 where the group has one member.
+/// replicas (dp); -1 where the group has one member. The replica's first
+/// rank (`recorder`) keeps its requests' generated ids and timings.
 struct DecodeGroups {
   int64_t replica = -1, dp = -1;
+  bool recorder = true;
 };
 
 DecodeGroups decodeGroups(const Program &prog,
@@ -111,6 +113,7 @@ DecodeGroups decodeGroups(const Program &prog,
     d.replica = groupOf(groups, axes);
   if (layout->hasAxis("dp") && layout->axisSize("dp") > 1)
     d.dp = groupOf(groups, "dp");
+  d.recorder = d.replica < 0 || mfrt_group_rank(d.replica) == 0;
   return d;
 }
 
@@ -135,8 +138,6 @@ int64_t decodeRequest(const Program &prog, ProgramRank &rs, RequestOutput *o,
                       int64_t r, const DecodeGroups &groups) {
   const Generation &g = prog.generation;
   const Manifest &m = prog.manifest;
-  // The replica's first rank keeps the request's generated ids.
-  bool recorder = groups.replica < 0 || mfrt_group_rank(groups.replica) == 0;
   bool live = o != nullptr;
   int64_t token = 0, reached = rs.length;
   std::vector<float> prefillLogits;
@@ -167,7 +168,7 @@ int64_t decodeRequest(const Program &prog, ProgramRank &rs, RequestOutput *o,
         fatal("internal: decode step " + std::to_string(step) + " of request " +
               std::to_string(r) + " recorded no logits");
       token = int64_t(msg[0]) - 1;
-      if (recorder) {
+      if (groups.recorder) {
         std::lock_guard<std::mutex> lock(o->mutex);
         o->generated.push_back(int32_t(token));
         if (g.stepLogits)
@@ -338,8 +339,7 @@ void runRequests(const Program &prog, ProgramRank &rs,
           rs.decodeTraffic[i] += after[i] - before[i];
       }
     }
-    bool recorder = decode.replica < 0 || mfrt_group_rank(decode.replica) == 0;
-    if (real && recorder) {
+    if (real && decode.recorder) {
       std::lock_guard<std::mutex> lock(o->mutex);
       o->prefillSeconds = std::chrono::duration<double>(t1 - t0).count();
       o->decodeSeconds =
