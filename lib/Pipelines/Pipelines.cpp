@@ -68,6 +68,9 @@ void meshfold::buildLowerToBuffersPipeline(OpPassManager &pm,
   pm.addPass(createConvertElementwiseToLinalgPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
+  // The runtime calls' reads of tensors, one per call again (CSE merged
+  // them), so that bufferization keeps each tensor until its last call.
+  pm.addNestedPass<func::FuncOp>(createMFBufferReadsAtUsePass());
 
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;

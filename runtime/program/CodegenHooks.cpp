@@ -51,24 +51,26 @@ void check(mfrt_status status, const char *what) {
     fatal(std::string(what) + ": " + mfrt_last_error());
 }
 
-/// Token tracing: whether this rank runs the traced request now.
-bool tracedRequest(const ProgramRank &rs) {
+/// Token tracing: whether the row at global position `position` holds the
+/// traced token, computed in its own phase (prefill computes the prompt's
+/// positions, where positions past the prompt are padding; decode steps
+/// the generated ones).
+bool tracedPosition(ProgramRank &rs, int64_t position) {
   const TraceConfig &c = traceConfig();
-  if (!c.traceToken || rs.request != c.request || !rs.output)
+  if (!c.traceToken)
     return false;
-  // A prompt position is computed by prefill (where positions past the
-  // prompt are padding), a generated one by its decode step.
-  return (c.position < rs.output->tokens) == (rs.step == 0);
+  int64_t place = 0;
+  Sequence *s = rs.sequenceOf(position, &place);
+  return s && s->request == c.request && place == c.position &&
+         (place < s->output->tokens) == !rs.stepping;
 }
 
-/// The rows among `positions` (of `n`) that hold the traced position.
-std::vector<int64_t> tracedRows(const ProgramRank &rs, const int64_t *positions,
+/// The rows among `positions` (of `n`) that hold the traced token.
+std::vector<int64_t> tracedRows(ProgramRank &rs, const int64_t *positions,
                                 int64_t n) {
   std::vector<int64_t> rows;
-  if (!tracedRequest(rs))
-    return rows;
   for (int64_t i = 0; i < n; ++i)
-    if (positions[i] == traceConfig().position)
+    if (tracedPosition(rs, positions[i]))
       rows.push_back(i);
   return rows;
 }
@@ -76,9 +78,10 @@ std::vector<int64_t> tracedRows(const ProgramRank &rs, const int64_t *positions,
 /// Marks, for the next collective, the rows of a buffer of `rows` rows
 /// (`count` elements) laid out by `positions` that hold the traced token.
 /// A buffer of another row count is not in that layout: nothing is marked.
-void markRows(const ProgramRank &rs, const std::vector<int64_t> &positions,
+void markRows(ProgramRank &rs, const std::vector<int64_t> &positions,
               int64_t rows, int64_t count) {
-  if (!tracedRequest(rs) || rows != int64_t(positions.size()) || rows == 0)
+  if (!traceConfig().traceToken || rows != int64_t(positions.size()) ||
+      rows == 0)
     return;
   std::vector<int64_t> marks =
       tracedRows(rs, positions.data(), int64_t(positions.size()));
@@ -86,19 +89,68 @@ void markRows(const ProgramRank &rs, const std::vector<int64_t> &positions,
     mfrt_trace_mark(marks.data(), int64_t(marks.size()), count / rows);
 }
 
-/// Whether the rank's rows of `layout` hold the traced token at the
-/// position the LM head reads: the prompt's last, or a decode step's.
-bool holdsTracedLastRow(const ProgramRank &rs,
-                        const std::vector<int64_t> &layout) {
-  if (!tracedRequest(rs) || traceConfig().position != rs.length - 1)
-    return false;
-  return !tracedRows(rs, layout.data(), int64_t(layout.size())).empty();
+/// Whether the rank's rows of `layout` hold the traced token at a position
+/// the LM head reads: the prompt's last, or a decode step's row.
+bool holdsTracedLastRow(ProgramRank &rs, const std::vector<int64_t> &layout) {
+  for (int64_t position : layout) {
+    int64_t place = 0;
+    if (!tracedPosition(rs, position))
+      continue;
+    Sequence *s = rs.sequenceOf(position, &place);
+    if (place == s->length - 1)
+      return true;
+  }
+  return false;
 }
 
 void copyPositions(UnrankedMemRefType<int64_t> *m, std::vector<int64_t> &out) {
   MemRefBuffer<int64_t> b(m);
   out.assign(b.data, b.data + b.count);
 }
+/// Whether `p` is one of the step's positions `sp`.
+bool inStep(StridedMemRefType<int64_t, 1> *sp, int64_t p) {
+  for (int64_t t = 0; t < sp->sizes[0]; ++t)
+    if (sp->data[sp->offset + t * sp->strides[0]] == p)
+      return true;
+  return false;
+}
+
+/// Calls `f(sequence, global position, place)` for each cached row of
+/// `layer` that a decode step at positions `sp` reads: every live
+/// sequence's (one, prefill's, when prefill runs as a step), in slot order
+/// and each in the order this rank recorded them, leaving out the step's
+/// own rows (recorded just before).
+template <typename F>
+void forEachCached(ProgramRank &rs, int64_t layer,
+                   StridedMemRefType<int64_t, 1> *sp, F f) {
+  for (size_t slot = 0; slot < rs.sequences.size(); ++slot) {
+    Sequence &s = rs.sequences[slot];
+    if (!s.output || (!rs.stepping && int64_t(slot) != rs.prefill))
+      continue;
+    int64_t base = rs.stepping ? int64_t(slot) << 32 : 0;
+    for (int64_t p : s.cachedPositions[size_t(layer)])
+      if (!inStep(sp, base + p))
+        f(s, base + p, p);
+  }
+}
+
+/// Records `logits [vocab]` as the request's (req{r}.logits) and as the
+/// ones its next token is chosen from.
+void recordLogits(ProgramRank &rs, Sequence &s, const float *logits,
+                  int64_t stride) {
+  const Manifest &m = *rs.manifest;
+  RequestOutput *out = s.output;
+  std::lock_guard<std::mutex> lock(out->mutex);
+  if (out->haveLogits)
+    fatal("internal: two ranks recorded logits for one request");
+  s.recordedLogits = true;
+  s.logits.resize(size_t(m.vocab));
+  for (int64_t i = 0; i < m.vocab; ++i)
+    s.logits[size_t(i)] = logits[i * stride];
+  out->logits = s.logits;
+  out->haveLogits = true;
+}
+
 } // namespace
 
 extern "C" {
@@ -109,8 +161,9 @@ extern "C" {
 void *mfrt_weight(int64_t id) { return weightData(programRank(), id); }
 
 /// K/V cache entries of `layer` for the tokens at `positions`, KV heads
-/// `headOffset ..` of the model's; positions past the prompt (padding) are
-/// dropped, and so is everything of a dummy batch.
+/// `headOffset ..` of the model's, each into its request's outputs and this
+/// rank's cache of it; padding rows (past their request's length, or of a
+/// dummy batch) are dropped.
 void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
                                     StridedMemRefType<float, 3> *k,
                                     StridedMemRefType<float, 3> *v,
@@ -129,28 +182,24 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
       headOffset + heads > m.kvHeads)
     fatal("internal: K/V entries of layer " + std::to_string(layer) +
           " have an unexpected shape");
-  RequestOutput *out = rs.output;
-  if (!out)
-    return;
-  const TraceConfig &trace = traceConfig();
-  if (tracedRequest(rs) && trace.position < rs.length)
-    for (int64_t t = 0; t < k->sizes[0]; ++t)
-      if (positions->data[positions->offset + t * positions->strides[0]] ==
-          trace.position) {
-        TraceSightings &seen = traceSightings();
-        std::lock_guard<std::mutex> lock(seen.mutex);
-        seen.kv.insert(mfrt_rank());
-      }
-  std::lock_guard<std::mutex> lock(out->mutex);
   int64_t row = m.kvHeads * m.headDim;
   for (int64_t t = 0; t < k->sizes[0]; ++t) {
-    int64_t pos =
+    int64_t position =
         positions->data[positions->offset + t * positions->strides[0]];
-    if (pos < 0)
-      fatal("internal: negative K/V position " + std::to_string(pos));
-    if (pos >= rs.length)
-      continue; // padding
-    rs.cachedPositions[size_t(layer)].push_back(pos);
+    if (position < 0)
+      fatal("internal: negative K/V position " + std::to_string(position));
+    int64_t pos = 0;
+    Sequence *s = rs.sequenceOf(position, &pos);
+    if (!s)
+      continue; // padding, or a dummy batch
+    if (tracedPosition(rs, position)) {
+      TraceSightings &seen = traceSightings();
+      std::lock_guard<std::mutex> lock(seen.mutex);
+      seen.kv.insert(mfrt_rank());
+    }
+    RequestOutput *out = s->output;
+    std::lock_guard<std::mutex> lock(out->mutex);
+    s->cachedPositions[size_t(layer)].push_back(pos);
     for (int64_t h = 0; h < heads; ++h) {
       out->written[layer][pos * m.kvHeads + headOffset + h] = 1;
       for (int64_t d = 0; d < m.headDim; ++d) {
@@ -166,16 +215,9 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
   }
 }
 
-/// Whether `p` is one of the step's positions `sp`.
-bool inStep(StridedMemRefType<int64_t, 1> *sp, int64_t p) {
-  for (int64_t t = 0; t < sp->sizes[0]; ++t)
-    if (sp->data[sp->offset + t * sp->strides[0]] == p)
-      return true;
-  return false;
-}
-
 /// The cached rows of a decode step's K/V history: the positions this rank
-/// recorded for `layer` before the step (whose positions are `sp`).
+/// recorded for `layer` before the step (whose positions are `sp`), of
+/// every request the step runs.
 int64_t _mlir_ciface_mfrt_kv_history_length(int64_t layer,
                                             StridedMemRefType<int64_t, 1> *sp) {
   ProgramRank &rs = programRank();
@@ -183,17 +225,14 @@ int64_t _mlir_ciface_mfrt_kv_history_length(int64_t layer,
     fatal("internal: K/V history of layer " + std::to_string(layer) +
           " outside the model's " + std::to_string(rs.manifest->layers) +
           " layers");
-  if (!rs.output)
-    return 0;
   int64_t n = 0;
-  for (int64_t p : rs.cachedPositions[size_t(layer)])
-    n += !inStep(sp, p);
+  forEachCached(rs, layer, sp, [&](Sequence &, int64_t, int64_t) { ++n; });
   return n;
 }
 
 /// Fills a decode step's K/V `k`, `v` and positions: this rank's cached rows
-/// of `layer` (KV heads `headOffset ..`), in the order it recorded them,
-/// then the step's own rows `sk`, `sv` at `sp`.
+/// of `layer` (KV heads `headOffset ..`) of each request the step runs
+/// (forEachCached), then the step's own rows `sk`, `sv` at `sp`.
 void _mlir_ciface_mfrt_kv_history_f32(
     int64_t layer, StridedMemRefType<float, 3> *sk,
     StridedMemRefType<float, 3> *sv, StridedMemRefType<int64_t, 1> *sp,
@@ -213,7 +252,6 @@ void _mlir_ciface_mfrt_kv_history_f32(
       sp->sizes[0] != step)
     fatal("internal: the K/V history of layer " + std::to_string(layer) +
           " has an unexpected shape");
-  RequestOutput *out = rs.output;
   auto at3 = [](StridedMemRefType<float, 3> *x, int64_t t, int64_t h,
                 int64_t d) -> float & {
     return x->data[x->offset + t * x->strides[0] + h * x->strides[1] +
@@ -222,51 +260,52 @@ void _mlir_ciface_mfrt_kv_history_f32(
   auto at1 = [](StridedMemRefType<int64_t, 1> *x, int64_t t) -> int64_t & {
     return x->data[x->offset + t * x->strides[0]];
   };
-  if (out && rs.step > 0) {
-    // One entry per decode step: the most real rows whose K/V a layer
-    // computed, and the most cached rows a layer read.
-    int64_t real = 0;
-    for (int64_t t = 0; t < step; ++t)
-      real += at1(sp, t) < rs.length;
-    size_t s = size_t(rs.step - 1);
-    std::lock_guard<std::mutex> lock(out->mutex);
-    if (out->stepRows.size() <= s) {
-      out->stepRows.resize(s + 1, 0);
-      out->historyRows.resize(s + 1, 0);
-    }
-    out->stepRows[s] = std::max(out->stepRows[s], real);
-    out->historyRows[s] = std::max(out->historyRows[s], cached);
+  // --report decode, per request and step: the most of its rows whose K/V
+  // a layer computed, and the most of its cached rows a layer read.
+  std::map<Sequence *, std::pair<int64_t, int64_t>> counts;
+  for (int64_t t = 0; t < step; ++t) {
+    int64_t place = 0;
+    if (Sequence *s = rs.sequenceOf(at1(sp, t), &place))
+      ++counts[s].first;
   }
   int64_t t = 0;
-  if (cached > 0) {
-    if (!out)
-      fatal("internal: a K/V history of " + std::to_string(cached) +
-            " positions without a request");
-    for (int64_t p : rs.cachedPositions[size_t(layer)]) {
-      if (inStep(sp, p))
-        continue;
-      if (t == cached)
-        fatal("internal: the K/V history of layer " + std::to_string(layer) +
-              " grew during the step");
-      at1(positions, t) = p;
-      for (int64_t h = 0; h < heads; ++h) {
-        int64_t head = headOffset + h;
-        if (!out->written[layer][p * m.kvHeads + head])
-          fatal("internal: no cached K/V for layer " + std::to_string(layer) +
-                " position " + std::to_string(p));
-        for (int64_t d = 0; d < m.headDim; ++d) {
-          int64_t from = (p * m.kvHeads + head) * m.headDim + d;
-          at3(k, t, h, d) = out->keys[layer][from];
-          at3(v, t, h, d) = out->values[layer][from];
-        }
+  forEachCached(rs, layer, sp, [&](Sequence &s, int64_t position, int64_t p) {
+    if (t == cached)
+      fatal("internal: the K/V history of layer " + std::to_string(layer) +
+            " grew during the step");
+    ++counts[&s].second;
+    RequestOutput *out = s.output;
+    at1(positions, t) = position;
+    for (int64_t h = 0; h < heads; ++h) {
+      int64_t head = headOffset + h;
+      if (!out->written[layer][p * m.kvHeads + head])
+        fatal("internal: no cached K/V for layer " + std::to_string(layer) +
+              " position " + std::to_string(p));
+      for (int64_t d = 0; d < m.headDim; ++d) {
+        int64_t from = (p * m.kvHeads + head) * m.headDim + d;
+        at3(k, t, h, d) = out->keys[layer][from];
+        at3(v, t, h, d) = out->values[layer][from];
       }
-      ++t;
     }
-  }
+    ++t;
+  });
   if (t != cached)
     fatal("internal: the K/V history of layer " + std::to_string(layer) +
           " has " + std::to_string(t) + " cached rows, expected " +
           std::to_string(cached));
+  for (auto &[s, c] : counts) {
+    if (s->step <= 0)
+      continue;
+    size_t at = size_t(s->step - 1);
+    RequestOutput *out = s->output;
+    std::lock_guard<std::mutex> lock(out->mutex);
+    if (out->stepRows.size() <= at) {
+      out->stepRows.resize(at + 1, 0);
+      out->historyRows.resize(at + 1, 0);
+    }
+    out->stepRows[at] = std::max(out->stepRows[at], c.first);
+    out->historyRows[at] = std::max(out->historyRows[at], c.second);
+  }
   for (int64_t i = 0; i < step; ++i) {
     at1(positions, cached + i) = at1(sp, i);
     for (int64_t h = 0; h < heads; ++h)
@@ -285,18 +324,18 @@ void _mlir_ciface_mfrt_prompt_logits_f32(StridedMemRefType<float, 2> *logits,
   const Manifest &m = *rs.manifest;
   if (logits->sizes[1] != m.vocab || logits->sizes[0] != pos->sizes[0])
     fatal("internal: prompt logits have an unexpected shape");
-  RequestOutput *out = rs.output;
-  if (!out)
-    return;
-  std::lock_guard<std::mutex> lock(out->mutex);
-  if (out->promptWritten.empty()) {
-    out->promptLogits.assign(size_t(out->tokens * m.vocab), 0.0f);
-    out->promptWritten.assign(size_t(out->tokens), 0);
-  }
   for (int64_t t = 0; t < logits->sizes[0]; ++t) {
-    int64_t p = pos->data[pos->offset + t * pos->strides[0]];
-    if (p < 0 || p >= out->tokens)
+    int64_t p = 0;
+    Sequence *s =
+        rs.sequenceOf(pos->data[pos->offset + t * pos->strides[0]], &p);
+    if (!s || p >= s->output->tokens)
       continue; // padding
+    RequestOutput *out = s->output;
+    std::lock_guard<std::mutex> lock(out->mutex);
+    if (out->promptWritten.empty()) {
+      out->promptLogits.assign(size_t(out->tokens * m.vocab), 0.0f);
+      out->promptWritten.assign(size_t(out->tokens), 0);
+    }
     out->promptWritten[p] = 1;
     for (int64_t v = 0; v < m.vocab; ++v)
       out->promptLogits[p * m.vocab + v] =
@@ -311,20 +350,44 @@ void _mlir_ciface_mfrt_logits_f32(StridedMemRefType<float, 1> *logits,
   syncForHost();
   ProgramRank &rs = programRank();
   const Manifest &m = *rs.manifest;
-  if (!valid || !rs.output)
+  if (!valid || rs.prefill < 0 || !rs.sequences[size_t(rs.prefill)].output)
     return;
   if (logits->sizes[0] != m.vocab)
     fatal("internal: logits have " + std::to_string(logits->sizes[0]) +
           " entries, expected " + std::to_string(m.vocab));
-  RequestOutput *out = rs.output;
-  std::lock_guard<std::mutex> lock(out->mutex);
-  if (out->haveLogits)
-    fatal("internal: two ranks recorded logits for one request");
-  rs.recordedLogits = true;
-  out->logits.resize(size_t(m.vocab));
-  for (int64_t i = 0; i < m.vocab; ++i)
-    out->logits[i] = logits->data[logits->offset + i * logits->strides[0]];
-  out->haveLogits = true;
+  recordLogits(rs, rs.sequences[size_t(rs.prefill)],
+               logits->data + logits->offset, logits->strides[0]);
+}
+
+/// The logits of a decode step's rows (`valid` non-zero), each the newest
+/// token of its request; when prefill runs as a step, the prompt's last
+/// row gives the request's logits.
+void _mlir_ciface_mfrt_step_logits_f32(StridedMemRefType<float, 2> *logits,
+                                       StridedMemRefType<int64_t, 1> *pos,
+                                       int64_t valid) {
+  syncForHost();
+  ProgramRank &rs = programRank();
+  const Manifest &m = *rs.manifest;
+  if (logits->sizes[1] != m.vocab || logits->sizes[0] != pos->sizes[0])
+    fatal("internal: step logits have an unexpected shape");
+  if (!valid)
+    return;
+  for (int64_t t = 0; t < logits->sizes[0]; ++t) {
+    int64_t p = 0;
+    Sequence *s =
+        rs.sequenceOf(pos->data[pos->offset + t * pos->strides[0]], &p);
+    if (!s || p != s->length - 1)
+      continue; // padding, or a prompt position before the last
+    const float *row = logits->data + logits->offset + t * logits->strides[0];
+    if (!rs.stepping) {
+      recordLogits(rs, *s, row, logits->strides[1]);
+      continue;
+    }
+    s->recordedLogits = true;
+    s->logits.resize(size_t(m.vocab));
+    for (int64_t v = 0; v < m.vocab; ++v)
+      s->logits[size_t(v)] = row[v * logits->strides[1]];
+  }
 }
 
 /// Tags the rank's following traffic with a layer (-1: none).
@@ -545,9 +608,12 @@ int64_t _mlir_ciface_mfrt_cg_dispatch_f32(int64_t id, int64_t hierarchical,
     if (c.randomRouting || (!marks.empty() && forced != c.forced.end())) {
       routed.assign(e.data, e.data + e.count);
       if (c.randomRouting)
-        for (int64_t t = 0; t < tokens; ++t)
-          randomExperts(c.seed, rs.request, rs.spRows[size_t(t)], rs.layer,
+        for (int64_t t = 0; t < tokens; ++t) {
+          int64_t place = rs.spRows[size_t(t)];
+          Sequence *s = rs.sequenceOf(place, &place);
+          randomExperts(c.seed, s ? s->request : -1, place, rs.layer,
                         numExperts, k, &routed[size_t(t * k)]);
+        }
       if (forced != c.forced.end())
         for (int64_t t : marks)
           std::copy(forced->second.begin(), forced->second.end(),
@@ -556,8 +622,8 @@ int64_t _mlir_ciface_mfrt_cg_dispatch_f32(int64_t id, int64_t hierarchical,
     }
     traceMarks = std::move(marks);
   }
-  // Padding rows (positions at or past the request's length; every row of
-  // a dummy batch) stay home: no expert computes them, their outputs are 0.
+  // Padding rows (positions at or past their request's length; every row
+  // of a dummy batch) stay home: no expert computes them, their outputs are 0.
   const float *rows = a.data, *rowWeights = w.data;
   int64_t sent = tokens;
   std::vector<int64_t> real;
@@ -565,9 +631,11 @@ int64_t _mlir_ciface_mfrt_cg_dispatch_f32(int64_t id, int64_t hierarchical,
   std::vector<int64_t> packedChoices;
   std::vector<float> packedWeights;
   if (int64_t(rs.spRows.size()) == tokens) {
-    for (int64_t t = 0; t < tokens; ++t)
-      if (rs.spRows[size_t(t)] < rs.length)
+    for (int64_t t = 0; t < tokens; ++t) {
+      int64_t place = 0;
+      if (rs.sequenceOf(rs.spRows[size_t(t)], &place))
         real.push_back(t);
+    }
     if (int64_t(real.size()) < tokens) {
       sent = int64_t(real.size());
       packedRows.resize(size_t(sent * hidden) * sizeof(float));

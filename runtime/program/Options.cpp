@@ -102,10 +102,15 @@ void usage() {
       "  --max-new-tokens N\n"
       "                   after prefill, generate up to N tokens per request "
       "(default 0:\n"
-      "                   prefill only; one-rank programs); a request stops "
-      "early at the\n"
-      "                   model's eos_token_id; writes req{r}.tokens [n] "
-      "(int32)\n"
+      "                   prefill only; programs compiled with --decode); a "
+      "request stops\n"
+      "                   early at the model's eos_token_id; writes "
+      "req{r}.tokens [n]\n"
+      "                   (int32)\n"
+      "  --max-batch B    decode at most B requests of a DP replica together "
+      "(default 0:\n"
+      "                   all of them); the next request's prefill runs as "
+      "one leaves\n"
       "  --temperature T  sample at temperature T > 0 (default 0: greedy)\n"
       "  --top-k K        sample among the K most likely tokens (default 0: "
       "all)\n"
@@ -231,7 +236,7 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
       value(text);
       options.threads = parseThreads(text);
     } else if (name == "--max-new-tokens" || name == "--top-k" ||
-               name == "--seed") {
+               name == "--seed" || name == "--max-batch") {
       std::string text;
       value(text);
       Generation &g = options.generation;
@@ -239,7 +244,9 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
         g.seed = uint64_t(parseCount(name, text));
         g.seedGiven = true;
       } else {
-        (name == "--top-k" ? g.topK : g.maxNewTokens) = parseCount(name, text);
+        (name == "--top-k"       ? g.topK
+         : name == "--max-batch" ? g.maxBatch
+                                 : g.maxNewTokens) = parseCount(name, text);
       }
     } else if (name == "--temperature" || name == "--top-p") {
       std::string text;

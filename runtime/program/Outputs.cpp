@@ -88,7 +88,8 @@ std::vector<char> serializeOutputs(const Program &prog) {
       put(o.stepLogits.data(), o.stepLogits.size() * sizeof(float));
       put(o.stepRows.data(), o.stepRows.size() * sizeof(int64_t));
       put(o.historyRows.data(), o.historyRows.size() * sizeof(int64_t));
-      double seconds[2] = {o.prefillSeconds, o.decodeSeconds};
+      double seconds[3] = {o.prefillSeconds, o.decodeSeconds,
+                           o.firstTokenSeconds};
       put(seconds, sizeof(seconds));
     }
     for (size_t p = 0; p < o.promptWritten.size(); ++p)
@@ -139,7 +140,7 @@ void mergeOutputs(Program &prog, const std::vector<char> &in) {
           historyRows(static_cast<size_t>(counts[1]));
       take(stepRows.data(), stepRows.size() * sizeof(int64_t));
       take(historyRows.data(), historyRows.size() * sizeof(int64_t));
-      double seconds[2];
+      double seconds[3];
       take(seconds, sizeof(seconds));
       if (!ids.empty()) {
         o.generated = std::move(ids);
@@ -155,6 +156,7 @@ void mergeOutputs(Program &prog, const std::vector<char> &in) {
       }
       o.prefillSeconds = std::max(o.prefillSeconds, seconds[0]);
       o.decodeSeconds = std::max(o.decodeSeconds, seconds[1]);
+      o.firstTokenSeconds = std::max(o.firstTokenSeconds, seconds[2]);
       continue;
     }
     if (hdr[0] < 0) {
@@ -329,22 +331,32 @@ void mfrt::addOutputs(const Program &prog, SafetensorsWriter &writer,
 }
 
 void mfrt::printDecodeReport(const Program &prog) {
+  size_t generated = 0;
   for (size_t r = 0; r < prog.outputs.size(); ++r) {
     const RequestOutput &o = *prog.outputs[r];
+    generated += o.generated.size();
     size_t steps = o.stepRows.size();
     if (steps == 0) {
       std::printf("req %zu: decode: no steps (%zu generated), prefill %.3f "
-                  "ms\n",
-                  r, o.generated.size(), 1e3 * o.prefillSeconds);
+                  "ms, first token at %.3f ms\n",
+                  r, o.generated.size(), 1e3 * o.prefillSeconds,
+                  1e3 * o.firstTokenSeconds);
       continue;
     }
     auto [lo, hi] = std::minmax_element(o.stepRows.begin(), o.stepRows.end());
     std::printf("req %zu: decode: %zu steps, K/V rows computed per layer and "
                 "step %lld..%lld, cached rows read %lld..%lld; prefill %.3f "
-                "ms, steps %.3f ms per token\n",
+                "ms, first token at %.3f ms, steps %.3f ms per token\n",
                 r, steps, (long long)*lo, (long long)*hi,
                 (long long)o.historyRows.front(),
                 (long long)o.historyRows.back(), 1e3 * o.prefillSeconds,
+                1e3 * o.firstTokenSeconds,
                 1e3 * o.decodeSeconds / double(steps));
   }
+  std::printf("decode: %zu requests, %zu tokens generated in %lld steps "
+              "(batches of up to %lld, rank 0), %.3f ms of prefills and "
+              "steps: %.1f tokens/s\n",
+              prog.outputs.size(), generated, (long long)prog.runSteps,
+              (long long)prog.runBatch, 1e3 * prog.runSeconds,
+              prog.runSeconds > 0 ? double(generated) / prog.runSeconds : 0.0);
 }

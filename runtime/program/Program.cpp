@@ -54,3 +54,15 @@ void mfrt::fatal(const std::string &msg) {
     die("rank " + std::to_string(rank->rank) + ": " + msg);
   die(msg);
 }
+
+Sequence *ProgramRank::sequenceOf(int64_t position, int64_t *place) {
+  int64_t slot = stepping ? position >> 32 : prefill;
+  int64_t p = stepping ? position & 0xffffffffLL : position;
+  if (position < 0 || slot < 0 || slot >= int64_t(sequences.size()))
+    return nullptr;
+  Sequence &s = sequences[size_t(slot)];
+  if (!s.output || p >= s.length)
+    return nullptr;
+  *place = p;
+  return &s;
+}

@@ -125,91 +125,193 @@ void sumOver(int64_t group, float *x, int64_t n, const char *what) {
     fatal(std::string(what) + ": " + mfrt_last_error());
 }
 
-/// Generates up to N tokens of this replica's request `r` (none for a dummy
-/// round: `o` null) after its prefill. Each step the rank that recorded the
-/// logits (the LM head's, on the last stage) picks the token; the replica
-/// learns it (the loop's back edge to the first stage), and the replicas
-/// agree to go on while any of them generates: a replica done early runs
-/// dummy steps, so that every MoE rendezvous sees all of them. The next
-/// step then runs the token at the next position, its K/V appended to the
-/// caches of the ranks that own that position (the K/V of the last
-/// generated token is never needed). Returns the number of steps run.
-int64_t decodeRequest(const Program &prog, ProgramRank &rs, RequestOutput *o,
-                      int64_t r, const DecodeGroups &groups) {
+double secondsNow() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+/// Adds to `sum` the counters' growth since `before` (--report traffic).
+void addTraffic(const Program &prog, const std::vector<uint64_t> &before,
+                std::vector<uint64_t> &sum) {
+  std::vector<uint64_t> after = readCounters(prog);
+  sum.resize(after.size(), 0);
+  for (size_t i = 0; i < after.size(); ++i)
+    sum[i] += after[i] - before[i];
+}
+
+/// Runs the prefill of request `r` (a dummy batch when `r` < 0, in which
+/// every replica's ranks take part) in a free slot of the rank's sequences,
+/// which it returns (-1 for a dummy). The counters' growth goes to
+/// `prefillTraffic`.
+int64_t runRequestPrefill(const Program &prog, ProgramRank &rs, int64_t r,
+                          const DecodeGroups &groups,
+                          std::vector<uint64_t> &prefillTraffic) {
+  int64_t slot = -1;
+  if (r >= 0) {
+    while (++slot < int64_t(rs.sequences.size()))
+      if (!rs.sequences[size_t(slot)].output)
+        break;
+    if (slot == int64_t(rs.sequences.size()))
+      rs.sequences.emplace_back();
+    Sequence &s = rs.sequences[size_t(slot)];
+    s = Sequence();
+    s.output = prog.outputs[size_t(r)].get();
+    s.request = r;
+    // The rank's cache of this request starts empty.
+    s.cachedPositions.assign(size_t(prog.manifest.layers), {});
+    s.length = s.output->tokens;
+  }
+  rs.prefill = slot;
+  rs.stepping = false;
+  mfrt_trace_new_request();
+  std::vector<uint64_t> before;
+  if (prog.reportTraffic)
+    before = readCounters(prog);
+  double t0 = secondsNow();
+  runPrefill(r >= 0 ? prog.requests[size_t(r)] : std::vector<int64_t>{0});
+  double t1 = secondsNow();
+  if (prog.reportTraffic)
+    addTraffic(prog, before, prefillTraffic);
+  rs.prefill = -1;
+  if (slot < 0)
+    return slot;
+  Sequence &s = rs.sequences[size_t(slot)];
+  s.prefillEnd = t1;
+  if (groups.recorder) {
+    std::lock_guard<std::mutex> lock(s.output->mutex);
+    s.output->prefillSeconds = t1 - t0;
+    s.output->firstTokenSeconds = t1 - rs.runStart;
+  }
+  return slot;
+}
+
+/// A request is done: its outputs learn its length and decode time, and
+/// its slot (with this rank's cache of it) is freed.
+void finishSequence(ProgramRank &rs, Sequence &s, const DecodeGroups &groups) {
+  RequestOutput *o = s.output;
+  {
+    std::lock_guard<std::mutex> lock(o->mutex);
+    o->length = std::max(o->length, s.length);
+    if (groups.recorder)
+      o->decodeSeconds = secondsNow() - s.prefillEnd;
+  }
+  s = Sequence();
+}
+
+/// After a prefill or a decode step, for each sequence in `slots`: the rank
+/// that recorded its logits (the LM head's, on the last stage) picks its
+/// token; the replica learns every pick (the loop's back edge to the first
+/// stage) and whether the request is done (its eos, or N tokens), and its
+/// first rank (`recorder`) keeps the ids (and --step-logits rows).
+void shareTokens(const Program &prog, ProgramRank &rs,
+                 const std::vector<int64_t> &slots,
+                 const DecodeGroups &groups) {
+  if (slots.empty())
+    return; // the replica's ranks agree: a dummy batch
   const Generation &g = prog.generation;
   const Manifest &m = prog.manifest;
-  bool live = o != nullptr;
-  int64_t token = 0, reached = rs.length;
-  std::vector<float> prefillLogits;
-  if (live && rs.recordedLogits)
-    prefillLogits = o->logits;
-  bool prefillHolder = live && rs.recordedLogits;
-  std::vector<float> msg(size_t(2 + (g.stepLogits ? m.vocab : 0)));
-  for (int64_t step = 0;; ++step) {
-    std::fill(msg.begin(), msg.end(), 0.0f);
-    if (live && rs.recordedLogits) {
-      std::lock_guard<std::mutex> lock(o->mutex);
-      int64_t id = chooseToken(g, o->logits.data(), m.vocab, r, step);
-      bool eos = !g.ignoreEos &&
-                 std::find(m.eosTokens.begin(), m.eosTokens.end(), id) !=
-                     m.eosTokens.end();
-      msg[0] = float(id + 1);
-      msg[1] = eos || step + 1 == g.maxNewTokens ? 1.0f : 0.0f;
+  size_t width = size_t(2 + (g.stepLogits ? m.vocab : 0));
+  std::vector<float> msg(slots.size() * width, 0.0f);
+  for (size_t i = 0; i < slots.size(); ++i) {
+    Sequence &s = rs.sequences[size_t(slots[i])];
+    if (!s.recordedLogits)
+      continue;
+    float *at = msg.data() + i * width;
+    int64_t id =
+        chooseToken(g, s.logits.data(), m.vocab, s.request, s.generated);
+    bool eos = !g.ignoreEos && std::find(m.eosTokens.begin(), m.eosTokens.end(),
+                                         id) != m.eosTokens.end();
+    at[0] = float(id + 1);
+    at[1] = eos || s.generated + 1 == g.maxNewTokens ? 1.0f : 0.0f;
+    if (g.stepLogits)
+      std::copy(s.logits.begin(), s.logits.end(), at + 2);
+    s.recordedLogits = false;
+  }
+  // Every rank of the replica takes part.
+  sumOver(groups.replica, msg.data(), int64_t(msg.size()),
+          "decode: sharing the chosen tokens");
+  for (size_t i = 0; i < slots.size(); ++i) {
+    Sequence &s = rs.sequences[size_t(slots[i])];
+    const float *at = msg.data() + i * width;
+    if (at[0] < 1)
+      fatal("internal: step " + std::to_string(s.generated) + " of request " +
+            std::to_string(s.request) + " recorded no logits");
+    s.token = int64_t(at[0]) - 1;
+    ++s.generated;
+    if (groups.recorder) {
+      std::lock_guard<std::mutex> lock(s.output->mutex);
+      s.output->generated.push_back(int32_t(s.token));
       if (g.stepLogits)
-        std::copy(o->logits.begin(), o->logits.end(), msg.begin() + 2);
-      o->haveLogits = false;
-      rs.recordedLogits = false;
+        s.output->stepLogits.insert(s.output->stepLogits.end(), at + 2,
+                                    at + width);
     }
-    // Every rank of the replica takes part, live or not.
-    sumOver(groups.replica, msg.data(), int64_t(msg.size()),
-            "decode: sharing the chosen token");
-    if (live) {
-      if (msg[0] < 1)
-        fatal("internal: decode step " + std::to_string(step) + " of request " +
-              std::to_string(r) + " recorded no logits");
-      token = int64_t(msg[0]) - 1;
-      if (groups.recorder) {
-        std::lock_guard<std::mutex> lock(o->mutex);
-        o->generated.push_back(int32_t(token));
-        if (g.stepLogits)
-          o->stepLogits.insert(o->stepLogits.end(), msg.begin() + 2, msg.end());
-      }
-      live = msg[1] == 0.0f;
+    if (at[1] != 0.0f)
+      finishSequence(rs, s, groups);
+  }
+}
+
+/// One decode step of every live sequence of the rank's replica (`live`,
+/// by slot), one row each at global position `slot * 2^32 + place`; with
+/// none, a dummy step (one padding row: nothing recorded or dispatched).
+/// Each row's K/V is appended to the caches of the ranks that own its
+/// position (the K/V of the last generated token is never needed).
+void runStep(ProgramRank &rs, const std::vector<int64_t> &live) {
+  std::vector<int64_t> ids, positions;
+  for (int64_t slot : live) {
+    Sequence &s = rs.sequences[size_t(slot)];
+    positions.push_back((slot << 32) | s.length);
+    ids.push_back(s.token);
+    s.step = s.generated;
+    ++s.length;
+  }
+  if (live.empty()) {
+    ids = {0};
+    positions = {0};
+  }
+  rs.largestBatch = std::max(rs.largestBatch, int64_t(live.size()));
+  rs.stepping = true;
+  IdBuffer in(ids), pos(positions);
+  _mlir_ciface_decode(&in.ref, &pos.ref);
+  rs.stepping = false;
+  ++rs.decodeSteps;
+}
+
+/// Generation for the replica's requests `mine`: prefills are admitted
+/// while the batch has room (--max-batch), each choosing its request's
+/// first token; then the batch steps together, requests leaving it as they
+/// finish and the next ones' prefills taking their places. The replicas
+/// agree before each round on whether any of them prefills (all do then,
+/// dummies where they have none) or steps (likewise), so that every MoE
+/// rendezvous sees every rank; they stop when none has work left.
+void generate(const Program &prog, ProgramRank &rs,
+              const std::vector<int64_t> &mine, const DecodeGroups &groups,
+              std::vector<uint64_t> &prefillTraffic) {
+  size_t next = 0;
+  int64_t maxBatch = prog.generation.maxBatch;
+  for (;;) {
+    std::vector<int64_t> live;
+    for (size_t slot = 0; slot < rs.sequences.size(); ++slot)
+      if (rs.sequences[slot].output)
+        live.push_back(int64_t(slot));
+    bool admit = next < mine.size() &&
+                 (maxBatch == 0 || int64_t(live.size()) < maxBatch);
+    float any[2] = {admit ? 1.0f : 0.0f, live.empty() ? 0.0f : 1.0f};
+    sumOver(groups.dp, any, 2, "decode: agreeing on the next round");
+    if (any[0] > 0) {
+      int64_t slot = runRequestPrefill(prog, rs, admit ? mine[next++] : -1,
+                                       groups, prefillTraffic);
+      shareTokens(prog, rs,
+                  slot < 0 ? std::vector<int64_t>{}
+                           : std::vector<int64_t>{slot},
+                  groups);
+      continue;
     }
-    float any = live ? 1.0f : 0.0f;
-    sumOver(groups.dp, &any, 1, "decode: agreeing on the next step");
-    if (any == 0.0f)
+    if (any[1] == 0)
       break;
-    rs.step = step + 1;
-    if (live) {
-      int64_t position = o->tokens + step;
-      rs.length = reached = position + 1;
-      rs.output = o;
-      IdBuffer ids({token}), pos({position});
-      _mlir_ciface_decode(&ids.ref, &pos.ref);
-    } else {
-      // A dummy step: its one row is padding (nothing recorded, nothing
-      // dispatched).
-      rs.length = 0;
-      rs.output = nullptr;
-      IdBuffer ids({0}), pos({0});
-      _mlir_ciface_decode(&ids.ref, &pos.ref);
-    }
+    runStep(rs, live);
+    shareTokens(prog, rs, live, groups);
   }
-  int64_t steps = rs.step;
-  rs.output = o;
-  rs.length = reached;
-  rs.step = 0;
-  if (!o)
-    return steps;
-  std::lock_guard<std::mutex> lock(o->mutex);
-  o->length = std::max(o->length, reached);
-  // req{r}.logits stays prefill's.
-  if (prefillHolder) {
-    o->logits = std::move(prefillLogits);
-    o->haveLogits = true;
-  }
-  return steps;
 }
 
 /// Prompts longer than the model's max_position_embeddings (when the
@@ -296,7 +398,7 @@ void checkGeneration(const Options &options, const Manifest &m,
 }
 
 /// Runs this rank's share of the requests: its DP replica's, in rounds that
-/// every replica takes part in.
+/// every replica takes part in (prefill only), or generating.
 void runRequests(const Program &prog, ProgramRank &rs,
                  std::map<std::string, int64_t> &groups) {
   int64_t replicas = 1, replica = 0;
@@ -306,49 +408,31 @@ void runRequests(const Program &prog, ProgramRank &rs,
     replica = mfrt_group_rank(dp);
   }
   std::vector<std::vector<int64_t>> assigned = balance(prog.requests, replicas);
-  size_t rounds = 0;
-  for (const auto &list : assigned)
-    rounds = std::max(rounds, list.size());
+  const std::vector<int64_t> &mine = assigned[size_t(replica)];
   DecodeGroups decode = decodeGroups(prog, groups);
-  std::vector<int64_t> dummy = {0};
-  for (size_t round = 0; round < rounds; ++round) {
-    const std::vector<int64_t> &mine = assigned[replica];
-    bool real = round < mine.size();
-    RequestOutput *o = real ? prog.outputs[mine[round]].get() : nullptr;
-    rs.output = o;
-    rs.request = real ? mine[round] : -1;
-    // The rank's cache of this request starts empty.
-    rs.cachedPositions.assign(size_t(prog.manifest.layers), {});
-    rs.length = real ? o->tokens : 0;
-    rs.step = 0;
-    rs.recordedLogits = false;
-    mfrt_trace_new_request();
-    auto t0 = std::chrono::steady_clock::now();
-    runPrefill(real ? prog.requests[mine[round]] : dummy);
-    auto t1 = std::chrono::steady_clock::now();
-    if (prog.generation.maxNewTokens > 0) {
-      // --report traffic tells decode's bytes from prefill's.
-      std::vector<uint64_t> before;
-      if (prog.reportTraffic)
-        before = readCounters(prog);
-      rs.decodeSteps += decodeRequest(prog, rs, o, rs.request, decode);
-      if (prog.reportTraffic) {
-        std::vector<uint64_t> after = readCounters(prog);
-        rs.decodeTraffic.resize(after.size(), 0);
-        for (size_t i = 0; i < after.size(); ++i)
-          rs.decodeTraffic[i] += after[i] - before[i];
-      }
-    }
-    if (real && decode.recorder) {
-      std::lock_guard<std::mutex> lock(o->mutex);
-      o->prefillSeconds = std::chrono::duration<double>(t1 - t0).count();
-      o->decodeSeconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t1)
-              .count();
+  std::vector<uint64_t> prefillTraffic;
+  if (prog.generation.maxNewTokens > 0) {
+    generate(prog, rs, mine, decode, prefillTraffic);
+  } else {
+    size_t rounds = 0;
+    for (const auto &list : assigned)
+      rounds = std::max(rounds, list.size());
+    for (size_t round = 0; round < rounds; ++round) {
+      int64_t slot =
+          runRequestPrefill(prog, rs, round < mine.size() ? mine[round] : -1,
+                            decode, prefillTraffic);
+      if (slot >= 0)
+        finishSequence(rs, rs.sequences[size_t(slot)], decode);
     }
   }
-  rs.output = nullptr;
-  rs.request = -1;
+  if (prog.reportTraffic) {
+    // --report traffic tells decode's bytes (all but prefill's) apart.
+    std::vector<uint64_t> total = readCounters(prog);
+    prefillTraffic.resize(total.size(), 0);
+    rs.decodeTraffic.assign(total.size(), 0);
+    for (size_t i = 0; i < total.size(); ++i)
+      rs.decodeTraffic[i] = total[i] - prefillTraffic[i];
+  }
 }
 
 /// --report traffic: this rank's counters of prefill, then of its decode
@@ -445,7 +529,13 @@ int mfrt::rankMain(void *) {
   omp_set_num_threads(prog.threadsPerRank);
   loadWeights(rs, groups);
   uploadWeights(rs); // CUDA mode: to the rank's device
+  rs.runStart = secondsNow();
   runRequests(prog, rs, groups);
+  if (rank.rank == 0) {
+    prog.runSeconds = secondsNow() - rs.runStart;
+    prog.runSteps = rs.decodeSteps;
+    prog.runBatch = rs.largestBatch;
+  }
   if (prog.reportTraffic)
     readTrafficCounters(prog, rs, rank.rank);
   if (prog.collectOutputs && prog.reportTraffic)

@@ -565,13 +565,12 @@ static LogicalResult compile(ModuleOp module, int64_t deviceBytes,
     PassManager pm(module.getContext());
     if (failed(applyPassManagerCLOptions(pm)))
       return fail("bad pass manager options");
-    // On one device the step with no history is prefill: one function to
-    // compile. On a mesh prefill keeps its own partitioning (zigzag chunks,
-    // ring attention), the step its own (round-robin rows, pass-Q); so does
-    // a program with prompt logprobs (prefill's every position, the step's
-    // last).
+    // Prefill keeps its own function: on a mesh its own partitioning
+    // (zigzag chunks, ring attention, the last position's logits) beside
+    // the step's (round-robin rows, pass-Q, every row's logits); on one
+    // device too, since the step computes every row's logits.
     mf::MFDeriveDecodePassOptions derive;
-    derive.keepEntry = (plan && plan.getDevices() > 1) || promptLogprobs;
+    derive.keepEntry = true;
     pm.addPass(mf::createMFDeriveDecodePass(derive));
     if (failed(pm.run(module)))
       return failure();

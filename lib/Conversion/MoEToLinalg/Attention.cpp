@@ -30,6 +30,19 @@ Value logSumExp(OpBuilder &b, Location loc, Type elt, Value max, Value sum) {
   return arith::SelectOp::create(b, loc, isInf, negInf(b, loc, elt), v);
 }
 
+/// Whether the key at global position `k` is visible to the query at `q`
+/// (i64 scalars): one sequence (the high 32 bits) and not later.
+Value visibleKey(OpBuilder &b, Location loc, Value q, Value k) {
+  Value notLater =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::sle, k, q);
+  Value shift = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(32));
+  Value sameSequence =
+      arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq,
+                            arith::ShRSIOp::create(b, loc, k, shift),
+                            arith::ShRSIOp::create(b, loc, q, shift));
+  return arith::AndIOp::create(b, loc, notLater, sameSequence);
+}
+
 /// The extreme (min when `min`, else max) of the i64 positions `pos`, as a
 /// scalar.
 Value positionBound(OpBuilder &b, Location loc, Value pos, bool min) {
@@ -162,8 +175,7 @@ std::pair<Value, Value> buildFusedAttention(OpBuilder &b, Location loc, Value q,
         nb, l, {qp, kp}, {s},
         {pick(ctx, 2, {0}), pick(ctx, 2, {1}), pick(ctx, 2, {0, 1})},
         {kPar, kPar}, [&](OpBuilder &bb, Location bl, ValueRange a) {
-          Value ok = arith::CmpIOp::create(bb, bl, arith::CmpIPredicate::sle,
-                                           a[1], a[0]);
+          Value ok = visibleKey(bb, bl, a[0], a[1]);
           Value sc =
               arith::MulFOp::create(bb, bl, a[2], cstF(bb, bl, elt, scale));
           linalg::YieldOp::create(bb, bl,
@@ -326,8 +338,7 @@ buildMaterializedAttention(OpBuilder &b, Location loc, Value q, Value k,
       {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {1}), pick(ctx, 3, {2}),
        pick(ctx, 3, {0, 1, 2})},
       {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
-        Value ok =
-            arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sle, a[2], a[1]);
+        Value ok = visibleKey(nb, l, a[1], a[2]);
         Value s = arith::MulFOp::create(nb, l, a[0], cstF(nb, l, elt, scale));
         linalg::YieldOp::create(
             nb, l,

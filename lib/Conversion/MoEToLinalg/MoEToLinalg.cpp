@@ -194,7 +194,12 @@ struct RoPELowering : OpConversionPattern<RoPEOp> {
           Value p = math::PowFOp::create(nb, l, cstF(nb, l, elt, theta), expo);
           Value invFreq =
               arith::DivFOp::create(nb, l, cstF(nb, l, elt, 1.0), p);
-          Value posF = arith::SIToFPOp::create(nb, l, elt, a[1]);
+          // The place in its sequence: the position's low 32 bits.
+          Value place = arith::AndIOp::create(
+              nb, l, a[1],
+              arith::ConstantOp::create(nb, l,
+                                        nb.getI64IntegerAttr(0xffffffffLL)));
+          Value posF = arith::SIToFPOp::create(nb, l, elt, place);
           Value angle = arith::MulFOp::create(nb, l, posF, invFreq);
           Value c = math::CosOp::create(nb, l, angle);
           Value s = math::SinOp::create(nb, l, angle);

@@ -286,6 +286,29 @@ struct ConvertMoEToRuntimePass
       }
     }
 
+    // Decode-step row logits.
+    SmallVector<StepLogitsOp> stepRows;
+    module.walk([&](StepLogitsOp op) { stepRows.push_back(op); });
+    if (!stepRows.empty()) {
+      func::FuncOp stepFn =
+          declareRuntimeFunction(module, RuntimeFn::mfrt_step_logits_f32);
+      for (StepLogitsOp op : stepRows) {
+        OpBuilder b(op);
+        Location loc = op.getLoc();
+        Value valid =
+            op.getValid()
+                ? Value(arith::ExtUIOp::create(b, loc, i64, op.getValid()))
+                : Value(arith::ConstantOp::create(b, loc,
+                                                  b.getI64IntegerAttr(1)));
+        func::CallOp::create(
+            b, loc, stepFn,
+            ValueRange{readOnlyBuffer(b, loc, op.getLogits(), rowsType),
+                       readOnlyBuffer(b, loc, op.getPositions(), posType),
+                       valid});
+        op.erase();
+      }
+    }
+
     if (entry) {
       entry->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
                      UnitAttr::get(ctx));

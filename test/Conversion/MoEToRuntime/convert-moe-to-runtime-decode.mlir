@@ -43,6 +43,33 @@ module attributes {moe.eos_token_ids = array<i64: 2, 5>} {
 
 // -----
 
+// A step's row logits: one call of mfrt_step_logits_f32 with the rows, their
+// positions and whether this rank records them (1 without `if`).
+// CHECK: func.func @decode(%{{[^:]+}}: tensor<?xi64>, %[[POS:[^:]+]]: tensor<?xi64>, %[[L:[^:]+]]: tensor<?x16xf32>, %[[VALID:[^:]+]]: i1)
+// CHECK: %[[ONE:.+]] = arith.constant 1 : i64
+// CHECK: %[[LB:.+]] = bufferization.to_buffer %[[L]] read_only
+// CHECK: %[[LC:.+]] = memref.cast %[[LB]] : memref<?x16xf32, strided<[?, ?], offset: ?>> to memref<?x?xf32, strided<[?, ?], offset: ?>>
+// CHECK: %[[PB:.+]] = bufferization.to_buffer %[[POS]] read_only
+// CHECK: %[[PC:.+]] = memref.cast %[[PB]]
+// CHECK: call @mfrt_step_logits_f32(%[[LC]], %[[PC]], %[[ONE]])
+// CHECK: %[[V64:.+]] = arith.extui %[[VALID]] : i1 to i64
+// CHECK: call @mfrt_step_logits_f32(%{{.+}}, %{{.+}}, %[[V64]])
+// CHECK-NOT: moe.step_logits
+module {
+  func.func @prefill(%tokens: tensor<?xi64>) {
+    %e = moe.param "model.embed_tokens.weight" : tensor<16x8xf32>
+    %h = moe.embed %e, %tokens : tensor<16x8xf32>, tensor<?xi64> -> tensor<?x8xf32>
+    return
+  }
+  func.func @decode(%tokens: tensor<?xi64>, %pos: tensor<?xi64>, %l: tensor<?x16xf32>, %valid: i1) {
+    moe.step_logits %l, %pos : tensor<?x16xf32>, tensor<?xi64>
+    moe.step_logits %l, %pos if %valid : tensor<?x16xf32>, tensor<?xi64>
+    return
+  }
+}
+
+// -----
+
 // An eos id outside the vocabulary cannot end a request.
 // expected-error @+1 {{convert-moe-to-runtime: eos_token_id 16 is outside the vocabulary (16 tokens)}}
 module attributes {moe.eos_token_ids = array<i64: 16>} {

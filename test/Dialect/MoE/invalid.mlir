@@ -1373,6 +1373,33 @@ func.func @yield_outside_layer(%h: tensor<?x64xf32>) {
 }
 
 //===----------------------------------------------------------------------===//
+// moe.step_logits
+
+// The row logits are [n, V] with a static vocab, one row per position.
+func.func @step_logits_rank(%l: tensor<512xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{logits must have rank 2, got 'tensor<512xf32>'}}
+  moe.step_logits %l, %p : tensor<512xf32>, tensor<?xi64>
+  return
+}
+
+// -----
+
+func.func @step_logits_vocab(%l: tensor<?x?xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{logits dim 1 must be static, got 'tensor<?x?xf32>'}}
+  moe.step_logits %l, %p : tensor<?x?xf32>, tensor<?xi64>
+  return
+}
+
+// -----
+
+func.func @step_logits_rows(%l: tensor<4x512xf32>, %p: tensor<3xi64>) {
+  // expected-error @+1 {{positions dim 0 (3) must equal logits dim 0 (4)}}
+  moe.step_logits %l, %p : tensor<4x512xf32>, tensor<3xi64>
+  return
+}
+
+// -----
+
 // moe.logits
 //===----------------------------------------------------------------------===//
 

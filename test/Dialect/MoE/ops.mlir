@@ -319,6 +319,21 @@ func.func @logits(%l: tensor<512xf32>, %lb: tensor<?xbf16>, %valid: i1) {
   return
 }
 
+// A decode step's row logits: every row, recorded unconditionally or only
+// where %valid holds.
+// CHECK-LABEL: func.func @step_logits
+// CHECK-SAME: ([[L:%.+]]: tensor<?x512xf32>, [[P:%.+]]: tensor<?xi64>, [[VALID:%.+]]: i1)
+// CHECK: moe.step_logits [[L]], [[P]] : tensor<?x512xf32>, tensor<?xi64>
+// CHECK: moe.step_logits [[L]], [[P]] if [[VALID]] : tensor<?x512xf32>, tensor<?xi64>
+// GENERIC-LABEL: sym_name = "step_logits"
+// GENERIC: "moe.step_logits"(%{{.*}}, %{{.*}}) : (tensor<?x512xf32>, tensor<?xi64>) -> ()
+// GENERIC: "moe.step_logits"(%{{.*}}, %{{.*}}, %{{.*}}) : (tensor<?x512xf32>, tensor<?xi64>, i1) -> ()
+func.func @step_logits(%l: tensor<?x512xf32>, %p: tensor<?xi64>, %valid: i1) {
+  moe.step_logits %l, %p : tensor<?x512xf32>, tensor<?xi64>
+  moe.step_logits %l, %p if %valid : tensor<?x512xf32>, tensor<?xi64>
+  return
+}
+
 // f16 is the third accepted float type.
 // CHECK-LABEL: func.func @f16
 // CHECK: moe.linear %{{.+}}, %{{.+}} : tensor<?x64xf16>, tensor<32x64xf16> -> tensor<?x32xf16>

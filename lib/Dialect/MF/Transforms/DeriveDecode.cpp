@@ -4,8 +4,9 @@
 // next position(s) of a request whose earlier K/V the runtime keeps. The step
 // is the prefill function with three changes: the positions are an argument
 // (not 0 .. T-1), each attention reads the layer's cached history
-// (`moe.kv_history`) ahead of the step's own K/V, and the LM head takes the
-// step's last position.
+// (`moe.kv_history`) ahead of the step's own K/V, and the LM head computes
+// every row's logits (`moe.step_logits`): the rows of a step are the newest
+// tokens of the requests it batches, one row each.
 //
 //===----------------------------------------------------------------------===//
 
@@ -118,7 +119,8 @@ struct MFDeriveDecodePass
       op.getKvPositionsMutable().assign(history.getPositions());
     }
 
-    // The logits of the step's last position.
+    // The logits of every row: a step's rows are the newest tokens of the
+    // requests it batches.
     SmallVector<moe::LMHeadOp> heads;
     step.walk([&](moe::LMHeadOp op) { heads.push_back(op); });
     if (heads.size() != 1)
@@ -127,13 +129,23 @@ struct MFDeriveDecodePass
     moe::LMHeadOp head = heads[0];
     if (head.getPositions() != positions)
       return fail(head, "the LM head must take the tokens' positions");
+    SmallVector<moe::LogitsOp> outputs;
+    for (Operation *user : head->getUsers())
+      if (auto logits = dyn_cast<moe::LogitsOp>(user))
+        outputs.push_back(logits);
+    if (outputs.size() != 1 || !head->hasOneUse())
+      return fail(head, "the LM head must feed one moe.logits");
     b.setInsertionPoint(head);
-    Value count = tensor::DimOp::create(b, loc, positions, 0);
-    Value lastRow = arith::SubIOp::create(
-        b, loc, count, arith::ConstantIndexOp::create(b, loc, 1));
-    Value lastPos = tensor::ExtractOp::create(b, loc, positions, lastRow);
-    head.getLastMutable().assign(
-        arith::IndexCastOp::create(b, loc, b.getIndexType(), lastPos));
+    auto inType = cast<RankedTensorType>(head.getInput().getType());
+    auto allType = RankedTensorType::get(
+        {inType.getDimSize(0), head.getType().getDimSize(0)},
+        head.getType().getElementType());
+    Value all = moe::LinearOp::create(b, head.getLoc(), allType,
+                                      head.getInput(), head.getWeight());
+    moe::StepLogitsOp::create(b, outputs[0].getLoc(), all, positions,
+                              /*valid=*/Value());
+    outputs[0].erase();
+    head.erase();
     if (!keepEntry)
       prefill.erase();
     return success();

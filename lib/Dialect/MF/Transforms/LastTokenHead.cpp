@@ -3,6 +3,8 @@
 #include "PartitionUtils.h"
 #include "meshfold/Dialect/MF/Transforms/Passes.h"
 
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+
 #define DEBUG_TYPE "mf-last-token-head"
 
 namespace meshfold::mf {
@@ -18,6 +20,70 @@ namespace {
 struct MFLastTokenHeadPass
     : public mf::impl::MFLastTokenHeadPassBase<MFLastTokenHeadPass> {
   using Base::Base;
+
+  /// A decode step's head (`rms_norm -> linear -> step_logits`, every row
+  /// of the SP layout): the TP group gathers its rows, each TP rank computes
+  /// their V/TP logits with its vocab slice, and TP rank 0 gathers and
+  /// records them.
+  LogicalResult splitStepHead(moe::StepLogitsOp op, int64_t tp) {
+    auto lin = op.getLogits().getDefiningOp<moe::LinearOp>();
+    auto norm = lin ? lin.getInput().getDefiningOp<moe::RMSNormOp>() : nullptr;
+    moe::ParamOp w = lin ? paramOf(lin.getWeight()) : nullptr;
+    auto sp = op.getPositions().getDefiningOp<SliceOp>();
+    if (!norm || !w || !lin->hasOneUse() || !norm->hasOneUse() || !sp ||
+        op.getValid())
+      return op.emitError("mf-last-token-head: expected rms_norm -> linear "
+                          "(a moe.param) -> step_logits of the SP rows");
+    int64_t vocab = lin.getType().getDimSize(1);
+    if (vocab % tp != 0)
+      return op.emitError() << "mf-last-token-head: the LM head's vocab ("
+                            << vocab << ") must be divisible by TP=" << tp;
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    Value x = norm.getInput();
+    Value rows = AllGatherOp::create(
+        b, loc, x.getType(), x, b.getStringAttr("attention"),
+        b.getStrArrayAttr({"tp"}), b.getI64IntegerAttr(0));
+    Value normed = moe::RMSNormOp::create(
+        b, loc, x.getType(), rows, norm.getWeight(), norm.getEpsilonAttr());
+    Type elt = lin.getType().getElementType();
+    Value weight = shardParam(
+        b, w,
+        RankedTensorType::get({vocab / tp, w.getType().getDimSize(1)},
+                              w.getType().getElementType()),
+        0, "attention", "tp", tp);
+    int64_t dyn = ShapedType::kDynamic;
+    Value part = moe::LinearOp::create(
+        b, loc, RankedTensorType::get({dyn, vocab / tp}, elt), normed, weight);
+    // The gather stacks the TP ranks' [n, V/TP] slices, [TP * n, V/TP]:
+    // seen as [TP, n, V/TP] and permuted to [n, TP, V/TP], they are the rows'
+    // logits in vocab order.
+    Value n = tensor::DimOp::create(b, loc, part, 0);
+    Value stacked = GatherOp::create(
+        b, loc, part.getType(), part, b.getStringAttr("attention"),
+        b.getStrArrayAttr({"tp"}), b.getI64IntegerAttr(0),
+        b.getI64IntegerAttr(0));
+    Value blocks = tensor::ExpandShapeOp::create(
+        b, loc, RankedTensorType::get({tp, dyn, vocab / tp}, elt), stacked,
+        SmallVector<ReassociationIndices>{{0, 1}, {2}},
+        SmallVector<OpFoldResult>{b.getIndexAttr(tp), OpFoldResult(n),
+                                  b.getIndexAttr(vocab / tp)});
+    Value init = tensor::EmptyOp::create(
+        b, loc, ArrayRef<int64_t>{dyn, tp, vocab / tp}, elt, ValueRange{n});
+    Value rowsFirst = linalg::TransposeOp::create(b, loc, blocks, init,
+                                                  ArrayRef<int64_t>{1, 0, 2})
+                          .getResult()[0];
+    Value all = tensor::CollapseShapeOp::create(
+        b, loc, RankedTensorType::get({dyn, vocab}, elt), rowsFirst,
+        SmallVector<ReassociationIndices>{{0}, {1, 2}});
+    Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+    Value rank0 = arith::CmpIOp::create(
+        b, loc, arith::CmpIPredicate::eq,
+        CoordOp::create(b, loc, b.getIndexType(), "attention", "tp"), zero);
+    moe::StepLogitsOp::create(b, loc, all, sp.getInput(), rank0);
+    eraseAndClean({op, lin, norm});
+    return success();
+  }
   void runOnOperation() override {
     ModuleOp module = getOperation();
     FailureOr<MeshLayout> layout = requireLayout(module, "mf-last-token-head");
@@ -26,6 +92,12 @@ struct MFLastTokenHeadPass
     int64_t tp = layout->axisSize("tp");
     SmallVector<moe::LMHeadOp> heads;
     module.walk([&](moe::LMHeadOp op) { heads.push_back(op); });
+    SmallVector<moe::StepLogitsOp> steps;
+    module.walk([&](moe::StepLogitsOp op) { steps.push_back(op); });
+    if (tp > 1)
+      for (moe::StepLogitsOp op : steps)
+        if (failed(splitStepHead(op, tp)))
+          return signalPassFailure();
     for (moe::LMHeadOp head : heads) {
       auto norm = head.getInput().getDefiningOp<moe::RMSNormOp>();
       if (!norm || !head->hasOneUse() ||

@@ -409,6 +409,16 @@ LogicalResult PromptLogitsOp::verify() {
   return success();
 }
 
+LogicalResult StepLogitsOp::verify() {
+  Type l = getLogits().getType(), pos = getPositions().getType();
+  if (failed(checkRank(*this, "logits", l, 2)) ||
+      failed(checkRank(*this, "positions", pos, 1)) ||
+      failed(checkStatic(*this, "logits", l, 1)) ||
+      failed(checkDim(*this, "positions", pos, 0, "logits", l, 0)))
+    return failure();
+  return success();
+}
+
 LogicalResult LogitsOp::verify() {
   return checkRank(*this, "logits", getLogits().getType(), 1);
 }

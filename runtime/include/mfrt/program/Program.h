@@ -37,6 +37,8 @@ struct Generation {
   int64_t maxNewTokens = 0;
   double temperature = 0.0, topP = 1.0;
   int64_t topK = 0;
+  /// The most requests a DP replica decodes together (0: all of them).
+  int64_t maxBatch = 0;
   uint64_t seed = 0;
   bool seedGiven = false, ignoreEos = false, stepLogits = false;
 };
@@ -74,6 +76,11 @@ struct Program {
   /// then the number of decode steps the rank ran.
   bool reportTraffic = false;
   std::vector<std::vector<uint64_t>> traffic;
+  /// Rank 0's run of its requests (--report decode's throughput): wall
+  /// seconds (prefills and decode steps), decode steps and the most
+  /// requests a step ran.
+  double runSeconds = 0;
+  int64_t runSteps = 0, runBatch = 0;
   meshfold::Manifest manifest;
   std::unique_ptr<SafetensorsFile> weights;
   /// OpenMP threads of each rank's parallel loops (set by every rank for

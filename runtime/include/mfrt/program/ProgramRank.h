@@ -42,9 +42,11 @@ struct RequestOutput {
   /// K/V history hook over the step's layers: the most rows whose K/V a layer
   /// computed, and the most cached rows a layer read (--report decode).
   std::vector<int64_t> stepRows, historyRows;
-  /// Wall seconds of the request's prefill (to its logits) and of its
-  /// decode steps with their token choices (--report decode).
-  double prefillSeconds = 0, decodeSeconds = 0;
+  /// Wall seconds of the request's prefill (to its logits), of its decode
+  /// steps with their token choices, and from the start of the run to its
+  /// first token (its wait for a place in the batch included)
+  /// (--report decode).
+  double prefillSeconds = 0, decodeSeconds = 0, firstTokenSeconds = 0;
   bool haveLogits = false;
   /// Prompt logprobs, when the program records them: [T * V] and a mark
   /// per position.
@@ -88,6 +90,32 @@ struct PackedDispatch {
   int64_t tokens = 0, hidden = 0;
 };
 
+/// A request as one rank runs it.
+struct Sequence {
+  /// The request (null: a free slot, or a dummy batch whose outputs are
+  /// dropped) and its index.
+  RequestOutput *output = nullptr;
+  int64_t request = -1;
+  /// This rank's own K/V cache of the request, per layer: the places whose
+  /// K/V it recorded (its heads, its share of the positions), in the order
+  /// recorded. Decode steps read it back (their K/V history).
+  std::vector<std::vector<int64_t>> cachedPositions;
+  /// The request's positions so far: its prompt's, then one more per decode
+  /// step. K/V at or past it is padding.
+  int64_t length = 0;
+  /// The step being run: 0 for prefill, s for the decode step that computes
+  /// generated token s (s >= 1).
+  int64_t step = 0;
+  /// Whether this rank recorded the logits of the last step (prefill's or a
+  /// decode step's): then it picks the next token from `logits`.
+  bool recordedLogits = false;
+  std::vector<float> logits;
+  /// Generation: the tokens chosen so far, the last one (the next step's
+  /// input), and when its prefill ended.
+  int64_t generated = 0, token = 0;
+  double prefillEnd = 0;
+};
+
 /// What the program keeps per rank (the rank's number and its groups'
 /// state are the comm layer's).
 struct ProgramRank {
@@ -99,28 +127,26 @@ struct ProgramRank {
   std::vector<void *> deviceParams;
   /// Runtime group handles by manifest group id.
   std::vector<int64_t> groups;
-  /// The request being run (null for a dummy batch, whose outputs are
-  /// dropped) and its index (-1 for a dummy batch).
-  RequestOutput *output = nullptr;
-  int64_t request = -1;
-  /// This rank's own K/V cache of that request, per layer: the positions
-  /// whose K/V it recorded (its heads, its share of the positions), in the
-  /// order recorded. Decode steps read it back (their K/V history).
-  std::vector<std::vector<int64_t>> cachedPositions;
-  /// The request's positions so far: its prompt's, then one more per decode
-  /// step. K/V at or past it is padding.
-  int64_t length = 0;
-  /// The step being run: 0 for prefill, s for the decode step that computes
-  /// generated token s (s >= 1).
-  int64_t step = 0;
-  /// Whether this rank recorded the last step's logits (and so picks the
-  /// next token).
-  bool recordedLogits = false;
+  /// The requests this rank runs: the one prefill runs (`prefill`, -1 for
+  /// a dummy batch) and those a decode step batches, one row each, by slot:
+  /// a step's global positions are `slot * 2^32 + place` (moe.attention).
+  std::vector<Sequence> sequences;
+  int64_t prefill = -1;
+  /// Whether a decode step runs (else prefill: positions are places).
+  bool stepping = false;
+  /// The live sequence and place (`*place`) of the row at global position
+  /// `position` of the function running; null for padding (no request, a
+  /// place at or past its length).
+  Sequence *sequenceOf(int64_t position, int64_t *place);
   /// --report traffic: the bytes this rank sent in decode steps (counters
   /// as Program::traffic's) and the number of steps it ran (dummy ones
   /// included).
   std::vector<uint64_t> decodeTraffic;
   int64_t decodeSteps = 0;
+  /// When the rank started its requests (steady clock, seconds), and the
+  /// most requests one of its decode steps ran.
+  double runStart = 0;
+  int64_t largestBatch = 0;
   /// The layer last entered (for the routing hooks).
   int64_t layer = -1;
   /// Positions of the rows of the current layer, when tracing or routing

@@ -11,7 +11,8 @@
 // One layer of the imported model's shape: @prefill stays as it was and
 // @decode(%tokens, %positions) follows it, with the positions taken from its
 // argument, the attention reading the cached history followed by the step's
-// own K/V, and the LM head taking the step's last position.
+// own K/V, and the LM head computing every row's logits (a step's rows are
+// the newest tokens of the requests it batches).
 // CHECK-LABEL: func.func @prefill(%{{.*}}: tensor<?xi64>)
 // CHECK: moe.positions
 // CHECK: moe.attention %{{.*}}, %[[K:[^,]+]], %[[V:[^,]+]], %[[P:[^,]+]], %[[P]]
@@ -24,11 +25,11 @@
 // CHECK: moe.kv_cache %[[SK:[^,]+]], %[[SV:[^,]+]], %[[LP]] {layer = 0 : i64}
 // CHECK: %[[HK:.*]], %[[HV:.*]], %[[HP:.*]] = moe.kv_history %[[SK]], %[[SV]], %[[LP]] {layer = 0 : i64} : tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64> -> tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64>
 // CHECK: moe.attention %{{.*}}, %[[HK]], %[[HV]], %[[LP]], %[[HP]]
-// CHECK: %[[N:.*]] = tensor.dim %[[POS]], %c0
-// CHECK: %[[LASTROW:.*]] = arith.subi %[[N]], %c1
-// CHECK: %[[LASTPOS:.*]] = tensor.extract %[[POS]][%[[LASTROW]]]
-// CHECK: %[[LAST:.*]] = arith.index_cast %[[LASTPOS]] : i64 to index
-// CHECK: moe.lm_head %{{.*}}, %{{.*}}, %[[POS]], %[[LAST]]
+// CHECK: %[[N:.*]] = moe.rms_norm
+// CHECK: %[[ALL:.*]] = moe.linear %[[N]], %{{.*}} : tensor<?x8xf32>, tensor<16x8xf32> -> tensor<?x16xf32>
+// CHECK: moe.step_logits %[[ALL]], %[[POS]] : tensor<?x16xf32>, tensor<?xi64>
+// CHECK-NOT: moe.lm_head
+// CHECK-NOT: moe.logits
 module {
   func.func @prefill(%tokens: tensor<?xi64>) {
     %pos = moe.positions %tokens : tensor<?xi64> -> tensor<?xi64>

@@ -107,21 +107,43 @@ module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
 
 // -----
 
-// A decode step's rows are generated tokens: prompt-logprobs adds nothing
-// there, only the last-token path.
+// A decode step records every row's logits (moe.step_logits, each row the
+// newest token of a request of the batch): the TP group all-gathers its SP
+// rows, each rank computes their logits with its vocab slice, and TP rank 0
+// gathers the slices (stacked [TP * n, V/TP], permuted to [n, V]) and
+// records them at the CP rows' positions. prompt-logprobs adds nothing there.
 // CHECK-LABEL: func.func @decode_step(
+// CHECK-SAME:      %[[H:[^:]+]]: tensor<?x8xf32>, %[[CPPOS:[^:]+]]: tensor<?xi64>)
+// CHECK-NOT:       mf.slice
+// CHECK-NEXT:      %[[NW:.+]] = moe.param "model.norm.weight" : tensor<8xf32>
+// CHECK-NEXT:      %[[ROWS:.+]] = mf.all_gather %[[H]] on "attention" ["tp"] dim 0 : tensor<?x8xf32> -> tensor<?x8xf32>
+// CHECK-NEXT:      %[[N:.+]] = moe.rms_norm %[[ROWS]], %[[NW]] {{.+}} : tensor<?x8xf32>, tensor<8xf32> -> tensor<?x8xf32>
+// CHECK-NEXT:      %[[W:.+]] = moe.param "lm_head.weight" {mf.shard = #mf.shard<dim = 0, mesh = "attention", axis = "tp", parts = 2>} : tensor<8x8xf32>
+// CHECK-NEXT:      %[[PART:.+]] = moe.linear %[[N]], %[[W]] : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+// CHECK-NEXT:      %[[C0:.+]] = arith.constant 0 : index
+// CHECK-NEXT:      %[[NR:.+]] = tensor.dim %[[PART]], %[[C0]] : tensor<?x8xf32>
+// CHECK-NEXT:      %[[STACK:.+]] = mf.gather %[[PART]] on "attention" ["tp"] dim 0 root 0 : tensor<?x8xf32> -> tensor<?x8xf32>
+// CHECK-NEXT:      %[[BLOCKS:.+]] = tensor.expand_shape %[[STACK]] {{\[\[}}0, 1], [2]] output_shape [2, %[[NR]], 8] : tensor<?x8xf32> into tensor<2x?x8xf32>
+// CHECK-NEXT:      %[[INIT:.+]] = tensor.empty(%[[NR]]) : tensor<?x2x8xf32>
+// CHECK-NEXT:      %[[ROWSFIRST:.+]] = linalg.transpose ins(%[[BLOCKS]] : tensor<2x?x8xf32>) outs(%[[INIT]] : tensor<?x2x8xf32>) permutation = [1, 0, 2]
+// CHECK-NEXT:      %[[ALL:.+]] = tensor.collapse_shape %[[ROWSFIRST]] {{\[\[}}0], [1, 2]] : tensor<?x2x8xf32> into tensor<?x16xf32>
+// CHECK-NEXT:      %{{.+}} = arith.constant 0 : index
+// CHECK-NEXT:      %[[TP:.+]] = mf.coord "attention" "tp" : index
+// CHECK-NEXT:      %[[ROOT:.+]] = arith.cmpi eq, %[[TP]], %{{.+}} : index
+// CHECK-NEXT:      moe.step_logits %[[ALL]], %[[CPPOS]] if %[[ROOT]] : tensor<?x16xf32>, tensor<?xi64>
+// CHECK-NEXT:      return
 // PROMPT-LABEL: func.func @decode_step(
 // PROMPT-NOT:       moe.prompt_logits
-// PROMPT:           moe.take_position
-// PROMPT:           moe.logits
+// PROMPT:           moe.step_logits
 module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
     attention = [tp = 2, cp = 2], experts = [ep = 4 : (tp, cp)]>} {
-  func.func @decode_step(%h: tensor<?x8xf32>, %pos: tensor<?xi64>, %last: index) attributes {moe.decode_step} {
+  func.func @decode_step(%h: tensor<?x8xf32>, %cppos: tensor<?xi64>) attributes {moe.decode_step} {
+    %pos = mf.slice %cppos on "attention" ["tp"] dim 0 : tensor<?xi64> -> tensor<?xi64>
     %nw = moe.param "model.norm.weight" : tensor<8xf32>
     %n = moe.rms_norm %h, %nw {epsilon = 9.99999974E-6 : f32} : tensor<?x8xf32>, tensor<8xf32> -> tensor<?x8xf32>
     %w = moe.param "lm_head.weight" : tensor<16x8xf32>
-    %l = moe.lm_head %n, %w, %pos, %last : tensor<?x8xf32>, tensor<16x8xf32>, tensor<?xi64> -> tensor<16xf32>
-    moe.logits %l : tensor<16xf32>
+    %l = moe.linear %n, %w : tensor<?x8xf32>, tensor<16x8xf32> -> tensor<?x16xf32>
+    moe.step_logits %l, %pos : tensor<?x16xf32>, tensor<?xi64>
     return
   }
 }

@@ -132,4 +132,37 @@ def MFMathPolynomialExpPass
   ];
 }
 
+def MFBufferReadsAtUsePass
+    : Pass<"mf-buffer-reads-at-use", "::mlir::func::FuncOp"> {
+  let summary = "one bufferization.to_buffer per use, right before it";
+  let description = [{
+    The runtime calls of emitted programs (outputs, collectives) read their
+    tensor operands through `bufferization.to_buffer` (and `memref.cast`s of
+    its result). The op is pure: CSE merges the reads of one tensor into
+    the first, and One-Shot Bufferize then sees the tensor read only there
+    -- a later call may get a buffer that an op in between reused in place
+    (a decode step's positions, read again by its logits output, were
+    overwritten by the router's expert ids). This pass puts a copy of the
+    read (`to_buffer` and its casts) right before each op that uses it, so
+    that the tensor is read where the buffer is. Run it after the last CSE
+    and before bufferization.
+
+    ```mlir
+    %b = bufferization.to_buffer %pos read_only : ...
+    call @first(%b) ...
+    ... ops that may reuse %pos's buffer in place ...
+    call @last(%b) ...
+    // becomes
+    %b0 = bufferization.to_buffer %pos read_only : ...
+    call @first(%b0) ...
+    %b1 = bufferization.to_buffer %pos read_only : ...
+    call @last(%b1) ...
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::bufferization::BufferizationDialect",
+    "::mlir::memref::MemRefDialect"
+  ];
+}
+
 #endif // MESHFOLD_DIALECT_LINALG_TRANSFORMS_PASSES_TD

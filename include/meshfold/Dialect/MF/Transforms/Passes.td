@@ -268,7 +268,9 @@ def MFDeriveDecodePass : Pass<"mf-derive-decode", "::mlir::ModuleOp"> {
     `0 .. T-1` with `moe.positions`); every `moe.attention` (whose K/V a
     `moe.kv_cache` records) attends to the layer's cached K/V of the earlier
     positions followed by the step's own (`moe.kv_history`); and the LM head
-    takes the step's last position.
+    computes every row's logits (`moe.step_logits`): a step batches the
+    newest tokens of several requests, one row each, whose positions name
+    their sequences (see `moe.attention`).
 
     ```mlir
     %a = moe.attention %q, %k, %v, %p, %p ...
@@ -288,7 +290,8 @@ def MFDeriveDecodePass : Pass<"mf-derive-decode", "::mlir::ModuleOp"> {
            "Name of the decode step function">,
     Option<"keepEntry", "keep-entry", "bool", "true",
            "Keep the prefill function; false erases it: the step with no "
-           "history is prefill (one function to compile instead of two)">,
+           "history is prefill (one function to compile instead of two, "
+           "at the price of every prompt position's logits)">,
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::tensor::TensorDialect",
@@ -319,12 +322,19 @@ def MFLastTokenHeadPass : Pass<"mf-last-token-head", "::mlir::ModuleOp"> {
     positions it holds (the full LM head) and records them with
     `moe.prompt_logits`, in prefill (not in a decode step, `moe.decode_step`,
     whose rows are generated tokens).
+
+    A decode step records every row's logits (`moe.step_logits`, each row a
+    request's newest token): its TP group all-gathers the rows, each TP rank
+    computes their V/TP logits with its vocab slice, and TP rank 0 gathers
+    the slices (stacked `[TP * n, V/TP]`, permuted to `[n, V]`) and records
+    them.
   }];
   let options = [
     Option<"promptLogprobs", "prompt-logprobs", "bool", "false",
            "Also output the logits of every prompt position">
   ];
   let dependentDialects = ["::meshfold::mf::MFDialect",
+                           "::mlir::linalg::LinalgDialect",
                            "::mlir::arith::ArithDialect",
                            "::mlir::tensor::TensorDialect"];
 }

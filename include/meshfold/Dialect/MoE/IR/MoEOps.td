@@ -105,7 +105,9 @@ def MoE_RoPEOp : MoE_Op<"rope", [Pure]> {
   let summary = "rotary position embedding (rotate-half) at global positions";
   let description = [{
     Input `[T, heads, d_h]`, positions `[T]`. With `half = d_h / 2`,
-    `inv_freq[j] = theta^(-2j / d_h)` and `a = positions[t] * inv_freq[j]`:
+    `inv_freq[j] = theta^(-2j / d_h)` and `a = p * inv_freq[j]`, where `p`
+    is the place in its sequence of the global position `positions[t]` (its
+    low 32 bits, see `moe.attention`):
     `out[j] = x[j] cos a - x[j + half] sin a`,
     `out[j + half] = x[j + half] cos a + x[j] sin a`.
   }];
@@ -123,9 +125,13 @@ def MoE_AttentionOp : MoE_Op<"attention", [Pure]> {
   let description = [{
     Query `[Tq, n_h, d_h]`, key and value `[Tk, n_kv, d_h]`, and the global
     positions of queries `[Tq]` and keys `[Tk]`. Query head `h` reads KV head
-    `h / (n_h / n_kv)`. Query `i` attends to key `j` iff
-    `kv_positions[j] <= q_positions[i]`; scores are scaled by `scale`
-    (usually `1/sqrt(d_h)`) and normalised by a numerically safe softmax.
+    `h / (n_h / n_kv)`. A global position is `sequence * 2^32 + p`: in the
+    low 32 bits the token's place `p` in its sequence, in the high bits the
+    sequence (request) of a batch: 0 in prefill, the batch slot in a decode
+    step that runs several requests' tokens together. Query `i` attends to key `j` iff
+    both are of one sequence and `kv_positions[j] <= q_positions[i]`;
+    scores are scaled by `scale` (usually `1/sqrt(d_h)`) and normalised by
+    a numerically safe softmax.
   }];
   let arguments = (ins MoE_FloatTensor:$query, MoE_FloatTensor:$key,
                        MoE_FloatTensor:$value, MoE_IndexTensor:$q_positions,
@@ -342,6 +348,29 @@ def MoE_PromptLogitsOp : MoE_Op<"prompt_logits", [MemoryEffects<[MemWrite]>]> {
   let hasVerifier = 1;
 }
 
+def MoE_StepLogitsOp : MoE_Op<"step_logits", [MemoryEffects<[MemWrite]>]> {
+  let summary = "the logits of every row of a decode step, an output";
+  let description = [{
+    Records `logits [n, V]` for the rows at `positions [n]` of a decode step:
+    each row is the newest token of one request of the batch (a position
+    names its request and its place in it, see `moe.kv_history`); padding
+    rows are dropped. With `valid`, only the ranks on which `valid` is true
+    record them (after partitioning, TP rank 0 of the rows' holders).
+
+    ```mlir
+    moe.step_logits %logits, %positions if %valid
+        : tensor<?x32000xf32>, tensor<?xi64>
+    ```
+  }];
+  let arguments = (ins MoE_FloatTensor:$logits, MoE_IndexTensor:$positions,
+                       Optional<I1>:$valid);
+  let assemblyFormat = [{
+    $logits `,` $positions (`if` $valid^)? attr-dict `:` type($logits) `,`
+    type($positions)
+  }];
+  let hasVerifier = 1;
+}
+
 def MoE_LogitsOp : MoE_Op<"logits", [MemoryEffects<[MemWrite]>]> {
   let summary = "the request's last-token logits, an output of prefill";
   let description = [{
@@ -388,7 +417,10 @@ def MoE_KVHistoryOp : MoE_Op<"kv_history", [MemoryEffects<[MemRead]>]> {
     runtime keeps the cache and fills the result. In a partitioned program
     the cache is the rank's own: the positions it recorded, in the order it
     recorded them, and with `heads from %h` the KV heads `%h ..` of the
-    model's (those its `moe.kv_cache` records).
+    model's (those its `moe.kv_cache` records). A step that runs several
+    requests (each of its positions names its sequence, see
+    `moe.attention`) reads every one's cache; the mask keeps each query to
+    its own.
   }];
   let arguments = (ins MoE_FloatTensor:$step_key, MoE_FloatTensor:$step_value,
                        MoE_IndexTensor:$step_positions,
