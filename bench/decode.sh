@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): generation on the seed model compiled with
 # --decode, on one rank and on the seed plan (TP2 x CP2 x DP4 x PP2, 32 ranks
-# of the local backend): time to first token (the prefill that chooses it),
-# time per output token and tokens/s for 1, 8 and 32 concurrent requests of
-# a 64-token prompt, against re-running prefill for every new token (what a
-# prefill-only program must do), each program against its own prefill.
-# Times are the program's own (--report decode), free of process start and
-# weight load. On a machine with fewer cores than ranks the 32 ranks share
-# them: the seed plan's figures are then its overheads, not its speed.
+# of the local backend), for 1, 8 and 32 concurrent requests of a 64-token
+# prompt (all arrive at once; each DP replica decodes its live requests as
+# one batch): time to first token (from the start, its wait for earlier
+# prefills included), time per output token (a decode step of the batch,
+# with its choice), and the run's tokens/s (every generated token over the
+# wall time of all prefills and steps), against re-running prefill for
+# every new token (what a prefill-only program must do: one request after
+# another on each replica). Times are the program's own (--report decode),
+# free of process start and weight load. On a machine with fewer cores than
+# ranks the 32 ranks share them: the seed plan's figures are then its
+# overheads, not its speed.
 #
 #   bench/decode.sh [BUILD_DIR] [N]   (N: repetitions, median; default 3)
 set -euo pipefail
@@ -31,16 +35,17 @@ prompts() {
 # $2...
 report() {
   "$work/$prog" --weights "$work/w.safetensors" --prompts "$1" \
-    --out "$work/o.safetensors" --report decode "${@:2}" | grep '^req .*: decode:'
+    --out "$work/o.safetensors" --report decode "${@:2}" | grep 'decode:'
 }
 # Median of `reps` values of the awk program $1 over the report of $2...
 median_of() {
   local sum="$1"; shift
   for _ in $(seq "$reps"); do report "$@" | awk "$sum"; done | median
 }
-ttft='{ for (i = 1; i <= NF; ++i) if ($i == "prefill") s += $(i + 1); n++ } END { print s / n }'
-tpot='{ for (i = 1; i <= NF; ++i) if ($i == "steps" && $(i + 2) == "ms") s += $(i + 1); n++ } END { print s / n }'
-sum_prefill='{ for (i = 1; i <= NF; ++i) if ($i == "prefill") s += $(i + 1) } END { print s }'
+ttft='/^req/ { for (i = 1; i <= NF; ++i) if ($i == "first" && $(i + 1) == "token") s += $(i + 3); n++ } END { print s / n }'
+tpot='/^req/ { for (i = 1; i <= NF; ++i) if ($i == "steps" && $(i + 2) == "ms") s += $(i + 1); n++ } END { print s / n }'
+rate='/^decode:/ { for (i = 1; i <= NF; ++i) if ($i == "tokens/s") print $(i - 1) }'
+sum_prefill='/^req/ { for (i = 1; i <= NF; ++i) if ($i == "prefill") s += $(i + 1) } END { print s }'
 
 printf 'seed model (8 layers, 32 experts top-2, d 64), %d-token prompts, %d new tokens, medians of %d runs\n\n' "$prompt" "$new" "$reps"
 printf '%-10s %9s %9s %9s %10s %12s\n' program requests "TTFT ms" "TPOT ms" "tokens/s" "vs prefill"
@@ -48,21 +53,26 @@ prompts 1 "$prompt" "$work/one.txt"
 awk -v n="$new" '{ for (s = 0; s < n; ++s) { line = $0; for (i = 0; i < s; ++i) line = line " " (i * 7 + 1) % 512; print line } }' \
   "$work/one.txt" > "$work/grow.txt"
 for prog in one seed; do
+  replicas=1
+  [ "$prog" = seed ] && replicas=4
   # Re-running prefill per token: a prompt grown one token per step, each
-  # length its own request (prefill only); their prefill times summed.
-  regrow=$(median_of "$sum_prefill" "$work/grow.txt" --max-new-tokens 1)
+  # length its own request (prefill only, one at a time); their prefill
+  # times summed: one request's n tokens.
+  regrow=$(median_of "$sum_prefill" "$work/grow.txt" --max-new-tokens 1 --max-batch 1)
   for count in 1 8 32; do
     prompts "$count" "$prompt" "$work/p.txt"
     flags=(--max-new-tokens "$new" --ignore-eos)
     t1=$(median_of "$ttft" "$work/p.txt" "${flags[@]}")
     t2=$(median_of "$tpot" "$work/p.txt" "${flags[@]}")
-    awk -v p="$prog" -v c="$count" -v t1="$t1" -v t2="$t2" -v regrow="$regrow" -v n="$new" 'BEGIN {
-      per = t1 + t2 * (n - 1)
-      printf "%-10s %9d %9.3f %9.3f %10.1f %11.1fx\n", p, c, t1, t2, 1e3 * n / per, regrow / per }'
+    tps=$(median_of "$rate" "$work/p.txt" "${flags[@]}")
+    awk -v p="$prog" -v c="$count" -v t1="$t1" -v t2="$t2" -v tps="$tps" -v regrow="$regrow" \
+      -v n="$new" -v r="$replicas" 'BEGIN {
+      rounds = int((c + r - 1) / r)
+      printf "%-10s %9d %9.3f %9.3f %10.1f %11.1fx\n", p, c, t1, t2, tps, tps / (1e3 * c * n / (rounds * regrow)) }'
   done
 done
-printf '\nTTFT: a request'"'"'s prefill (its logits choose the first token); TPOT: a decode step with\n'
-printf 'its choice; tokens/s: a request'"'"'s tokens over its prefill and decode time (a replica runs its\n'
-printf 'requests one after another: no batching yet; the seed plan'"'"'s 4 replicas run 4 at once); vs prefill:\n'
-printf '%d prefills of %d..%d tokens on the same program, what a\n' "$new" "$prompt" "$((prompt + new - 1))"
-printf 'prefill-only program runs for %d tokens, over TTFT + %d TPOT.\n' "$new" "$((new - 1))"
+printf '\nTTFT: from the start to a request'"'"'s first token (the prefills before its own included),\n'
+printf 'mean over the requests; TPOT: a decode step of the batch with its choices, mean over the\n'
+printf 'requests; tokens/s: all generated tokens over the wall time of every prefill and step;\n'
+printf 'vs prefill: over the tokens/s of re-running prefill (%d prefills of %d..%d tokens per\n' "$new" "$prompt" "$((prompt + new - 1))"
+printf 'request, one request at a time per replica).\n'

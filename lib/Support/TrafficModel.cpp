@@ -145,3 +145,30 @@ std::vector<OrderCost> meshfold::rankOrders(int64_t tp, int64_t cp, int64_t dp,
                    });
   return out;
 }
+
+int64_t meshfold::decodeStepRows(const MeshLayout &layout, int64_t batch) {
+  int64_t cp = layout.axisSize("cp"), tp = layout.axisSize("tp");
+  int64_t perRank = (std::max<int64_t>(batch, 1) + cp - 1) / cp;
+  return (perRank + tp - 1) / tp * tp;
+}
+
+double meshfold::passQBytes(const MeshLayout &layout, int64_t numHeads,
+                            int64_t headDim, int64_t rows) {
+  int64_t cp = layout.axisSize("cp"), tp = layout.axisSize("tp");
+  if (cp == 1)
+    return 0;
+  double r = double(rows), heads = double(numHeads / tp), d = double(headDim);
+  return double(cp - 1) * (r * heads * (2 * d + 1) * 4 + r * 8) +
+         r * heads * d * 4 + r * 8;
+}
+
+double meshfold::passKVBytes(const MeshLayout &layout, int64_t numKVHeads,
+                             int64_t headDim, double cached) {
+  int64_t cp = layout.axisSize("cp"), tp = layout.axisSize("tp");
+  if (cp == 1)
+    return 0;
+  double share = cached / double(cp);
+  double kvHeads = double(numKVHeads / std::min(numKVHeads, tp));
+  return double(cp - 1) *
+         (share * kvHeads * 2 * double(headDim) * 4 + share * 8);
+}

@@ -458,9 +458,12 @@ void _mlir_ciface_mfrt_cg_gather_f32(int64_t id, int64_t root,
                                      UnrankedMemRefType<float> *in,
                                      UnrankedMemRefType<float> *out) {
   MemRefBuffer<float> a(in), b(out);
-  // The LM head's logits halves of the last position, on the TP group that
-  // holds it.
-  if (holdsTracedLastRow(programRank(), programRank().cpRows)) {
+  ProgramRank &rs = programRank();
+  // The LM head's logits slices: of the last prompt position, on the TP
+  // group that holds it; of every row of a decode step (its CP rows).
+  if (rs.stepping) {
+    markRows(rs, rs.cpRows, a.rows, a.count);
+  } else if (holdsTracedLastRow(rs, rs.cpRows)) {
     int64_t row = 0;
     mfrt_trace_mark(&row, 1, a.count);
   }

@@ -158,9 +158,14 @@ void printComparison(const Program &prog, const MeshLayout &layout,
 void printDecodeTraffic(const Program &prog, const MeshLayout &layout) {
   const Manifest &m = prog.manifest;
   const size_t block = counterIndex(m.layers, 0, 0);
+  // Each rank's row: prefill's counters, decode's, the decode steps and the
+  // model's pass-Q bytes per layer summed over them.
+  auto ranDecode = [&](const std::vector<uint64_t> &t) {
+    return t.size() == 2 * block + 2;
+  };
   int64_t steps = 0;
   for (const auto &t : prog.traffic)
-    if (t.size() == 2 * block + 1)
+    if (ranDecode(t))
       steps = std::max(steps, int64_t(t[2 * block]));
   if (steps == 0)
     return;
@@ -170,7 +175,7 @@ void printDecodeTraffic(const Program &prog, const MeshLayout &layout) {
     uint64_t sum = 0;
     for (const auto &t : prog.traffic)
       for (int64_t l = inLayers ? 0 : -1;
-           t.size() == 2 * block + 1 && l < (inLayers ? m.layers : 0); ++l)
+           ranDecode(t) && l < (inLayers ? m.layers : 0); ++l)
         sum += t[block + counterIndex(l, kind, link)];
     return double(sum) / gpus / double(steps) / (inLayers ? stageLayers : 1);
   };
@@ -191,35 +196,35 @@ void printDecodeTraffic(const Program &prog, const MeshLayout &layout) {
   int64_t cp = layout.axisSize("cp"), tp = layout.axisSize("tp");
   if (cp == 1)
     return;
-  // A one-row step: each CP rank's rows padded to TP; each TP rank sends
-  // its heads of all of them.
-  const double rows = double(tp), heads = double(m.heads / tp),
-               kvHeads = double(m.kvHeads / std::min(m.kvHeads, tp)),
-               d = double(m.headDim);
-  double passQ = double(cp - 1) * (rows * heads * (2 * d + 1) * 4 + rows * 8) +
-                 rows * heads * d * 4 + rows * 8;
-  // The mean cache length over the requests' decode steps.
-  double cached = 0, realSteps = 0;
+  // The model of each step's batch (TrafficModel), averaged like the
+  // counters.
+  double passQ = 0;
+  for (const auto &t : prog.traffic)
+    if (ranDecode(t))
+      passQ += double(t[2 * block + 1]);
+  passQ /= gpus * double(steps);
+  // Pass-KV would move, each step, the caches of the replica's live
+  // requests: their mean total length per step.
+  double cached = 0;
   for (const auto &o : prog.outputs)
-    for (int64_t s = 1; s < int64_t(o->generated.size()); ++s) {
+    for (int64_t s = 1; s < int64_t(o->generated.size()); ++s)
       cached += double(o->tokens + s - 1);
-      realSteps += 1;
-    }
-  double mean = realSteps > 0 ? cached / realSteps : 0;
-  double share = mean / double(cp);
-  double passKV = double(cp - 1) * (share * kvHeads * 2 * d * 4 + share * 8);
+  double mean = cached / double(layout.axisSize("dp") * steps);
+  double passKV = passKVBytes(layout, m.kvHeads, m.headDim, mean);
   double got = 0;
   for (int n = 0; n < MFRT_LINK_COUNT; ++n)
     got += measured(MFRT_OP_Q_RING, n, true);
   std::printf("pass-Q attention per GPU per layer per step: %.1f bytes sent, "
-              "%.1f analytic (CP-1 = %lld ring step%s of %g rows x %g heads "
-              "x (2 x %g + 1) floats and their positions, one of the outputs "
-              "back)\n",
-              got, passQ, (long long)(cp - 1), cp > 2 ? "s" : "", rows, heads,
-              d);
-  std::printf("pass-KV (moving the cache instead) would send %.1f bytes at "
-              "the mean cache length of %.1f positions, and more as it "
-              "grows\n",
+              "%.1f analytic (each step's batch dealt over CP = %lld, padded "
+              "to a multiple of TP = %lld rows per rank; CP-1 ring step%s of "
+              "the rows' %lld "
+              "heads x (2 x %lld + 1) floats and their positions, one of the "
+              "outputs back)\n",
+              got, passQ, (long long)cp, (long long)tp, cp > 2 ? "s" : "",
+              (long long)(m.heads / tp), (long long)m.headDim);
+  std::printf("pass-KV (moving the caches instead) would send %.1f bytes at "
+              "the mean cache length of %.1f positions per step (the "
+              "batch's), and more as it grows\n",
               passKV, mean);
 }
 } // namespace

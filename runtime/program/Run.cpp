@@ -13,6 +13,7 @@
 #include "mfrt/program/Trace.h"
 
 #include "meshfold/Support/PlanText.h"
+#include "meshfold/Support/TrafficModel.h"
 #include "mfrt/comm/CommRuntime.h"
 #include "mfrt/io/Prompts.h"
 
@@ -275,6 +276,7 @@ void runStep(ProgramRank &rs, const std::vector<int64_t> &live) {
   _mlir_ciface_decode(&in.ref, &pos.ref);
   rs.stepping = false;
   ++rs.decodeSteps;
+  rs.stepBatches.push_back(int64_t(live.size()));
 }
 
 /// Generation for the replica's requests `mine`: prefills are admitted
@@ -436,7 +438,8 @@ void runRequests(const Program &prog, ProgramRank &rs,
 }
 
 /// --report traffic: this rank's counters of prefill, then of its decode
-/// steps, then the number of those steps (Program::traffic).
+/// steps, then the number of those steps and the bytes per layer the
+/// analytic model gives pass-Q attention in them (Program::traffic).
 void readTrafficCounters(Program &prog, const ProgramRank &rs, int rank) {
   std::vector<uint64_t> t = readCounters(prog);
   std::vector<uint64_t> decode = rs.decodeTraffic;
@@ -445,6 +448,16 @@ void readTrafficCounters(Program &prog, const ProgramRank &rs, int rank) {
     t[i] -= decode[i];
   t.insert(t.end(), decode.begin(), decode.end());
   t.push_back(uint64_t(rs.decodeSteps));
+  std::string error;
+  std::optional<MeshLayout> layout =
+      layoutFromPlanText(planText(prog.manifest), &error);
+  if (!layout)
+    fatal(error);
+  double passQ = 0;
+  for (int64_t batch : rs.stepBatches)
+    passQ += passQBytes(*layout, prog.manifest.heads, prog.manifest.headDim,
+                        decodeStepRows(*layout, batch));
+  t.push_back(uint64_t(passQ));
   prog.traffic[size_t(rank)] = std::move(t);
 }
 } // namespace

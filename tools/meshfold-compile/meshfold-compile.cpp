@@ -560,8 +560,6 @@ static LogicalResult compile(ModuleOp module, int64_t deviceBytes,
   if (explainOrder)
     return explainOrders(module);
   if (decodeStep) {
-    auto plan =
-        module->getAttrOfType<mf::PlanAttr>(mf::MFDialect::getPlanAttrName());
     PassManager pm(module.getContext());
     if (failed(applyPassManagerCLOptions(pm)))
       return fail("bad pass manager options");

@@ -79,3 +79,36 @@ TEST(TrafficModel, FlatCostsMoreIB) {
   EXPECT_GT(row(analyticTraffic(layout, flat), "dispatch").ib,
             row(analyticTraffic(layout, seedModel()), "dispatch").ib);
 }
+
+// docs/design.md §6: a decode step's rows per CP rank are its batch dealt
+// over CP (one padding row for a dummy step), padded to a multiple of TP.
+TEST(TrafficModel, DecodeStepRows) {
+  MeshLayout seed = layoutFor("tp,cp,dp,pp", 2, 2, 4, 2);
+  EXPECT_EQ(decodeStepRows(seed, 0), 2);
+  EXPECT_EQ(decodeStepRows(seed, 1), 2);
+  EXPECT_EQ(decodeStepRows(seed, 4), 2);
+  EXPECT_EQ(decodeStepRows(seed, 5), 4);
+  MeshLayout cp4 = layoutFor("tp,cp,dp,pp", 1, 4, 4, 2);
+  EXPECT_EQ(decodeStepRows(cp4, 9), 3);
+  MeshLayout tp8 = layoutFor("tp,cp,dp,pp", 8, 1, 2, 2);
+  EXPECT_EQ(decodeStepRows(tp8, 3), 8);
+}
+
+// Pass-Q on the seed plan (8 query heads of 8, 4 per TP rank): one ring
+// step of 2 rows x 4 heads x (2 x 8 + 1) floats and 2 positions, one of
+// the 2 x 4 x 8 outputs and positions back: 832 bytes per layer, whatever
+// the cache holds. Pass-KV moves the rank's share of the cache instead:
+// 20 positions over CP 2, 2 KV heads per TP rank of K and V, and positions.
+TEST(TrafficModel, PassQAndPassKV) {
+  MeshLayout seed = layoutFor("tp,cp,dp,pp", 2, 2, 4, 2);
+  EXPECT_DOUBLE_EQ(passQBytes(seed, 8, 8, 2),
+                   2 * 4 * 17 * 4 + 2 * 8 + 2 * 4 * 8 * 4 + 2 * 8);
+  EXPECT_DOUBLE_EQ(passQBytes(seed, 8, 8, 2), 832);
+  EXPECT_DOUBLE_EQ(passKVBytes(seed, 4, 8, 20), 10 * 2 * 2 * 8 * 4 + 10 * 8);
+  // TP 4 over 4 KV heads: one KV head per rank. Without CP nothing moves.
+  MeshLayout tp4cp2 = layoutFor("tp,cp,dp,pp", 4, 2, 2, 2);
+  EXPECT_DOUBLE_EQ(passKVBytes(tp4cp2, 4, 8, 20), 10 * 1 * 2 * 8 * 4 + 10 * 8);
+  MeshLayout tp8 = layoutFor("tp,cp,dp,pp", 8, 1, 2, 2);
+  EXPECT_DOUBLE_EQ(passQBytes(tp8, 8, 8, 8), 0);
+  EXPECT_DOUBLE_EQ(passKVBytes(tp8, 4, 8, 20), 0);
+}

@@ -62,6 +62,29 @@ std::vector<OrderCost> rankOrders(int64_t tp, int64_t cp, int64_t dp,
                                   const TrafficModelInput &model, double tokens,
                                   double bytes);
 
+//===----------------------------------------------------------------------===//
+// Decode steps with pass-Q attention (docs/design.md §6)
+//===----------------------------------------------------------------------===//
+
+/// The rows each CP rank computes in a decode step of `batch` requests (one
+/// row each; a dummy step has one padding row): ceil(batch / CP), rounded up
+/// to a multiple of TP (`mf.step_rows`).
+int64_t decodeStepRows(const MeshLayout &layout, int64_t batch);
+
+/// Bytes one GPU sends per layer in a step with `rows` rows per CP rank:
+/// CP-1 ring steps of the rows' queries, partial outputs and log-sum-exp
+/// (its numHeads/TP heads, f32) with the rows' positions (i64), then one of
+/// the merged outputs and positions back. 0 without CP.
+double passQBytes(const MeshLayout &layout, int64_t numHeads, int64_t headDim,
+                  int64_t rows);
+
+/// Bytes one GPU would send per layer moving the cache instead (pass-KV)
+/// when its replica's caches hold `cached` positions: CP-1 ring steps of
+/// its rank's share, `cached / CP` positions of K and V (its KV heads: n_kv
+/// / TP, one when TP exceeds n_kv) with their positions. 0 without CP.
+double passKVBytes(const MeshLayout &layout, int64_t numKVHeads,
+                   int64_t headDim, double cached);
+
 } // namespace meshfold
 
 #endif // MESHFOLD_SUPPORT_TRAFFICMODEL_H

@@ -143,6 +143,8 @@ struct ProgramRank {
   /// included).
   std::vector<uint64_t> decodeTraffic;
   int64_t decodeSteps = 0;
+  /// The requests of each decode step this rank ran (0 for a dummy step).
+  std::vector<int64_t> stepBatches;
   /// When the rank started its requests (steady clock, seconds), and the
   /// most requests one of its decode steps ran.
   double runStart = 0;
