@@ -62,9 +62,11 @@ for prog in one seed; do
   for count in 1 8 32; do
     prompts "$count" "$prompt" "$work/p.txt"
     flags=(--max-new-tokens "$new" --ignore-eos)
-    t1=$(median_of "$ttft" "$work/p.txt" "${flags[@]}")
-    t2=$(median_of "$tpot" "$work/p.txt" "${flags[@]}")
-    tps=$(median_of "$rate" "$work/p.txt" "${flags[@]}")
+    # One report per repetition; each figure's median over them.
+    for i in $(seq "$reps"); do report "$work/p.txt" "${flags[@]}" > "$work/r$i.txt"; done
+    t1=$(for i in $(seq "$reps"); do awk "$ttft" "$work/r$i.txt"; done | median)
+    t2=$(for i in $(seq "$reps"); do awk "$tpot" "$work/r$i.txt"; done | median)
+    tps=$(for i in $(seq "$reps"); do awk "$rate" "$work/r$i.txt"; done | median)
     awk -v p="$prog" -v c="$count" -v t1="$t1" -v t2="$t2" -v tps="$tps" -v regrow="$regrow" \
       -v n="$new" -v r="$replicas" 'BEGIN {
       rounds = int((c + r - 1) / r)

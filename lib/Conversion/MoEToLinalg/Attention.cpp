@@ -4,6 +4,7 @@
 #include "meshfold/Dialect/MoE/IR/MoE.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -97,22 +98,28 @@ Value rows1d(OpBuilder &b, Location loc, Value x, Value offset, Value size) {
 /// scf.forall over (head, query tile) -- independent work items that the CPU
 /// target may run on threads -- and in each an scf.for over key tiles
 /// carrying, per query row, the running max m, the running sum l of
-/// exp(s - m) and the accumulator acc of exp(s - m) * v. A key tile whose
-/// keys are all later than every query of the tile is skipped; positions are
-/// arbitrary (zigzag CP reorders them), so the bounds come from the position
-/// tensors. Both contractions are NN-form generics with the
-/// multiplyAccumulate body and one reduction dim: the key tile is transposed
-/// first, and the KV head is picked by slicing (no floordiv maps).
+/// exp(s - m) and the accumulator acc of exp(s - m) * v. A key tile no
+/// query of the tile can see is skipped: its keys all later than every
+/// query, or all of earlier sequences than every query's (global positions
+/// are `sequence * 2^32 + place`); positions are arbitrary (zigzag CP
+/// reorders them), so the bounds come from the position tensors. A decode
+/// step's query tile is one row (`queryTile` 1): each row is its own
+/// request's, and skips the key tiles of the batch's other requests. Both
+/// contractions are NN-form generics with the multiplyAccumulate body and one
+/// reduction dim: the key tile is transposed first, and the KV head is picked
+/// by slicing (no floordiv maps).
 std::pair<Value, Value> buildFusedAttention(OpBuilder &b, Location loc, Value q,
                                             Value k, Value v, Value qpos,
                                             Value kpos, double scale,
                                             RankedTensorType qType,
-                                            bool withLse, int64_t tile) {
+                                            bool withLse, int64_t queryTile,
+                                            int64_t tile) {
   // Query rows per parallel work item and keys per step of the online
-  // softmax (both `tile`). At 64 a [64, 64] f32 score tile (16 KiB) and the
-  // key/value tiles stay in the L1/L2 caches; the query tile bounds the
-  // parallelism of a short prompt (heads x query tiles).
-  int64_t kQueryTile = tile, kKeyTile = tile;
+  // softmax (`tile` both, but for a decode step's queries). At 64 a
+  // [64, 64] f32 score tile (16 KiB) and the key/value tiles stay in the
+  // L1/L2 caches; the query tile bounds the parallelism of a short prompt
+  // (heads x query tiles).
+  int64_t kQueryTile = queryTile, kKeyTile = tile;
   MLIRContext *ctx = b.getContext();
   Type elt = qType.getElementType();
   Type kElt = cast<RankedTensorType>(k.getType()).getElementType();
@@ -143,6 +150,9 @@ std::pair<Value, Value> buildFusedAttention(OpBuilder &b, Location loc, Value q,
   Value qTile = headRows(b, loc, q, i0, bq, h);
   Value qp = rows1d(b, loc, qpos, i0, bq);
   Value maxQ = positionBound(b, loc, qp, /*min=*/false);
+  Value shift = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(32));
+  Value firstSequence = arith::ShRSIOp::create(
+      b, loc, positionBound(b, loc, qp, /*min=*/true), shift);
 
   auto rowType = tensorOf({dyn}, elt);
   auto rowDhType = tensorOf({dyn, dh}, elt);
@@ -249,10 +259,17 @@ std::pair<Value, Value> buildFusedAttention(OpBuilder &b, Location loc, Value q,
         Value bk = arith::MinSIOp::create(nb, l, cstIndex(nb, l, kKeyTile),
                                           arith::SubIOp::create(nb, l, tk, j0));
         Value kp = rows1d(nb, l, kpos, j0, bk);
-        // Some key of the tile is visible to some query of the tile.
-        Value visible =
+        // Some key of the tile may be visible to some query of the tile:
+        // not all later, nor all of earlier sequences.
+        Value notLater =
             arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sle,
                                   positionBound(nb, l, kp, /*min=*/true), maxQ);
+        Value reachesSequence = arith::CmpIOp::create(
+            nb, l, arith::CmpIPredicate::sge,
+            arith::ShRSIOp::create(
+                nb, l, positionBound(nb, l, kp, /*min=*/false), shift),
+            firstSequence);
+        Value visible = arith::AndIOp::create(nb, l, notLater, reachesSequence);
         auto ifOp = scf::IfOp::create(
             nb, l, visible,
             [&](OpBuilder &tb, Location tl) {
@@ -408,13 +425,17 @@ buildMaterializedAttention(OpBuilder &b, Location loc, Value q, Value k,
   return {out, lse};
 }
 
-/// Either lowering of attention, by `fuse`.
-std::pair<Value, Value> buildAttention(bool fuse, int64_t tile, OpBuilder &b,
-                                       Location loc, Value q, Value k, Value v,
-                                       Value qpos, Value kpos, double scale,
-                                       RankedTensorType qType, bool withLse) {
+/// Either lowering of attention, by `fuse`; the fused one with one-row
+/// query tiles in a decode step (`op`'s function is `moe.decode_step`).
+std::pair<Value, Value> buildAttention(Operation *op, bool fuse, int64_t tile,
+                                       OpBuilder &b, Location loc, Value q,
+                                       Value k, Value v, Value qpos, Value kpos,
+                                       double scale, RankedTensorType qType,
+                                       bool withLse) {
+  auto fn = op->getParentOfType<func::FuncOp>();
+  bool step = fn && fn->hasAttr(getDecodeStepAttrName());
   return fuse ? buildFusedAttention(b, loc, q, k, v, qpos, kpos, scale, qType,
-                                    withLse, tile)
+                                    withLse, step ? 1 : tile, tile)
               : buildMaterializedAttention(b, loc, q, k, v, qpos, kpos, scale,
                                            qType, withLse);
 }
@@ -428,9 +449,10 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
   matchAndRewrite(AttentionOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     auto [out, lse] = buildAttention(
-        fuse, tile, rewriter, op.getLoc(), adaptor.getQuery(), adaptor.getKey(),
-        adaptor.getValue(), adaptor.getQPositions(), adaptor.getKvPositions(),
-        op.getScale().convertToDouble(), op.getType(), /*withLse=*/false);
+        op, fuse, tile, rewriter, op.getLoc(), adaptor.getQuery(),
+        adaptor.getKey(), adaptor.getValue(), adaptor.getQPositions(),
+        adaptor.getKvPositions(), op.getScale().convertToDouble(), op.getType(),
+        /*withLse=*/false);
     rewriter.replaceOp(op, out);
     return success();
   }
@@ -445,9 +467,10 @@ struct AttentionPartialLowering : OpConversionPattern<AttentionPartialOp> {
   matchAndRewrite(AttentionPartialOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     auto [out, lse] = buildAttention(
-        fuse, tile, rewriter, op.getLoc(), adaptor.getQuery(), adaptor.getKey(),
-        adaptor.getValue(), adaptor.getQPositions(), adaptor.getKvPositions(),
-        op.getScale().convertToDouble(), op.getResult().getType(),
+        op, fuse, tile, rewriter, op.getLoc(), adaptor.getQuery(),
+        adaptor.getKey(), adaptor.getValue(), adaptor.getQPositions(),
+        adaptor.getKvPositions(), op.getScale().convertToDouble(),
+        op.getResult().getType(),
         /*withLse=*/true);
     rewriter.replaceOp(op, {out, lse});
     return success();

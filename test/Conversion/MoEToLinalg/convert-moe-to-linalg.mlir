@@ -51,6 +51,10 @@ func.func @linear(%x: tensor<?x64xf32>, %w: tensor<128x64xf32>) -> tensor<?x128x
 // CHECK: %[[MAXQT:.+]] = linalg.generic {indexing_maps = [#[[$ID1]], #[[$SCALAR]]], iterator_types = ["reduction"]} ins(%[[QPT]] : tensor<?xi64>)
 // CHECK: arith.maxsi
 // CHECK: %[[MAXQ:.+]] = tensor.extract %[[MAXQT]][]
+// CHECK: %[[C32:.+]] = arith.constant 32 : i64
+// CHECK: arith.minsi
+// CHECK: %[[MINQ:.+]] = tensor.extract
+// CHECK: %[[SEQ0:.+]] = arith.shrsi %[[MINQ]], %[[C32]] : i64
 // CHECK: %[[M0:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<?xf32>)
 // CHECK: %[[L0:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<?xf32>)
 // CHECK: %[[ACC0:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<?x16xf32>)
@@ -58,7 +62,12 @@ func.func @linear(%x: tensor<?x64xf32>, %w: tensor<128x64xf32>) -> tensor<?x128x
 // CHECK: %[[KPT:.+]] = tensor.extract_slice %[[KP]][%[[J0]]]
 // CHECK: arith.minsi %{{.+}}, %{{.+}} : i64
 // CHECK: %[[MINK:.+]] = tensor.extract
-// CHECK: %[[VIS:.+]] = arith.cmpi sle, %[[MINK]], %[[MAXQ]] : i64
+// CHECK: %[[NOTLATER:.+]] = arith.cmpi sle, %[[MINK]], %[[MAXQ]] : i64
+// CHECK: arith.maxsi %{{.+}}, %{{.+}} : i64
+// CHECK: %[[MAXK:.+]] = tensor.extract
+// CHECK: %[[SEQK:.+]] = arith.shrsi %[[MAXK]], %[[C32]] : i64
+// CHECK: %[[REACHES:.+]] = arith.cmpi sge, %[[SEQK]], %[[SEQ0]] : i64
+// CHECK: %[[VIS:.+]] = arith.andi %[[NOTLATER]], %[[REACHES]] : i1
 // CHECK: scf.if %[[VIS]] -> (tensor<?xf32>, tensor<?xf32>, tensor<?x16xf32>)
 // CHECK: %[[KT:.+]] = tensor.extract_slice %[[K]][%[[J0]], %[[KVH]], 0] [%{{.+}}, 1, 16] [1, 1, 1] : tensor<?x2x16xf32> to tensor<?x16xf32>
 // CHECK: %[[VT:.+]] = tensor.extract_slice %[[V]][%[[J0]], %[[KVH]], 0] [%{{.+}}, 1, 16] [1, 1, 1] : tensor<?x2x16xf32> to tensor<?x16xf32>
@@ -102,6 +111,18 @@ func.func @linear(%x: tensor<?x64xf32>, %w: tensor<128x64xf32>) -> tensor<?x128x
 // CHECK: return %[[OUT]]
 // CHECK-NOT: moe.
 func.func @attention(%q: tensor<?x8x16xf32>, %k: tensor<?x2x16xf32>, %v: tensor<?x2x16xf32>, %qp: tensor<?xi64>, %kp: tensor<?xi64>) -> tensor<?x8x16xf32> {
+  %o = moe.attention %q, %k, %v, %qp, %kp {scale = 0.25 : f32} : tensor<?x8x16xf32>, tensor<?x2x16xf32>, tensor<?x2x16xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x16xf32>
+  return %o : tensor<?x8x16xf32>
+}
+
+// -----
+
+// In a decode step each query row is its own request's: one-row query
+// tiles, each skipping the key tiles of the batch's other requests.
+// CHECK-LABEL: func.func @step_attention
+// CHECK: %[[TQ:.+]] = tensor.dim %arg0
+// CHECK: scf.forall (%{{.+}}, %{{.+}}) in (8, %[[TQ]]) shared_outs
+func.func @step_attention(%q: tensor<?x8x16xf32>, %k: tensor<?x2x16xf32>, %v: tensor<?x2x16xf32>, %qp: tensor<?xi64>, %kp: tensor<?xi64>) -> tensor<?x8x16xf32> attributes {moe.decode_step} {
   %o = moe.attention %q, %k, %v, %qp, %kp {scale = 0.25 : f32} : tensor<?x8x16xf32>, tensor<?x2x16xf32>, tensor<?x2x16xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x16xf32>
   return %o : tensor<?x8x16xf32>
 }

@@ -399,24 +399,24 @@ LogicalResult TakePositionOp::verify() {
   return success();
 }
 
-LogicalResult PromptLogitsOp::verify() {
-  Type l = getLogits().getType(), pos = getPositions().getType();
-  if (failed(checkRank(*this, "logits", l, 2)) ||
-      failed(checkRank(*this, "positions", pos, 1)) ||
-      failed(checkStatic(*this, "logits", l, 1)) ||
-      failed(checkDim(*this, "positions", pos, 0, "logits", l, 0)))
+/// Logits of rows `[n, V]` (static V) at positions `[n]`.
+static LogicalResult verifyRowLogits(Operation *op, Type l, Type pos) {
+  if (failed(checkRank(op, "logits", l, 2)) ||
+      failed(checkRank(op, "positions", pos, 1)) ||
+      failed(checkStatic(op, "logits", l, 1)) ||
+      failed(checkDim(op, "positions", pos, 0, "logits", l, 0)))
     return failure();
   return success();
 }
 
+LogicalResult PromptLogitsOp::verify() {
+  return verifyRowLogits(*this, getLogits().getType(),
+                         getPositions().getType());
+}
+
 LogicalResult StepLogitsOp::verify() {
-  Type l = getLogits().getType(), pos = getPositions().getType();
-  if (failed(checkRank(*this, "logits", l, 2)) ||
-      failed(checkRank(*this, "positions", pos, 1)) ||
-      failed(checkStatic(*this, "logits", l, 1)) ||
-      failed(checkDim(*this, "positions", pos, 0, "logits", l, 0)))
-    return failure();
-  return success();
+  return verifyRowLogits(*this, getLogits().getType(),
+                         getPositions().getType());
 }
 
 LogicalResult LogitsOp::verify() {
