@@ -137,10 +137,16 @@ bool meshfold::parseManifest(const char *text, Manifest &out,
         return bad("param '" + p.name + "' has storage dtype '" + dtype +
                    "', expected f32 or bf16");
       p.bf16 = dtype == "bf16";
-      p.shape.resize(rank);
-      for (int64_t &d : p.shape)
+      // Weights have a few dims: a larger rank is a corrupt entry (not a
+      // reason to allocate).
+      if (rank > 8)
+        return bad("param '" + p.name + "' has rank " + std::to_string(rank) +
+                   " (at most 8)");
+      for (int64_t i = 0, d = 0; i < rank; ++i) {
         if (!(ls >> d) || d < 0)
           return bad("malformed shape of param '" + p.name + "'");
+        p.shape.push_back(d);
+      }
       std::string word;
       while (ls >> word) {
         if (word == "shard") {

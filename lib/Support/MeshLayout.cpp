@@ -192,6 +192,15 @@ bool checkMeshSizes(const PlanSpec &spec, std::string *error) {
              " devices, but needs at least 1");
     return false;
   }
+  // Ranks are ints everywhere (MPI's, NCCL's); products saturate below, so
+  // an absurd device count must not match an overflowing one.
+  constexpr int64_t kMaxDevices = int64_t(1) << 20;
+  if (spec.devices > kMaxDevices) {
+    fail(error, "mesh-size",
+         "the plan has " + std::to_string(spec.devices) +
+             " devices, more than meshfold supports (2^20)");
+    return false;
+  }
   int64_t attentionProduct = 1;
   for (const MeshAxis &axis : spec.attention)
     attentionProduct = mulSat(attentionProduct, axis.size);

@@ -25,12 +25,14 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
 
 #include <cmath>
+#include <cstdio>
 
 using namespace mlir;
 using namespace meshfold;
@@ -153,14 +155,67 @@ private:
   StringRef file;
 };
 
+/// The deepest JSON nesting a config may have: llvm::json's parser
+/// recurses once per level (deep input overflows the stack); real configs
+/// nest a few levels.
+constexpr int64_t kMaxNesting = 256;
+
+/// Parses `text` (the file `path`), refusing nesting past kMaxNesting
+/// before the parser sees it.
+json::Value parseJSON(StringRef text, const llvm::Twine &path) {
+  int64_t depth = 0;
+  bool inString = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char ch = text[i];
+    if (inString) {
+      if (ch == '\\')
+        ++i;
+      else if (ch == '"')
+        inString = false;
+    } else if (ch == '"') {
+      inString = true;
+    } else if (ch == '[' || ch == '{') {
+      if (++depth > kMaxNesting)
+        die(path + ": invalid JSON: nested deeper than " +
+            llvm::Twine(kMaxNesting) + " levels");
+    } else if (ch == ']' || ch == '}') {
+      --depth;
+    }
+  }
+  llvm::Expected<json::Value> parsed = json::parse(text);
+  if (!parsed)
+    die(path + ": invalid JSON: " + llvm::toString(parsed.takeError()));
+  return std::move(*parsed);
+}
+
+/// The most layers a model may have (the importer builds each one), and
+/// the most elements of one weight tensor (2^40: sizes stay far from
+/// int64's limits in bytes and in every product the tools form).
+constexpr int64_t kMaxLayers = 4096;
+constexpr int64_t kMaxTensorElements = int64_t(1) << 40;
+
+/// Fails unless the tensor `name` of `dims` has at most kMaxTensorElements
+/// elements, counted without overflow.
+void checkTensorSize(StringRef path, StringRef name,
+                     std::initializer_list<int64_t> dims) {
+  int64_t n = 1;
+  bool over = false;
+  std::string shape;
+  for (int64_t d : dims) {
+    shape += (shape.empty() ? "" : " x ") + std::to_string(d);
+    over = over || llvm::MulOverflow(n, d, n) || n > kMaxTensorElements;
+  }
+  if (over)
+    die(path + ": " + name + " = " + shape +
+        " elements is more than meshfold supports (2^40 per weight)");
+}
+
 Config readConfig(StringRef path) {
   std::string error;
   std::unique_ptr<llvm::MemoryBuffer> buf = openInputFile(path, &error);
   if (!buf)
     die(error);
-  llvm::Expected<json::Value> parsed = json::parse(buf->getBuffer());
-  if (!parsed)
-    die(path + ": invalid JSON: " + llvm::toString(parsed.takeError()));
+  std::optional<json::Value> parsed = parseJSON(buf->getBuffer(), path);
   const json::Object *obj = parsed->getAsObject();
   if (!obj)
     die(path + ": the config must be a JSON object");
@@ -233,8 +288,32 @@ Config readConfig(StringRef path) {
               ? f.positiveInt("moe_intermediate_size")
               : f.positiveInt("intermediate_size");
   c.vocab = f.positiveInt("vocab_size");
+  if (c.layers > kMaxLayers)
+    die(path + ": field 'num_hidden_layers' (" + llvm::Twine(c.layers) +
+        ") is more than the " + llvm::Twine(kMaxLayers) +
+        " layers meshfold supports");
+  // Every weight's size, counted without overflow.
+  checkTensorSize(path, "the embedding (vocab_size x hidden_size)",
+                  {c.vocab, c.hidden});
+  checkTensorSize(path,
+                  "the query projection (num_attention_heads x head_dim x "
+                  "hidden_size)",
+                  {c.heads, c.headDim, c.hidden});
+  checkTensorSize(path,
+                  "an expert projection (experts x intermediate_size x "
+                  "hidden_size)",
+                  {c.experts, c.ffn, c.hidden});
   c.eps = f.positiveNumber("rms_norm_eps", 1e-5);
   c.theta = f.positiveNumber("rope_theta", mixtral ? 1e6 : 10000.0);
+  // The program computes in f32: both must survive the conversion.
+  for (auto [key, value] : {std::pair<StringRef, double>{"rms_norm_eps", c.eps},
+                            {"rope_theta", c.theta}})
+    if (!std::isfinite(float(value)) || float(value) <= 0.0f) {
+      char text[32];
+      std::snprintf(text, sizeof(text), "%g", value);
+      die(path + ": field '" + key + "' (" + text +
+          ") is not representable as a positive f32");
+    }
   c.renormalize = f.boolean("norm_topk_prob", mixtral);
   c.tieEmbeddings = f.boolean("tie_word_embeddings", false);
   c.maxPositions = f.has("max_position_embeddings")
@@ -250,9 +329,7 @@ Config readConfig(StringRef path) {
     std::unique_ptr<llvm::MemoryBuffer> gen = openInputFile(genPath, &error);
     if (!gen)
       die(error);
-    llvm::Expected<json::Value> genParsed = json::parse(gen->getBuffer());
-    if (!genParsed)
-      die(genPath + ": invalid JSON: " + llvm::toString(genParsed.takeError()));
+    std::optional<json::Value> genParsed = parseJSON(gen->getBuffer(), genPath);
     const json::Object *genObj = genParsed->getAsObject();
     if (!genObj)
       die(genPath + ": the generation config must be a JSON object");

@@ -41,6 +41,24 @@ TEST(ManifestTest, UnknownStorageDTypeIsAnError) {
                    "dtype 'f16', expected f32 or bf16");
 }
 
+// A corrupt rank is an error, not an allocation of that many dims (fuzzing
+// found `param 1e f32 335477580` aborting with std::length_error).
+TEST(ManifestTest, HugeRankIsAnError) {
+  for (const char *entry : {"param 0 w f32 335477580\n",
+                            "param 0 w f32 9223372036854775807 1 2\n"}) {
+    std::string text = std::string(kHeader) + entry + "end\n";
+    Manifest m;
+    std::string error;
+    EXPECT_FALSE(parseManifest(text.c_str(), m, error));
+    EXPECT_NE(error.find("param 'w' has rank"), std::string::npos) << error;
+  }
+  std::string text = std::string(kHeader) + "param 0 w f32 2 3\nend\n";
+  Manifest m;
+  std::string error;
+  EXPECT_FALSE(parseManifest(text.c_str(), m, error));
+  EXPECT_EQ(error, "manifest line 4: malformed shape of param 'w'");
+}
+
 TEST(ManifestTest, MaxPositionsRoundTripsAndIsOptional) {
   Manifest m;
   m.entry = "prefill";

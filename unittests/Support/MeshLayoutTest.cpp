@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include <set>
 
 using namespace meshfold;
@@ -422,6 +424,20 @@ TEST(MeshLayoutRules, DuplicateAxis) {
   error = flagsError(2, 2, 4, 2, 16, "tp,cp,cp,pp");
   EXPECT_CONTAINS(error, "plan rule 'duplicate-axis'");
   EXPECT_CONTAINS(error, "'cp' twice");
+}
+
+// A device count past 2^20 is refused before any product: fuzzing found
+// axes whose product saturates at INT64_MAX matching such a count.
+TEST(MeshLayoutRules, TooManyDevices) {
+  PlanSpec spec = seedSpec();
+  int64_t big = std::numeric_limits<int64_t>::max();
+  spec.devices = big;
+  spec.attention[0].size = int64_t(1) << 40;
+  spec.attention[1].size = int64_t(1) << 40;
+  spec.experts[0].size = big;
+  EXPECT_EQ(createError(spec),
+            "plan rule 'mesh-size': the plan has 9223372036854775807 devices, "
+            "more than meshfold supports (2^20)");
 }
 
 TEST(MeshLayoutRules, MeshSize) {
