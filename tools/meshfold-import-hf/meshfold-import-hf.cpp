@@ -147,6 +147,8 @@ public:
       return;
     if (const json::Array *a = v->getAsArray(); a && a->empty())
       return;
+    if (const json::Object *o = v->getAsObject(); o && o->empty())
+      return;
     die(file + ": field '" + key + "': " + why + " not supported");
   }
 
@@ -242,6 +244,15 @@ Config readConfig(StringRef path) {
   f.rejectIfSet("rope_scaling", "RoPE scaling is");
   f.rejectIfSet("sliding_window", "sliding-window attention is");
   f.rejectIfSet("mlp_only_layers", "dense (non-MoE) layers are");
+  f.rejectIfSet("quantization_config", "quantized checkpoints are");
+  // The experts' activation: SiLU (SwiGLU) is the one implemented.
+  if (const json::Value *act = obj->get("hidden_act");
+      act && act->kind() != json::Value::Null) {
+    std::optional<StringRef> name = act->getAsString();
+    if (!name || *name != "silu")
+      die(path + ": field 'hidden_act' must be \"silu\" (the activation "
+                 "meshfold implements)");
+  }
   if (f.has("decoder_sparse_step") && f.positiveInt("decoder_sparse_step") != 1)
     die(path + ": field 'decoder_sparse_step': dense (non-MoE) layers are not "
                "supported");

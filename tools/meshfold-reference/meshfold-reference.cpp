@@ -375,11 +375,16 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
 
   if (reader.isPresent("rope_scaling"))
     return fail(failure, path + ": field 'rope_scaling' is not supported");
-  if (const json::Value *act = object->get("hidden_act")) {
+  if (const json::Value *act = object->get("hidden_act");
+      act && act->kind() != json::Value::Null) {
     std::optional<StringRef> name = act->getAsString();
     if (!name || *name != "silu")
       return fail(failure, path + ": field 'hidden_act' must be \"silu\"");
   }
+  if (const json::Object *quant = object->getObject("quantization_config");
+      quant && !quant->empty())
+    return fail(failure, path + ": field 'quantization_config': quantized "
+                                "checkpoints are not supported");
 
   if (config.rmsNormEps < 0 || !std::isfinite(config.rmsNormEps))
     return fail(failure, path + ": field 'rms_norm_eps' must be a finite "
