@@ -116,8 +116,8 @@ bool inStep(StridedMemRefType<int64_t, 1> *sp, int64_t p) {
 }
 
 /// Calls `f(sequence, global position, place)` for each cached row of
-/// `layer` that a decode step at positions `sp` reads: every live
-/// sequence's (one, prefill's, when prefill runs as a step), in slot order
+/// `layer` that a decode step at positions `sp` reads: every sequence's of
+/// the step (one, prefill's, when prefill runs as a step), in slot order
 /// and each in the order this rank recorded them, leaving out the step's
 /// own rows (recorded just before).
 template <typename F>
@@ -125,7 +125,7 @@ void forEachCached(ProgramRank &rs, int64_t layer,
                    StridedMemRefType<int64_t, 1> *sp, F f) {
   for (size_t slot = 0; slot < rs.sequences.size(); ++slot) {
     Sequence &s = rs.sequences[slot];
-    if (!s.output || (!rs.stepping && int64_t(slot) != rs.prefill))
+    if (!s.output || (rs.stepping ? !s.inStep : int64_t(slot) != rs.prefill))
       continue;
     int64_t base = rs.stepping ? int64_t(slot) << 32 : 0;
     for (int64_t p : s.cachedPositions[size_t(layer)])

@@ -61,7 +61,7 @@ Sequence *ProgramRank::sequenceOf(int64_t position, int64_t *place) {
   if (position < 0 || slot < 0 || slot >= int64_t(sequences.size()))
     return nullptr;
   Sequence &s = sequences[size_t(slot)];
-  if (!s.output || p >= s.length)
+  if (!s.output || p >= s.length || (stepping && !s.inStep))
     return nullptr;
   *place = p;
   return &s;

@@ -94,6 +94,9 @@ void runPrefill(const std::vector<int64_t> &tokens) {
 struct DecodeGroups {
   int64_t replica = -1, dp = -1;
   bool recorder = true;
+  /// Pipeline stages: a round's batch is split into up to this many
+  /// micro-batches.
+  int64_t stages = 1;
 };
 
 DecodeGroups decodeGroups(const Program &prog,
@@ -115,6 +118,8 @@ DecodeGroups decodeGroups(const Program &prog,
   if (layout->hasAxis("dp") && layout->axisSize("dp") > 1)
     d.dp = groupOf(groups, "dp");
   d.recorder = d.replica < 0 || mfrt_group_rank(d.replica) == 0;
+  if (layout->hasAxis("pp"))
+    d.stages = layout->axisSize("pp");
   return d;
 }
 
@@ -252,8 +257,8 @@ void shareTokens(const Program &prog, ProgramRank &rs,
   }
 }
 
-/// One decode step of every live sequence of the rank's replica (`live`,
-/// by slot), one row each at global position `slot * 2^32 + place`; with
+/// One decode step of the live sequences `live` (by slot) of the rank's
+/// replica, one row each at global position `slot * 2^32 + place`; with
 /// none, a dummy step (one padding row: nothing recorded or dispatched).
 /// Each row's K/V is appended to the caches of the ranks that own its
 /// position (the K/V of the last generated token is never needed).
@@ -264,25 +269,43 @@ void runStep(ProgramRank &rs, const std::vector<int64_t> &live) {
     positions.push_back((slot << 32) | s.length);
     ids.push_back(s.token);
     s.step = s.generated;
+    s.inStep = true;
     ++s.length;
   }
   if (live.empty()) {
+    // A padding row: a place past every request's.
     ids = {0};
-    positions = {0};
+    positions = {int64_t(1) << 30};
   }
   rs.largestBatch = std::max(rs.largestBatch, int64_t(live.size()));
   rs.stepping = true;
   IdBuffer in(ids), pos(positions);
   _mlir_ciface_decode(&in.ref, &pos.ref);
   rs.stepping = false;
+  for (int64_t slot : live)
+    rs.sequences[size_t(slot)].inStep = false;
   ++rs.decodeSteps;
   rs.stepBatches.push_back(int64_t(live.size()));
 }
 
+/// A round of decode steps: the batch `live` in `groups` micro-batches
+/// (consecutive slots; a replica with fewer runs dummies), one step each,
+/// back to back: with pipeline stages, the first stage computes the second
+/// micro-batch while the next stage computes the first.
+void runRound(ProgramRank &rs, const std::vector<int64_t> &live,
+              int64_t groups) {
+  size_t n = live.size();
+  for (int64_t g = 0; g < groups; ++g)
+    runStep(rs, std::vector<int64_t>(live.begin() + ptrdiff_t(n * g / groups),
+                                     live.begin() +
+                                         ptrdiff_t(n * (g + 1) / groups)));
+}
+
 /// Generation for the replica's requests `mine`: prefills are admitted
 /// while the batch has room (--max-batch), each choosing its request's
-/// first token; then the batch steps together, requests leaving it as they
-/// finish and the next ones' prefills taking their places. The replicas
+/// first token; then the batch steps together (in a micro-batch per
+/// pipeline stage when it has that many requests), requests leaving it as
+/// they finish and the next ones' prefills taking their places. The replicas
 /// agree before each round on whether any of them prefills (all do then,
 /// dummies where they have none) or steps (likewise), so that every MoE
 /// rendezvous sees every rank; they stop when none has work left.
@@ -298,8 +321,15 @@ void generate(const Program &prog, ProgramRank &rs,
         live.push_back(int64_t(slot));
     bool admit = next < mine.size() &&
                  (maxBatch == 0 || int64_t(live.size()) < maxBatch);
-    float any[2] = {admit ? 1.0f : 0.0f, live.empty() ? 0.0f : 1.0f};
-    sumOver(groups.dp, any, 2, "decode: agreeing on the next round");
+    // Whether any replica admits a request, and the micro-batches of the
+    // round: entry 1 + i is set by the replicas with more than i live
+    // requests (at most one per pipeline stage).
+    std::vector<float> any(size_t(1 + groups.stages), 0.0f);
+    any[0] = admit ? 1.0f : 0.0f;
+    for (int64_t i = 0; i < groups.stages && i < int64_t(live.size()); ++i)
+      any[size_t(1 + i)] = 1.0f;
+    sumOver(groups.dp, any.data(), int64_t(any.size()),
+            "decode: agreeing on the next round");
     if (any[0] > 0) {
       int64_t slot = runRequestPrefill(prog, rs, admit ? mine[next++] : -1,
                                        groups, prefillTraffic);
@@ -309,9 +339,12 @@ void generate(const Program &prog, ProgramRank &rs,
                   groups);
       continue;
     }
-    if (any[1] == 0)
+    int64_t microBatches = 0;
+    while (microBatches < groups.stages && any[size_t(1 + microBatches)] > 0)
+      ++microBatches;
+    if (microBatches == 0)
       break;
-    runStep(rs, live);
+    runRound(rs, live, microBatches);
     shareTokens(prog, rs, live, groups);
   }
 }

@@ -110,6 +110,9 @@ struct Sequence {
   /// decode step's): then it picks the next token from `logits`.
   bool recordedLogits = false;
   std::vector<float> logits;
+  /// Whether the decode step running has the request's row (a round's
+  /// micro-batches each hold some of the live requests).
+  bool inStep = false;
   /// Generation: the tokens chosen so far, the last one (the next step's
   /// input), and when its prefill ended.
   int64_t generated = 0, token = 0;
@@ -136,7 +139,8 @@ struct ProgramRank {
   bool stepping = false;
   /// The live sequence and place (`*place`) of the row at global position
   /// `position` of the function running; null for padding (no request, a
-  /// place at or past its length).
+  /// request not in the decode step running, a place at or past its
+  /// length).
   Sequence *sequenceOf(int64_t position, int64_t *place);
   /// --report traffic: the bytes this rank sent in decode steps (counters
   /// as Program::traffic's) and the number of steps it ran (dummy ones
