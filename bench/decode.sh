@@ -52,7 +52,12 @@ printf '%-10s %9s %9s %9s %10s %12s\n' program requests "TTFT ms" "TPOT ms" "tok
 prompts 1 "$prompt" "$work/one.txt"
 awk -v n="$new" '{ for (s = 0; s < n; ++s) { line = $0; for (i = 0; i < s; ++i) line = line " " (i * 7 + 1) % 512; print line } }' \
   "$work/one.txt" > "$work/grow.txt"
-for prog in one seed; do
+# The seed plan twice: one micro-batch per pipeline stage (the default), and
+# the whole batch as one step (--micro-batches 1).
+for label in one seed seed-mb1; do
+  prog=${label%-mb1}
+  extra=()
+  [ "$label" = seed-mb1 ] && extra=(--micro-batches 1)
   replicas=1
   [ "$prog" = seed ] && replicas=4
   # Re-running prefill per token: a prompt grown one token per step, each
@@ -61,13 +66,13 @@ for prog in one seed; do
   regrow=$(median_of "$sum_prefill" "$work/grow.txt" --max-new-tokens 1 --max-batch 1)
   for count in 1 8 32; do
     prompts "$count" "$prompt" "$work/p.txt"
-    flags=(--max-new-tokens "$new" --ignore-eos)
+    flags=(--max-new-tokens "$new" --ignore-eos "${extra[@]}")
     # One report per repetition; each figure's median over them.
     for i in $(seq "$reps"); do report "$work/p.txt" "${flags[@]}" > "$work/r$i.txt"; done
     t1=$(for i in $(seq "$reps"); do awk "$ttft" "$work/r$i.txt"; done | median)
     t2=$(for i in $(seq "$reps"); do awk "$tpot" "$work/r$i.txt"; done | median)
     tps=$(for i in $(seq "$reps"); do awk "$rate" "$work/r$i.txt"; done | median)
-    awk -v p="$prog" -v c="$count" -v t1="$t1" -v t2="$t2" -v tps="$tps" -v regrow="$regrow" \
+    awk -v p="$label" -v c="$count" -v t1="$t1" -v t2="$t2" -v tps="$tps" -v regrow="$regrow" \
       -v n="$new" -v r="$replicas" 'BEGIN {
       rounds = int((c + r - 1) / r)
       printf "%-10s %9d %9.3f %9.3f %10.1f %11.1fx\n", p, c, t1, t2, tps, tps / (1e3 * c * n / (rounds * regrow)) }'
@@ -77,4 +82,4 @@ printf '\nTTFT: from the start to a request'"'"'s first token (the prefills befo
 printf 'mean over the requests; TPOT: a decode step of the batch with its choices, mean over the\n'
 printf 'requests; tokens/s: all generated tokens over the wall time of every prefill and step;\n'
 printf 'vs prefill: over the tokens/s of re-running prefill (%d prefills of %d..%d tokens per\n' "$new" "$prompt" "$((prompt + new - 1))"
-printf 'request, one request at a time per replica).\n'
+printf 'request, one request at a time per replica). seed-mb1: the seed plan with --micro-batches 1.\n'

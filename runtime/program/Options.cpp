@@ -111,6 +111,12 @@ void usage() {
       "(default 0:\n"
       "                   all of them); the next request's prefill runs as "
       "one leaves\n"
+      "  --micro-batches M\n"
+      "                   with pipeline stages, run a round's batch as up to "
+      "M micro-batches,\n"
+      "                   back to back, so that the stages work at once "
+      "(default 0: one\n"
+      "                   per stage; 1: the whole batch at once)\n"
       "  --temperature T  sample at temperature T > 0 (default 0: greedy)\n"
       "  --top-k K        sample among the K most likely tokens (default 0: "
       "all)\n"
@@ -236,7 +242,8 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
       value(text);
       options.threads = parseThreads(text);
     } else if (name == "--max-new-tokens" || name == "--top-k" ||
-               name == "--seed" || name == "--max-batch") {
+               name == "--seed" || name == "--max-batch" ||
+               name == "--micro-batches") {
       std::string text;
       value(text);
       Generation &g = options.generation;
@@ -244,9 +251,10 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
         g.seed = uint64_t(parseCount(name, text));
         g.seedGiven = true;
       } else {
-        (name == "--top-k"       ? g.topK
-         : name == "--max-batch" ? g.maxBatch
-                                 : g.maxNewTokens) = parseCount(name, text);
+        (name == "--top-k"           ? g.topK
+         : name == "--max-batch"     ? g.maxBatch
+         : name == "--micro-batches" ? g.microBatches
+                                     : g.maxNewTokens) = parseCount(name, text);
       }
     } else if (name == "--temperature" || name == "--top-p") {
       std::string text;

@@ -120,6 +120,8 @@ DecodeGroups decodeGroups(const Program &prog,
   d.recorder = d.replica < 0 || mfrt_group_rank(d.replica) == 0;
   if (layout->hasAxis("pp"))
     d.stages = layout->axisSize("pp");
+  if (prog.generation.microBatches > 0)
+    d.stages = std::min(d.stages, prog.generation.microBatches);
   return d;
 }
 

@@ -37,8 +37,10 @@ struct Generation {
   int64_t maxNewTokens = 0;
   double temperature = 0.0, topP = 1.0;
   int64_t topK = 0;
-  /// The most requests a DP replica decodes together (0: all of them).
-  int64_t maxBatch = 0;
+  /// The most requests a DP replica decodes together (0: all of them), and
+  /// the most micro-batches a round's batch is split into (0: one per
+  /// pipeline stage).
+  int64_t maxBatch = 0, microBatches = 0;
   uint64_t seed = 0;
   bool seedGiven = false, ignoreEos = false, stepLogits = false;
 };
