@@ -52,12 +52,12 @@ printf '%-10s %9s %9s %9s %10s %12s\n' program requests "TTFT ms" "TPOT ms" "tok
 prompts 1 "$prompt" "$work/one.txt"
 awk -v n="$new" '{ for (s = 0; s < n; ++s) { line = $0; for (i = 0; i < s; ++i) line = line " " (i * 7 + 1) % 512; print line } }' \
   "$work/one.txt" > "$work/grow.txt"
-# The seed plan twice: one micro-batch per pipeline stage (the default), and
-# the whole batch as one step (--micro-batches 1).
-for label in one seed seed-mb1; do
-  prog=${label%-mb1}
+# The seed plan twice: the whole batch as one step (the default), and one
+# micro-batch per pipeline stage (--micro-batches 2).
+for label in one seed seed-mb2; do
+  prog=${label%-mb2}
   extra=()
-  [ "$label" = seed-mb1 ] && extra=(--micro-batches 1)
+  [ "$label" = seed-mb2 ] && extra=(--micro-batches 2)
   replicas=1
   [ "$prog" = seed ] && replicas=4
   # Re-running prefill per token: a prompt grown one token per step, each
@@ -82,4 +82,4 @@ printf '\nTTFT: from the start to a request'"'"'s first token (the prefills befo
 printf 'mean over the requests; TPOT: a decode step of the batch with its choices, mean over the\n'
 printf 'requests; tokens/s: all generated tokens over the wall time of every prefill and step;\n'
 printf 'vs prefill: over the tokens/s of re-running prefill (%d prefills of %d..%d tokens per\n' "$new" "$prompt" "$((prompt + new - 1))"
-printf 'request, one request at a time per replica). seed-mb1: the seed plan with --micro-batches 1.\n'
+printf 'request, one request at a time per replica). seed-mb2: the seed plan with --micro-batches 2.\n'

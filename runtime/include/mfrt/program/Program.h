@@ -40,7 +40,7 @@ struct Generation {
   /// The most requests a DP replica decodes together (0: all of them), and
   /// the most micro-batches a round's batch is split into (0: one per
   /// pipeline stage).
-  int64_t maxBatch = 0, microBatches = 0;
+  int64_t maxBatch = 0, microBatches = 1;
   uint64_t seed = 0;
   bool seedGiven = false, ignoreEos = false, stepLogits = false;
 };
