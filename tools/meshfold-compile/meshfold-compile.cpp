@@ -210,6 +210,15 @@ static void parseCommandLine(int argc, char **argv) {
 static LogicalResult checkOutputFlags(int64_t &deviceBytes) {
   if (outputFile.empty() && report.empty() && !explainOrder)
     return fail("-o FILE is required (or --report)");
+  // An output that cannot be written fails now, not after the compile.
+  if (!outputFile.empty() && outputFile != "-") {
+    StringRef dir = llvm::sys::path::parent_path(outputFile);
+    if (!dir.empty() && !llvm::sys::fs::is_directory(dir))
+      return fail("cannot write '" + outputFile + "': folder '" + dir +
+                  "' does not exist");
+    if (llvm::sys::fs::is_directory(outputFile))
+      return fail("cannot write '" + outputFile + "': it is a folder");
+  }
   if (!report.empty() && report != "memory")
     return fail("--report must be memory, got '" + report + "'");
   if (memoryDType != "bf16" && memoryDType != "f32")
