@@ -107,14 +107,6 @@ void copyPositions(UnrankedMemRefType<int64_t> *m, std::vector<int64_t> &out) {
   MemRefBuffer<int64_t> b(m);
   out.assign(b.data, b.data + b.count);
 }
-/// Whether `p` is one of the step's positions `sp`.
-bool inStep(StridedMemRefType<int64_t, 1> *sp, int64_t p) {
-  for (int64_t t = 0; t < sp->sizes[0]; ++t)
-    if (sp->data[sp->offset + t * sp->strides[0]] == p)
-      return true;
-  return false;
-}
-
 /// Calls `f(sequence, global position, place)` for each cached row of
 /// `layer` that a decode step at positions `sp` reads: every sequence's of
 /// the step (one, prefill's, when prefill runs as a step), in slot order
@@ -123,15 +115,31 @@ bool inStep(StridedMemRefType<int64_t, 1> *sp, int64_t p) {
 template <typename F>
 void forEachCached(ProgramRank &rs, int64_t layer,
                    StridedMemRefType<int64_t, 1> *sp, F f) {
+  // The step's positions, sorted once: each cached row is looked up in
+  // them (the cache grows with every step, the step's rows do not).
+  std::vector<int64_t> own(size_t(sp->sizes[0]));
+  for (size_t t = 0; t < own.size(); ++t)
+    own[t] = sp->data[sp->offset + int64_t(t) * sp->strides[0]];
+  std::sort(own.begin(), own.end());
   for (size_t slot = 0; slot < rs.sequences.size(); ++slot) {
     Sequence &s = rs.sequences[slot];
     if (!s.output || (rs.stepping ? !s.inStep : int64_t(slot) != rs.prefill))
       continue;
-    int64_t base = rs.stepping ? int64_t(slot) << 32 : 0;
+    int64_t base = rs.stepping ? globalPosition(int64_t(slot), 0) : 0;
     for (int64_t p : s.cachedPositions[size_t(layer)])
-      if (!inStep(sp, base + p))
+      if (!std::binary_search(own.begin(), own.end(), base + p))
         f(s, base + p, p);
   }
+}
+
+/// Keeps `logits [vocab]` (elements `stride` apart) as the ones the next
+/// token of `s` is chosen from.
+void keepLogits(const Manifest &m, Sequence &s, const float *logits,
+                int64_t stride) {
+  s.recordedLogits = true;
+  s.logits.resize(size_t(m.vocab));
+  for (int64_t i = 0; i < m.vocab; ++i)
+    s.logits[size_t(i)] = logits[i * stride];
 }
 
 /// Records `logits [vocab]` as the request's (req{r}.logits) and as the
@@ -143,10 +151,7 @@ void recordLogits(ProgramRank &rs, Sequence &s, const float *logits,
   std::lock_guard<std::mutex> lock(out->mutex);
   if (out->haveLogits)
     fatal("internal: two ranks recorded logits for one request");
-  s.recordedLogits = true;
-  s.logits.resize(size_t(m.vocab));
-  for (int64_t i = 0; i < m.vocab; ++i)
-    s.logits[size_t(i)] = logits[i * stride];
+  keepLogits(m, s, logits, stride);
   out->logits = s.logits;
   out->haveLogits = true;
 }
@@ -294,9 +299,10 @@ void _mlir_ciface_mfrt_kv_history_f32(
           " has " + std::to_string(t) + " cached rows, expected " +
           std::to_string(cached));
   for (auto &[s, c] : counts) {
-    if (s->step <= 0)
-      continue;
-    size_t at = size_t(s->step - 1);
+    if (!rs.stepping)
+      continue; // prefill run as a step
+    // The step computes generated token s->generated (>= 1).
+    size_t at = size_t(s->generated - 1);
     RequestOutput *out = s->output;
     std::lock_guard<std::mutex> lock(out->mutex);
     if (out->stepRows.size() <= at) {
@@ -379,14 +385,10 @@ void _mlir_ciface_mfrt_step_logits_f32(StridedMemRefType<float, 2> *logits,
     if (!s || p != s->length - 1)
       continue; // padding, or a prompt position before the last
     const float *row = logits->data + logits->offset + t * logits->strides[0];
-    if (!rs.stepping) {
+    if (rs.stepping)
+      keepLogits(m, *s, row, logits->strides[1]);
+    else
       recordLogits(rs, *s, row, logits->strides[1]);
-      continue;
-    }
-    s->recordedLogits = true;
-    s->logits.resize(size_t(m.vocab));
-    for (int64_t v = 0; v < m.vocab; ++v)
-      s->logits[size_t(v)] = row[v * logits->strides[1]];
   }
 }
 

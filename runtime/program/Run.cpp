@@ -268,9 +268,8 @@ void runStep(ProgramRank &rs, const std::vector<int64_t> &live) {
   std::vector<int64_t> ids, positions;
   for (int64_t slot : live) {
     Sequence &s = rs.sequences[size_t(slot)];
-    positions.push_back((slot << 32) | s.length);
+    positions.push_back(globalPosition(slot, s.length));
     ids.push_back(s.token);
-    s.step = s.generated;
     s.inStep = true;
     ++s.length;
   }
@@ -279,14 +278,12 @@ void runStep(ProgramRank &rs, const std::vector<int64_t> &live) {
     ids = {0};
     positions = {int64_t(1) << 30};
   }
-  rs.largestBatch = std::max(rs.largestBatch, int64_t(live.size()));
   rs.stepping = true;
   IdBuffer in(ids), pos(positions);
   _mlir_ciface_decode(&in.ref, &pos.ref);
   rs.stepping = false;
   for (int64_t slot : live)
     rs.sequences[size_t(slot)].inStep = false;
-  ++rs.decodeSteps;
   rs.stepBatches.push_back(int64_t(live.size()));
 }
 
@@ -482,7 +479,7 @@ void readTrafficCounters(Program &prog, const ProgramRank &rs, int rank) {
   for (size_t i = 0; i < t.size(); ++i)
     t[i] -= decode[i];
   t.insert(t.end(), decode.begin(), decode.end());
-  t.push_back(uint64_t(rs.decodeSteps));
+  t.push_back(uint64_t(rs.stepBatches.size()));
   std::string error;
   std::optional<MeshLayout> layout =
       layoutFromPlanText(planText(prog.manifest), &error);
@@ -581,8 +578,9 @@ int mfrt::rankMain(void *) {
   runRequests(prog, rs, groups);
   if (rank.rank == 0) {
     prog.runSeconds = secondsNow() - rs.runStart;
-    prog.runSteps = rs.decodeSteps;
-    prog.runBatch = rs.largestBatch;
+    prog.runSteps = int64_t(rs.stepBatches.size());
+    for (int64_t batch : rs.stepBatches)
+      prog.runBatch = std::max(prog.runBatch, batch);
   }
   if (prog.reportTraffic)
     readTrafficCounters(prog, rs, rank.rank);

@@ -59,6 +59,14 @@ Value headOffset(OpBuilder &b, Location loc, Value offset) {
   return arith::IndexCastOp::create(b, loc, b.getI64Type(), offset);
 }
 
+/// Whether this rank records an output, as the i64 the runtime takes: the
+/// op's `valid` flag, or 1 without one (every rank records).
+Value recordFlag(OpBuilder &b, Location loc, Value valid) {
+  if (!valid)
+    return arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(1));
+  return arith::ExtUIOp::create(b, loc, b.getI64Type(), valid);
+}
+
 struct ConvertMoEToRuntimePass
     : public meshfold::impl::ConvertMoEToRuntimePassBase<
           ConvertMoEToRuntimePass> {
@@ -258,12 +266,8 @@ struct ConvertMoEToRuntimePass
         return signalPassFailure();
       }
       Value cast = readOnlyBuffer(b, loc, op.getLogits(), logitsType);
-      Value valid =
-          op.getValid()
-              ? Value(arith::ExtUIOp::create(b, loc, i64, op.getValid()))
-              : Value(
-                    arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(1)));
-      func::CallOp::create(b, loc, logitsFn, ValueRange{cast, valid});
+      func::CallOp::create(b, loc, logitsFn,
+                           ValueRange{cast, recordFlag(b, loc, op.getValid())});
       op.erase();
     }
 
@@ -295,11 +299,7 @@ struct ConvertMoEToRuntimePass
       for (StepLogitsOp op : stepRows) {
         OpBuilder b(op);
         Location loc = op.getLoc();
-        Value valid =
-            op.getValid()
-                ? Value(arith::ExtUIOp::create(b, loc, i64, op.getValid()))
-                : Value(arith::ConstantOp::create(b, loc,
-                                                  b.getI64IntegerAttr(1)));
+        Value valid = recordFlag(b, loc, op.getValid());
         func::CallOp::create(
             b, loc, stepFn,
             ValueRange{readOnlyBuffer(b, loc, op.getLogits(), rowsType),

@@ -17,6 +17,24 @@ using namespace meshfold;
 using namespace meshfold::mf;
 
 namespace {
+/// This rank's vocab slice of the LM head weight `w` ([V, d]) over TP.
+Value tpVocabSlice(OpBuilder &b, moe::ParamOp w, int64_t tp) {
+  auto type = w.getType();
+  return shardParam(
+      b, w,
+      RankedTensorType::get({type.getDimSize(0) / tp, type.getDimSize(1)},
+                            type.getElementType()),
+      0, "attention", "tp", tp);
+}
+
+/// Whether this rank is TP rank 0 (the one that records the logits);
+/// `zero` is an index 0.
+Value isTPRankZero(OpBuilder &b, Location loc, Value zero) {
+  return arith::CmpIOp::create(
+      b, loc, arith::CmpIPredicate::eq,
+      CoordOp::create(b, loc, b.getIndexType(), "attention", "tp"), zero);
+}
+
 struct MFLastTokenHeadPass
     : public mf::impl::MFLastTokenHeadPassBase<MFLastTokenHeadPass> {
   using Base::Base;
@@ -47,11 +65,7 @@ struct MFLastTokenHeadPass
     Value normed = moe::RMSNormOp::create(
         b, loc, x.getType(), rows, norm.getWeight(), norm.getEpsilonAttr());
     Type elt = lin.getType().getElementType();
-    Value weight = shardParam(
-        b, w,
-        RankedTensorType::get({vocab / tp, w.getType().getDimSize(1)},
-                              w.getType().getElementType()),
-        0, "attention", "tp", tp);
+    Value weight = tpVocabSlice(b, w, tp);
     int64_t dyn = ShapedType::kDynamic;
     Value part = moe::LinearOp::create(
         b, loc, RankedTensorType::get({dyn, vocab / tp}, elt), normed, weight);
@@ -77,10 +91,8 @@ struct MFLastTokenHeadPass
         b, loc, RankedTensorType::get({dyn, vocab}, elt), rowsFirst,
         SmallVector<ReassociationIndices>{{0}, {1, 2}});
     Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-    Value rank0 = arith::CmpIOp::create(
-        b, loc, arith::CmpIPredicate::eq,
-        CoordOp::create(b, loc, b.getIndexType(), "attention", "tp"), zero);
-    moe::StepLogitsOp::create(b, loc, all, sp.getInput(), rank0);
+    moe::StepLogitsOp::create(b, loc, all, sp.getInput(),
+                              isTPRankZero(b, loc, zero));
     eraseAndClean({op, lin, norm});
     return success();
   }
@@ -157,10 +169,7 @@ struct MFLastTokenHeadPass
       Value weight = head.getWeight();
       auto partType = RankedTensorType::get({vocab / tp}, elt);
       if (tp > 1)
-        weight = shardParam(
-            b, w,
-            RankedTensorType::get({vocab / tp, w.getType().getDimSize(1)}, elt),
-            0, "attention", "tp", tp);
+        weight = tpVocabSlice(b, w, tp);
       Value part = moe::LMHeadOp::create(b, loc, partType, normed, weight,
                                          onePos, head.getLast());
       Value all = part;
@@ -174,12 +183,9 @@ struct MFLastTokenHeadPass
       Value valid = arith::CmpFOp::create(
           b, loc, arith::CmpFPredicate::OGT, flag,
           arith::ConstantOp::create(b, loc, b.getFloatAttr(elt, 0.5)));
-      if (tp > 1) {
-        Value rank0 = arith::CmpIOp::create(
-            b, loc, arith::CmpIPredicate::eq,
-            CoordOp::create(b, loc, b.getIndexType(), "attention", "tp"), zero);
-        valid = arith::AndIOp::create(b, loc, valid, rank0);
-      }
+      if (tp > 1)
+        valid =
+            arith::AndIOp::create(b, loc, valid, isTPRankZero(b, loc, zero));
       b.setInsertionPoint(logits);
       moe::LogitsOp::create(b, logits.getLoc(), all, valid);
       eraseAndClean({logits, head});

@@ -103,9 +103,6 @@ struct Sequence {
   /// The request's positions so far: its prompt's, then one more per decode
   /// step. K/V at or past it is padding.
   int64_t length = 0;
-  /// The step being run: 0 for prefill, s for the decode step that computes
-  /// generated token s (s >= 1).
-  int64_t step = 0;
   /// Whether this rank recorded the logits of the last step (prefill's or a
   /// decode step's): then it picks the next token from `logits`.
   bool recordedLogits = false;
@@ -113,11 +110,18 @@ struct Sequence {
   /// Whether the decode step running has the request's row (a round's
   /// micro-batches each hold some of the live requests).
   bool inStep = false;
-  /// Generation: the tokens chosen so far, the last one (the next step's
+  /// Generation: the tokens chosen so far (a decode step computes the
+  /// logits of generated token `generated`), the last one (the next step's
   /// input), and when its prefill ended.
   int64_t generated = 0, token = 0;
   double prefillEnd = 0;
 };
+
+/// The global position of place `place` of the request in batch slot `slot`
+/// of a decode step (moe.attention: the sequence in the high 32 bits).
+inline int64_t globalPosition(int64_t slot, int64_t place) {
+  return (slot << 32) | place;
+}
 
 /// What the program keeps per rank (the rank's number and its groups'
 /// state are the comm layer's).
@@ -143,16 +147,13 @@ struct ProgramRank {
   /// length).
   Sequence *sequenceOf(int64_t position, int64_t *place);
   /// --report traffic: the bytes this rank sent in decode steps (counters
-  /// as Program::traffic's) and the number of steps it ran (dummy ones
-  /// included).
+  /// as Program::traffic's).
   std::vector<uint64_t> decodeTraffic;
-  int64_t decodeSteps = 0;
-  /// The requests of each decode step this rank ran (0 for a dummy step).
+  /// The requests of each decode step this rank ran (0 for a dummy step):
+  /// their count is the steps it ran.
   std::vector<int64_t> stepBatches;
-  /// When the rank started its requests (steady clock, seconds), and the
-  /// most requests one of its decode steps ran.
+  /// When the rank started its requests (steady clock, seconds).
   double runStart = 0;
-  int64_t largestBatch = 0;
   /// The layer last entered (for the routing hooks).
   int64_t layer = -1;
   /// Positions of the rows of the current layer, when tracing or routing
