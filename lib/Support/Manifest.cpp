@@ -8,8 +8,8 @@ using namespace meshfold;
 
 std::vector<int64_t> meshfold::ManifestParam::globalShape() const {
   std::vector<int64_t> global = shape;
-  if (shardDim >= 0)
-    global[shardDim] *= shardParts;
+  for (const ManifestShard &shard : shards)
+    global[size_t(shard.dim)] *= shard.parts;
   return global;
 }
 
@@ -54,9 +54,9 @@ std::string meshfold::formatManifest(const Manifest &m) {
        << " " << p.shape.size();
     for (int64_t d : p.shape)
       os << " " << d;
-    if (p.shardDim >= 0)
-      os << " shard " << p.shardDim << " " << p.shardMesh << " " << p.shardAxis
-         << " " << p.shardParts;
+    for (const ManifestShard &shard : p.shards)
+      os << " shard " << shard.dim << " " << shard.mesh << " " << shard.axis
+         << " " << shard.parts;
     if (!p.stages.empty()) {
       os << " stages";
       for (int64_t st : p.stages)
@@ -150,10 +150,15 @@ bool meshfold::parseManifest(const char *text, Manifest &out,
       std::string word;
       while (ls >> word) {
         if (word == "shard") {
-          if (!(ls >> p.shardDim >> p.shardMesh >> p.shardAxis >>
-                p.shardParts) ||
-              p.shardDim < 0 || p.shardDim >= rank || p.shardParts < 1)
+          ManifestShard shard;
+          if (!(ls >> shard.dim >> shard.mesh >> shard.axis >> shard.parts) ||
+              shard.dim < 0 || shard.dim >= rank || shard.parts < 1)
             return bad("malformed shard of param '" + p.name + "'");
+          for (const ManifestShard &other : p.shards)
+            if (other.dim == shard.dim)
+              return bad("param '" + p.name + "' is split twice along dim " +
+                         std::to_string(shard.dim));
+          p.shards.push_back(shard);
         } else if (word == "stages") {
           int64_t st;
           while (ls >> st)

@@ -6,6 +6,7 @@
 
 #include "meshfold/Support/MeshLayout.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <set>
@@ -83,56 +84,135 @@ bool PlanSpec::fromFlags(int64_t tp, int64_t cp, int64_t dp, int64_t pp,
                          int64_t ep, const std::string &order,
                          int64_t gpusPerNode, PlanSpec &out,
                          std::string *error) {
+  PlanFlags flags;
+  flags.tp = tp;
+  flags.cp = cp;
+  flags.dp = dp;
+  flags.pp = pp;
+  flags.ep = ep;
+  flags.order = order;
+  flags.gpusPerNode = gpusPerNode;
+  return fromFlags(flags, out, error);
+}
+
+namespace {
+
+/// Parses `order`, which must be a permutation of `names` (comma separated,
+/// blanks around names allowed); `what` names it in errors ("axis order",
+/// "expert order"), `kind` the axes ("attention axis").
+bool parseOrder(const std::string &order, const std::vector<std::string> &names,
+                const char *what, const char *kind,
+                std::vector<std::string> &out, std::string *error) {
+  std::vector<std::string> listed;
+  std::stringstream ss(order);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    listed.push_back(trim(item));
+  const std::string expected =
+      "(expected a permutation of " + joinNames(names) + ")";
+  std::set<std::string> seen;
+  for (const std::string &name : listed) {
+    if (std::find(names.begin(), names.end(), name) == names.end())
+      return fail(error, "fold",
+                  std::string(what) + " '" + order + "' names '" + name +
+                      "', which is not an " + kind + " " + expected);
+    if (!seen.insert(name).second)
+      return fail(error, "duplicate-axis",
+                  std::string(what) + " '" + order + "' names '" + name +
+                      "' twice");
+  }
+  for (const std::string &name : names)
+    if (!seen.count(name))
+      return fail(error, "fold",
+                  std::string(what) + " '" + order + "' lacks '" + name + "' " +
+                      expected);
+  out = listed;
+  return true;
+}
+
+/// "etp*ep*edp = 1*8*1 = 8".
+std::string expertProduct(int64_t etp, int64_t ep, int64_t edp) {
+  return "etp*ep*edp = " + std::to_string(etp) + "*" + std::to_string(ep) +
+         "*" + std::to_string(edp) + " = " + std::to_string(etp * ep * edp);
+}
+
+} // namespace
+
+bool PlanSpec::fromFlags(const PlanFlags &f, PlanSpec &out,
+                         std::string *error) {
   const std::map<std::string, int64_t> sizes = {
-      {"tp", tp}, {"cp", cp}, {"dp", dp}, {"pp", pp}, {"ep", ep}};
-  for (const char *name : {"tp", "cp", "dp", "pp", "ep"}) {
+      {"tp", f.tp},   {"cp", f.cp}, {"dp", f.dp},  {"pp", f.pp},
+      {"etp", f.etp}, {"ep", f.ep}, {"edp", f.edp}};
+  for (const char *name : {"tp", "cp", "dp", "pp", "etp", "ep", "edp"}) {
     int64_t size = sizes.at(name);
-    if (size < 1)
+    // ep 0: derived from the others.
+    if (size < 1 && !(size == 0 && std::string(name) == "ep"))
       return fail(error, "axis-size",
                   std::string("axis '") + name + "' has size " +
                       std::to_string(size) + ", but sizes must be >= 1");
   }
+  std::vector<std::string> names, expertNames;
+  if (!parseOrder(f.order, {"tp", "cp", "dp", "pp"}, "axis order",
+                  "attention axis", names, error) ||
+      !parseOrder(f.expertOrder, {"etp", "ep", "edp"}, "expert order",
+                  "expert axis", expertNames, error))
+    return false;
 
-  // Parse the order: a permutation of tp,cp,dp,pp.
-  std::vector<std::string> names;
-  std::stringstream ss(order);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    names.push_back(trim(item));
-  std::set<std::string> seen;
-  for (const std::string &name : names) {
-    if (name != "tp" && name != "cp" && name != "dp" && name != "pp")
-      return fail(error, "fold",
-                  "axis order '" + order + "' names '" + name +
-                      "', which is not an attention axis (expected a "
-                      "permutation of tp,cp,dp,pp)");
-    if (!seen.insert(name).second)
-      return fail(error, "duplicate-axis",
-                  "axis order '" + order + "' names '" + name + "' twice");
+  // The expert mesh folds over the attention axes of a stage. Sizes are
+  // bounded before they multiply (mesh-size also bounds devices).
+  constexpr int64_t kMaxDevices = int64_t(1) << 20;
+  for (const auto &[name, size] : sizes)
+    if (size > kMaxDevices)
+      return fail(error, "mesh-size",
+                  "axis '" + name + "' has size " + std::to_string(size) +
+                      ", more than meshfold supports (2^20)");
+  const int64_t stage = f.tp * f.cp * f.dp;
+  const std::string stageText =
+      "tp*cp*dp = " + std::to_string(f.tp) + "*" + std::to_string(f.cp) + "*" +
+      std::to_string(f.dp) + " = " + std::to_string(stage);
+  int64_t ep = f.ep;
+  if (ep == 0) {
+    if (stage % (f.etp * f.edp))
+      return fail(error, "mesh-size",
+                  "etp*edp = " + std::to_string(f.etp) + "*" +
+                      std::to_string(f.edp) + " must divide " + stageText);
+    ep = stage / (f.etp * f.edp);
   }
-  for (const char *name : {"tp", "cp", "dp", "pp"})
-    if (!seen.count(name))
-      return fail(error, "fold",
-                  "axis order '" + order + "' lacks '" + name +
-                      "' (expected a permutation of tp,cp,dp,pp)");
-
-  if (ep != tp * cp * dp)
-    return fail(error, "mesh-size",
-                "ep=" + std::to_string(ep) + " must equal tp*cp*dp = " +
-                    std::to_string(tp) + "*" + std::to_string(cp) + "*" +
-                    std::to_string(dp) + " = " + std::to_string(tp * cp * dp));
+  if (f.etp * ep * f.edp != stage) {
+    std::string msg =
+        expertProduct(f.etp, ep, f.edp) + " must equal " + stageText;
+    // The fix: ep as given, the rest of tp*cp*dp as etp or as edp.
+    std::vector<std::string> fixes;
+    if (stage % ep == 0 && stage / ep > 1) {
+      const std::string rest = std::to_string(stage / ep);
+      fixes.push_back("--ep " + std::to_string(ep) + " --etp " + rest +
+                      (f.edp != 1 ? " --edp 1" : ""));
+      fixes.push_back("--ep " + std::to_string(ep) +
+                      (f.etp != 1 ? " --etp 1" : "") + " --edp " + rest);
+    }
+    if (!fixes.empty()) {
+      msg += ": try " + fixes[0];
+      for (size_t i = 1; i < fixes.size(); ++i)
+        msg += " or " + fixes[i];
+    }
+    return fail(error, "mesh-size", msg);
+  }
 
   PlanSpec spec;
-  spec.devices = tp * cp * dp * pp;
-  spec.gpusPerNode = gpusPerNode;
-  ExpertAxis epAxis{"ep", ep, {}};
+  spec.devices = stage * f.pp;
+  spec.gpusPerNode = f.gpusPerNode;
+  std::vector<std::string> components;
   for (const std::string &name : names) {
     spec.attention.push_back({name, sizes.at(name)});
     if (name != "pp")
-      epAxis.composedOf.push_back(name);
+      components.push_back(name);
   }
-  spec.experts.push_back(epAxis);
-  spec.experts.push_back({"pp", pp, {"pp"}});
+  for (const std::string &name : expertNames) {
+    int64_t size = name == "ep" ? ep : sizes.at(name);
+    if (size > 1 || name == "ep")
+      spec.experts.push_back({name, size, components});
+  }
+  spec.experts.push_back({"pp", f.pp, {"pp"}});
 
   if (!MeshLayout::create(spec, error))
     return false;
@@ -239,48 +319,81 @@ bool checkNodeSize(const PlanSpec &spec, std::string *error) {
   return true;
 }
 
-/// fold: expert axes are composed of attention axes, each named once
-/// (and mesh-size: a composite axis is as large as its components).
+/// fold: expert axes are composed of attention axes; axes that share an
+/// attention axis are folded over exactly the same ones (and mesh-size: the
+/// axes folded over some components are as large as the components
+/// together).
 bool checkFold(const PlanSpec &spec, std::string *error) {
   std::map<std::string, int64_t> attentionSize;
   for (const MeshAxis &axis : spec.attention)
     attentionSize[axis.name] = axis.size;
-  std::map<std::string, std::string> usedBy;
+  // The first expert axis that names each attention axis.
+  std::map<std::string, const ExpertAxis *> usedBy;
+  // The expert axes folded over each list of components, in mesh order.
+  std::map<std::vector<std::string>, std::vector<const ExpertAxis *>> folds;
+  std::vector<std::vector<std::string>> foldOrder;
   for (const ExpertAxis &axis : spec.experts) {
     if (axis.composedOf.empty()) {
       fail(error, "fold",
            "expert axis '" + axis.name + "' is composed of no attention axes");
       return false;
     }
-    int64_t product = 1;
+    std::set<std::string> own;
     for (const std::string &comp : axis.composedOf) {
-      auto it = attentionSize.find(comp);
-      if (it == attentionSize.end()) {
+      if (!attentionSize.count(comp)) {
         fail(error, "fold",
              "expert axis '" + axis.name + "' is composed of '" + comp +
                  "', which is not an attention axis");
         return false;
       }
-      auto [used, inserted] = usedBy.emplace(comp, axis.name);
-      if (!inserted) {
+      if (!own.insert(comp).second) {
         fail(error, "fold",
-             "attention axis '" + comp +
-                 "' is named twice in the expert "
-                 "mesh (by expert axes '" +
-                 used->second + "' and '" + axis.name + "')");
+             "expert axis '" + axis.name + "' names attention axis '" + comp +
+                 "' twice");
         return false;
       }
-      product = mulSat(product, it->second);
+      auto [used, inserted] = usedBy.emplace(comp, &axis);
+      if (!inserted && used->second->composedOf != axis.composedOf) {
+        fail(error, "fold",
+             "attention axis '" + comp +
+                 "' is named twice in the expert mesh (by expert axes '" +
+                 used->second->name + "' of " +
+                 joinNames(used->second->composedOf) + " and '" + axis.name +
+                 "' of " + joinNames(axis.composedOf) +
+                 "); only axes folded over the same attention axes share one");
+        return false;
+      }
     }
-    // mesh-size: a composite axis is as large as its components together.
-    if (product != axis.size) {
+    if (!folds.count(axis.composedOf))
+      foldOrder.push_back(axis.composedOf);
+    folds[axis.composedOf].push_back(&axis);
+  }
+  for (const std::vector<std::string> &comps : foldOrder) {
+    const std::vector<const ExpertAxis *> &axes = folds[comps];
+    int64_t product = 1, folded = 1;
+    for (const std::string &comp : comps)
+      product = mulSat(product, attentionSize.at(comp));
+    for (const ExpertAxis *axis : axes)
+      folded = mulSat(folded, axis->size);
+    if (folded == product)
+      continue;
+    // mesh-size: the folded axes are as large as their components together.
+    if (axes.size() == 1) {
       fail(error, "mesh-size",
-           "expert axis '" + axis.name + "' has size " +
-               std::to_string(axis.size) + ", but its components " +
-               joinNames(axis.composedOf) + " multiply to " +
-               std::to_string(product));
+           "expert axis '" + axes[0]->name + "' has size " +
+               std::to_string(axes[0]->size) + ", but its components " +
+               joinNames(comps) + " multiply to " + std::to_string(product));
       return false;
     }
+    std::vector<std::string> names;
+    for (const ExpertAxis *axis : axes)
+      names.push_back(axis->name);
+    fail(error, "mesh-size",
+         "expert axes " + joinNames(names) + ", folded over " +
+             joinNames(comps) + ", multiply to " + std::to_string(folded) +
+             ", but " + joinNames(comps) + " multiply to " +
+             std::to_string(product));
+    return false;
   }
   for (const MeshAxis &axis : spec.attention)
     if (!usedBy.count(axis.name)) {
@@ -318,6 +431,13 @@ bool checkPPGroups(const PlanSpec &spec, std::string *error) {
              ", but the expert mesh has no axis named 'pp'");
     return false;
   }
+  for (const ExpertAxis &axis : spec.experts)
+    if (ppAxis && &axis != ppAxis && axis.composedOf == ppAxis->composedOf) {
+      fail(error, "pp-groups",
+           "expert axis '" + axis.name +
+               "' is folded with 'pp', which must stay the stages alone");
+      return false;
+    }
   if (ppAxis &&
       (ppAxis->composedOf.size() != 1 || ppAxis->composedOf.front() != "pp")) {
     fail(error, "pp-groups",
@@ -349,6 +469,20 @@ std::optional<MeshLayout> MeshLayout::create(const PlanSpec &spec,
     layout.strides.push_back(stride);
     stride *= axis.size;
   }
+  // Folded expert axes: their strides in their components' linear index.
+  for (size_t e = 0; e < spec.experts.size(); ++e) {
+    int64_t foldStride = 1;
+    bool folded = false;
+    for (size_t o = 0; o < spec.experts.size(); ++o) {
+      if (o == e || spec.experts[o].composedOf != spec.experts[e].composedOf)
+        continue;
+      folded = true;
+      if (o < e)
+        foldStride *= spec.experts[o].size;
+    }
+    layout.folded.push_back(folded);
+    layout.foldStride.push_back(foldStride);
+  }
   if (error)
     error->clear();
   return layout;
@@ -373,11 +507,35 @@ std::string MeshLayout::checkModel(const ModelDims &m) const {
                            ", or n_kv must be < TP with TP a multiple of "
                            "n_kv (and n_kv must be >= 1)");
 
-  if (m.numExperts < 1 || m.numExperts % ep)
+  if (m.numExperts < 1)
     return ruleMessage("ep-experts", "EP=" + std::to_string(ep) +
                                          " must divide n_experts=" +
                                          std::to_string(m.numExperts) +
                                          " (and n_experts must be >= 1)");
+  if (m.numExperts % ep) {
+    // The fix: the largest EP that divides both the experts and the stage's
+    // GPUs, the rest as ETP (when it divides the FFN) or as EDP.
+    const int64_t stage = axisSize("etp") * ep * axisSize("edp");
+    std::string fix;
+    for (int64_t d = std::min(stage, m.numExperts); d > 1 && fix.empty(); --d) {
+      if (stage % d || m.numExperts % d)
+        continue;
+      const std::string rest = std::to_string(stage / d), e = std::to_string(d);
+      if (m.expertFFN == 0 || m.expertFFN % (stage / d) == 0)
+        fix = "--ep " + e + " --etp " + rest + " or ";
+      fix = ": try " + fix + "--ep " + e + " --edp " + rest;
+    }
+    return ruleMessage("ep-experts", "EP=" + std::to_string(ep) +
+                                         " must divide n_experts=" +
+                                         std::to_string(m.numExperts) + fix);
+  }
+
+  const int64_t etp = axisSize("etp");
+  if (m.expertFFN > 0 && m.expertFFN % etp)
+    return ruleMessage("etp-ffn", "ETP=" + std::to_string(etp) +
+                                      " must divide the expert FFN width (" +
+                                      std::to_string(m.expertFFN) +
+                                      ") to split each expert");
 
   if (m.numLayers < 1 || m.numLayers % pp)
     return ruleMessage("pp-layers", "PP=" + std::to_string(pp) +
@@ -422,36 +580,81 @@ int64_t MeshLayout::axisSize(const std::string &name) const {
   return 1;
 }
 
-std::vector<int>
-MeshLayout::components(const std::vector<std::string> &axes) const {
-  std::vector<int> result;
-  auto add = [&](int index) {
-    for (int r : result)
-      if (r == index)
-        return;
-    result.push_back(index);
+std::vector<MeshLayout::Digit>
+MeshLayout::digits(const std::vector<std::string> &axes) const {
+  std::vector<Digit> result;
+  auto add = [&](Digit d) {
+    if (std::find(result.begin(), result.end(), d) == result.end())
+      result.push_back(d);
   };
   for (const std::string &name : axes) {
     if (int i = attentionIndex(name); i >= 0) {
-      add(i);
+      add(Digit{i, -1});
     } else if (int e = expertIndex(name); e >= 0) {
+      if (folded[size_t(e)]) {
+        add(Digit{-1, e});
+        continue;
+      }
       // Validated by create(): every component is an attention axis.
-      for (const std::string &comp : plan.experts[e].composedOf)
-        add(attentionIndex(comp));
+      for (const std::string &comp : plan.experts[size_t(e)].composedOf)
+        add(Digit{attentionIndex(comp), -1});
     }
   }
   return result;
 }
 
+int64_t MeshLayout::digitSize(Digit d) const {
+  return d.attention >= 0 ? plan.attention[size_t(d.attention)].size
+                          : plan.experts[size_t(d.expert)].size;
+}
+
+int64_t MeshLayout::foldIndex(int64_t rank, int e) const {
+  int64_t index = 0, scale = 1;
+  for (const std::string &comp : plan.experts[size_t(e)].composedOf) {
+    int i = attentionIndex(comp);
+    index +=
+        ((rank / strides[size_t(i)]) % plan.attention[size_t(i)].size) * scale;
+    scale *= plan.attention[size_t(i)].size;
+  }
+  return index;
+}
+
+int64_t MeshLayout::digitValue(int64_t rank, Digit d) const {
+  if (d.attention >= 0)
+    return (rank / strides[size_t(d.attention)]) %
+           plan.attention[size_t(d.attention)].size;
+  return (foldIndex(rank, d.expert) / foldStride[size_t(d.expert)]) %
+         plan.experts[size_t(d.expert)].size;
+}
+
+int64_t MeshLayout::withDigits(
+    int64_t rank, const std::vector<std::pair<Digit, int64_t>> &set) const {
+  for (const auto &[d, value] : set)
+    if (d.attention >= 0)
+      rank += (value - digitValue(rank, d)) * strides[size_t(d.attention)];
+  for (const auto &[d, value] : set) {
+    if (d.expert < 0)
+      continue;
+    // Change the digit in the linear index of the components, then write the
+    // index back into them.
+    int64_t index =
+        foldIndex(rank, d.expert) +
+        (value - digitValue(rank, d)) * foldStride[size_t(d.expert)];
+    for (const std::string &comp : plan.experts[size_t(d.expert)].composedOf) {
+      int i = attentionIndex(comp);
+      int64_t size = plan.attention[size_t(i)].size;
+      rank += (index % size - (rank / strides[size_t(i)]) % size) *
+              strides[size_t(i)];
+      index /= size;
+    }
+  }
+  return rank;
+}
+
 int64_t MeshLayout::coord(int64_t rank, const std::string &axis) const {
   if (rank < 0 || rank >= plan.devices)
     return -1;
-  int64_t result = 0, scale = 1;
-  for (int i : components({axis})) {
-    result += ((rank / strides[i]) % plan.attention[i].size) * scale;
-    scale *= plan.attention[i].size;
-  }
-  return result;
+  return groupRank(rank, {axis});
 }
 
 std::map<std::string, int64_t> MeshLayout::coords(int64_t rank) const {
@@ -472,30 +675,23 @@ std::string MeshLayout::describe(int64_t rank) const {
 }
 
 int64_t MeshLayout::rankOf(const std::map<std::string, int64_t> &coords) const {
-  std::vector<int64_t> attentionCoord(plan.attention.size(), 0);
+  std::vector<std::pair<Digit, int64_t>> set;
   for (const auto &[name, value] : coords) {
     if (value < 0 || value >= axisSize(name))
       return -1;
-    if (int i = attentionIndex(name); i >= 0) {
-      attentionCoord[i] = value;
-      continue;
-    }
     int64_t rest = value;
-    for (int i : components({name})) {
-      attentionCoord[i] = rest % plan.attention[i].size;
-      rest /= plan.attention[i].size;
+    for (Digit d : digits({name})) {
+      set.push_back({d, rest % digitSize(d)});
+      rest /= digitSize(d);
     }
   }
-  int64_t rank = 0;
-  for (size_t i = 0; i < plan.attention.size(); ++i)
-    rank += attentionCoord[i] * strides[i];
-  return rank;
+  return withDigits(0, set);
 }
 
 int64_t MeshLayout::groupSize(const std::vector<std::string> &axes) const {
   int64_t size = 1;
-  for (int i : components(axes))
-    size *= plan.attention[i].size;
+  for (Digit d : digits(axes))
+    size *= digitSize(d);
   return size;
 }
 
@@ -503,23 +699,19 @@ std::vector<int64_t>
 MeshLayout::group(int64_t rank, const std::vector<std::string> &axes) const {
   if (rank < 0 || rank >= plan.devices)
     return {};
-  std::vector<int> comps = components(axes);
-  // Base: `rank` with every varied coordinate set to 0.
-  int64_t base = rank;
-  int64_t size = 1;
-  for (int i : comps) {
-    base -= ((rank / strides[i]) % plan.attention[i].size) * strides[i];
-    size *= plan.attention[i].size;
-  }
+  std::vector<Digit> ds = digits(axes);
+  const int64_t size = groupSize(axes);
   std::vector<int64_t> members;
-  members.reserve(size);
+  members.reserve(size_t(size));
+  std::vector<std::pair<Digit, int64_t>> set;
   for (int64_t g = 0; g < size; ++g) {
-    int64_t member = base, rest = g;
-    for (int i : comps) {
-      member += (rest % plan.attention[i].size) * strides[i];
-      rest /= plan.attention[i].size;
+    set.clear();
+    int64_t rest = g;
+    for (Digit d : ds) {
+      set.push_back({d, rest % digitSize(d)});
+      rest /= digitSize(d);
     }
-    members.push_back(member);
+    members.push_back(withDigits(rank, set));
   }
   return members;
 }
@@ -529,9 +721,9 @@ int64_t MeshLayout::groupRank(int64_t rank,
   if (rank < 0 || rank >= plan.devices)
     return -1;
   int64_t result = 0, scale = 1;
-  for (int i : components(axes)) {
-    result += ((rank / strides[i]) % plan.attention[i].size) * scale;
-    scale *= plan.attention[i].size;
+  for (Digit d : digits(axes)) {
+    result += digitValue(rank, d) * scale;
+    scale *= digitSize(d);
   }
   return result;
 }
@@ -573,6 +765,20 @@ int64_t MeshLayout::expertOwner(int64_t expert, int64_t numExperts,
       stage < 0 || stage >= axisSize("pp"))
     return -1;
   return rankOf({{"ep", expert / (numExperts / ep)}, {"pp", stage}});
+}
+
+std::vector<int64_t> MeshLayout::expertHolders(int64_t rank, int64_t expert,
+                                               int64_t numExperts) const {
+  const int64_t ep = axisSize("ep");
+  if (numExperts < 1 || numExperts % ep || expert < 0 || expert >= numExperts ||
+      rank < 0 || rank >= plan.devices)
+    return {};
+  std::vector<int64_t> holders;
+  const int64_t owner = expert / (numExperts / ep);
+  for (int64_t member : group(rank, {"etp", "ep"}))
+    if (coord(member, "ep") == owner)
+      holders.push_back(member);
+  return holders;
 }
 
 std::pair<int64_t, int64_t> MeshLayout::localExperts(int64_t rank,

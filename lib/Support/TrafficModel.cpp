@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 using namespace meshfold;
 
@@ -42,6 +43,9 @@ std::vector<TrafficRow> meshfold::analyticTraffic(const MeshLayout &layout,
   TrafficRow ag{"all_gather"}, ring{"kv_ring"}, rs{"reduce_scatter"},
       disp{"dispatch"}, comb{"combine"}, send{"pp"};
   int64_t perRank = ep > 0 ? m.numExperts / ep : m.numExperts;
+  const std::vector<std::string> dispatchAxes =
+      layout.axisSize("etp") > 1 ? std::vector<std::string>{"etp", "ep"}
+                                 : std::vector<std::string>{"ep"};
   for (int64_t r = 0; r < n; ++r) {
     // TP: all-gather and reduce-scatter each send S*d to every partner.
     for (int64_t q : layout.group(r, {"tp"}))
@@ -56,16 +60,18 @@ std::vector<TrafficRow> meshfold::analyticTraffic(const MeshLayout &layout,
     if (cp > 1)
       add(ring, layout.link(r, next),
           double(cp - 1) * 2.0 * a * kvLocal * double(m.headDim) / d);
-    // EP: each of S tokens goes to the owners of its k experts.
-    std::vector<int64_t> epg = layout.group(r, {"ep"});
-    std::map<int64_t, int64_t> heldOnNode; // experts per node
+    // EP: each of S tokens goes to the holders of its k experts in its
+    // etp x ep group (every etp slice of each).
+    std::vector<int64_t> epg = layout.group(r, dispatchAxes);
+    std::map<int64_t, std::set<int64_t>> blocksOnNode; // ep coords per node
     for (int64_t q : epg)
-      heldOnNode[layout.node(q)] += perRank;
+      blocksOnNode[layout.node(q)].insert(layout.coord(q, "ep"));
     for (int64_t q : epg) {
       if (q == r)
         continue;
-      // P(q holds one of the token's experts).
-      double pq = 1.0 - pNone(m.numExperts, perRank, m.topK);
+      // Rows go per routed slot: the expected number of the token's k
+      // distinct experts that q holds.
+      double pq = double(m.topK) * double(perRank) / double(m.numExperts);
       bool remote = layout.node(q) != layout.node(r);
       if (!remote || !m.hierarchical) {
         add(disp, layout.link(r, q), s * pq);
@@ -80,9 +86,10 @@ std::vector<TrafficRow> meshfold::analyticTraffic(const MeshLayout &layout,
       }
     }
     if (m.hierarchical)
-      for (auto [node, held] : heldOnNode)
+      for (const auto &[node, blocks] : blocksOnNode)
         if (node != layout.node(r)) {
-          double pn = 1.0 - pNone(m.numExperts, held, m.topK);
+          double pn = 1.0 - pNone(m.numExperts,
+                                  perRank * int64_t(blocks.size()), m.topK);
           disp.ib += s * pn;
           comb.ib += s * pn;
         }
@@ -116,29 +123,57 @@ double meshfold::trafficSeconds(const MeshLayout &layout,
          ib * scale / layout.bandwidthGBps(LinkClass::IB);
 }
 
-std::vector<OrderCost> meshfold::rankOrders(int64_t tp, int64_t cp, int64_t dp,
-                                            int64_t pp, int64_t gpusPerNode,
+/// Every permutation of `names`, joined by commas, in lexicographic order.
+static std::vector<std::string> permutations(std::vector<std::string> names) {
+  std::vector<std::string> out;
+  std::sort(names.begin(), names.end());
+  do {
+    std::string joined;
+    for (const std::string &n : names)
+      joined += (joined.empty() ? "" : ",") + n;
+    out.push_back(joined);
+  } while (std::next_permutation(names.begin(), names.end()));
+  return out;
+}
+
+std::vector<OrderCost> meshfold::rankOrders(const PlanFlags &flags,
                                             const TrafficModelInput &model,
                                             double tokens, double bytes) {
-  std::vector<std::string> axes = {"tp", "cp", "dp", "pp"};
+  // Expert orders differ only in the axes larger than 1.
+  int expertAxes = (flags.etp > 1) + (flags.edp > 1) + 1;
+  std::vector<std::string> expertOrders = {"etp,ep,edp"};
+  if (expertAxes > 1)
+    expertOrders = permutations({"edp", "ep", "etp"});
   std::vector<OrderCost> out;
-  std::sort(axes.begin(), axes.end());
-  do {
-    std::string order = axes[0] + "," + axes[1] + "," + axes[2] + "," + axes[3];
-    PlanSpec spec;
-    std::string error;
-    if (!PlanSpec::fromFlags(tp, cp, dp, pp, tp * cp * dp, order, gpusPerNode,
-                             spec, &error))
-      continue;
-    std::optional<MeshLayout> layout = MeshLayout::create(spec, &error);
-    if (!layout)
-      continue;
-    OrderCost c;
-    c.order = order;
-    c.rows = analyticTraffic(*layout, model);
-    c.seconds = trafficSeconds(*layout, c.rows, tokens, model.hidden, bytes);
-    out.push_back(std::move(c));
-  } while (std::next_permutation(axes.begin(), axes.end()));
+  std::vector<std::string> seenPlans;
+  for (const std::string &order : permutations({"cp", "dp", "pp", "tp"}))
+    for (const std::string &expertOrder : expertOrders) {
+      PlanFlags f = flags;
+      f.order = order;
+      f.expertOrder = expertOrder;
+      PlanSpec spec;
+      std::string error;
+      if (!PlanSpec::fromFlags(f, spec, &error))
+        continue;
+      std::optional<MeshLayout> layout = MeshLayout::create(spec, &error);
+      if (!layout)
+        continue;
+      // Expert orders that differ only in size-1 axes give the same plan.
+      std::string folded;
+      for (const ExpertAxis &a : spec.experts)
+        if (a.name != "pp")
+          folded += (folded.empty() ? "" : ",") + a.name;
+      const std::string key = order + " " + folded;
+      if (std::find(seenPlans.begin(), seenPlans.end(), key) != seenPlans.end())
+        continue;
+      seenPlans.push_back(key);
+      OrderCost c;
+      c.order = order;
+      c.expertOrder = folded;
+      c.rows = analyticTraffic(*layout, model);
+      c.seconds = trafficSeconds(*layout, c.rows, tokens, model.hidden, bytes);
+      out.push_back(std::move(c));
+    }
   std::stable_sort(out.begin(), out.end(),
                    [](const OrderCost &a, const OrderCost &b) {
                      return a.seconds < b.seconds - 1e-15;

@@ -315,7 +315,6 @@ mfrt_dispatch_tokens(int64_t group, mfrt_dispatch_mode mode, const void *x,
     s = Status::error(MFRT_ERR_ARGUMENT, what);
   };
   if (s.ok()) {
-    const int n = op.group->size();
     if (!h)
       bad("the handle pointer is NULL");
     else if (mode != MFRT_DISPATCH_FLAT && mode != MFRT_DISPATCH_HIERARCHICAL)
@@ -329,9 +328,8 @@ mfrt_dispatch_tokens(int64_t group, mfrt_dispatch_mode mode, const void *x,
     else if (n_experts >= kTraceBit)
       bad("n_experts=" + std::to_string(n_experts) + " is over the " +
           std::to_string(kTraceBit - 1) + " the routing metadata holds");
-    else if (n_experts < 1 || n_experts % n)
-      bad("the group's " + std::to_string(n) +
-          " ranks must divide n_experts=" + std::to_string(n_experts));
+    else if (n_experts < 1)
+      bad("n_experts=" + std::to_string(n_experts) + " must be >= 1");
     else if (n_tokens > 0 && !x)
       bad("x is NULL");
     else if (n_tokens * k > 0 && (!experts || !weights))
@@ -347,7 +345,6 @@ mfrt_dispatch_tokens(int64_t group, mfrt_dispatch_mode mode, const void *x,
     handle->nTokens = n_tokens;
     handle->k = k;
     handle->nExperts = n_experts;
-    handle->perRank = n_experts / op.group->size();
     handle->rowBytes = size_t(hidden) * dtypeSize(dtype);
     s = dispatchTokens(op, *handle, x, experts, weights);
   }

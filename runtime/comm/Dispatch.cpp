@@ -70,29 +70,69 @@ char *mfrt::comm::rowPtr(void *base, int64_t row, size_t rowBytes) {
 
 namespace {
 
-/// Expert -> owner group rank, from MeshLayout for the expert mesh's "ep"
-/// group, else by the documented rule (block e / (n_experts / group size)).
+/// True if the group's axes name the expert mesh's "ep".
+bool placesExperts(const Group &g) {
+  size_t start = 0;
+  while (start <= g.axes.size()) {
+    size_t end = g.axes.find(',', start);
+    if (end == std::string::npos)
+      end = g.axes.size();
+    if (g.axes.compare(start, end - start, "ep") == 0)
+      return true;
+    start = end + 1;
+  }
+  return false;
+}
+
+/// The group's routing targets for `nExperts` experts: on a group along the
+/// expert mesh's ep (and etp), the members MeshLayout gives each expert
+/// (MeshLayout::expertHolders: one per etp slice); on any other group, block
+/// e / (n_experts / group size).
 Status ownerTable(RankState &st, Group &g, int64_t nExperts) {
   if (g.ownerExperts == nExperts)
     return Status::success();
-  const int64_t perRank = nExperts / g.size();
-  std::vector<int> owner(static_cast<size_t>(nExperts));
-  for (int64_t e = 0; e < nExperts; ++e) {
-    if (g.axes != "ep") {
-      owner[size_t(e)] = int(e / perRank);
-      continue;
+  std::vector<int> owner, local;
+  int64_t replicas = 1;
+  if (!placesExperts(g)) {
+    if (nExperts % g.size())
+      return Status::error(
+          MFRT_ERR_ARGUMENT,
+          "the group's " + std::to_string(g.size()) +
+              " ranks must divide n_experts=" + std::to_string(nExperts));
+    const int64_t perRank = nExperts / g.size();
+    for (int64_t e = 0; e < nExperts; ++e) {
+      owner.push_back(int(e / perRank));
+      local.push_back(int(e % perRank));
     }
-    int64_t rank =
-        st.layout.expertOwner(e, nExperts, st.layout.stageOf(st.rank));
-    auto it = g.indexOf.find(int(rank));
-    if (it == g.indexOf.end())
-      return Status::error(MFRT_ERR_ARGUMENT,
-                           "MeshLayout places expert " + std::to_string(e) +
-                               " on rank " + std::to_string(rank) +
-                               ", which is not in the group");
-    owner[size_t(e)] = it->second;
+  } else {
+    for (int64_t e = 0; e < nExperts; ++e) {
+      std::vector<int64_t> holders =
+          st.layout.expertHolders(st.rank, e, nExperts);
+      if (holders.empty())
+        return Status::error(
+            MFRT_ERR_ARGUMENT,
+            "EP=" + std::to_string(st.layout.axisSize("ep")) +
+                " must divide n_experts=" + std::to_string(nExperts));
+      if (e == 0)
+        replicas = int64_t(holders.size());
+      if (int64_t(holders.size()) != replicas)
+        return Status::error(MFRT_ERR_ARGUMENT,
+                             "experts have different numbers of holders");
+      for (int64_t rank : holders) {
+        auto it = g.indexOf.find(int(rank));
+        if (it == g.indexOf.end())
+          return Status::error(MFRT_ERR_ARGUMENT,
+                               "MeshLayout places expert " + std::to_string(e) +
+                                   " on rank " + std::to_string(rank) +
+                                   ", which is not in the group");
+        owner.push_back(it->second);
+        local.push_back(int(e - st.layout.localExperts(rank, nExperts).first));
+      }
+    }
   }
   g.owner = std::move(owner);
+  g.ownerLocal = std::move(local);
+  g.replicas = replicas;
   g.ownerExperts = nExperts;
   return Status::success();
 }
@@ -145,9 +185,9 @@ struct Dispatcher {
   int32_t traceBit(int64_t slot) const {
     return tokenTraced[size_t(slot / k)] ? kTraceBit : 0;
   }
-  /// Expert `e` as an index among the experts of group rank `o`.
-  int32_t localExpert(int64_t e, int o) const {
-    return int32_t(e - int64_t(o) * h.perRank);
+  /// Routing target `e` as an index among the experts of its holder.
+  int32_t localExpert(int64_t e) const {
+    return int32_t(g.ownerLocal[size_t(e)]);
   }
   /// The rows of the message whose pack rows start at `offset`.
   std::vector<ConstSpan> rowParts(int64_t offset, size_t count) const {
@@ -203,31 +243,37 @@ struct Dispatcher {
   std::vector<std::vector<int32_t>> fwdMeta;
 };
 
-/// Builds the group's expert owner table, copies the routing to the host and
-/// checks its expert ids; marks the traced tokens.
+/// Copies the routing to the host, checks its expert ids and expands each
+/// choice to the `replicas` holders of its expert (routing target
+/// e * replicas + m, same weight); marks the traced tokens.
 Status Dispatcher::readRouting(const int64_t *expertsIn,
                                const float *weightsIn) {
-  Status s = ownerTable(st, g, h.nExperts);
-  if (!s.ok())
-    return s;
-
-  experts.resize(size_t(slots));
-  h.weights.resize(size_t(slots));
-  if (slots) {
-    s = compute.copyToHost(experts.data(), expertsIn, size_t(slots) * 8);
+  const int64_t replicas = h.replicas, choices = k / replicas;
+  std::vector<int64_t> chosen(size_t(nTokens * choices));
+  std::vector<float> weights(chosen.size());
+  if (!chosen.empty()) {
+    Status s = compute.copyToHost(chosen.data(), expertsIn, chosen.size() * 8);
     if (s.ok())
-      s = compute.copyToHost(h.weights.data(), weightsIn, size_t(slots) * 4);
+      s = compute.copyToHost(weights.data(), weightsIn, weights.size() * 4);
     if (!s.ok())
       return s;
   }
-  for (int64_t i = 0; i < slots; ++i)
-    if (experts[size_t(i)] < 0 || experts[size_t(i)] >= h.nExperts)
-      return Status::error(MFRT_ERR_ARGUMENT,
-                           "token " + std::to_string(i / k) + " choice " +
-                               std::to_string(i % k) + " routes to expert " +
-                               std::to_string(experts[size_t(i)]) +
-                               ", but there are " + std::to_string(h.nExperts) +
-                               " experts");
+  experts.resize(size_t(slots));
+  h.weights.resize(size_t(slots));
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    const int64_t e = chosen[i];
+    if (e < 0 || e >= h.nExperts)
+      return Status::error(
+          MFRT_ERR_ARGUMENT,
+          "token " + std::to_string(int64_t(i) / choices) + " choice " +
+              std::to_string(int64_t(i) % choices) + " routes to expert " +
+              std::to_string(e) + ", but there are " +
+              std::to_string(h.nExperts) + " experts");
+    for (int64_t m = 0; m < replicas; ++m) {
+      experts[i * size_t(replicas) + size_t(m)] = e * replicas + m;
+      h.weights[i * size_t(replicas) + size_t(m)] = weights[i];
+    }
+  }
 
   tokenTraced.assign(size_t(nTokens), 0);
   for (int64_t t : op.traceMarks)
@@ -381,7 +427,7 @@ Status Dispatcher::placeOwnRows() {
   for (int64_t slot : slotsTo[size_t(me)]) {
     selfRows.push_back(slot / k);
     rowExpert[size_t(h.rowOffset[size_t(me)]) + selfRows.size() - 1] =
-        localExpert(experts[size_t(slot)], me) | traceBit(slot);
+        localExpert(experts[size_t(slot)]) | traceBit(slot);
     stays |= traceBit(slot) != 0;
   }
   if (stays)
@@ -416,7 +462,7 @@ void Dispatcher::sendDirect(Phase &direct) {
     std::vector<int32_t> &meta = directMeta[size_t(o)];
     bool carries = false;
     for (int64_t slot : slotsTo[size_t(o)]) {
-      meta.push_back(localExpert(experts[size_t(slot)], o) | traceBit(slot));
+      meta.push_back(localExpert(experts[size_t(slot)]) | traceBit(slot));
       carries |= traceBit(slot) != 0;
     }
     if (carries)
@@ -535,7 +581,7 @@ Status Dispatcher::planForwards() {
         const int32_t e = h.inMeta[size_t(row * k + j)].expert;
         if (e < 0)
           continue;
-        if (e >= h.nExperts)
+        if (e >= int64_t(g.owner.size()))
           return Status::error(MFRT_ERR_BACKEND, "bad relay metadata");
         const int o = g.owner[size_t(e)];
         if (st.layout.node(g.members[size_t(o)]) != myNode)
@@ -560,7 +606,7 @@ void Dispatcher::packForwards() {
       fwdRows.push_back(f.tokenRow);
       const bool t = h.inTraced[size_t(f.tokenRow)] != 0;
       fwdMeta[size_t(o)].push_back(
-          localExpert(h.inMeta[size_t(f.tokenRow * k + f.j)].expert, o) |
+          localExpert(h.inMeta[size_t(f.tokenRow * k + f.j)].expert) |
           (t ? kTraceBit : 0));
       carries |= t;
     }
@@ -665,6 +711,11 @@ Status Dispatcher::finish() {
 Status mfrt::comm::dispatchTokens(Op &op, mfrt_dispatch &h, const void *x,
                                   const int64_t *expertsIn,
                                   const float *weightsIn) {
+  Status table = ownerTable(op.st, *op.group, h.nExperts);
+  if (!table.ok())
+    return table;
+  h.replicas = op.group->replicas;
+  h.k *= h.replicas;
   Dispatcher d(op, h, x);
   Status s = d.readRouting(expertsIn, weightsIn);
   if (!s.ok())

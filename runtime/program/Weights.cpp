@@ -102,42 +102,63 @@ struct Run {
   size_t bytes() const { return size_t(count) * dtypeSize(tensor->dtype); }
 };
 
-/// Appends the runs of slice `index` of `parts` of `t` along `dim`, in
-/// row-major order of the slice.
-void appendSliceRuns(const TensorInfo &t, int64_t dim, int64_t parts,
-                     int64_t index, std::vector<Run> &runs) {
-  if (dim < 0) {
+/// Appends the runs of the slice of `t` that holds elements
+/// [start[d], start[d] + len[d]) along each dim d, in row-major order of the
+/// slice.
+void appendSliceRuns(const TensorInfo &t, const std::vector<int64_t> &start,
+                     const std::vector<int64_t> &len, std::vector<Run> &runs) {
+  const size_t rank = t.shape.size();
+  // Trailing dims taken whole join the run of the last dim that is not.
+  size_t cut = rank;
+  int64_t inner = 1;
+  while (cut > 0 && start[cut - 1] == 0 && len[cut - 1] == t.shape[cut - 1])
+    inner *= t.shape[--cut];
+  if (cut == 0) {
     runs.push_back({&t, 0, t.numElements()});
     return;
   }
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < dim; ++d)
-    outer *= t.shape[d];
-  for (size_t d = dim + 1; d < t.shape.size(); ++d)
-    inner *= t.shape[d];
-  int64_t len = t.shape[dim] / parts;
-  for (int64_t o = 0; o < outer; ++o)
-    runs.push_back({&t, (o * t.shape[dim] + index * len) * inner, len * inner});
+  --cut;
+  std::vector<int64_t> stride(rank, 1);
+  for (size_t d = rank - 1; d > 0; --d)
+    stride[d - 1] = stride[d] * t.shape[d];
+  // Every index of the dims before `cut`, last fastest.
+  std::vector<int64_t> at(cut, 0);
+  while (true) {
+    int64_t first = start[cut] * stride[cut];
+    for (size_t d = 0; d < cut; ++d)
+      first += (start[d] + at[d]) * stride[d];
+    runs.push_back({&t, first, len[cut] * inner});
+    size_t d = cut;
+    while (d > 0 && ++at[d - 1] == len[d - 1])
+      at[--d] = 0;
+    if (d == 0)
+      return;
+  }
 }
 
-/// The runs of this rank's slice of `p`, slice `index` along its shard
-/// dimension, in the order of the program's buffer.
+/// The runs of this rank's slice of `p` (slice index[i] of shard i), in the
+/// order of the program's buffer.
 std::vector<Run> sliceRuns(const SafetensorsFile &file, const ManifestParam &p,
-                           int64_t index) {
+                           const std::vector<int64_t> &index) {
   std::vector<int64_t> global = p.globalShape();
+  std::vector<int64_t> start(global.size(), 0), len = global;
+  for (size_t i = 0; i < p.shards.size(); ++i) {
+    const ManifestShard &shard = p.shards[i];
+    len[size_t(shard.dim)] = p.shape[size_t(shard.dim)];
+    start[size_t(shard.dim)] = index[i] * len[size_t(shard.dim)];
+  }
   std::vector<Run> runs;
   if (!p.isStacked()) {
-    appendSliceRuns(checkedTensor(file, p.name, global), p.shardDim,
-                    p.shardParts, index, runs);
+    appendSliceRuns(checkedTensor(file, p.name, global), start, len, runs);
     return runs;
   }
   // Stacked experts: this rank's block, one checkpoint tensor per expert.
   std::vector<int64_t> oneGlobal(global.begin() + 1, global.end());
-  int64_t first = p.shardDim == 0 ? index * p.shape[0] : 0;
-  for (int64_t e = 0; e < p.shape[0]; ++e)
-    appendSliceRuns(checkedTensor(file, p.expertName(first + e), oneGlobal),
-                    p.shardDim > 0 ? p.shardDim - 1 : -1, p.shardParts, index,
-                    runs);
+  std::vector<int64_t> oneStart(start.begin() + 1, start.end());
+  std::vector<int64_t> oneLen(len.begin() + 1, len.end());
+  for (int64_t e = start[0]; e < start[0] + len[0]; ++e)
+    appendSliceRuns(checkedTensor(file, p.expertName(e), oneGlobal), oneStart,
+                    oneLen, runs);
   return runs;
 }
 
@@ -328,10 +349,11 @@ void mfrt::loadWeights(ProgramRank &rs,
     if (!p.stages.empty() &&
         std::find(p.stages.begin(), p.stages.end(), stage) == p.stages.end())
       continue;
-    int64_t index = 0;
-    if (p.shardDim >= 0) {
-      int64_t g = groupOf(groups, p.shardAxis);
-      index = int64_t(mfrt_group_rank(g)) * p.shardParts / mfrt_group_size(g);
+    std::vector<int64_t> index;
+    for (const ManifestShard &shard : p.shards) {
+      int64_t g = groupOf(groups, shard.axis);
+      index.push_back(int64_t(mfrt_group_rank(g)) * shard.parts /
+                      mfrt_group_size(g));
     }
     std::vector<Run> runs = sliceRuns(*prog.weights, p, index);
     int64_t elements = 0;

@@ -191,10 +191,10 @@ static void parseCommandLine(int argc, char **argv) {
   registerPassManagerCLOptions();
   registerMLIRContextCLOptions();
   registerAsmPrinterCLOptions();
-  // The tool's own description of --ep: without --ep, EP is tp*cp*dp, but
-  // --ep 0 is an EP size of 0, which the plan rules refuse (the pipeline
-  // option reads 0 as tp*cp*dp).
-  ep.setDescription("Expert parallel size (default tp*cp*dp)");
+  // The tool's own description of --ep: without --ep, EP is
+  // tp*cp*dp / (etp*edp), but --ep 0 is an EP size of 0, which the plan rules
+  // refuse (the pipeline option reads 0 as the default).
+  ep.setDescription("Expert parallel size (default tp*cp*dp / (etp*edp))");
   cl::HideUnrelatedOptions(cat);
   cl::ParseCommandLineOptions(
       argc, argv,
@@ -357,6 +357,15 @@ static bool hasPlanFlags() {
   return false;
 }
 
+/// The plan flags' values.
+static PlanFlags planFlags() {
+  PlanFlags flags;
+#define MESHFOLD_PLAN_OPTION(Type, Field, Flag, Default, Description)          \
+  flags.Field = Field;
+#include "meshfold/Pipelines/PlanOptions.def"
+  return flags;
+}
+
 /// Sets the plan of the plan flags on `module` when any of them is given,
 /// replacing the module's own.
 static LogicalResult setPlanFromFlags(ModuleOp module) {
@@ -364,12 +373,37 @@ static LogicalResult setPlanFromFlags(ModuleOp module) {
     return success();
   PlanSpec spec;
   std::string error;
-  int64_t epSize = ep.getNumOccurrences() ? int64_t(ep) : tp * cp * dp;
-  if (!PlanSpec::fromFlags(tp, cp, dp, pp, epSize, order, gpusPerNode, spec,
-                           &error))
+  if (ep.getNumOccurrences() && ep == 0)
+    return fail("plan rule 'axis-size': axis 'ep' has size 0, but sizes must "
+                "be >= 1");
+  if (!PlanSpec::fromFlags(planFlags(), spec, &error))
     return fail(error);
   module->setAttr(mf::MFDialect::getPlanAttrName(),
                   mf::PlanAttr::fromPlanSpec(module.getContext(), spec));
+  return success();
+}
+
+/// Checks the module's plan and the model against it, in the order the
+/// rules are reported, as one line (the partitioning checks the same, with
+/// the module's location).
+static LogicalResult checkPlan(ModuleOp module) {
+  auto plan =
+      module->getAttrOfType<mf::PlanAttr>(mf::MFDialect::getPlanAttrName());
+  if (!plan)
+    return success();
+  std::string error;
+  std::optional<MeshLayout> layout =
+      MeshLayout::create(plan.toPlanSpec(), &error);
+  if (!layout)
+    return fail(error);
+  FailureOr<moe::ModelInfo> info = moe::getModelInfo(module);
+  if (failed(info))
+    return failure();
+  if (info->numLayers == 0)
+    return success();
+  error = layout->checkModel(moe::modelDims(*info));
+  if (!error.empty())
+    return fail(error);
   return success();
 }
 
@@ -379,8 +413,7 @@ static LogicalResult explainOrders(ModuleOp module) {
       getTrafficModelInput(module, /*hierarchical=*/dispatch != "flat");
   if (failed(model))
     return fail("--explain-order needs a model (moe ops) in the input");
-  printOrderExplanation(llvm::outs(), tp, cp, dp, pp, gpusPerNode, *model,
-                        explainTokens);
+  printOrderExplanation(llvm::outs(), planFlags(), *model, explainTokens);
   return success();
 }
 
@@ -564,7 +597,7 @@ static LogicalResult writeOutput(ModuleOp module, llvm::StringRef rtDir,
 /// --report memory, lowering and the output.
 static LogicalResult compile(ModuleOp module, int64_t deviceBytes,
                              llvm::StringRef rtDir, const StageTimer &stage) {
-  if (failed(setPlanFromFlags(module)))
+  if (failed(setPlanFromFlags(module)) || failed(checkPlan(module)))
     return failure();
   if (explainOrder)
     return explainOrders(module);

@@ -27,8 +27,32 @@ TEST(ManifestTest, WeightStorageDTypes) {
   EXPECT_FALSE(m.params[0].bf16);
   EXPECT_TRUE(m.params[1].bf16);
   EXPECT_EQ(m.params[1].shape, (std::vector<int64_t>{16, 8}));
-  EXPECT_EQ(m.params[1].shardDim, 0);
-  EXPECT_EQ(m.params[1].shardParts, 2);
+  ASSERT_EQ(m.params[1].shards.size(), 1u);
+  EXPECT_EQ(m.params[1].shards[0].dim, 0);
+  EXPECT_EQ(m.params[1].shards[0].parts, 2);
+}
+
+TEST(ManifestTest, TwoSplits) {
+  std::string text = std::string(kHeader) +
+                     "param 0 model.layers.0.block_sparse_moe.experts.{e}.w2."
+                     "weight f32 3 1 8 32 shard 0 experts ep 8 shard 2 "
+                     "experts etp 2\nend\n";
+  Manifest m;
+  std::string error;
+  ASSERT_TRUE(parseManifest(text.c_str(), m, error)) << error;
+  ASSERT_EQ(m.params[0].shards.size(), 2u);
+  EXPECT_EQ(m.params[0].shards[1].dim, 2);
+  EXPECT_EQ(m.params[0].shards[1].axis, "etp");
+  EXPECT_EQ(m.params[0].globalShape(), (std::vector<int64_t>{8, 8, 64}));
+  Manifest again;
+  ASSERT_TRUE(parseManifest(formatManifest(m).c_str(), again, error)) << error;
+  EXPECT_EQ(formatManifest(again), formatManifest(m));
+
+  std::string twice = std::string(kHeader) +
+                      "param 0 w f32 2 4 4 shard 1 attention tp 2 shard 1 "
+                      "attention cp 2\nend\n";
+  EXPECT_FALSE(parseManifest(twice.c_str(), m, error));
+  EXPECT_EQ(error, "manifest line 4: param 'w' is split twice along dim 1");
 }
 
 TEST(ManifestTest, UnknownStorageDTypeIsAnError) {
@@ -113,10 +137,12 @@ TEST(ManifestTest, GlobalShapeAndExpertNames) {
   p.name = "model.layers.0.block_sparse_moe.experts.{e}.w1.weight";
   p.shape = {2, 128, 64};
   EXPECT_EQ(p.globalShape(), p.shape);
-  p.shardDim = 0;
-  p.shardParts = 16;
+  p.shards = {{0, 16, "experts", "ep"}};
   EXPECT_EQ(p.globalShape(), (std::vector<int64_t>{32, 128, 64}));
   EXPECT_EQ(p.shape, (std::vector<int64_t>{2, 128, 64}));
+  // Each expert split over etp too.
+  p.shards.push_back({1, 2, "experts", "etp"});
+  EXPECT_EQ(p.globalShape(), (std::vector<int64_t>{32, 256, 64}));
   EXPECT_EQ(p.expertName(17),
             "model.layers.0.block_sparse_moe.experts.17.w1.weight");
   ManifestParam q;

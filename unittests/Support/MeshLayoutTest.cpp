@@ -474,8 +474,9 @@ TEST(MeshLayoutRules, MeshSize) {
   EXPECT_CONTAINS(error, "0 devices");
 
   error = flagsError(2, 2, 4, 2, 8, "tp,cp,dp,pp");
-  EXPECT_CONTAINS(error, "plan rule 'mesh-size'");
-  EXPECT_CONTAINS(error, "ep=8 must equal tp*cp*dp = 2*2*4 = 16");
+  EXPECT_EQ(error, "plan rule 'mesh-size': etp*ep*edp = 1*8*1 = 8 must equal "
+                   "tp*cp*dp = 2*2*4 = 16: try --ep 8 --etp 2 or --ep 8 "
+                   "--edp 2");
 }
 
 TEST(MeshLayoutRules, NodeSize) {
@@ -600,6 +601,21 @@ TEST(MeshLayoutModelRules, EpExperts) {
   EXPECT_CONTAINS(error, "EP=16 must divide n_experts=24");
 }
 
+TEST(MeshLayoutModelRules, EtpFfn) {
+  PlanFlags f;
+  f.tp = 2;
+  f.etp = 2;
+  PlanSpec spec;
+  std::string error;
+  ASSERT_TRUE(PlanSpec::fromFlags(f, spec, &error)) << error;
+  std::optional<MeshLayout> l = MeshLayout::create(spec, &error);
+  ASSERT_TRUE(l.has_value()) << error;
+  EXPECT_EQ(l->checkModel({4, 2, 8, 2, 0, 64}), "");
+  error = l->checkModel({4, 2, 8, 2, 0, 63});
+  EXPECT_EQ(error, "plan rule 'etp-ffn': ETP=2 must divide the expert FFN "
+                   "width (63) to split each expert");
+}
+
 TEST(MeshLayoutModelRules, PpLayers) {
   MeshLayout l = seed();
   std::string error = l.checkModel({32, 8, 32, 7});
@@ -623,4 +639,198 @@ TEST(MeshLayoutRules, TPVocab) {
   EXPECT_NE(msg.find("500"), std::string::npos) << msg;
   dims.vocab = 512;
   EXPECT_EQ(layout->checkModel(dims), "");
+}
+
+//===----------------------------------------------------------------------===//
+// The expert mesh folded: ETP x EP x EDP over the seed's attention mesh.
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+MeshLayout folded(int64_t etp, int64_t ep, int64_t edp,
+                  const std::string &expertOrder = "etp,ep,edp",
+                  const std::string &order = "tp,cp,dp,pp") {
+  PlanFlags f;
+  f.tp = 2;
+  f.cp = 2;
+  f.dp = 4;
+  f.pp = 2;
+  f.etp = etp;
+  f.ep = ep;
+  f.edp = edp;
+  f.order = order;
+  f.expertOrder = expertOrder;
+  PlanSpec spec;
+  std::string error;
+  EXPECT_TRUE(PlanSpec::fromFlags(f, spec, &error)) << error;
+  std::optional<MeshLayout> layout = MeshLayout::create(spec, &error);
+  EXPECT_TRUE(layout.has_value()) << error;
+  return *layout;
+}
+
+std::string foldedError(int64_t etp, int64_t ep, int64_t edp,
+                        const std::string &expertOrder = "etp,ep,edp") {
+  PlanFlags f;
+  f.tp = 2;
+  f.cp = 2;
+  f.dp = 4;
+  f.pp = 2;
+  f.etp = etp;
+  f.ep = ep;
+  f.edp = edp;
+  f.expertOrder = expertOrder;
+  PlanSpec spec;
+  std::string error;
+  EXPECT_FALSE(PlanSpec::fromFlags(f, spec, &error));
+  return error;
+}
+
+/// Every rank is the rank of its own expert coordinates, and the expert
+/// axes' groups partition each stage.
+void expectConsistent(const MeshLayout &l) {
+  for (int64_t r = 0; r < l.numDevices(); ++r) {
+    std::map<std::string, int64_t> c;
+    for (const ExpertAxis &axis : l.spec().experts)
+      c[axis.name] = l.coord(r, axis.name);
+    EXPECT_EQ(l.rankOf(c), r);
+    for (const ExpertAxis &axis : l.spec().experts) {
+      Ranks g = l.group(r, {axis.name});
+      ASSERT_EQ(int64_t(g.size()), axis.size);
+      EXPECT_EQ(g[size_t(l.coord(r, axis.name))], r);
+      for (size_t i = 0; i < g.size(); ++i) {
+        EXPECT_EQ(l.coord(g[i], axis.name), int64_t(i));
+        for (const ExpertAxis &other : l.spec().experts)
+          if (other.name != axis.name)
+            EXPECT_EQ(l.coord(g[i], other.name), l.coord(r, other.name));
+      }
+    }
+  }
+}
+
+} // namespace
+
+TEST(MeshLayoutFold, Ep8Etp2) {
+  MeshLayout l = folded(2, 8, 1);
+  ASSERT_EQ(l.spec().experts.size(), 3u);
+  EXPECT_EQ(l.spec().experts[0].name, "etp");
+  EXPECT_EQ(l.spec().experts[1].name, "ep");
+  EXPECT_EQ(l.axisSize("etp"), 2);
+  EXPECT_EQ(l.axisSize("ep"), 8);
+  EXPECT_EQ(l.axisSize("edp"), 1);
+  for (int64_t r = 0; r < 32; ++r) {
+    EXPECT_EQ(l.coord(r, "etp"), l.coord(r, "tp"));
+    EXPECT_EQ(l.coord(r, "ep"), l.coord(r, "cp") + 2 * l.coord(r, "dp"));
+  }
+  // Rank 11 = tp 1, cp 1, dp 2, pp 0: ep 5.
+  EXPECT_EQ(l.group(11, {"ep"}), (Ranks{1, 3, 5, 7, 9, 11, 13, 15}));
+  EXPECT_EQ(l.group(11, {"etp", "ep"}),
+            (Ranks{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(l.group(11, {"etp"}), (Ranks{10, 11}));
+  EXPECT_EQ(l.groupSize({"etp", "ep"}), 16);
+  // 8 experts, one per ep coordinate, held in two slices.
+  EXPECT_EQ(l.localExperts(11, 8), (std::pair<int64_t, int64_t>{5, 1}));
+  EXPECT_EQ(l.expertHolders(11, 5, 8), (Ranks{10, 11}));
+  EXPECT_EQ(l.expertHolders(27, 0, 8), (Ranks{16, 17}));
+  expectConsistent(l);
+}
+
+TEST(MeshLayoutFold, Ep8Edp2) {
+  MeshLayout l = folded(1, 8, 2);
+  EXPECT_EQ(l.axisSize("edp"), 2);
+  EXPECT_FALSE(l.hasAxis("etp"));
+  for (int64_t r = 0; r < 32; ++r) {
+    int64_t i = l.coord(r, "tp") + 2 * l.coord(r, "cp") + 4 * l.coord(r, "dp");
+    EXPECT_EQ(l.coord(r, "ep"), i % 8);
+    EXPECT_EQ(l.coord(r, "edp"), i / 8);
+  }
+  // The EP group of rank 11 (i = 11, edp 1) is its EDP replica.
+  EXPECT_EQ(l.group(11, {"ep"}), (Ranks{8, 9, 10, 11, 12, 13, 14, 15}));
+  EXPECT_EQ(l.group(3, {"ep"}), (Ranks{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(l.group(11, {"edp"}), (Ranks{3, 11}));
+  EXPECT_EQ(l.expertHolders(11, 2, 8), (Ranks{10}));
+  EXPECT_EQ(l.expertHolders(3, 2, 8), (Ranks{2}));
+  EXPECT_EQ(l.expertHolders(19, 2, 8), (Ranks{18}));
+  expectConsistent(l);
+}
+
+TEST(MeshLayoutFold, Ep4Etp2Edp2InEveryOrder) {
+  for (const char *order : {"etp,ep,edp", "ep,etp,edp", "edp,ep,etp",
+                            "ep,edp,etp", "etp,edp,ep", "edp,etp,ep"}) {
+    MeshLayout l = folded(2, 4, 2, order);
+    EXPECT_EQ(l.groupSize({"etp", "ep"}), 8) << order;
+    expectConsistent(l);
+    // Each expert of 8 has two holders in every rank's etp x ep group, and
+    // they hold it as their local experts.
+    for (int64_t r = 0; r < 32; ++r)
+      for (int64_t e = 0; e < 8; ++e) {
+        Ranks holders = l.expertHolders(r, e, 8);
+        ASSERT_EQ(holders.size(), 2u);
+        for (size_t m = 0; m < 2; ++m) {
+          EXPECT_EQ(l.coord(holders[m], "etp"), int64_t(m));
+          EXPECT_EQ(l.coord(holders[m], "edp"), l.coord(r, "edp"));
+          EXPECT_EQ(l.stageOf(holders[m]), l.stageOf(r));
+          auto [first, count] = l.localExperts(holders[m], 8);
+          EXPECT_TRUE(e >= first && e < first + count);
+        }
+      }
+  }
+}
+
+TEST(MeshLayoutFold, SwappedAttentionOrder) {
+  // Stages are not contiguous (pp second): the fold follows tp, cp, dp.
+  MeshLayout l = folded(2, 8, 1, "etp,ep,edp", "tp,pp,cp,dp");
+  for (int64_t r = 0; r < 32; ++r) {
+    EXPECT_EQ(l.coord(r, "etp"), l.coord(r, "tp"));
+    EXPECT_EQ(l.coord(r, "ep"), l.coord(r, "cp") + 2 * l.coord(r, "dp"));
+  }
+  expectConsistent(l);
+}
+
+TEST(MeshLayoutFold, DefaultEpIsTheRest) {
+  EXPECT_EQ(folded(2, 0, 1).axisSize("ep"), 8);
+  EXPECT_EQ(folded(2, 0, 2).axisSize("ep"), 4);
+  EXPECT_EQ(folded(1, 0, 1).axisSize("ep"), 16);
+  // Size-1 expert axes stay out of the plan: today's plans are unchanged.
+  EXPECT_EQ(folded(1, 0, 1).spec().experts.size(), 2u);
+}
+
+TEST(MeshLayoutFold, Errors) {
+  EXPECT_EQ(foldedError(2, 8, 2),
+            "plan rule 'mesh-size': etp*ep*edp = 2*8*2 = 32 must equal "
+            "tp*cp*dp = 2*2*4 = 16: try --ep 8 --etp 2 --edp 1 or --ep 8 "
+            "--etp 1 --edp 2");
+  EXPECT_EQ(foldedError(3, 0, 1), "plan rule 'mesh-size': etp*edp = 3*1 must "
+                                  "divide tp*cp*dp = 2*2*4 = 16");
+  EXPECT_EQ(foldedError(1, 5, 1), "plan rule 'mesh-size': etp*ep*edp = 1*5*1 "
+                                  "= 5 must equal tp*cp*dp = 2*2*4 = 16");
+  EXPECT_EQ(foldedError(0, 8, 1), "plan rule 'axis-size': axis 'etp' has size "
+                                  "0, but sizes must be >= 1");
+  EXPECT_EQ(foldedError(2, 8, 1, "etp,xp,edp"),
+            "plan rule 'fold': expert order 'etp,xp,edp' names 'xp', which is "
+            "not an expert axis (expected a permutation of etp,ep,edp)");
+  EXPECT_EQ(foldedError(2, 8, 1, "etp,ep,ep"),
+            "plan rule 'duplicate-axis': expert order 'etp,ep,ep' names 'ep' "
+            "twice");
+  EXPECT_EQ(foldedError(2, 8, 1, "etp,ep"),
+            "plan rule 'fold': expert order 'etp,ep' lacks 'edp' (expected a "
+            "permutation of etp,ep,edp)");
+
+  // Written by hand: axes that overlap without being folded over the same
+  // attention axes; folded axes of the wrong sizes.
+  PlanSpec spec = seedSpec();
+  spec.experts = {
+      {"etp", 2, {"tp"}}, {"ep", 8, {"tp", "cp", "dp"}}, {"pp", 2, {"pp"}}};
+  std::string error = createError(spec);
+  EXPECT_CONTAINS(error, "plan rule 'fold'");
+  EXPECT_CONTAINS(error, "'tp' is named twice");
+  spec.experts = {{"etp", 4, {"tp", "cp", "dp"}},
+                  {"ep", 8, {"tp", "cp", "dp"}},
+                  {"pp", 1, {"pp"}}};
+  error = createError(spec);
+  EXPECT_EQ(error, "plan rule 'mesh-size': expert axes etp,ep, folded over "
+                   "tp,cp,dp, multiply to 32, but tp,cp,dp multiply to 16");
+  spec.experts = {
+      {"ep", 16, {"tp", "cp", "dp"}}, {"pp", 2, {"pp"}}, {"x", 1, {"pp"}}};
+  error = createError(spec);
+  EXPECT_CONTAINS(error, "plan rule 'pp-groups'");
 }

@@ -29,8 +29,7 @@ mlir::FailureOr<TrafficModelInput> getTrafficModelInput(mlir::ModuleOp module,
 /// `tokens` prompt tokens per DP replica under uniform routing (NVLink, IB
 /// and EP's share of IB, in units of T*d elements) and its time in bf16,
 /// without overlap.
-void printOrderExplanation(llvm::raw_ostream &os, int64_t tp, int64_t cp,
-                           int64_t dp, int64_t pp, int64_t gpusPerNode,
+void printOrderExplanation(llvm::raw_ostream &os, const PlanFlags &flags,
                            const TrafficModelInput &model, double tokens);
 
 } // namespace meshfold

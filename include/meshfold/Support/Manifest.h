@@ -18,6 +18,13 @@
 
 namespace meshfold {
 
+/// One split of a weight: `parts` equal slices along `dim`, slice
+/// i = coord(axis) * parts / size(axis).
+struct ManifestShard {
+  int64_t dim = 0, parts = 1;
+  std::string mesh, axis;
+};
+
 struct ManifestParam {
   int64_t id = 0;
   /// Hugging Face name; "{e}" stands for the expert index of a stacked weight.
@@ -28,15 +35,13 @@ struct ManifestParam {
   /// checkpoint's tensor to it (bf16: rounded to nearest even).
   bool bf16 = false;
   bool isStacked() const { return name.find("{e}") != std::string::npos; }
-  /// The slice this program holds: `parts` equal slices along `shardDim`,
-  /// slice i = coord(shardAxis) * parts / size(shardAxis). shardDim < 0: the
-  /// whole tensor.
-  int64_t shardDim = -1, shardParts = 1;
-  std::string shardMesh, shardAxis;
+  /// The slice this program holds: one slice per split, each along its own
+  /// dim (none: the whole tensor).
+  std::vector<ManifestShard> shards;
   /// The pipeline stages that read it (empty: every stage).
   std::vector<int64_t> stages;
 
-  /// The whole tensor's shape: `shape` with the sharded dim unsliced.
+  /// The whole tensor's shape: `shape` with the sharded dims unsliced.
   std::vector<int64_t> globalShape() const;
   /// The checkpoint name of expert `e` of a stacked weight.
   std::string expertName(int64_t e) const;

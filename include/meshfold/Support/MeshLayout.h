@@ -27,11 +27,27 @@ struct MeshAxis {
 };
 
 /// An expert-mesh axis is a composite of attention axes (first listed varies
-/// fastest), e.g. ep = {tp, cp, dp}, pp = {pp}.
+/// fastest), e.g. ep = {tp, cp, dp}, pp = {pp}. Expert axes listed with the
+/// same components are folded over them (MoE Parallel Folding): they split
+/// the components' linear index i in expert-mesh order, first fastest, and
+/// their sizes multiply to the components'. With etp = 2 and ep = 8, both of
+/// {tp, cp, dp} and tp*cp*dp = 16: etp = i % 2, ep = i / 2. Axes folded over
+/// different components share none.
 struct ExpertAxis {
   std::string name;
   int64_t size;
   std::vector<std::string> composedOf;
+};
+
+/// The flags a plan is built from (meshfold-compile's, mf-set-plan's).
+struct PlanFlags {
+  int64_t tp = 1, cp = 1, dp = 1, pp = 1;
+  /// Expert tensor, expert and expert data parallel sizes (ep 0: the rest of
+  /// tp*cp*dp).
+  int64_t etp = 1, ep = 0, edp = 1;
+  std::string order = "tp,cp,dp,pp";
+  std::string expertOrder = "etp,ep,edp";
+  int64_t gpusPerNode = 8;
 };
 
 /// A parallelism plan: devices, topology and two meshes folded on the same
@@ -44,6 +60,9 @@ struct PlanSpec {
   std::vector<MeshAxis> attention;
   std::vector<ExpertAxis> experts;
 
+  /// The plan of a one-rank program: every axis of size 1.
+  static PlanSpec singleDevice();
+
   /// Build the usual plan from CLI-style flags: attention axes in `order` (a
   /// permutation of tp,cp,dp,pp; comma separated), expert mesh ep = the non-pp
   /// attention axes in that order, then pp. ep must equal tp*cp*dp;
@@ -53,12 +72,16 @@ struct PlanSpec {
   /// input: sizes < 1 ('axis-size'), duplicate names in order
   /// ('duplicate-axis'), unknown or missing names in order ('fold'), ep
   /// mismatch ('mesh-size'), bad gpusPerNode ('node-size').
-  /// The plan of a one-rank program: every axis of size 1.
-  static PlanSpec singleDevice();
-
   static bool fromFlags(int64_t tp, int64_t cp, int64_t dp, int64_t pp,
                         int64_t ep, const std::string &order,
                         int64_t gpusPerNode, PlanSpec &out, std::string *error);
+  /// The same from all the plan flags, the expert mesh's too: etp, ep and
+  /// edp are folded over the non-pp attention axes in `expertOrder` (a
+  /// permutation of etp,ep,edp), then pp; etp*ep*edp must equal tp*cp*dp
+  /// ('mesh-size', with a fix where one exists); ep 0 means tp*cp*dp /
+  /// (etp*edp). Expert axes of size 1 other than ep are left out of the plan.
+  static bool fromFlags(const PlanFlags &flags, PlanSpec &out,
+                        std::string *error);
 };
 
 /// How two ranks are connected: same rank / same node / different node.
@@ -72,6 +95,8 @@ struct ModelDims {
   int64_t numHeads, numKVHeads, numExperts, numLayers;
   /// The LM head's vocab, split over TP (0: not checked).
   int64_t vocab = 0;
+  /// An expert's FFN width, split over ETP (0: not checked).
+  int64_t expertFFN = 0;
 };
 
 /// Answers every question about groups for one validated plan.
@@ -91,8 +116,9 @@ public:
                                           std::string *error);
 
   /// Checks a model against the plan (rules tp-heads, gqa, ep-experts,
-  /// pp-layers, tp-vocab); returns "" when fine, else the first violation as a
-  /// message in the same form as create()'s ("plan rule 'tp-heads': ...").
+  /// etp-ffn, pp-layers, tp-vocab); returns "" when fine, else the first
+  /// violation as a message in the same form as create()'s ("plan rule
+  /// 'tp-heads': ...").
   std::string checkModel(const ModelDims &m) const;
 
   int64_t numDevices() const { return plan.devices; }
@@ -151,6 +177,12 @@ public:
   /// axes, if any, at 0). Returns -1 if EP does not divide numExperts or an
   /// argument is out of range.
   int64_t expertOwner(int64_t expert, int64_t numExperts, int64_t stage) const;
+  /// The ranks that hold expert `expert` for the tokens of `rank`: those of
+  /// its etp x ep group (same edp and pp coordinates) whose ep coordinate
+  /// owns the expert, one per etp slice, in etp order. Empty if EP does not
+  /// divide numExperts or an argument is out of range.
+  std::vector<int64_t> expertHolders(int64_t rank, int64_t expert,
+                                     int64_t numExperts) const;
   /// The experts held by `rank` (first and count). {-1, 0} if EP does not
   /// divide numExperts.
   std::pair<int64_t, int64_t> localExperts(int64_t rank,
@@ -165,17 +197,37 @@ public:
 private:
   MeshLayout() = default;
 
+  /// A coordinate of a rank: an attention axis, or a folded expert axis.
+  struct Digit {
+    int attention = -1, expert = -1;
+    bool operator==(const Digit &o) const {
+      return attention == o.attention && expert == o.expert;
+    }
+  };
+
   /// Index of an attention / expert axis, or -1.
   int attentionIndex(const std::string &name) const;
   int expertIndex(const std::string &name) const;
-  /// The attention axes (indices, first fastest) that `axes` vary, without
-  /// repeats.
-  std::vector<int> components(const std::vector<std::string> &axes) const;
+  /// The digits (first fastest) that `axes` vary, without repeats: an
+  /// attention axis; an expert axis folded with others; the components of
+  /// any other expert axis.
+  std::vector<Digit> digits(const std::vector<std::string> &axes) const;
+  int64_t digitSize(Digit d) const;
+  int64_t digitValue(int64_t rank, Digit d) const;
+  /// The linear index of `rank` over expert axis e's components.
+  int64_t foldIndex(int64_t rank, int e) const;
+  /// `rank` with the given digits set.
+  int64_t withDigits(int64_t rank,
+                     const std::vector<std::pair<Digit, int64_t>> &set) const;
 
   PlanSpec plan;
   int64_t nodeCount = 1;
   /// Stride of each attention axis in the rank.
   std::vector<int64_t> strides;
+  /// Per expert axis: folded with another axis; its stride in the linear
+  /// index of its components.
+  std::vector<bool> folded;
+  std::vector<int64_t> foldStride;
 };
 
 } // namespace meshfold

@@ -46,19 +46,21 @@ double trafficSeconds(const MeshLayout &layout,
                       const std::vector<TrafficRow> &rows, double tokens,
                       int64_t hidden, double bytes);
 
-/// One admissible attention-axis order of given sizes and its traffic.
+/// One admissible pair of axis orders of given sizes and its traffic.
 struct OrderCost {
-  std::string order;
+  /// The attention and the expert mesh's order.
+  std::string order, expertOrder;
   std::vector<TrafficRow> rows;
   double seconds = 0;
 };
 
-/// Every order of the axes tp, cp, dp, pp (sizes and GPUs per node kept)
-/// that makes a valid plan, with its analytic per-layer traffic and time for
-/// `tokens` per replica at `bytes` per element; fastest first (ties keep
-/// the permutation order).
-std::vector<OrderCost> rankOrders(int64_t tp, int64_t cp, int64_t dp,
-                                  int64_t pp, int64_t gpusPerNode,
+/// Every order of the attention axes tp, cp, dp, pp, each with every order
+/// of the expert axes etp, ep, edp that places experts differently (one
+/// when at most one of them is larger than 1), for the sizes and node size
+/// of `flags` (its orders are not used), that makes a valid plan, with its
+/// analytic per-layer traffic and time for `tokens` per replica at `bytes`
+/// per element; fastest first (ties keep the permutation order).
+std::vector<OrderCost> rankOrders(const PlanFlags &flags,
                                   const TrafficModelInput &model, double tokens,
                                   double bytes);
 

@@ -105,8 +105,7 @@ struct ConvertMoEToRuntimePass
     module.walk([&](ParamOp op) { params.push_back(op); });
     auto keyOf = [](ParamOp op) {
       std::string key = op.getName().str();
-      if (auto shard = op->getAttrOfType<mf::ShardAttr>(
-              mf::MFDialect::getShardAttrName()))
+      for (mf::ShardAttr shard : mf::getShards(op))
         key += " shard " + std::to_string(shard.getDim()) + " " +
                shard.getMesh().str() + " " + shard.getAxis().str() + " " +
                std::to_string(shard.getParts());
@@ -145,13 +144,9 @@ struct ConvertMoEToRuntimePass
         p.name = op.getName().str();
         p.bf16 = weightDType == "bf16";
         p.shape.assign(type.getShape().begin(), type.getShape().end());
-        if (auto shard = op->getAttrOfType<mf::ShardAttr>(
-                mf::MFDialect::getShardAttrName())) {
-          p.shardDim = shard.getDim();
-          p.shardMesh = shard.getMesh().str();
-          p.shardAxis = shard.getAxis().str();
-          p.shardParts = shard.getParts();
-        }
+        for (mf::ShardAttr shard : mf::getShards(op))
+          p.shards.push_back({shard.getDim(), shard.getParts(),
+                              shard.getMesh().str(), shard.getAxis().str()});
         const std::set<int64_t> &stages = stagesOf[key];
         if (!stages.count(-1))
           p.stages.assign(stages.begin(), stages.end());

@@ -149,7 +149,7 @@
 // Bad plans, rejected with the rule's name.
 // BAD-TP: error: plan rule 'tp-heads': TP=3 must divide n_heads=8
 // BAD-PP: error: plan rule 'pp-layers': PP=3 must divide n_layers=2
-// BAD-EP: error: plan rule 'mesh-size': ep=8 must equal tp*cp*dp = 2*2*4 = 16
+// BAD-EP: error: plan rule 'mesh-size': etp*ep*edp = 1*8*1 = 8 must equal tp*cp*dp = 2*2*4 = 16: try --ep 8 --etp 2 or --ep 8 --edp 2
 // BAD-NODE: error: plan rule 'node-size'
 // BAD-ORDER: error: plan rule 'fold': axis order 'tp,cp,dp' lacks 'pp'
 // BAD-EXPERTS: error: plan rule 'ep-experts': EP=16 must divide n_experts=24

@@ -5,6 +5,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/DialectImplementation.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -61,20 +62,30 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
     return success();
   }
   if (attr.getName() == getShardAttrName()) {
-    auto shard = dyn_cast<ShardAttr>(attr.getValue());
-    if (!shard)
-      return op->emitError()
-             << "'" << getShardAttrName() << "' must be an #mf.shard";
+    auto list = dyn_cast<ArrayAttr>(attr.getValue());
+    bool wellFormed =
+        isa<ShardAttr>(attr.getValue()) ||
+        (list && !list.empty() &&
+         llvm::all_of(list, [](Attribute a) { return isa<ShardAttr>(a); }));
+    if (!wellFormed)
+      return op->emitError() << "'" << getShardAttrName()
+                             << "' must be an #mf.shard or an array of them";
     if (op->getNumResults() != 1 ||
         !isa<RankedTensorType>(op->getResult(0).getType()))
       return op->emitError() << "'" << getShardAttrName()
                              << "' belongs on a weight (one tensor result)";
     auto type = cast<RankedTensorType>(op->getResult(0).getType());
-    if (shard.getDim() < 0 || shard.getDim() >= type.getRank() ||
-        shard.getParts() < 1)
-      return op->emitError()
-             << "#mf.shard dim " << shard.getDim() << " / parts "
-             << shard.getParts() << " do not fit " << type;
+    llvm::SmallDenseSet<int64_t> dims;
+    for (ShardAttr shard : getShards(op)) {
+      if (shard.getDim() < 0 || shard.getDim() >= type.getRank() ||
+          shard.getParts() < 1)
+        return op->emitError()
+               << "#mf.shard dim " << shard.getDim() << " / parts "
+               << shard.getParts() << " do not fit " << type;
+      if (!dims.insert(shard.getDim()).second)
+        return op->emitError() << "'" << getShardAttrName() << "' splits dim "
+                               << shard.getDim() << " twice";
+    }
     return success();
   }
   // The block loop nests of mf-gpu-tile-contractions (see
@@ -263,4 +274,28 @@ PlanAttr PlanAttr::fromPlanSpec(MLIRContext *ctx, const PlanSpec &spec) {
   return PlanAttr::get(ctx, spec.devices, spec.gpusPerNode,
                        llvm::APFloat(spec.nvlinkGBps),
                        llvm::APFloat(spec.ibGBps), attention, experts);
+}
+
+SmallVector<ShardAttr> meshfold::mf::getShards(Operation *op) {
+  Attribute attr = op->getAttr(MFDialect::getShardAttrName());
+  if (auto shard = dyn_cast_or_null<ShardAttr>(attr))
+    return {shard};
+  SmallVector<ShardAttr> shards;
+  if (auto list = dyn_cast_or_null<ArrayAttr>(attr))
+    for (Attribute a : list)
+      if (auto shard = dyn_cast<ShardAttr>(a))
+        shards.push_back(shard);
+  return shards;
+}
+
+void meshfold::mf::addShard(Operation *op, ShardAttr shard) {
+  SmallVector<ShardAttr> shards = getShards(op);
+  if (shards.empty()) {
+    op->setAttr(MFDialect::getShardAttrName(), shard);
+    return;
+  }
+  SmallVector<Attribute> list(shards.begin(), shards.end());
+  list.push_back(shard);
+  op->setAttr(MFDialect::getShardAttrName(),
+              ArrayAttr::get(op->getContext(), list));
 }

@@ -163,9 +163,16 @@ LogicalResult DispatchOp::verify() {
       in.getElementType() != rows.getElementType())
     return emitOpError() << "rows " << rows << " must carry the input's "
                          << "hidden size and element type (" << in << ")";
-  if (*n > 0 && getNumExperts() % *n != 0)
+  // An expert split over etp is held by each of the group's etp ranks: the
+  // experts are placed over the rest of the group.
+  int64_t placed = *n;
+  if (auto layout = layoutOf(*this);
+      layout && *n > 0 && llvm::is_contained(axesOf(getAxes()), "etp"))
+    placed /= layout->axisSize("etp");
+  if (placed > 0 && getNumExperts() % placed != 0)
     return emitOpError() << "num_experts " << getNumExperts()
-                         << " must be a multiple of the group size " << *n;
+                         << " must be a multiple of the group size " << placed
+                         << " (etp ranks hold slices of the same experts)";
   return success();
 }
 

@@ -30,15 +30,23 @@ struct MFFoldExpertsPass
       module.emitError("plan rule 'fold': the expert mesh has no ep axis");
       return signalPassFailure();
     }
-    int64_t ep = layout->axisSize("ep");
-    if (ep == 1)
+    const int64_t ep = layout->axisSize("ep"), etp = layout->axisSize("etp");
+    if (ep * etp == 1)
       return;
-    // Hierarchical routing pays when an EP group spans nodes (any group:
-    // stages may sit differently on the nodes).
+    // Tokens travel within their etp x ep group: to every etp slice of each
+    // chosen expert (EDP replicas keep their tokens). Sending each slice its
+    // copy keeps the dispatch one collective; with hierarchical routing a
+    // token still crosses to another node once, and the relay fans it out
+    // over NVLink as an all-gather over etp would.
+    std::vector<std::string> axes = {"ep"};
+    if (etp > 1)
+      axes = {"etp", "ep"};
+    // Hierarchical routing pays when a dispatch group spans nodes (any
+    // group: stages may sit differently on the nodes).
     bool spansNodes = false;
     for (int64_t rank = 0; rank < layout->numDevices(); ++rank) {
       std::set<int64_t> nodes;
-      for (int64_t r : layout->group(rank, {"ep"}))
+      for (int64_t r : layout->group(rank, axes))
         nodes.insert(layout->node(r));
       spansNodes |= nodes.size() > 1;
     }
@@ -61,9 +69,16 @@ struct MFFoldExpertsPass
     module.walk([&](moe::ExpertsOp op) { experts.push_back(op); });
     for (moe::ExpertsOp op : experts) {
       int64_t numExperts = op.getW1().getType().getDimSize(0);
+      int64_t ffn = op.getW1().getType().getDimSize(1);
       if (numExperts % ep != 0) {
         op.emitError() << "plan rule 'ep-experts': EP=" << ep
                        << " must divide n_experts=" << numExperts;
+        return signalPassFailure();
+      }
+      if (ffn % etp != 0) {
+        op.emitError() << "plan rule 'etp-ffn': ETP=" << etp
+                       << " must divide the expert FFN width (" << ffn
+                       << ") to split each expert";
         return signalPassFailure();
       }
       OpBuilder b(op);
@@ -77,10 +92,15 @@ struct MFFoldExpertsPass
       auto dispatch = DispatchOp::create(
           b, loc, rowsType, localType, DispatchType::get(b.getContext()), x,
           op.getIndices(), op.getWeights(), "experts",
-          b.getStrArrayAttr({"ep"}), numExperts, dispatchMode);
-      // This rank's contiguous block of experts.
+          b.getStrArrayAttr(SmallVector<StringRef>(axes.begin(), axes.end())),
+          numExperts, dispatchMode);
+      // This rank's contiguous block of experts, each split over etp: w1
+      // and w3 ([E, ffn, d]) by rows of the FFN, w2 ([E, d, ffn]) by its
+      // columns, so that the slices' outputs sum to the expert's.
       SmallVector<Value> weights;
-      for (Value w : {op.getW1(), op.getW2(), op.getW3()}) {
+      for (auto [w, ffnDim] : {std::pair<Value, int64_t>{op.getW1(), 1},
+                               {op.getW2(), 2},
+                               {op.getW3(), 1}}) {
         moe::ParamOp param = paramOf(w);
         if (!param) {
           op.emitError("mf-fold-experts: expert weights must be moe.param");
@@ -88,11 +108,17 @@ struct MFFoldExpertsPass
         }
         SmallVector<int64_t> shape(param.getType().getShape());
         shape[0] = numExperts / ep;
+        shape[ffnDim] /= etp;
         b.setInsertionPoint(op);
-        weights.push_back(shardParam(
+        moe::ParamOp local = shardParam(
             b, param,
             RankedTensorType::get(shape, param.getType().getElementType()), 0,
-            "experts", "ep", ep));
+            "experts", "ep", ep);
+        if (etp > 1)
+          addShard(local, ShardAttr::get(b.getContext(), ffnDim,
+                                         b.getStringAttr("experts"),
+                                         b.getStringAttr("etp"), etp));
+        weights.push_back(local);
       }
       Value out = moe::ExpertFFNOp::create(b, loc, rowsType, dispatch.getRows(),
                                            dispatch.getLocalExperts(),

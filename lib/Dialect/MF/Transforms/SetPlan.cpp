@@ -21,9 +21,11 @@ struct MFSetPlanPass : public mf::impl::MFSetPlanPassBase<MFSetPlanPass> {
     ModuleOp module = getOperation();
     PlanSpec spec;
     std::string error;
-    int64_t epSize = ep > 0 ? int64_t(ep) : tp * cp * dp;
-    if (!PlanSpec::fromFlags(tp, cp, dp, pp, epSize, order, gpusPerNode, spec,
-                             &error)) {
+    PlanFlags flags;
+#define MESHFOLD_PLAN_OPTION(Type, Field, Flag, Default, Description)          \
+  flags.Field = Field;
+#include "meshfold/Pipelines/PlanOptions.def"
+    if (!PlanSpec::fromFlags(flags, spec, &error)) {
       module.emitError() << error;
       return signalPassFailure();
     }

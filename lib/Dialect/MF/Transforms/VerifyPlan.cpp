@@ -36,9 +36,7 @@ struct MFVerifyPlanPass
       return signalPassFailure();
     if (info->numLayers == 0)
       return; // No model in this module: only the plan is checked.
-    ModelDims dims{info->numHeads, info->numKVHeads, info->numExperts,
-                   info->numLayers, info->vocab};
-    std::string modelError = layout->checkModel(dims);
+    std::string modelError = layout->checkModel(moe::modelDims(*info));
     if (!modelError.empty()) {
       module.emitError() << modelError;
       return signalPassFailure();

@@ -38,9 +38,11 @@ struct Group {
   std::unordered_map<int, int> indexOf;
   /// Collectives started on this group (the tag sequence).
   uint32_t seq = 0;
-  /// Expert -> group rank of its owner, for `ownerExperts` experts.
-  int64_t ownerExperts = 0;
-  std::vector<int> owner;
+  /// For `ownerExperts` experts, each held by `replicas` members (its etp
+  /// slices): routing target e * replicas + m (slice m of expert e) -> group
+  /// rank of its holder, and the expert's index among the holder's experts.
+  int64_t ownerExperts = 0, replicas = 1;
+  std::vector<int> owner, ownerLocal;
 
   int size() const { return int(members.size()); }
 };

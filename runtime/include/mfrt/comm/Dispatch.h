@@ -41,7 +41,10 @@ struct mfrt_dispatch {
   int64_t groupHandle = -1;
   mfrt_dispatch_mode mode = MFRT_DISPATCH_FLAT;
   mfrt_dtype dtype = MFRT_F32;
-  int64_t hidden = 0, nTokens = 0, k = 0, nExperts = 0, perRank = 0;
+  /// k: routed slots per token, replicas x the routing's choices once
+  /// dispatchTokens has read the group's expert table (an expert split over
+  /// etp is held by `replicas` members, and each gets the token).
+  int64_t hidden = 0, nTokens = 0, k = 0, nExperts = 0, replicas = 1;
   size_t rowBytes = 0;
 
   // As owner: rows received, by source group rank.

@@ -15,7 +15,7 @@
 // PP-SIZE: error: plan rule 'axis-size': axis 'pp' has size 0, but sizes must be >= 1
 
 // mesh-size: EP is the product of the non-pp axes.
-// EP-SIZE: error: plan rule 'mesh-size': ep=4 must equal tp*cp*dp = 2*1*1 = 2
+// EP-SIZE: error: plan rule 'mesh-size': etp*ep*edp = 1*4*1 = 4 must equal tp*cp*dp = 2*1*1 = 2
 
 // fold / duplicate-axis: the order is a permutation of tp, cp, dp and pp.
 // ORDER-LACKS: error: plan rule 'fold': axis order 'tp,cp,dp' lacks 'pp' (expected a permutation of tp,cp,dp,pp)

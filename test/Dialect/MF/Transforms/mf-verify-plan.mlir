@@ -246,10 +246,21 @@ module attributes {mf.plan = #mf.plan<devices = 32, gpus_per_node = 8,
 
 // -----
 
-// fold: an attention axis is part of two expert axes.
-// expected-error @+1 {{plan rule 'fold': attention axis 'tp' is named twice in the expert mesh (by expert axes 'ep' and 'xp')}}
+// fold: an attention axis is part of two expert axes that are not folded
+// over the same attention axes.
+// expected-error @+1 {{plan rule 'fold': attention axis 'tp' is named twice in the expert mesh (by expert axes 'ep' of tp and 'xp' of tp,dp); only axes folded over the same attention axes share one}}
 module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 8,
-    attention = [tp = 2, dp = 2], experts = [ep = 2 : (tp), xp = 2 : (tp)]>} {
+    attention = [tp = 2, dp = 2], experts = [ep = 2 : (tp), xp = 2 : (tp, dp)]>} {
+}
+
+// -----
+
+// mesh-size: axes folded over the same attention axes must split them
+// exactly.
+// expected-error @+1 {{plan rule 'mesh-size': expert axes ep,etp, folded over tp,dp, multiply to 8, but tp,dp multiply to 4}}
+module attributes {mf.plan = #mf.plan<devices = 8, gpus_per_node = 8,
+    attention = [tp = 2, dp = 2, pp = 2],
+    experts = [ep = 4 : (tp, dp), etp = 2 : (tp, dp), pp = 1 : (pp)]>} {
 }
 
 // -----

@@ -27,4 +27,12 @@
 #define GET_OP_CLASSES
 #include "meshfold/Dialect/MF/IR/MFOps.h.inc"
 
+namespace meshfold::mf {
+/// The splits of a weight: its `mf.shard`, one #mf.shard or an array of them
+/// along distinct dims (empty when it has none).
+llvm::SmallVector<ShardAttr> getShards(mlir::Operation *op);
+/// Adds a split to `op`'s `mf.shard`.
+void addShard(mlir::Operation *op, ShardAttr shard);
+} // namespace meshfold::mf
+
 #endif // MESHFOLD_DIALECT_MF_IR_MF_H

@@ -27,7 +27,12 @@ def MF_PlanAttr : MF_Attr<"Plan", "plan"> {
     ```
     The attention mesh's first axis varies fastest:
     `rank = tp + 2*cp + 4*dp + 16*pp`. Each expert-mesh axis is a composite of
-    attention axes, so the fold stays exact for any axis order. Devices on the
+    attention axes, so the fold stays exact for any axis order. Expert axes
+    composed of the same attention axes are folded over them: they split
+    those axes' linear index in the order listed, first fastest (MoE
+    Parallel Folding), e.g. an expert mesh of ETP2 x EP8 x PP2 on the seed's
+    attention mesh:
+    `experts = [etp = 2 : (tp, cp, dp), ep = 8 : (tp, cp, dp), pp = 2 : (pp)]`. Devices on the
     same node talk over NVLink, across nodes over InfiniBand. The plan is
     checked against its rules by `mf-verify-plan`, not by the parser.
   }];
@@ -53,7 +58,9 @@ def MF_ShardAttr : MF_Attr<"Shard", "shard"> {
     slice `i` of `parts` equal slices of the checkpoint tensor along `dim`,
     where `i = coord(axis) * parts / size(axis)` (`parts` divides or equals
     the axis size; fewer parts than the axis size replicate each slice, as
-    KV heads are when n_kv < TP).
+    KV heads are when n_kv < TP). A weight split along several dims carries
+    an array of them, one per dim (an expert block over `ep`, each expert's
+    FFN over `etp`).
 
     ```mlir
     %w = moe.param "model.layers.0.self_attn.q_proj.weight"

@@ -169,6 +169,10 @@ def MF_DispatchOp : MF_Op<"dispatch", [MemoryEffects<[MemRead, MemWrite]>]> {
     MoE dispatch over an expert-mesh group. Token t of `input [T, d]` goes to
     the owners of experts `indices[t, j]` (expert e on group rank
     e / (num_experts / group size)), with routing weight `weights[t, j]`.
+    On a group along the expert mesh's `ep`, the owners are where MeshLayout
+    places the expert; a group along `etp` too holds each expert in ETP
+    slices, and the token goes to every slice (whose partial outputs the
+    combine sums).
     The per-destination counts are exchanged with the payload. Returns the
     rows this rank received `[R, d]`, their expert index local to this rank
     `[R]`, and the routing for `mf.combine`. `hierarchical` sends a token

@@ -241,6 +241,14 @@ def MFFoldExpertsPass : Pass<"mf-fold-experts", "::mlir::ModuleOp"> {
     (one inter-node copy per destination node, through the relay) when the
     EP group spans nodes, flat otherwise.
 
+    With expert tensor parallelism (ETP > 1) each expert is split over its
+    etp group: w1 and w3 by FFN rows, w2 by FFN columns (a second
+    `#mf.shard`); the dispatch runs on the etp x ep group and sends each
+    chosen expert's token to all its etp slices, whose partial outputs the
+    combine sums with the routing weight. Expert data parallelism (EDP > 1)
+    replicates the experts: each EDP replica's ep group dispatches among
+    itself.
+
     ```mlir
     %y = moe.experts %x, %w, %idx, %w1, %w2, %w3 ...
     // becomes
@@ -378,18 +386,25 @@ def MFFuseCollectivesPass : Pass<"mf-fuse-collectives", "::mlir::ModuleOp"> {
 def MFSetPlanPass : Pass<"mf-set-plan", "::mlir::ModuleOp"> {
   let summary = "attach a plan given by options to the module";
   let description = [{
-    Builds the plan from `tp, cp, dp, pp, ep, order, gpus-per-node` (the
-    expert mesh is ep = the non-pp axes, then pp) and sets it as the module's
-    `mf.plan`. Used by the `mf-partition` pipeline when options are given.
+    Builds the plan from `tp, cp, dp, pp, etp, ep, edp, order, expert-order,
+    gpus-per-node` (the expert mesh folds etp, ep and edp, in expert-order,
+    over the non-pp attention axes, then pp; etp*ep*edp = tp*cp*dp) and sets
+    it as the module's `mf.plan`. Used by the `mf-partition` pipeline when
+    options are given.
   }];
   let options = [
     Option<"tp", "tp", "int64_t", "1", "Tensor parallel size">,
     Option<"cp", "cp", "int64_t", "1", "Context parallel size">,
     Option<"dp", "dp", "int64_t", "1", "Data parallel size">,
     Option<"pp", "pp", "int64_t", "1", "Pipeline parallel size">,
-    Option<"ep", "ep", "int64_t", "0", "Expert parallel size (0: tp*cp*dp)">,
+    Option<"etp", "etp", "int64_t", "1", "Expert tensor parallel size">,
+    Option<"ep", "ep", "int64_t", "0",
+           "Expert parallel size (0: tp*cp*dp / (etp*edp))">,
+    Option<"edp", "edp", "int64_t", "1", "Expert data parallel size">,
     Option<"order", "order", "std::string", "\"tp,cp,dp,pp\"",
            "Attention mesh axis order, fastest first">,
+    Option<"expertOrder", "expert-order", "std::string", "\"etp,ep,edp\"",
+           "Expert mesh axis order, fastest first">,
     Option<"gpusPerNode", "gpus-per-node", "int64_t", "8", "GPUs per node">
   ];
   let dependentDialects = ["::meshfold::mf::MFDialect",

@@ -12,6 +12,8 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "meshfold/Support/MeshLayout.h"
+
 #include "meshfold/Dialect/MoE/IR/MoEOpsDialect.h.inc"
 
 #define GET_OP_CLASSES
@@ -41,6 +43,12 @@ inline llvm::StringRef getModelInfoAttrName() { return "moe.model_info"; }
 /// Marks a decode step function (`mf-derive-decode`): arguments (token ids,
 /// their positions), attention over `moe.kv_history`.
 inline llvm::StringRef getDecodeStepAttrName() { return "moe.decode_step"; }
+
+/// The dimensions the plan rules constrain (MeshLayout::checkModel).
+inline ModelDims modelDims(const ModelInfo &info) {
+  return ModelDims{info.numHeads,  info.numKVHeads, info.numExperts,
+                   info.numLayers, info.vocab,      info.ffn};
+}
 
 /// Records `info` on `module` as `moe.model_info`.
 void setModelInfoAttr(mlir::ModuleOp module, const ModelInfo &info);
