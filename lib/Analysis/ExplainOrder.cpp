@@ -50,7 +50,7 @@ void meshfold::printOrderExplanation(raw_ostream &os, const PlanFlags &flags,
     }
     os << llvm::format("  %-12s", c.order.c_str());
     if (expertOrders)
-      os << llvm::format(" %-13s", c.expertOrder.c_str());
+      os << llvm::format(" %-13s", c.expertAxes.c_str());
     os << llvm::format(" %11.4f %9.4f %10.4f %9.3f\n", nvlink, ib, epIb,
                        c.seconds * 1e3);
   }

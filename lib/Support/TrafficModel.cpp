@@ -158,18 +158,25 @@ std::vector<OrderCost> meshfold::rankOrders(const PlanFlags &flags,
       std::optional<MeshLayout> layout = MeshLayout::create(spec, &error);
       if (!layout)
         continue;
-      // Expert orders that differ only in size-1 axes give the same plan.
-      std::string folded;
+      // Orders that differ only in where size-1 axes go give the same plan.
+      std::string folded, key;
       for (const ExpertAxis &a : spec.experts)
-        if (a.name != "pp")
+        if (a.name != "pp") {
           folded += (folded.empty() ? "" : ",") + a.name;
-      const std::string key = order + " " + folded;
+          if (a.size > 1)
+            key += a.name + ",";
+        }
+      key += ";";
+      for (const MeshAxis &a : spec.attention)
+        if (a.size > 1)
+          key += a.name + ",";
       if (std::find(seenPlans.begin(), seenPlans.end(), key) != seenPlans.end())
         continue;
       seenPlans.push_back(key);
       OrderCost c;
       c.order = order;
-      c.expertOrder = folded;
+      c.expertOrder = expertOrder;
+      c.expertAxes = folded;
       c.rows = analyticTraffic(*layout, model);
       c.seconds = trafficSeconds(*layout, c.rows, tokens, model.hidden, bytes);
       out.push_back(std::move(c));

@@ -1,7 +1,10 @@
 //===- Dispatch.cpp - MoE dispatch over an EP group -----------------------===//
 //
 // Each routed slot (token t, choice j) goes to the owner of its expert; every
-// owner receives its rows ordered by (source group rank, token, j).
+// owner receives its rows ordered by (source group rank, token, j). An expert
+// split over etp has one owner per slice (MeshLayout::expertHolders): the
+// routing is expanded to a slot per (choice, slice), each with the choice's
+// weight, so that combine sums the slices' partial outputs.
 //
 // Flat: every slot travels directly from its token's rank to the owner.
 //

@@ -10,6 +10,7 @@
 
 #include "meshfold/Analysis/ExplainOrder.h"
 #include "meshfold/Analysis/MemoryReport.h"
+#include "meshfold/Analysis/PlanSearch.h"
 #include "meshfold/Config.h"
 #include "meshfold/InitAll.h"
 #include "meshfold/Target/Compile.h"
@@ -146,6 +147,33 @@ static cl::opt<double>
     explainTokens("tokens",
                   cl::desc("Prompt tokens per DP replica for --explain-order"),
                   cl::init(4096), cl::cat(cat));
+static cl::opt<bool> suggestPlan(
+    "suggest-plan",
+    cl::desc("Rank every plan of --gpus GPUs (both meshes' sizes and axis "
+             "orders) that passes the plan rules and fits --device-memory "
+             "by modeled time per layer, print the best and exit; plan "
+             "flags given fix those sizes"),
+    cl::cat(cat));
+static cl::opt<int64_t>
+    suggestGPUs("gpus", cl::desc("GPUs for --suggest-plan (default 32)"),
+                cl::init(32), cl::cat(cat));
+static cl::opt<double>
+    nvlinkGBps("nvlink-gbps",
+               cl::desc("NVLink GB/s per GPU for --suggest-plan (default "
+                        "450)"),
+               cl::init(450), cl::cat(cat));
+static cl::opt<double>
+    ibGBps("ib-gbps",
+           cl::desc("InfiniBand GB/s per GPU for --suggest-plan (default 50)"),
+           cl::init(50), cl::cat(cat));
+static cl::opt<double>
+    tflops("tflops",
+           cl::desc("Dense TFLOP/s of one GPU for --suggest-plan (default "
+                    "989, an H200 in bf16)"),
+           cl::init(989), cl::cat(cat));
+static cl::opt<int64_t>
+    suggestTop("top", cl::desc("Plans --suggest-plan prints (default 5)"),
+               cl::init(5), cl::cat(cat));
 static cl::opt<bool> decodeStep(
     "decode",
     cl::desc("Also compile the decode step (mf-derive-decode), so that the "
@@ -208,8 +236,15 @@ static void parseCommandLine(int argc, char **argv) {
 /// Checks the output, report and memory flags; sets `deviceBytes` to the
 /// parsed --device-memory (-1 when not given).
 static LogicalResult checkOutputFlags(int64_t &deviceBytes) {
-  if (outputFile.empty() && report.empty() && !explainOrder)
+  if (outputFile.empty() && report.empty() && !explainOrder && !suggestPlan)
     return fail("-o FILE is required (or --report)");
+  if (suggestPlan && (suggestGPUs < 1 || suggestGPUs > (int64_t(1) << 20)))
+    return fail("--gpus must be between 1 and 2^20, got " +
+                llvm::Twine(int64_t(suggestGPUs)));
+  if (suggestPlan && (!(nvlinkGBps > 0) || !(ibGBps > 0) || !(tflops > 0)))
+    return fail("--nvlink-gbps, --ib-gbps and --tflops must be positive");
+  if (suggestPlan && suggestTop < 1)
+    return fail("--top must be positive");
   // An output that cannot be written fails now, not after the compile.
   if (!outputFile.empty() && outputFile != "-") {
     StringRef dir = llvm::sys::path::parent_path(outputFile);
@@ -417,6 +452,74 @@ static LogicalResult explainOrders(ModuleOp module) {
   return success();
 }
 
+/// --suggest-plan: the best plans of --gpus GPUs for the model, each sized
+/// by partitioning a copy of the module for it.
+static LogicalResult suggestPlans(ModuleOp module, int64_t deviceBytes) {
+  FailureOr<moe::ModelInfo> info = moe::getModelInfo(module);
+  if (failed(info))
+    return failure();
+  if (info->numLayers == 0)
+    return fail("--suggest-plan needs a model (moe ops) in the input");
+  PlanSearchOptions options;
+  options.gpus = suggestGPUs;
+  options.gpusPerNode = gpusPerNode;
+  options.nvlinkGBps = nvlinkGBps;
+  options.ibGBps = ibGBps;
+  options.maxPrompt = maxPrompt;
+  options.deviceBytes = deviceBytes;
+  options.deviceMemory = deviceMemory;
+  options.bytesPerElement = memoryDType == "bf16" ? 2 : 4;
+  options.flops = tflops * 1e12;
+  options.hierarchical = dispatch != "flat";
+  options.top = suggestTop;
+  // Plan flags given fix their sizes.
+  std::string badSize;
+  auto given = [&](auto &flag) -> int64_t {
+    if (!flag.getNumOccurrences())
+      return 0;
+    if (int64_t(flag) < 1 && badSize.empty())
+      badSize = "plan rule 'axis-size': axis '" + flag.ArgStr.str() +
+                "' has size " + std::to_string(int64_t(flag)) +
+                ", but sizes must be >= 1";
+    return int64_t(flag);
+  };
+  options.fixed.tp = given(tp);
+  options.fixed.cp = given(cp);
+  options.fixed.dp = given(dp);
+  options.fixed.pp = given(pp);
+  options.fixed.etp = given(etp);
+  options.fixed.ep = given(ep);
+  options.fixed.edp = given(edp);
+  if (!badSize.empty())
+    return fail(badSize);
+  auto exactMemory = [&](const PlanSpec &spec) -> FailureOr<RankMemory> {
+    OwningOpRef<ModuleOp> copy = module.clone();
+    (*copy)->setAttr(mf::MFDialect::getPlanAttrName(),
+                     mf::PlanAttr::fromPlanSpec(module.getContext(), spec));
+    PassManager pm(module.getContext());
+    PartitionPipelineOptions partitionOptions;
+    partitionOptions.dispatch = dispatch;
+    buildPartitionPipeline(pm, partitionOptions);
+    if (failed(pm.run(*copy)))
+      return failure();
+    FailureOr<std::vector<RankMemory>> ranks = computeMemoryReport(
+        *copy, maxPrompt, options.bytesPerElement, "prefill");
+    if (failed(ranks) || ranks->empty())
+      return failure();
+    return *std::max_element(ranks->begin(), ranks->end(),
+                             [](const RankMemory &a, const RankMemory &b) {
+                               return a.totalBytes() < b.totalBytes();
+                             });
+  };
+  std::string error;
+  FailureOr<std::vector<PlanCandidate>> plans =
+      searchPlans(*info, options, exactMemory, error);
+  if (failed(plans))
+    return fail("--suggest-plan: " + error);
+  printPlanSuggestions(llvm::outs(), *plans, options);
+  return success();
+}
+
 /// Partitions `module` for its plan when the plan spans several devices, or
 /// when prompt logprobs are asked for: they come from the partitioning's
 /// head pass, so a one-rank program gets the one-device plan.
@@ -597,6 +700,8 @@ static LogicalResult writeOutput(ModuleOp module, llvm::StringRef rtDir,
 /// --report memory, lowering and the output.
 static LogicalResult compile(ModuleOp module, int64_t deviceBytes,
                              llvm::StringRef rtDir, const StageTimer &stage) {
+  if (suggestPlan)
+    return suggestPlans(module, deviceBytes);
   if (failed(setPlanFromFlags(module)) || failed(checkPlan(module)))
     return failure();
   if (explainOrder)

@@ -48,18 +48,19 @@ double trafficSeconds(const MeshLayout &layout,
 
 /// One admissible pair of axis orders of given sizes and its traffic.
 struct OrderCost {
-  /// The attention and the expert mesh's order.
-  std::string order, expertOrder;
+  /// The attention and the expert mesh's orders (PlanFlags'), and the
+  /// expert axes that order places (those larger than 1, and ep).
+  std::string order, expertOrder, expertAxes;
   std::vector<TrafficRow> rows;
   double seconds = 0;
 };
 
-/// Every order of the attention axes tp, cp, dp, pp, each with every order
-/// of the expert axes etp, ep, edp that places experts differently (one
-/// when at most one of them is larger than 1), for the sizes and node size
-/// of `flags` (its orders are not used), that makes a valid plan, with its
-/// analytic per-layer traffic and time for `tokens` per replica at `bytes`
-/// per element; fastest first (ties keep the permutation order).
+/// Every distinct plan of the sizes and node size of `flags` (its orders are
+/// not used): each order of the attention axes tp, cp, dp, pp with each
+/// order of the expert axes etp, ep, edp, where orders that differ only in
+/// where axes of size 1 go count once (the first in lexicographic order);
+/// with its analytic per-layer traffic and time for `tokens` per replica at
+/// `bytes` per element; fastest first (ties keep the enumeration order).
 std::vector<OrderCost> rankOrders(const PlanFlags &flags,
                                   const TrafficModelInput &model, double tokens,
                                   double bytes);

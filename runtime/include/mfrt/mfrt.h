@@ -195,8 +195,10 @@ mfrt_status mfrt_barrier(int64_t group);
 
 /* MoE dispatch over an EP group. Token t of x [n_tokens, hidden] goes to the
    owners of its k experts experts[t*k + j] (expert e lives on group rank
-   e / (n_experts / group_size); for the expert mesh's "ep" group that is
-   MeshLayout::expertOwner) with its routing weight weights[t*k + j].
+   e / (n_experts / group_size); on a group along the expert mesh's "ep" it
+   lives where MeshLayout::expertHolders places it: on an "etp,ep" group,
+   each expert is held in ETP slices and the token goes to every slice, whose
+   partial outputs combine sums) with its routing weight weights[t*k + j].
    Counts are exchanged inside the call. On return *h holds the rows this
    rank received: mfrt_dispatch_rows / mfrt_dispatch_experts describe them.
    Rows arrive ordered by (source group rank, source token, j), one row per
