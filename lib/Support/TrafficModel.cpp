@@ -123,16 +123,20 @@ double meshfold::trafficSeconds(const MeshLayout &layout,
          ib * scale / layout.bandwidthGBps(LinkClass::IB);
 }
 
-/// Every permutation of `names`, joined by commas, in lexicographic order.
-static std::vector<std::string> permutations(std::vector<std::string> names) {
+/// Every permutation of `names`, joined by commas, in lexicographic order of
+/// the names' positions in `names` (so `names` in its own order first).
+static std::vector<std::string>
+permutations(const std::vector<std::string> &names) {
+  std::vector<size_t> index(names.size());
+  for (size_t i = 0; i < index.size(); ++i)
+    index[i] = i;
   std::vector<std::string> out;
-  std::sort(names.begin(), names.end());
   do {
     std::string joined;
-    for (const std::string &n : names)
-      joined += (joined.empty() ? "" : ",") + n;
+    for (size_t i : index)
+      joined += (joined.empty() ? "" : ",") + names[i];
     out.push_back(joined);
-  } while (std::next_permutation(names.begin(), names.end()));
+  } while (std::next_permutation(index.begin(), index.end()));
   return out;
 }
 
@@ -143,10 +147,10 @@ std::vector<OrderCost> meshfold::rankOrders(const PlanFlags &flags,
   int expertAxes = (flags.etp > 1) + (flags.edp > 1) + 1;
   std::vector<std::string> expertOrders = {"etp,ep,edp"};
   if (expertAxes > 1)
-    expertOrders = permutations({"edp", "ep", "etp"});
+    expertOrders = permutations({"etp", "ep", "edp"});
   std::vector<OrderCost> out;
   std::vector<std::string> seenPlans;
-  for (const std::string &order : permutations({"cp", "dp", "pp", "tp"}))
+  for (const std::string &order : permutations({"tp", "cp", "dp", "pp"}))
     for (const std::string &expertOrder : expertOrders) {
       PlanFlags f = flags;
       f.order = order;

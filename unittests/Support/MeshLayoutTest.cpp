@@ -647,9 +647,10 @@ TEST(MeshLayoutRules, TPVocab) {
 
 namespace {
 
-MeshLayout folded(int64_t etp, int64_t ep, int64_t edp,
-                  const std::string &expertOrder = "etp,ep,edp",
-                  const std::string &order = "tp,cp,dp,pp") {
+/// The seed's attention sizes with the given expert mesh.
+PlanFlags seedFlags(int64_t etp, int64_t ep, int64_t edp,
+                    const std::string &expertOrder,
+                    const std::string &order = "tp,cp,dp,pp") {
   PlanFlags f;
   f.tp = 2;
   f.cp = 2;
@@ -660,9 +661,17 @@ MeshLayout folded(int64_t etp, int64_t ep, int64_t edp,
   f.edp = edp;
   f.order = order;
   f.expertOrder = expertOrder;
+  return f;
+}
+
+MeshLayout folded(int64_t etp, int64_t ep, int64_t edp,
+                  const std::string &expertOrder = "etp,ep,edp",
+                  const std::string &order = "tp,cp,dp,pp") {
   PlanSpec spec;
   std::string error;
-  EXPECT_TRUE(PlanSpec::fromFlags(f, spec, &error)) << error;
+  EXPECT_TRUE(PlanSpec::fromFlags(seedFlags(etp, ep, edp, expertOrder, order),
+                                  spec, &error))
+      << error;
   std::optional<MeshLayout> layout = MeshLayout::create(spec, &error);
   EXPECT_TRUE(layout.has_value()) << error;
   return *layout;
@@ -670,18 +679,10 @@ MeshLayout folded(int64_t etp, int64_t ep, int64_t edp,
 
 std::string foldedError(int64_t etp, int64_t ep, int64_t edp,
                         const std::string &expertOrder = "etp,ep,edp") {
-  PlanFlags f;
-  f.tp = 2;
-  f.cp = 2;
-  f.dp = 4;
-  f.pp = 2;
-  f.etp = etp;
-  f.ep = ep;
-  f.edp = edp;
-  f.expertOrder = expertOrder;
   PlanSpec spec;
   std::string error;
-  EXPECT_FALSE(PlanSpec::fromFlags(f, spec, &error));
+  EXPECT_FALSE(
+      PlanSpec::fromFlags(seedFlags(etp, ep, edp, expertOrder), spec, &error));
   return error;
 }
 

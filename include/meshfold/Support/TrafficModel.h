@@ -58,7 +58,8 @@ struct OrderCost {
 /// Every distinct plan of the sizes and node size of `flags` (its orders are
 /// not used): each order of the attention axes tp, cp, dp, pp with each
 /// order of the expert axes etp, ep, edp, where orders that differ only in
-/// where axes of size 1 go count once (the first in lexicographic order);
+/// where axes of size 1 go count once (the one nearest the default orders
+/// tp,cp,dp,pp and etp,ep,edp);
 /// with its analytic per-layer traffic and time for `tokens` per replica at
 /// `bytes` per element; fastest first (ties keep the enumeration order).
 std::vector<OrderCost> rankOrders(const PlanFlags &flags,
