@@ -40,7 +40,9 @@ namespace cl = llvm::cl;
 namespace json = llvm::json;
 
 static cl::OptionCategory cat("meshfold-import-hf options");
-static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<config.json>"),
+static cl::opt<std::string> inputFile(cl::Positional,
+                                      cl::desc("<config.json or checkpoint "
+                                               "folder>"),
                                       cl::Required, cl::cat(cat));
 static cl::opt<std::string> outputFile("o", cl::desc("Output model (.mlir)"),
                                        cl::value_desc("file"), cl::init("-"),
@@ -473,7 +475,17 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(
       argc, argv,
       "meshfold-import-hf: a Hugging Face MoE config.json to a moe model\n\n"
-      "  meshfold-import-hf config.json -o model.mlir [--num-layers N]\n");
+      "  meshfold-import-hf config.json -o model.mlir [--num-layers N]\n"
+      "  meshfold-import-hf CHECKPOINT_DIR -o model.mlir  (its config.json)\n");
+  // A checkpoint folder: its config.json (and generation_config.json beside
+  // it).
+  if (llvm::sys::fs::is_directory(inputFile)) {
+    SmallString<256> config(inputFile.getValue());
+    llvm::sys::path::append(config, "config.json");
+    if (!llvm::sys::fs::exists(config))
+      die(inputFile + ": a checkpoint folder must hold config.json");
+    inputFile = std::string(config);
+  }
   Config c = readConfig(inputFile);
   if (numLayersOpt.getNumOccurrences() &&
       (numLayersOpt < 1 || numLayersOpt > c.layers))
