@@ -504,7 +504,7 @@ void mfrt::loadProgram(const Options &options, Program &prog) {
   checkPromptLengths(options, m, prog.requests);
   checkGeneration(options, m, prog.requests);
   prog.generation = options.generation;
-  prog.weights = SafetensorsFile::open(options.weights, &error);
+  prog.weights = Checkpoint::open(options.weights, &error);
   if (!prog.weights)
     die(error);
   checkWeights(m, *prog.weights);

@@ -6,7 +6,8 @@
 // dimension by its index in the shard group, a stacked expert weight as its
 // block of the per-expert checkpoint tensors.
 //
-// The file is memory-mapped (SafetensorsFile). A slice that is one run of
+// The checkpoint (one file, or shards named by an index) is memory-mapped
+// (Checkpoint, SafetensorsFile). A slice that is one run of
 // the file's bytes, aligned for its element type and already in the storage
 // type, is handed to the program where it lies in the mapping; any other is
 // copied (and converted) into a buffer of its own, and the mapped pages it
@@ -42,7 +43,7 @@ int64_t product(const std::vector<int64_t> &shape) {
 
 /// The checkpoint tensor `name`, after checking its presence, dtype and
 /// shape; the first failed check is the error.
-const TensorInfo *findTensor(const SafetensorsFile &file,
+const TensorInfo *findTensor(const Checkpoint &file,
                              const std::string &name,
                              const std::vector<int64_t> &shape,
                              std::string &error) {
@@ -54,12 +55,12 @@ const TensorInfo *findTensor(const SafetensorsFile &file,
   }
   if (t->dtype != DType::F32 && t->dtype != DType::BF16 &&
       t->dtype != DType::F16) {
-    error = file.path() + ": weight '" + name + "' has dtype " +
+    error = file.fileOf(name) + ": weight '" + name + "' has dtype " +
             dtypeName(t->dtype) + ", expected F32, BF16 or F16";
     return nullptr;
   }
   if (t->shape != shape) {
-    error = file.path() + ": weight '" + name + "' has shape " +
+    error = file.fileOf(name) + ": weight '" + name + "' has shape " +
             formatShape(t->shape) + ", the model expects " +
             formatShape(shape) + " (a weights file for a different model?)";
     return nullptr;
@@ -82,7 +83,7 @@ checkpointTensors(const ManifestParam &p) {
 }
 
 /// One checkpoint tensor, after the checks of findTensor.
-const TensorInfo &checkedTensor(const SafetensorsFile &file,
+const TensorInfo &checkedTensor(const Checkpoint &file,
                                 const std::string &name,
                                 const std::vector<int64_t> &shape) {
   std::string error;
@@ -138,7 +139,7 @@ void appendSliceRuns(const TensorInfo &t, const std::vector<int64_t> &start,
 
 /// The runs of this rank's slice of `p` (slice index[i] of shard i), in the
 /// order of the program's buffer.
-std::vector<Run> sliceRuns(const SafetensorsFile &file, const ManifestParam &p,
+std::vector<Run> sliceRuns(const Checkpoint &file, const ManifestParam &p,
                            const std::vector<int64_t> &index) {
   std::vector<int64_t> global = p.globalShape();
   std::vector<int64_t> start(global.size(), 0), len = global;
@@ -314,7 +315,7 @@ void copyRuns(const std::vector<Run> &runs, bool bf16, void *dst) {
 /// the model's order (all stages, all experts), on every run. A missing
 /// tensor is left to the ranks that read it, so that the error names the
 /// rank that needed it.
-void mfrt::checkWeights(const Manifest &m, const SafetensorsFile &file) {
+void mfrt::checkWeights(const Manifest &m, const Checkpoint &file) {
   std::string error;
   for (const ManifestParam &p : m.params)
     for (const auto &[name, shape] : checkpointTensors(p))

@@ -11,8 +11,8 @@
 
 #include "meshfold/Dialect/MoE/IR/MoE.h"
 
-#include "mfrt/io/Safetensors.h"
 #include "meshfold/Support/DType.h"
+#include "mfrt/io/Safetensors.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -23,10 +23,15 @@
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/WithColor.h"
 
+#include <algorithm>
 #include <cmath>
 
 using namespace mlir;
@@ -36,11 +41,17 @@ namespace cl = llvm::cl;
 static cl::OptionCategory cat("meshfold-gen-weights options");
 static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<model.mlir>"),
                                       cl::Required, cl::cat(cat));
-static cl::opt<std::string> outputFile("o", cl::desc("Output safetensors"),
-                                       cl::value_desc("file"), cl::Required,
-                                       cl::cat(cat));
+static cl::opt<std::string>
+    outputFile("o", cl::desc("Output safetensors (a folder with --shards)"),
+               cl::value_desc("file"), cl::Required, cl::cat(cat));
 static cl::opt<uint64_t> seed("seed", cl::desc("Random seed"), cl::init(0),
                               cl::cat(cat));
+static cl::opt<unsigned> shards(
+    "shards",
+    cl::desc("Write a checkpoint folder -o DIR as Hugging Face shards it: "
+             "K files model-0000i-of-0000K.safetensors and "
+             "model.safetensors.index.json (default: one file -o FILE)"),
+    cl::init(0), cl::cat(cat));
 static cl::opt<std::string> dtype("dtype", cl::desc("f32 (default) or bf16"),
                                   cl::init("f32"), cl::cat(cat));
 
@@ -70,12 +81,18 @@ uint64_t fnv1a(StringRef s) {
   return h;
 }
 
-/// Values for one tensor: norms near 1, everything else uniform with a scale
-/// of 1/sqrt(fan_in) (the embedding: 1) so activations stay O(1).
-std::vector<float> generate(StringRef name, ArrayRef<int64_t> shape) {
+/// Elements of a tensor of `shape`.
+int64_t product(ArrayRef<int64_t> shape) {
   int64_t count = 1;
   for (int64_t d : shape)
     count *= d;
+  return count;
+}
+
+/// Values for one tensor: norms near 1, everything else uniform with a scale
+/// of 1/sqrt(fan_in) (the embedding: 1) so activations stay O(1).
+std::vector<float> generate(StringRef name, ArrayRef<int64_t> shape) {
+  int64_t count = product(shape);
   SplitMix64 rng{fnv1a(name) ^ (seed * 0xd1342543de82ef95ULL)};
   bool norm = name.ends_with("norm.weight");
   double scale = name == "model.embed_tokens.weight"
@@ -115,42 +132,99 @@ int main(int argc, char **argv) {
   if (!module)
     die("cannot parse '" + inputFile + "'");
 
-  mfrt::SafetensorsWriter writer;
-  writer.setMetadata("format", "pt");
-  writer.setMetadata("generator",
-                     "meshfold-gen-weights seed=" + std::to_string(seed));
+  // The tensors in checkpoint order: each expert of a stacked weight apart.
+  std::vector<std::pair<std::string, std::vector<int64_t>>> tensors;
   llvm::StringSet<> seen;
-  auto add = [&](const std::string &name, ArrayRef<int64_t> shape) {
-    std::vector<float> values = generate(name, shape);
-    std::vector<int64_t> dims(shape.begin(), shape.end());
-    if (dtype == "f32") {
-      writer.addF32(name, dims, values);
-      return;
-    }
-    std::vector<uint16_t> half(values.size());
-    for (size_t i = 0; i < values.size(); ++i)
-      half[i] = meshfold::f32ToBF16(values[i]);
-    writer.add(name, mfrt::DType::BF16, dims, half.data());
-  };
-  size_t params = 0;
   module->walk([&](moe::ParamOp op) {
     if (!seen.insert(op.getName()).second)
       return;
-    ++params;
     ArrayRef<int64_t> shape = op.getType().getShape();
     if (!op.isStackedExperts()) {
-      add(op.getName().str(), shape);
+      tensors.push_back({op.getName().str(), {shape.begin(), shape.end()}});
       return;
     }
     std::string name = op.getName().str();
     size_t at = name.find("{e}");
     for (int64_t e = 0; e < shape[0]; ++e)
-      add(name.substr(0, at) + std::to_string(e) + name.substr(at + 3),
-          shape.drop_front());
+      tensors.push_back(
+          {name.substr(0, at) + std::to_string(e) + name.substr(at + 3),
+           {shape.begin() + 1, shape.end()}});
   });
-  if (params == 0)
+  if (tensors.empty())
     die("'" + inputFile + "' names no weights (no moe.param ops)");
-  if (!writer.write(outputFile, &error))
-    die(error);
+
+  // Shard i takes the tensors that start in its share of the bytes.
+  const unsigned numShards = shards ? unsigned(shards) : 1;
+  if (numShards > tensors.size())
+    die("--shards " + llvm::Twine(numShards) + " is more than the " +
+        llvm::Twine(tensors.size()) + " tensors");
+  const uint64_t elementBytes = dtype == "f32" ? 4 : 2;
+  uint64_t total = 0;
+  for (const auto &[name, dims] : tensors)
+    total += uint64_t(product(dims)) * elementBytes;
+  std::vector<unsigned> shardOf;
+  uint64_t before = 0;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    unsigned shard = 0;
+    if (t > 0) {
+      const unsigned last = shardOf.back();
+      const uint64_t byteShard =
+          before * numShards / std::max<uint64_t>(total, 1);
+      shard = unsigned(std::clamp<uint64_t>(byteShard, last, last + 1));
+      // Leave a tensor for each shard still empty.
+      if (numShards - 1 - last >= tensors.size() - t)
+        shard = last + 1;
+      shard = std::min(shard, numShards - 1);
+    }
+    shardOf.push_back(shard);
+    before += uint64_t(product(tensors[t].second)) * elementBytes;
+  }
+
+  if (shards) {
+    std::error_code ec = llvm::sys::fs::create_directories(outputFile);
+    if (ec)
+      die("cannot create the folder '" + outputFile + "': " + ec.message());
+  }
+  auto shardName = [&](unsigned i) {
+    return llvm::formatv("model-{0:d5}-of-{1:d5}.safetensors", i + 1, numShards)
+        .str();
+  };
+  llvm::json::Object weightMap;
+  for (unsigned i = 0, t = 0; i < numShards; ++i) {
+    mfrt::SafetensorsWriter writer;
+    writer.setMetadata("format", "pt");
+    writer.setMetadata("generator",
+                       "meshfold-gen-weights seed=" + std::to_string(seed));
+    for (; t < tensors.size() && shardOf[t] == i; ++t) {
+      const auto &[name, dims] = tensors[t];
+      std::vector<float> values = generate(name, dims);
+      if (dtype == "f32") {
+        writer.addF32(name, dims, values);
+      } else {
+        std::vector<uint16_t> half(values.size());
+        for (size_t k = 0; k < values.size(); ++k)
+          half[k] = meshfold::f32ToBF16(values[k]);
+        writer.add(name, mfrt::DType::BF16, dims, half.data());
+      }
+      weightMap[name] = shardName(i);
+    }
+    SmallString<256> path(outputFile.getValue());
+    if (shards)
+      llvm::sys::path::append(path, shardName(i));
+    if (!writer.write(std::string(path), &error))
+      die(error);
+  }
+  if (shards) {
+    SmallString<256> indexPath(outputFile.getValue());
+    llvm::sys::path::append(indexPath, "model.safetensors.index.json");
+    llvm::json::Object index{
+        {"metadata", llvm::json::Object{{"total_size", int64_t(total)}}},
+        {"weight_map", std::move(weightMap)}};
+    std::error_code ec;
+    llvm::raw_fd_ostream os(indexPath, ec);
+    if (ec)
+      die("cannot write '" + indexPath + "': " + ec.message());
+    os << llvm::formatv("{0:2}", llvm::json::Value(std::move(index))) << "\n";
+  }
   return 0;
 }

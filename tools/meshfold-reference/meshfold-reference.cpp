@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mfrt/io/Prompts.h"
+#include "mfrt/io/Checkpoint.h"
 #include "mfrt/io/Safetensors.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -45,7 +46,9 @@ static cl::opt<std::string> configPath("config", cl::Required,
                                        cl::cat(category));
 static cl::opt<std::string> weightsPath(
     "weights", cl::Required,
-    cl::desc("Weights (safetensors, HF Mixtral names, F32 or BF16)"),
+    cl::desc("Weights: a safetensors file, a model.safetensors.index.json "
+             "with its shards, or a checkpoint folder (HF Mixtral names, "
+             "F32, BF16 or F16)"),
     cl::value_desc("path"), cl::cat(category));
 static cl::opt<std::string>
     promptsPath("prompts", cl::Required,
@@ -426,21 +429,21 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
 /// Checks and loads weights by name, converting to f32.
 class Weights {
 public:
-  Weights(const mfrt::SafetensorsFile &file, Failure &failure)
+  Weights(const mfrt::Checkpoint &file, Failure &failure)
       : file(file), failure(failure) {}
 
   /// Checks that \p name exists, is a float tensor and has \p shape.
   bool check(const std::string &name, const std::vector<int64_t> &shape) {
     const mfrt::TensorInfo *tensor = file.find(name);
     if (!tensor)
-      return fail(failure, file.path() + ": tensor '" + name + "' is missing");
+      return fail(failure, file.fileOf(name) + ": tensor '" + name + "' is missing");
     if (tensor->dtype != mfrt::DType::F32 &&
         tensor->dtype != mfrt::DType::BF16 && tensor->dtype != mfrt::DType::F16)
-      return fail(failure, file.path() + ": tensor '" + name + "' has dtype " +
+      return fail(failure, file.fileOf(name) + ": tensor '" + name + "' has dtype " +
                                mfrt::dtypeName(tensor->dtype) +
                                ", expected F32 or BF16");
     if (tensor->shape != shape)
-      return fail(failure, file.path() + ": tensor '" + name + "' has shape " +
+      return fail(failure, file.fileOf(name) + ": tensor '" + name + "' has shape " +
                                mfrt::formatShape(tensor->shape) +
                                ", expected " + mfrt::formatShape(shape) +
                                " from the config");
@@ -451,11 +454,11 @@ public:
   bool load(const std::string &name, std::vector<float> &out) {
     const mfrt::TensorInfo *tensor = file.find(name);
     if (!tensor)
-      return fail(failure, file.path() + ": tensor '" + name + "' is missing");
+      return fail(failure, file.fileOf(name) + ": tensor '" + name + "' is missing");
     out.assign(static_cast<size_t>(tensor->numElements()), 0.0f);
     std::string error;
     if (!mfrt::readAsF32(*tensor, out.data(), out.size(), &error))
-      return fail(failure, file.path() + ": " + error);
+      return fail(failure, file.fileOf(name) + ": " + error);
     return true;
   }
 
@@ -463,7 +466,7 @@ public:
   bool loadRow(const std::string &name, int64_t row, float *out) {
     const mfrt::TensorInfo *tensor = file.find(name);
     if (!tensor || tensor->shape.size() != 2)
-      return fail(failure, file.path() + ": tensor '" + name +
+      return fail(failure, file.fileOf(name) + ": tensor '" + name +
                                "' is missing or not 2-D");
     int64_t cols = tensor->shape[1];
     mfrt::TensorInfo rowInfo = *tensor;
@@ -475,12 +478,12 @@ public:
         static_cast<size_t>(cols) * mfrt::dtypeSize(tensor->dtype);
     std::string error;
     if (!mfrt::readAsF32(rowInfo, out, static_cast<size_t>(cols), &error))
-      return fail(failure, file.path() + ": " + error);
+      return fail(failure, file.fileOf(name) + ": " + error);
     return true;
   }
 
 private:
-  const mfrt::SafetensorsFile &file;
+  const mfrt::Checkpoint &file;
   Failure &failure;
 };
 
@@ -778,7 +781,7 @@ bool runMoE(const Config &c, int64_t layer, Weights &weights,
 
 /// Prefill of `requests`: their K/V, last-position logits and, with
 /// `allLogits`, every position's (prompt logprobs).
-bool runModel(const Config &c, const mfrt::SafetensorsFile &file,
+bool runModel(const Config &c, const mfrt::Checkpoint &file,
               std::vector<Request> &requests, bool allLogits,
               Failure &failure) {
   Weights weights(file, failure);
@@ -911,7 +914,7 @@ struct Generated {
 /// re-runs the whole model on prompt + the tokens so far of every request
 /// still going. Each request ends with the K/V of its last run: prompt + all
 /// generated tokens but the last.
-bool generate(const Config &c, const mfrt::SafetensorsFile &file,
+bool generate(const Config &c, const mfrt::Checkpoint &file,
               const std::vector<std::vector<int64_t>> &prompts,
               std::vector<Request> &requests, std::vector<Generated> &out,
               Failure &failure) {
@@ -956,8 +959,8 @@ bool run(Failure &failure) {
     return false;
 
   std::string error;
-  std::unique_ptr<mfrt::SafetensorsFile> file =
-      mfrt::SafetensorsFile::open(weightsPath, &error);
+  std::unique_ptr<mfrt::Checkpoint> file =
+      mfrt::Checkpoint::open(weightsPath, &error);
   if (!file)
     return fail(failure, error);
 

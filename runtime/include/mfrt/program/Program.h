@@ -16,7 +16,7 @@
 #define MFRT_PROGRAM_PROGRAM_H
 
 #include "meshfold/Support/Manifest.h"
-#include "mfrt/io/Safetensors.h"
+#include "mfrt/io/Checkpoint.h"
 #include "mfrt/mfrt.h"
 #include "mfrt/program/ProgramRank.h"
 
@@ -84,7 +84,7 @@ struct Program {
   double runSeconds = 0;
   int64_t runSteps = 0, runBatch = 0;
   meshfold::Manifest manifest;
-  std::unique_ptr<SafetensorsFile> weights;
+  std::unique_ptr<Checkpoint> weights;
   /// OpenMP threads of each rank's parallel loops (set by every rank for
   /// itself: the thread count is per thread).
   int threadsPerRank = 1;
@@ -161,7 +161,7 @@ int rankMain(void *);
 
 /// Checks the dtype and shape of every tensor the model reads that the
 /// checkpoint holds (see Weights.cpp).
-void checkWeights(const meshfold::Manifest &m, const SafetensorsFile &file);
+void checkWeights(const meshfold::Manifest &m, const Checkpoint &file);
 /// The runtime group of `axes` for this rank, made once per rank.
 int64_t groupOf(std::map<std::string, int64_t> &cache, const std::string &axes);
 /// Loads this rank's slice of every weight, in the storage type the
