@@ -43,8 +43,7 @@ int64_t product(const std::vector<int64_t> &shape) {
 
 /// The checkpoint tensor `name`, after checking its presence, dtype and
 /// shape; the first failed check is the error.
-const TensorInfo *findTensor(const Checkpoint &file,
-                             const std::string &name,
+const TensorInfo *findTensor(const Checkpoint &file, const std::string &name,
                              const std::vector<int64_t> &shape,
                              std::string &error) {
   const TensorInfo *t = file.find(name);
@@ -83,8 +82,7 @@ checkpointTensors(const ManifestParam &p) {
 }
 
 /// One checkpoint tensor, after the checks of findTensor.
-const TensorInfo &checkedTensor(const Checkpoint &file,
-                                const std::string &name,
+const TensorInfo &checkedTensor(const Checkpoint &file, const std::string &name,
                                 const std::vector<int64_t> &shape) {
   std::string error;
   const TensorInfo *t = findTensor(file, name, shape, error);

@@ -16,8 +16,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mfrt/io/Prompts.h"
 #include "mfrt/io/Checkpoint.h"
+#include "mfrt/io/Prompts.h"
 #include "mfrt/io/Safetensors.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -436,17 +436,18 @@ public:
   bool check(const std::string &name, const std::vector<int64_t> &shape) {
     const mfrt::TensorInfo *tensor = file.find(name);
     if (!tensor)
-      return fail(failure, file.fileOf(name) + ": tensor '" + name + "' is missing");
+      return fail(failure,
+                  file.fileOf(name) + ": tensor '" + name + "' is missing");
     if (tensor->dtype != mfrt::DType::F32 &&
         tensor->dtype != mfrt::DType::BF16 && tensor->dtype != mfrt::DType::F16)
-      return fail(failure, file.fileOf(name) + ": tensor '" + name + "' has dtype " +
-                               mfrt::dtypeName(tensor->dtype) +
+      return fail(failure, file.fileOf(name) + ": tensor '" + name +
+                               "' has dtype " + mfrt::dtypeName(tensor->dtype) +
                                ", expected F32 or BF16");
     if (tensor->shape != shape)
-      return fail(failure, file.fileOf(name) + ": tensor '" + name + "' has shape " +
-                               mfrt::formatShape(tensor->shape) +
-                               ", expected " + mfrt::formatShape(shape) +
-                               " from the config");
+      return fail(failure,
+                  file.fileOf(name) + ": tensor '" + name + "' has shape " +
+                      mfrt::formatShape(tensor->shape) + ", expected " +
+                      mfrt::formatShape(shape) + " from the config");
     return true;
   }
 
@@ -454,7 +455,8 @@ public:
   bool load(const std::string &name, std::vector<float> &out) {
     const mfrt::TensorInfo *tensor = file.find(name);
     if (!tensor)
-      return fail(failure, file.fileOf(name) + ": tensor '" + name + "' is missing");
+      return fail(failure,
+                  file.fileOf(name) + ": tensor '" + name + "' is missing");
     out.assign(static_cast<size_t>(tensor->numElements()), 0.0f);
     std::string error;
     if (!mfrt::readAsF32(*tensor, out.data(), out.size(), &error))
