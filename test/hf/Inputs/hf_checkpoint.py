@@ -1,0 +1,51 @@
+"""A checkpoint folder written by Hugging Face transformers itself, and its
+own forward on it:
+
+  hf_checkpoint.py CONFIG.json LAYERS DIR SHARD_SIZE PROMPTS.txt REF.safetensors
+
+builds MixtralForCausalLM(config) with LAYERS layers (seeded random
+weights, f32), saves it to DIR with save_pretrained(max_shard_size=
+SHARD_SIZE) (shards and model.safetensors.index.json, as users download
+them), then runs its forward on each prompt line and writes what the
+emitted program writes: req{r}.logits [V] (last position) and
+req{r}.layers.{i}.k / .v [T, n_kv, d_h] (K after RoPE, from its KV cache).
+"""
+
+import json
+import sys
+
+import torch
+from safetensors.torch import save_file
+from transformers import MixtralConfig, MixtralForCausalLM
+
+
+def cache_layer(cache, i):
+    """Layer i's (keys, values) [1, n_kv, T, d_h] in transformers 4 or 5."""
+    if hasattr(cache, "layers"):
+        return cache.layers[i].keys, cache.layers[i].values
+    return cache.key_cache[i], cache.value_cache[i]
+
+
+def main():
+    config_path, layers, out_dir, shard_size, prompts, ref = sys.argv[1:7]
+    with open(config_path) as f:
+        fields = json.load(f)
+    fields["num_hidden_layers"] = int(layers)
+    torch.manual_seed(1)
+    model = MixtralForCausalLM(MixtralConfig(**fields)).to(torch.float32)
+    model.eval()
+    model.save_pretrained(out_dir, max_shard_size=shard_size)
+    tensors = {}
+    for r, line in enumerate(open(prompts).read().splitlines()):
+        ids = torch.tensor([[int(t) for t in line.split()]])
+        with torch.no_grad():
+            out = model(ids, use_cache=True)
+        tensors[f"req{r}.logits"] = out.logits[0, -1].contiguous()
+        for i in range(int(layers)):
+            k, v = cache_layer(out.past_key_values, i)
+            tensors[f"req{r}.layers.{i}.k"] = k[0].transpose(0, 1).contiguous()
+            tensors[f"req{r}.layers.{i}.v"] = v[0].transpose(0, 1).contiguous()
+    save_file(tensors, ref)
+
+
+main()
