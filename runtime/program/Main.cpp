@@ -31,6 +31,7 @@ int main(int argc, char **argv) {
   loadProgram(options, prog);
   configureTrace(options, prog);
   prog.reportTraffic = options.reportTraffic;
+  prog.reportLoad = options.reportLoad;
   prog.collectOutputs = launch.backend != MFRT_BACKEND_LOCAL;
   std::string plan = planText(prog.manifest);
   launch.plan = plan.c_str();
@@ -38,6 +39,8 @@ int main(int argc, char **argv) {
       options, launch.backend == MFRT_BACKEND_LOCAL ? ranksOfPlan(plan) : 1);
   std::string reportPlan = reportPlanText(options, prog, plan);
   prepareTraffic(prog, plan);
+  if (prog.reportLoad)
+    prog.loads.assign(size_t(ranksOfPlan(plan)), {});
   auto t0 = std::chrono::steady_clock::now();
   // Progress for a terminal only: a log gets no \r-updated lines.
   std::atomic<bool> stopProgress{false};
@@ -67,6 +70,8 @@ int main(int argc, char **argv) {
     printTraffic(prog, reportPlan);
   if (options.reportDecode)
     printDecodeReport(prog);
+  if (prog.reportLoad)
+    printLoadReport(prog);
   if (!options.quiet) {
     double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)

@@ -135,6 +135,10 @@ void usage() {
       "  --step-logits    also write req{r}.step_logits [n, V], the logits "
       "that chose\n"
       "                   each generated token\n"
+      "  --report load    print per rank the checkpoint files it read and the "
+      "bytes of\n"
+      "                   its weight slices, used in place (mapped) or "
+      "copied\n"
       "  --report decode  print per request the K/V rows each decode step "
       "computed (the\n"
       "                   step's own) and read from the cache, counted by "
@@ -278,9 +282,11 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
     else if (name == "--report") {
       std::string what;
       value(what);
-      if (what != "traffic" && what != "decode")
-        die("--report must be traffic or decode, got '" + what + "'");
-      (what == "traffic" ? options.reportTraffic : options.reportDecode) = true;
+      if (what != "traffic" && what != "decode" && what != "load")
+        die("--report must be traffic, decode or load, got '" + what + "'");
+      (what == "traffic"  ? options.reportTraffic
+       : what == "decode" ? options.reportDecode
+                          : options.reportLoad) = true;
     } else
       die("unknown option '" + arg + "' (see --help)");
   }

@@ -271,6 +271,41 @@ void mfrt::collectTraffic(Program &prog) {
   }
 }
 
+void mfrt::collectLoads(Program &prog) {
+  int me = mfrt_rank();
+  if (me != 0) {
+    const std::vector<uint64_t> &l = prog.loads[size_t(me)];
+    sendToRoot(l.data(), l.size() * sizeof(uint64_t),
+               "sending the load figures to rank 0");
+    return;
+  }
+  for (int peer = 1; peer < mfrt_world_size(); ++peer) {
+    std::vector<char> in = recvFromRank(peer, "collecting load figures");
+    std::vector<uint64_t> &l = prog.loads[size_t(peer)];
+    if (in.size() != 4 * sizeof(uint64_t))
+      fatal("internal: rank " + std::to_string(peer) + " sent " +
+            std::to_string(in.size()) + " bytes of load figures");
+    l.assign(4, 0);
+    std::memcpy(l.data(), in.data(), in.size());
+  }
+}
+
+void mfrt::printLoadReport(const Program &prog) {
+  std::printf("weights per rank (%s: %zu file%s):\n",
+              prog.weights->path().c_str(), prog.weights->shardCount(),
+              prog.weights->shardCount() == 1 ? "" : "s");
+  std::printf("  rank  files read   slice bytes   used in place        "
+              "copied\n");
+  for (size_t r = 0; r < prog.loads.size(); ++r) {
+    const std::vector<uint64_t> &l = prog.loads[r];
+    if (l.size() != 4)
+      continue;
+    std::printf("  %4zu  %10llu  %12llu  %14llu  %12llu\n", r,
+                (unsigned long long)l[0], (unsigned long long)l[1],
+                (unsigned long long)l[2], (unsigned long long)l[3]);
+  }
+}
+
 void mfrt::addOutputs(const Program &prog, SafetensorsWriter &writer,
                       bool quiet) {
   const Manifest &m = prog.manifest;

@@ -586,6 +586,8 @@ int mfrt::rankMain(void *) {
     readTrafficCounters(prog, rs, rank.rank);
   if (prog.collectOutputs && prog.reportTraffic)
     collectTraffic(prog);
+  if (prog.collectOutputs && prog.reportLoad)
+    collectLoads(prog);
   if (prog.collectOutputs && traceConfig().traceToken)
     collectTrace(prog);
   if (prog.collectOutputs)

@@ -25,6 +25,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <set>
 #include <thread>
 
 #include <sys/mman.h>
@@ -367,6 +368,13 @@ void mfrt::loadWeights(ProgramRank &rs,
   counters.total += total;
   ++counters.loading;
 
+  // --report load: the files this rank reads and how its slices are held.
+  std::set<std::string> files;
+  uint64_t inPlace = 0, copied = 0;
+  if (prog.reportLoad)
+    for (const auto &[p, runs] : slices)
+      for (const Run &r : runs)
+        files.insert(prog.weights->fileOf(r.tensor->name));
   for (auto &[p, runs] : slices) {
     WeightSlice &slice = rs.params[p->id];
     DType storage = p->bf16 ? DType::BF16 : DType::F32;
@@ -376,9 +384,11 @@ void mfrt::loadWeights(ProgramRank &rs,
       size_t bytes = size_t(product(p->shape)) * dtypeSize(storage);
       slice.mapped = in;
       slice.mappedBytes = bytes;
+      inPlace += bytes;
       prefault(in, bytes);
       continue;
     }
+    copied += size_t(product(p->shape)) * dtypeSize(storage);
     if (p->bf16) {
       slice.bf16.resize(size_t(product(p->shape)));
       copyRuns(runs, true, slice.bf16.data());
@@ -388,6 +398,10 @@ void mfrt::loadWeights(ProgramRank &rs,
     }
   }
   --counters.loading;
+  if (prog.reportLoad && mfrt_rank() >= 0 &&
+      size_t(mfrt_rank()) < prog.loads.size())
+    program().loads[size_t(mfrt_rank())] = {uint64_t(files.size()), total,
+                                            inPlace, copied};
 }
 
 void mfrt::showLoadProgress(std::atomic<bool> &stop) {

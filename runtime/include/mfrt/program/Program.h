@@ -66,6 +66,9 @@ struct Options {
   /// --report decode: per request, the rows each decode step computed and
   /// read.
   bool reportDecode = false;
+  /// --report load: per rank, the checkpoint files it read and the bytes of
+  /// its slices, used in place or copied.
+  bool reportLoad = false;
   /// Generation after prefill.
   Generation generation;
 };
@@ -78,6 +81,11 @@ struct Program {
   /// then the number of decode steps the rank ran.
   bool reportTraffic = false;
   std::vector<std::vector<uint64_t>> traffic;
+  /// --report load: per rank, {checkpoint files read, bytes of its slices in
+  /// the checkpoint, bytes used in place where they are mapped, bytes
+  /// copied}.
+  bool reportLoad = false;
+  std::vector<std::vector<uint64_t>> loads;
   /// Rank 0's run of its requests (--report decode's throughput): wall
   /// seconds (prefills and decode steps), decode steps and the most
   /// requests a step ran.
@@ -162,6 +170,11 @@ int rankMain(void *);
 /// Checks the dtype and shape of every tensor the model reads that the
 /// checkpoint holds (see Weights.cpp).
 void checkWeights(const meshfold::Manifest &m, const Checkpoint &file);
+
+/// --report load: rank 0 gathers every rank's load figures (under MPI), and
+/// prints them.
+void collectLoads(Program &prog);
+void printLoadReport(const Program &prog);
 /// The runtime group of `axes` for this rank, made once per rank.
 int64_t groupOf(std::map<std::string, int64_t> &cache, const std::string &axes);
 /// Loads this rank's slice of every weight, in the storage type the
