@@ -28,6 +28,11 @@ llvm_config.add_tool_substitutions(tools, tool_dirs)
 llvm_config.with_environment("PATH", config.meshfold_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
+# script(1) (util-linux), to run a tool on a terminal: REQUIRES: pty.
+import shutil
+if shutil.which("script"):
+    config.available_features.add("pty")
+
 # mlir-runner and its runtime libraries, for tests that run lowered IR
 # (REQUIRES: mlir-runner; -shared-libs=%mlir_runner_utils,%mlir_c_runner_utils).
 llvm_lib_dir = os.path.join(os.path.dirname(config.llvm_tools_dir), "lib")

@@ -609,6 +609,17 @@ void SafetensorsWriter::add(const std::string &name, DType dtype,
 void SafetensorsWriter::add(const std::string &name, DType dtype,
                             const std::vector<int64_t> &shape,
                             std::vector<uint8_t> bytes) {
+  addEntry(name, dtype, shape, std::move(bytes), /*later=*/false);
+}
+
+void SafetensorsWriter::declare(const std::string &name, DType dtype,
+                                const std::vector<int64_t> &shape) {
+  addEntry(name, dtype, shape, {}, /*later=*/true);
+}
+
+void SafetensorsWriter::addEntry(const std::string &name, DType dtype,
+                                 const std::vector<int64_t> &shape,
+                                 std::vector<uint8_t> bytes, bool later) {
   std::string problem;
   int64_t elements = checkedElements(shape);
   if (name.empty())
@@ -617,7 +628,8 @@ void SafetensorsWriter::add(const std::string &name, DType dtype,
     problem = "tensor name '__metadata__' is reserved";
   else if (elements < 0)
     problem = "tensor '" + name + "': invalid shape " + formatShape(shape);
-  else if (bytes.size() != static_cast<size_t>(elements) * dtypeSize(dtype))
+  else if (!later &&
+           bytes.size() != static_cast<size_t>(elements) * dtypeSize(dtype))
     problem = "tensor '" + name + "': " + std::to_string(bytes.size()) +
               " bytes given, but shape " + formatShape(shape) + " of " +
               dtypeName(dtype) + " needs " +
@@ -634,7 +646,9 @@ void SafetensorsWriter::add(const std::string &name, DType dtype,
       pendingError = problem;
     return;
   }
-  entries.push_back(Entry{name, dtype, shape, std::move(bytes)});
+  entries.push_back(Entry{name, dtype, shape, std::move(bytes),
+                          static_cast<size_t>(elements) * dtypeSize(dtype),
+                          later});
 }
 
 void SafetensorsWriter::addF32(const std::string &name,
@@ -690,7 +704,7 @@ bool SafetensorsWriter::buildHeader(std::string &header,
         header += ",";
       header += std::to_string(entry.shape[i]);
     }
-    uint64_t end = offset + entry.bytes.size();
+    uint64_t end = offset + entry.byteCount;
     header += "],\"data_offsets\":[" + std::to_string(offset) + "," +
               std::to_string(end) + "]}";
     offset = end;
@@ -702,8 +716,8 @@ bool SafetensorsWriter::buildHeader(std::string &header,
   return true;
 }
 
-bool SafetensorsWriter::write(const std::string &path,
-                              std::string *error) const {
+bool SafetensorsWriter::write(const std::string &path, std::string *error,
+                              const Producer &produce) const {
   std::string header;
   if (!buildHeader(header, error)) {
     if (error)
@@ -731,11 +745,27 @@ bool SafetensorsWriter::write(const std::string &path,
   if (std::fwrite(lengthBytes, 1, 8, out) != 8 ||
       std::fwrite(header.data(), 1, header.size(), out) != header.size())
     return failWrite("write failed");
-  for (const Entry &entry : entries)
-    if (!entry.bytes.empty() &&
-        std::fwrite(entry.bytes.data(), 1, entry.bytes.size(), out) !=
-            entry.bytes.size())
+  std::vector<uint8_t> produced;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const Entry &entry = entries[i];
+    const std::vector<uint8_t> *bytes = &entry.bytes;
+    if (entry.later) {
+      produced.clear();
+      if (!produce || !produce(i, produced) ||
+          produced.size() != entry.byteCount) {
+        std::fclose(out);
+        std::remove(tmpPath.c_str());
+        return setError(error, path + ": tensor '" + entry.name +
+                                   "': its bytes were not produced (" +
+                                   std::to_string(produced.size()) + " of " +
+                                   std::to_string(entry.byteCount) + ")");
+      }
+      bytes = &produced;
+    }
+    if (!bytes->empty() &&
+        std::fwrite(bytes->data(), 1, bytes->size(), out) != bytes->size())
       return failWrite("write failed");
+  }
   if (std::fflush(out) != 0)
     return failWrite("write failed");
   if (::fsync(fileno(out)) != 0 && errno != EINVAL)

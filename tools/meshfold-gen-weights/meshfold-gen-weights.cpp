@@ -24,6 +24,7 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/JSON.h"
@@ -33,6 +34,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+
+#include <unistd.h>
 
 using namespace mlir;
 using namespace meshfold;
@@ -52,6 +56,9 @@ static cl::opt<unsigned> shards(
              "K files model-0000i-of-0000K.safetensors and "
              "model.safetensors.index.json (default: one file -o FILE)"),
     cl::init(0), cl::cat(cat));
+static cl::opt<bool>
+    quiet("quiet", cl::desc("No progress line (shown on a terminal otherwise)"),
+          cl::cat(cat));
 static cl::opt<std::string> dtype("dtype", cl::desc("f32 (default) or bf16"),
                                   cl::init("f32"), cl::cat(cat));
 
@@ -190,30 +197,59 @@ int main(int argc, char **argv) {
         .str();
   };
   llvm::json::Object weightMap;
-  for (unsigned i = 0, t = 0; i < numShards; ++i) {
+  // Progress on a terminal: the bytes written so far.
+  const bool progress = !quiet && ::isatty(STDERR_FILENO);
+  uint64_t written = 0;
+  auto showProgress = [&] {
+    if (progress)
+      llvm::errs() << llvm::format(
+          "\rgenerating weights: %3d%% (%.1f of %.1f MB)",
+          int(written * 100 / std::max<uint64_t>(total, 1)),
+          double(written) / 1e6, double(total) / 1e6);
+  };
+  for (unsigned i = 0, first = 0; i < numShards; ++i) {
     mfrt::SafetensorsWriter writer;
     writer.setMetadata("format", "pt");
     writer.setMetadata("generator",
                        "meshfold-gen-weights seed=" + std::to_string(seed));
-    for (; t < tensors.size() && shardOf[t] == i; ++t) {
-      const auto &[name, dims] = tensors[t];
-      std::vector<float> values = generate(name, dims);
-      if (dtype == "f32") {
-        writer.addF32(name, dims, values);
-      } else {
-        std::vector<uint16_t> half(values.size());
-        for (size_t k = 0; k < values.size(); ++k)
-          half[k] = meshfold::f32ToBF16(values[k]);
-        writer.add(name, mfrt::DType::BF16, dims, half.data());
-      }
+    unsigned end = first;
+    for (; end < tensors.size() && shardOf[end] == i; ++end) {
+      const auto &[name, dims] = tensors[end];
+      writer.declare(
+          name, dtype == "f32" ? mfrt::DType::F32 : mfrt::DType::BF16, dims);
       weightMap[name] = shardName(i);
     }
+    // Each tensor is generated as the writer reaches it: the file is never
+    // held whole.
+    auto produce = [&](size_t index, std::vector<uint8_t> &bytes) {
+      const auto &[name, dims] = tensors[first + index];
+      std::vector<float> values = generate(name, dims);
+      if (dtype == "f32") {
+        bytes.resize(values.size() * sizeof(float));
+        std::memcpy(bytes.data(), values.data(), bytes.size());
+      } else {
+        bytes.resize(values.size() * sizeof(uint16_t));
+        for (size_t k = 0; k < values.size(); ++k) {
+          uint16_t h = meshfold::f32ToBF16(values[k]);
+          std::memcpy(bytes.data() + 2 * k, &h, 2);
+        }
+      }
+      written += bytes.size();
+      showProgress();
+      return true;
+    };
     SmallString<256> path(outputFile.getValue());
     if (shards)
       llvm::sys::path::append(path, shardName(i));
-    if (!writer.write(std::string(path), &error))
+    if (!writer.write(std::string(path), &error, produce)) {
+      if (progress)
+        llvm::errs() << "\n";
       die(error);
+    }
+    first = end;
   }
+  if (progress)
+    llvm::errs() << "\n";
   if (shards) {
     SmallString<256> indexPath(outputFile.getValue());
     llvm::sys::path::append(indexPath, "model.safetensors.index.json");

@@ -26,6 +26,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -146,10 +147,21 @@ public:
   /// Number of tensors added so far.
   size_t size() const { return entries.size(); }
 
+  /// Adds a tensor whose bytes write() asks \p produce for, in order, when
+  /// it writes them (so that a large file is never held whole).
+  void declare(const std::string &name, DType dtype,
+               const std::vector<int64_t> &shape);
+
+  /// Fills `bytes` with declared tensor `index`'s bytes; false on failure.
+  using Producer =
+      std::function<bool(size_t index, std::vector<uint8_t> &bytes)>;
+
   /// Writes the file to `path.tmp` and renames it to \p path, so that a
   /// partial output file never exists under \p path. On failure returns
   /// false, removes the temporary file, and sets \p error (if non-null).
-  bool write(const std::string &path, std::string *error) const;
+  /// Declared tensors' bytes come from \p produce.
+  bool write(const std::string &path, std::string *error,
+             const Producer &produce = {}) const;
 
   /// The serialized header (JSON plus space padding), as write() emits it.
   /// Returns false and sets \p error on the same problems as write().
@@ -161,7 +173,13 @@ private:
     DType dtype;
     std::vector<int64_t> shape;
     std::vector<uint8_t> bytes;
+    /// The tensor's size; its bytes come from write()'s producer (later).
+    size_t byteCount = 0;
+    bool later = false;
   };
+  void addEntry(const std::string &name, DType dtype,
+                const std::vector<int64_t> &shape, std::vector<uint8_t> bytes,
+                bool later);
   std::vector<Entry> entries;
   std::map<std::string, std::string> metadataMap;
   /// First problem found by add(); reported by write().
