@@ -37,6 +37,8 @@
 
 #include <chrono>
 
+#include <unistd.h>
+
 using namespace mlir;
 using namespace meshfold;
 namespace cl = llvm::cl;
@@ -131,6 +133,9 @@ static cl::opt<std::string> runtimeDir(
     "runtime-dir",
     cl::desc("Directory holding libmfrt.a (default: ../lib beside this tool)"),
     cl::cat(cat));
+static cl::opt<bool>
+    quiet("quiet", cl::desc("No progress line (shown on a terminal otherwise)"),
+          cl::cat(cat));
 static cl::opt<bool> verbose("v", cl::desc("Print the stages and their times"),
                              cl::cat(cat));
 // The plan flags: the plan options of the mf-partition pipeline.
@@ -190,8 +195,19 @@ static cl::opt<std::string>
                       "spans nodes), flat or hierarchical"),
              cl::init("auto"), cl::cat(cat));
 
+/// Whether a progress line is open on the terminal (stderr).
+static bool progressOpen = false;
+
+/// Erases the progress line, if any.
+static void clearProgress() {
+  if (progressOpen)
+    llvm::errs() << "\r\x1b[K";
+  progressOpen = false;
+}
+
 /// Prints `msg` as the tool's one-line error.
 static LogicalResult fail(const llvm::Twine &msg) {
+  clearProgress();
   llvm::WithColor::error(llvm::errs(), "meshfold-compile") << msg << "\n";
   return failure();
 }
@@ -200,20 +216,37 @@ static LogicalResult fail(const llvm::Twine &msg) {
 /// timer was made.
 class StageTimer {
 public:
+  /// A stage starts: with -v its name; on a terminal, a progress line.
+  void begin(const char *what) {
+    stageStart = std::chrono::steady_clock::now();
+    if (verbose)
+      llvm::errs() << llvm::format("[%7.3fs] ", since(start)) << what
+                   << "...\n";
+    else if (showProgress()) {
+      llvm::errs() << "\r\x1b[Kmeshfold-compile: " << what << "...";
+      progressOpen = true;
+    }
+  }
+  /// The stage ends: with -v, what it did and its time.
   void operator()(const char *what) const {
     if (!verbose)
       return;
-    double s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
-    llvm::errs() << llvm::format("[%7.3fs] ", s) << what << "\n";
+    llvm::errs() << llvm::format("[%7.3fs] ", since(start)) << what
+                 << llvm::format(" (%.3f s)", since(stageStart)) << "\n";
   }
+  ~StageTimer() { clearProgress(); }
 
 private:
+  static double since(std::chrono::steady_clock::time_point t) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t)
+        .count();
+  }
+  static bool showProgress() { return !quiet && ::isatty(STDERR_FILENO); }
+
   std::chrono::steady_clock::time_point start =
       std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point stageStart = start;
 };
-
 /// Parses the command line: the tool's flags and the MLIR ones it takes.
 static void parseCommandLine(int argc, char **argv) {
   registerPassManagerCLOptions();
@@ -444,6 +477,7 @@ static LogicalResult checkPlan(ModuleOp module) {
 
 /// --explain-order: prints the plan flags' axis orders ranked by traffic.
 static LogicalResult explainOrders(ModuleOp module) {
+  clearProgress();
   FailureOr<TrafficModelInput> model =
       getTrafficModelInput(module, /*hierarchical=*/dispatch != "flat");
   if (failed(model))
@@ -455,6 +489,7 @@ static LogicalResult explainOrders(ModuleOp module) {
 /// --suggest-plan: the best plans of --gpus GPUs for the model, each sized
 /// by partitioning a copy of the module for it.
 static LogicalResult suggestPlans(ModuleOp module, int64_t deviceBytes) {
+  clearProgress();
   FailureOr<moe::ModelInfo> info = moe::getModelInfo(module);
   if (failed(info))
     return failure();
@@ -523,7 +558,7 @@ static LogicalResult suggestPlans(ModuleOp module, int64_t deviceBytes) {
 /// Partitions `module` for its plan when the plan spans several devices, or
 /// when prompt logprobs are asked for: they come from the partitioning's
 /// head pass, so a one-rank program gets the one-device plan.
-static LogicalResult partition(ModuleOp module, const StageTimer &stage) {
+static LogicalResult partition(ModuleOp module, StageTimer &stage) {
   if (promptLogprobs && !module->hasAttr(mf::MFDialect::getPlanAttrName())) {
     PlanSpec spec;
     std::string error;
@@ -536,6 +571,7 @@ static LogicalResult partition(ModuleOp module, const StageTimer &stage) {
       module->getAttrOfType<mf::PlanAttr>(mf::MFDialect::getPlanAttrName());
   if (!plan || !(plan.getDevices() > 1 || promptLogprobs))
     return success();
+  stage.begin("partitioning");
   PassManager pm(module.getContext());
   if (failed(applyPassManagerCLOptions(pm)))
     return fail("bad pass manager options");
@@ -552,6 +588,7 @@ static LogicalResult partition(ModuleOp module, const StageTimer &stage) {
 /// --report memory: prints the memory of every rank and fails when one does
 /// not fit in --device-memory (`deviceBytes`).
 static LogicalResult reportMemory(ModuleOp module, int64_t deviceBytes) {
+  clearProgress();
   FailureOr<std::vector<RankMemory>> memory = computeMemoryReport(
       module, maxPrompt, memoryDType == "bf16" ? 2 : 4,
       // --decode: the step is the program's prefill.
@@ -568,7 +605,7 @@ static LogicalResult reportMemory(ModuleOp module, int64_t deviceBytes) {
 
 /// Lowers `module` to the LLVM dialect (and, for CUDA, kernel binaries) with
 /// the target's pipeline.
-static LogicalResult lower(ModuleOp module, const StageTimer &stage) {
+static LogicalResult lower(ModuleOp module, StageTimer &stage) {
   PassManager pm(module.getContext());
   if (failed(applyPassManagerCLOptions(pm)))
     return fail("bad pass manager options");
@@ -597,7 +634,8 @@ static LogicalResult lower(ModuleOp module, const StageTimer &stage) {
 
 /// --emit ptx: one PTX module per outlined kernel module, each under a
 /// comment line naming its gpu.binary.
-static LogicalResult writePTX(ModuleOp module, const StageTimer &stage) {
+static LogicalResult writePTX(ModuleOp module, StageTimer &stage) {
+  stage.begin("writing PTX");
   std::string error;
   std::unique_ptr<llvm::ToolOutputFile> out =
       openOutputFile(outputFile, &error);
@@ -621,7 +659,8 @@ static LogicalResult writePTX(ModuleOp module, const StageTimer &stage) {
 
 /// --emit mlir / llvm: the lowered module or its optimised LLVM IR.
 static LogicalResult writeIR(ModuleOp module, const CodegenOptions &cg,
-                             const StageTimer &stage) {
+                             StageTimer &stage) {
+  stage.begin("writing");
   std::string error;
   std::unique_ptr<llvm::ToolOutputFile> out =
       openOutputFile(outputFile, &error);
@@ -639,7 +678,8 @@ static LogicalResult writeIR(ModuleOp module, const CodegenOptions &cg,
 /// --emit obj: the object file, written beside the output and renamed, so
 /// that a failure leaves no partial output.
 static LogicalResult writeObject(ModuleOp module, const CodegenOptions &cg,
-                                 const StageTimer &stage) {
+                                 StageTimer &stage) {
+  stage.begin("emitting the object");
   std::string error;
   llvm::SmallString<256> tmp(outputFile);
   tmp += ".tmp";
@@ -655,17 +695,18 @@ static LogicalResult writeObject(ModuleOp module, const CodegenOptions &cg,
 
 /// --emit exe: a temporary object linked with the runtime in `rtDir`.
 static LogicalResult writeExecutable(ModuleOp module, const CodegenOptions &cg,
-                                     llvm::StringRef rtDir,
-                                     const StageTimer &stage) {
+                                     llvm::StringRef rtDir, StageTimer &stage) {
   std::string error;
   llvm::SmallString<128> object;
   if (std::error_code ec =
           llvm::sys::fs::createTemporaryFile("meshfold", "o", object))
     return fail("cannot create a temporary file: " + ec.message());
   llvm::FileRemover removeObject(object);
+  stage.begin("emitting the object");
   if (failed(emitObjectFile(module, object, cg, error)))
     return fail(error);
   stage("object emitted");
+  stage.begin("linking");
 
   if (target == "cuda") {
     CUDALinkOptions cuda;
@@ -682,7 +723,7 @@ static LogicalResult writeExecutable(ModuleOp module, const CodegenOptions &cg,
 
 /// Writes what --emit asks for.
 static LogicalResult writeOutput(ModuleOp module, llvm::StringRef rtDir,
-                                 const StageTimer &stage) {
+                                 StageTimer &stage) {
   if (emit == Emit::PTX)
     return writePTX(module, stage);
   CodegenOptions cg;
@@ -699,7 +740,7 @@ static LogicalResult writeOutput(ModuleOp module, llvm::StringRef rtDir,
 /// Compiles the parsed `module`: the plan, --explain-order, partitioning,
 /// --report memory, lowering and the output.
 static LogicalResult compile(ModuleOp module, int64_t deviceBytes,
-                             llvm::StringRef rtDir, const StageTimer &stage) {
+                             llvm::StringRef rtDir, StageTimer &stage) {
   if (suggestPlan)
     return suggestPlans(module, deviceBytes);
   if (failed(setPlanFromFlags(module)) || failed(checkPlan(module)))
@@ -707,6 +748,7 @@ static LogicalResult compile(ModuleOp module, int64_t deviceBytes,
   if (explainOrder)
     return explainOrders(module);
   if (decodeStep) {
+    stage.begin("deriving the decode step");
     PassManager pm(module.getContext());
     if (failed(applyPassManagerCLOptions(pm)))
       return fail("bad pass manager options");
@@ -729,6 +771,7 @@ static LogicalResult compile(ModuleOp module, int64_t deviceBytes,
     if (outputFile.empty())
       return success();
   }
+  stage.begin("lowering");
   if (failed(lower(module, stage)))
     return failure();
   return writeOutput(module, rtDir, stage);
@@ -748,6 +791,13 @@ int main(int argc, char **argv) {
   StageTimer stage;
   llvm::SourceMgr sourceMgr;
   SourceMgrDiagnosticHandler diagHandler(sourceMgr, context.get());
+  // A diagnostic first erases the progress line (then the handler above
+  // prints it).
+  context->getDiagEngine().registerHandler([](Diagnostic &) {
+    clearProgress();
+    return failure();
+  });
+  stage.begin("parsing");
   OwningOpRef<ModuleOp> module = parseInput(sourceMgr, *context);
   if (!module)
     return 1;
