@@ -249,45 +249,38 @@ void mfrt::collectTrace(Program &prog) {
                prog.traceHops);
 }
 
-/// Under MPI each process has its own rank's byte counters: rank 0 collects
-/// them for --report traffic (read before any of these messages).
-void mfrt::collectTraffic(Program &prog) {
+namespace {
+/// Under MPI each process has its own rank's row of `rows`: rank 0 collects
+/// every rank's, each as long as its own (`what` names them in messages).
+void collectRows(std::vector<std::vector<uint64_t>> &rows, const char *what) {
   int me = mfrt_rank();
   if (me != 0) {
-    const std::vector<uint64_t> &t = prog.traffic[size_t(me)];
-    sendToRoot(t.data(), t.size() * sizeof(uint64_t),
-               "sending the traffic counters to rank 0");
+    const std::vector<uint64_t> &row = rows[size_t(me)];
+    sendToRoot(row.data(), row.size() * sizeof(uint64_t),
+               (std::string("sending the ") + what + " to rank 0").c_str());
     return;
   }
   for (int peer = 1; peer < mfrt_world_size(); ++peer) {
-    std::vector<char> in = recvFromRank(peer, "collecting traffic counters");
-    std::vector<uint64_t> &t = prog.traffic[size_t(peer)];
-    t.assign(in.size() / sizeof(uint64_t), 0);
-    if (t.size() != prog.traffic[0].size())
+    std::vector<char> in =
+        recvFromRank(peer, (std::string("collecting ") + what).c_str());
+    std::vector<uint64_t> &row = rows[size_t(peer)];
+    row.assign(in.size() / sizeof(uint64_t), 0);
+    if (row.size() != rows[0].size())
       fatal("internal: rank " + std::to_string(peer) + " sent " +
-            std::to_string(t.size()) + " traffic counters, expected " +
-            std::to_string(prog.traffic[0].size()));
-    std::memcpy(t.data(), in.data(), t.size() * sizeof(uint64_t));
+            std::to_string(row.size()) + " " + what + ", expected " +
+            std::to_string(rows[0].size()));
+    std::memcpy(row.data(), in.data(), row.size() * sizeof(uint64_t));
   }
+}
+} // namespace
+
+/// --report traffic's byte counters (read before any of these messages).
+void mfrt::collectTraffic(Program &prog) {
+  collectRows(prog.traffic, "traffic counters");
 }
 
 void mfrt::collectLoads(Program &prog) {
-  int me = mfrt_rank();
-  if (me != 0) {
-    const std::vector<uint64_t> &l = prog.loads[size_t(me)];
-    sendToRoot(l.data(), l.size() * sizeof(uint64_t),
-               "sending the load figures to rank 0");
-    return;
-  }
-  for (int peer = 1; peer < mfrt_world_size(); ++peer) {
-    std::vector<char> in = recvFromRank(peer, "collecting load figures");
-    std::vector<uint64_t> &l = prog.loads[size_t(peer)];
-    if (in.size() != 4 * sizeof(uint64_t))
-      fatal("internal: rank " + std::to_string(peer) + " sent " +
-            std::to_string(in.size()) + " bytes of load figures");
-    l.assign(4, 0);
-    std::memcpy(l.data(), in.data(), in.size());
-  }
+  collectRows(prog.loads, "load figures");
 }
 
 void mfrt::printLoadReport(const Program &prog) {
