@@ -16,7 +16,7 @@ double meshfold::layerFlops(const moe::ModelInfo &m, const PlanFlags &f,
   const double tp = double(f.tp), cp = double(f.cp);
   const double d = double(m.hidden), dh = double(m.headDim);
   const double heads = double(m.numHeads) / tp;
-  const double kvLocal = m.numKVHeads >= f.tp ? double(m.numKVHeads) / tp : 1.0;
+  const double kvLocal = double(kvHeadsPerRank(m.numKVHeads, f.tp));
   // Attention rows per rank (CP splits the prompt, TP the heads); MoE rows
   // per rank (SP splits them over TP too).
   const double rows = tokens / cp, moeRows = tokens / (cp * tp);
@@ -58,17 +58,24 @@ std::vector<std::vector<int64_t>> factorizations(int64_t n, int parts) {
 /// A lower bound of a rank's bytes under `f`: its layers' weights and K/V
 /// (embeddings, padding and activations left out), to drop plans that
 /// cannot fit before they are partitioned.
-double lowerBoundBytes(const moe::ModelInfo &m, const PlanFlags &f, int64_t ep,
+double lowerBoundBytes(const moe::ModelInfo &m, const PlanFlags &f,
                        double tokens, double bytes) {
   const double d = double(m.hidden), dh = double(m.headDim);
-  const double kvLocal =
-      m.numKVHeads >= f.tp ? double(m.numKVHeads) / double(f.tp) : 1.0;
+  const double kvLocal = double(kvHeadsPerRank(m.numKVHeads, f.tp));
   const double attention =
       2 * d * dh * (double(m.numHeads) / double(f.tp) + kvLocal);
-  const double experts = double(m.numExperts / ep) * 3 * d *
-                         double(m.ffn / std::max<int64_t>(f.etp, 1));
+  const double experts =
+      double(m.numExperts / f.ep) * 3 * d * double(m.ffn / f.etp);
   const double kv = 2 * (tokens / double(f.cp)) * kvLocal * dh;
   return (attention + experts + kv) * double(m.numLayers / f.pp) * bytes;
+}
+
+/// Traffic rows summed over every collective on one link class.
+double linkTotal(const std::vector<TrafficRow> &rows, bool ib) {
+  double total = 0;
+  for (const TrafficRow &r : rows)
+    total += ib ? r.ib : r.nvlink;
+  return total;
 }
 
 /// Traffic rows summed over the collectives `names` on one link class.
@@ -152,8 +159,8 @@ FailureOr<std::vector<PlanCandidate>> meshfold::searchPlans(
         continue;
       }
       ++passRules;
-      if (o.deviceBytes > 0 && lowerBoundBytes(model, f, f.ep, tokens, bytes) >
-                                   double(o.deviceBytes))
+      if (o.deviceBytes > 0 &&
+          lowerBoundBytes(model, f, tokens, bytes) > double(o.deviceBytes))
         continue;
       const double compute = layerFlops(model, f, tokens) / o.flops;
       for (const OrderCost &c : rankOrders(f, traffic, tokens, bytes)) {
@@ -164,16 +171,8 @@ FailureOr<std::vector<PlanCandidate>> meshfold::searchPlans(
         p.expertAxes = c.expertAxes;
         p.rows = c.rows;
         p.computeSeconds = compute;
-        p.nvlinkSeconds = sumRows(c.rows,
-                                  {"all_gather", "kv_ring", "reduce_scatter",
-                                   "dispatch", "combine", "pp"},
-                                  false) *
-                          scale / o.nvlinkGBps;
-        p.ibSeconds = sumRows(c.rows,
-                              {"all_gather", "kv_ring", "reduce_scatter",
-                               "dispatch", "combine", "pp"},
-                              true) *
-                      scale / o.ibGBps;
+        p.nvlinkSeconds = linkTotal(c.rows, false) * scale / o.nvlinkGBps;
+        p.ibSeconds = linkTotal(c.rows, true) * scale / o.ibGBps;
         p.perPrompt =
             (p.computeSeconds + p.nvlinkSeconds + p.ibSeconds) / double(f.dp);
         all.push_back(std::move(p));
@@ -257,14 +256,8 @@ void meshfold::printPlanSuggestions(raw_ostream &os,
   for (size_t i = 0; i < plans.size(); ++i) {
     const PlanCandidate &p = plans[i];
     const PlanFlags &f = p.flags;
-    const double nv = sumRows(p.rows,
-                              {"all_gather", "kv_ring", "reduce_scatter",
-                               "dispatch", "combine", "pp"},
-                              false);
-    const double ib = sumRows(p.rows,
-                              {"all_gather", "kv_ring", "reduce_scatter",
-                               "dispatch", "combine", "pp"},
-                              true);
+    const double nv = linkTotal(p.rows, false);
+    const double ib = linkTotal(p.rows, true);
     os << llvm::format(
         "%2zu. %s (order %s), experts %s (order %s): %.3f us/layer/prompt = "
         "(compute %.3f + NVLink %.3f + IB %.3f us) / DP%lld\n",
@@ -301,11 +294,7 @@ void meshfold::printPlanSuggestions(raw_ostream &os,
                            ep, (long long)f.dp, nep, (long long)n.flags.dp);
       else
         os << llvm::format(": %.4f T*d per GPU over DP%lld vs %.4f over DP%lld",
-                           ib, (long long)f.dp,
-                           sumRows(n.rows,
-                                   {"all_gather", "kv_ring", "reduce_scatter",
-                                    "dispatch", "combine", "pp"},
-                                   true),
+                           ib, (long long)f.dp, linkTotal(n.rows, true),
                            (long long)n.flags.dp);
       os << "\n";
     } else if (dn >= dc) {
@@ -313,11 +302,7 @@ void meshfold::printPlanSuggestions(raw_ostream &os,
                          "prompt: %.4f T*d per GPU over DP%lld vs %.4f over "
                          "DP%lld\n",
                          i + 2, dn * 1e6, nv, (long long)f.dp,
-                         sumRows(n.rows,
-                                 {"all_gather", "kv_ring", "reduce_scatter",
-                                  "dispatch", "combine", "pp"},
-                                 false),
-                         (long long)n.flags.dp);
+                         linkTotal(n.rows, false), (long long)n.flags.dp);
     } else {
       os << llvm::format(
           "    beats %zu by %.3f us less compute per prompt (a layer shared "

@@ -39,7 +39,7 @@ std::vector<TrafficRow> meshfold::analyticTraffic(const MeshLayout &layout,
   double d = double(m.hidden);
   // Per GPU, in units of T (tokens per replica): SP rows S, CP rows A.
   double s = 1.0 / double(cp * tp), a = 1.0 / double(cp);
-  double kvLocal = double(std::max<int64_t>(m.numKVHeads / tp, 1));
+  double kvLocal = double(kvHeadsPerRank(m.numKVHeads, tp));
   TrafficRow ag{"all_gather"}, ring{"kv_ring"}, rs{"reduce_scatter"},
       disp{"dispatch"}, comb{"combine"}, send{"pp"};
   int64_t perRank = ep > 0 ? m.numExperts / ep : m.numExperts;
@@ -214,7 +214,7 @@ double meshfold::passKVBytes(const MeshLayout &layout, int64_t numKVHeads,
   if (cp == 1)
     return 0;
   double share = cached / double(cp);
-  double kvHeads = double(numKVHeads / std::min(numKVHeads, tp));
+  double kvHeads = double(kvHeadsPerRank(numKVHeads, tp));
   return double(cp - 1) *
          (share * kvHeads * 2 * double(headDim) * 4 + share * 8);
 }

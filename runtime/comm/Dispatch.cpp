@@ -37,6 +37,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mfrt/comm/Dispatch.h"
+#include "meshfold/Support/Text.h"
 #include "mfrt/comm/CommDType.h"
 #include "mfrt/comm/CommRuntime.h"
 
@@ -75,16 +76,8 @@ namespace {
 
 /// True if the group's axes name the expert mesh's "ep".
 bool placesExperts(const Group &g) {
-  size_t start = 0;
-  while (start <= g.axes.size()) {
-    size_t end = g.axes.find(',', start);
-    if (end == std::string::npos)
-      end = g.axes.size();
-    if (g.axes.compare(start, end - start, "ep") == 0)
-      return true;
-    start = end + 1;
-  }
-  return false;
+  std::vector<std::string> axes = meshfold::split(g.axes, ',');
+  return std::find(axes.begin(), axes.end(), "ep") != axes.end();
 }
 
 /// The group's routing targets for `nExperts` experts: on a group along the

@@ -126,25 +126,23 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string &path,
   std::map<std::string, std::string> weightMap;
   if (!readIndex(file, weightMap, error))
     return nullptr;
-  // The shards, in the order the index first names them.
+  // The shards, in the order the index first names them (tensor names
+  // ascending), and the first tensor it puts in each.
   std::map<std::string, size_t> shardIndex;
-  std::vector<std::string> shardNames;
+  std::vector<std::string> shardNames, firstTensor;
   for (const auto &[name, shard] : weightMap)
-    if (shardIndex.emplace(shard, shardNames.size()).second)
+    if (shardIndex.emplace(shard, shardNames.size()).second) {
       shardNames.push_back(shard);
+      firstTensor.push_back(name);
+    }
   const std::string dir = dirOf(file);
-  for (const std::string &shard : shardNames) {
+  for (size_t i = 0; i < shardNames.size(); ++i) {
+    const std::string &shard = shardNames[i];
     const std::string shardPath = join(dir, shard);
     if (!exists(shardPath)) {
-      fail(
-          error, file + ": shard '" + shard + "' is missing (the index puts '" +
-                     [&] {
-                       for (const auto &[n, s] : weightMap)
-                         if (s == shard)
-                           return n;
-                       return std::string();
-                     }() +
-                     "' in it)");
+      fail(error, file + ": shard '" + shard +
+                      "' is missing (the index puts '" + firstTensor[i] +
+                      "' in it)");
       return nullptr;
     }
     std::unique_ptr<SafetensorsFile> f =

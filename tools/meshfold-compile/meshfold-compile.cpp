@@ -455,24 +455,10 @@ static LogicalResult setPlanFromFlags(ModuleOp module) {
 /// rules are reported, as one line (the partitioning checks the same, with
 /// the module's location).
 static LogicalResult checkPlan(ModuleOp module) {
-  auto plan =
-      module->getAttrOfType<mf::PlanAttr>(mf::MFDialect::getPlanAttrName());
-  if (!plan)
-    return success();
-  std::string error;
-  std::optional<MeshLayout> layout =
-      MeshLayout::create(plan.toPlanSpec(), &error);
-  if (!layout)
-    return fail(error);
-  FailureOr<moe::ModelInfo> info = moe::getModelInfo(module);
-  if (failed(info))
+  FailureOr<std::string> error = mf::checkPlanAndModel(module);
+  if (failed(error))
     return failure();
-  if (info->numLayers == 0)
-    return success();
-  error = layout->checkModel(moe::modelDims(*info));
-  if (!error.empty())
-    return fail(error);
-  return success();
+  return error->empty() ? success() : fail(*error);
 }
 
 /// --explain-order: prints the plan flags' axis orders ranked by traffic.
@@ -484,6 +470,20 @@ static LogicalResult explainOrders(ModuleOp module) {
     return fail("--explain-order needs a model (moe ops) in the input");
   printOrderExplanation(llvm::outs(), planFlags(), *model, explainTokens);
   return success();
+}
+
+/// Runs the mf-partition pipeline on `module` for its plan, with the tool's
+/// --dispatch (and the prompt's logits, when asked).
+static LogicalResult runPartitionPipeline(ModuleOp module,
+                                          bool withPromptLogprobs) {
+  PassManager pm(module.getContext());
+  if (failed(applyPassManagerCLOptions(pm)))
+    return fail("bad pass manager options");
+  PartitionPipelineOptions options;
+  options.dispatch = dispatch;
+  options.promptLogprobs = withPromptLogprobs;
+  buildPartitionPipeline(pm, options);
+  return pm.run(module);
 }
 
 /// --suggest-plan: the best plans of --gpus GPUs for the model, each sized
@@ -531,11 +531,7 @@ static LogicalResult suggestPlans(ModuleOp module, int64_t deviceBytes) {
     OwningOpRef<ModuleOp> copy = module.clone();
     (*copy)->setAttr(mf::MFDialect::getPlanAttrName(),
                      mf::PlanAttr::fromPlanSpec(module.getContext(), spec));
-    PassManager pm(module.getContext());
-    PartitionPipelineOptions partitionOptions;
-    partitionOptions.dispatch = dispatch;
-    buildPartitionPipeline(pm, partitionOptions);
-    if (failed(pm.run(*copy)))
+    if (failed(runPartitionPipeline(*copy, /*withPromptLogprobs=*/false)))
       return failure();
     FailureOr<std::vector<RankMemory>> ranks = computeMemoryReport(
         *copy, maxPrompt, options.bytesPerElement, "prefill");
@@ -572,14 +568,7 @@ static LogicalResult partition(ModuleOp module, StageTimer &stage) {
   if (!plan || !(plan.getDevices() > 1 || promptLogprobs))
     return success();
   stage.begin("partitioning");
-  PassManager pm(module.getContext());
-  if (failed(applyPassManagerCLOptions(pm)))
-    return fail("bad pass manager options");
-  PartitionPipelineOptions options;
-  options.dispatch = dispatch;
-  options.promptLogprobs = promptLogprobs;
-  buildPartitionPipeline(pm, options);
-  if (failed(pm.run(module)))
+  if (failed(runPartitionPipeline(module, promptLogprobs)))
     return failure();
   stage("partitioned");
   return success();

@@ -700,9 +700,11 @@ void expectConsistent(const MeshLayout &l) {
       EXPECT_EQ(g[size_t(l.coord(r, axis.name))], r);
       for (size_t i = 0; i < g.size(); ++i) {
         EXPECT_EQ(l.coord(g[i], axis.name), int64_t(i));
-        for (const ExpertAxis &other : l.spec().experts)
-          if (other.name != axis.name)
+        for (const ExpertAxis &other : l.spec().experts) {
+          if (other.name != axis.name) {
             EXPECT_EQ(l.coord(g[i], other.name), l.coord(r, other.name));
+          }
+        }
       }
     }
   }

@@ -90,6 +90,12 @@ enum class LinkClass { Self, NVLink, IB };
 /// "self", "nvlink" or "ib".
 const char *linkClassName(LinkClass link);
 
+/// The KV heads each TP rank holds: n_kv / TP, or one (shared by TP / n_kv
+/// ranks) when n_kv < TP (rule gqa).
+inline int64_t kvHeadsPerRank(int64_t numKVHeads, int64_t tp) {
+  return numKVHeads >= tp ? numKVHeads / tp : 1;
+}
+
 /// The model dimensions that the plan rules constrain.
 struct ModelDims {
   int64_t numHeads, numKVHeads, numExperts, numLayers;

@@ -78,7 +78,7 @@ struct MFShardTPPass : public mf::impl::MFShardTPPassBase<MFShardTPPass> {
              << ", or be a multiple of it (KV-head replication)";
     int64_t nhLocal = nh / tp;
     // With n_kv < TP each rank holds one KV head, shared by TP/n_kv ranks.
-    int64_t kvParts = std::min(nkv, tp), nkvLocal = nkv / kvParts;
+    int64_t kvParts = std::min(nkv, tp), nkvLocal = kvHeadsPerRank(nkv, tp);
 
     OpBuilder b(att);
     Location loc = att.getLoc();

@@ -15,32 +15,38 @@ using namespace mlir;
 using namespace meshfold;
 using namespace meshfold::mf;
 
+FailureOr<std::string> mf::checkPlanAndModel(ModuleOp module) {
+  auto plan = module->getAttrOfType<PlanAttr>(MFDialect::getPlanAttrName());
+  if (!plan)
+    return std::string();
+  std::string error;
+  std::optional<MeshLayout> layout =
+      MeshLayout::create(plan.toPlanSpec(), &error);
+  if (!layout)
+    return error;
+  FailureOr<moe::ModelInfo> info = moe::getModelInfo(module);
+  if (failed(info))
+    return failure();
+  if (info->numLayers == 0)
+    return std::string(); // No model in this module: only the plan.
+  return layout->checkModel(moe::modelDims(*info));
+}
+
 namespace {
 struct MFVerifyPlanPass
     : public mf::impl::MFVerifyPlanPassBase<MFVerifyPlanPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto plan = module->getAttrOfType<PlanAttr>(MFDialect::getPlanAttrName());
-    if (!plan)
-      return;
-    std::string error;
-    std::optional<MeshLayout> layout =
-        MeshLayout::create(plan.toPlanSpec(), &error);
-    if (!layout) {
-      module.emitError() << error;
+    FailureOr<std::string> error = checkPlanAndModel(module);
+    if (failed(error))
+      return signalPassFailure();
+    if (!error->empty()) {
+      module.emitError() << *error;
       return signalPassFailure();
     }
-    numDevices = layout->numDevices();
-    FailureOr<moe::ModelInfo> info = moe::getModelInfo(module);
-    if (failed(info))
-      return signalPassFailure();
-    if (info->numLayers == 0)
-      return; // No model in this module: only the plan is checked.
-    std::string modelError = layout->checkModel(moe::modelDims(*info));
-    if (!modelError.empty()) {
-      module.emitError() << modelError;
-      return signalPassFailure();
-    }
+    if (auto plan =
+            module->getAttrOfType<PlanAttr>(MFDialect::getPlanAttrName()))
+      numDevices = plan.getDevices();
   }
 };
 } // namespace
