@@ -23,7 +23,8 @@ llvm_config.use_default_substitutions()
 
 tool_dirs = [config.meshfold_tools_dir, config.llvm_tools_dir]
 tools = ["meshfold-opt", "meshfold-compile", "meshfold-import-hf",
-         "meshfold-gen-weights", "meshfold-reference", "meshfold-compare"]
+         "meshfold-gen-weights", "meshfold-reference", "meshfold-compare",
+         "meshfold-tokenize"]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 llvm_config.with_environment("PATH", config.meshfold_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
@@ -91,3 +92,29 @@ if os.access(hf_python, os.X_OK):
         config.substitutions.append(("%hf_python", hf_python))
     except (subprocess.SubprocessError, OSError):
         pass
+
+# Hugging Face `tokenizers` and SentencePiece's Python package (PyPI), the
+# independent implementations the tokenizers are checked against
+# (REQUIRES: hf-tokenizers; %tok_python): the Python of MESHFOLD_TOK_PYTHON,
+# else of the small test venv scripts/install-deps.sh makes in the build
+# folder, else of the benchmarks' venv.
+tok_candidates = [os.environ.get("MESHFOLD_TOK_PYTHON", ""),
+                  os.path.join(config.meshfold_obj_root, "test-venv", "bin", "python"),
+                  os.path.join(config.meshfold_obj_root, "bench-venv", "bin", "python")]
+for tok_python in tok_candidates:
+    if not tok_python or not os.access(tok_python, os.X_OK):
+        continue
+    try:
+        subprocess.run([tok_python, "-c", "import tokenizers, sentencepiece"],
+                       check=True, capture_output=True, timeout=60)
+    except (subprocess.SubprocessError, OSError):
+        continue
+    config.available_features.add("hf-tokenizers")
+    config.substitutions.append(("%tok_python", tok_python))
+    break
+
+# SentencePiece's trainer (Debian's sentencepiece), to make test models.
+spm_train = shutil.which("spm_train")
+if spm_train:
+    config.available_features.add("spm-train")
+    config.substitutions.append(("%spm_train", spm_train))

@@ -88,10 +88,9 @@ meshfold::createHostTargetMachine(const CodegenOptions &options,
       options.optLevel >= 3   ? llvm::CodeGenOptLevel::Aggressive
       : options.optLevel == 0 ? llvm::CodeGenOptLevel::None
                               : llvm::CodeGenOptLevel::Default;
-  std::unique_ptr<llvm::TargetMachine> tm(
-      target->createTargetMachine(triple, cpu, options.features,
-                                  llvm::TargetOptions(),
-                                  llvm::Reloc::PIC_, std::nullopt, level));
+  std::unique_ptr<llvm::TargetMachine> tm(target->createTargetMachine(
+      triple, cpu, options.features, llvm::TargetOptions(), llvm::Reloc::PIC_,
+      std::nullopt, level));
   if (!tm)
     error = "cannot create a target machine for " + triple.str() + " / " + cpu;
   return tm;
@@ -135,7 +134,8 @@ FailureOr<HostTarget> meshfold::resolveHostTarget(llvm::StringRef cpu,
 LogicalResult meshfold::emitLLVMIR(ModuleOp module, llvm::raw_ostream &os,
                                    const CodegenOptions &options,
                                    std::string &error) {
-  std::unique_ptr<llvm::TargetMachine> tm = createHostTargetMachine(options, error);
+  std::unique_ptr<llvm::TargetMachine> tm =
+      createHostTargetMachine(options, error);
   if (!tm)
     return failure();
   llvm::LLVMContext llvmCtx;
@@ -150,7 +150,8 @@ LogicalResult meshfold::emitLLVMIR(ModuleOp module, llvm::raw_ostream &os,
 LogicalResult meshfold::emitObjectFile(ModuleOp module, llvm::StringRef path,
                                        const CodegenOptions &options,
                                        std::string &error) {
-  std::unique_ptr<llvm::TargetMachine> tm = createHostTargetMachine(options, error);
+  std::unique_ptr<llvm::TargetMachine> tm =
+      createHostTargetMachine(options, error);
   if (!tm)
     return failure();
   llvm::LLVMContext llvmCtx;
@@ -216,6 +217,9 @@ LogicalResult link(llvm::StringRef object, llvm::StringRef output,
   std::string ompRunPath =
       std::string("-Wl,-rpath,") + MESHFOLD_OMP_LIBRARY_DIR;
   args.append({MESHFOLD_OMP_LIBRARY, ompRunPath});
+  // The tokenizers' libraries (text prompts).
+  for (const char *flag : {MESHFOLD_TOKENIZER_LINK})
+    args.push_back(flag);
   args.append({"-lm", "-pthread"});
   // The linker's own messages go to a file; the first error line is quoted.
   llvm::SmallString<128> log;

@@ -10,6 +10,9 @@
 
 #include "mfrt/io/Prompts.h"
 
+#include "mfrt/io/Json.h"
+#include "mfrt/io/Utf8.h"
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -148,22 +151,182 @@ bool mfrt::parsePrompts(const std::string &path, int64_t vocab,
                         std::vector<std::vector<int64_t>> &out,
                         std::string *error) {
   out.clear();
-  std::FILE *in = std::fopen(path.c_str(), "rb");
-  if (!in)
-    return setError(error, path + ": cannot open: " + std::strerror(errno));
-  std::string text;
-  char buffer[65536];
-  while (true) {
-    size_t n = std::fread(buffer, 1, sizeof(buffer), in);
-    text.append(buffer, n);
-    if (n < sizeof(buffer))
-      break;
-  }
-  bool readError = std::ferror(in) != 0;
-  int savedErrno = errno;
-  std::fclose(in);
-  if (readError)
-    return setError(error,
-                    path + ": cannot read: " + std::strerror(savedErrno));
+  std::string text, reason;
+  if (!readWholeFile(path, text, reason))
+    return setError(error, reason);
   return parsePromptsText(text, path, vocab, out, error);
+}
+
+namespace {
+/// Where a line's message starts: "FILE: line N: ".
+std::string at(const std::string &name, size_t line) {
+  return name + ": line " + std::to_string(line) + ": ";
+}
+
+/// Checks that \p text is UTF-8, naming the column (1-based byte) if not.
+bool checkUtf8(const std::string &text, const std::string &where,
+               std::string *error) {
+  size_t bad;
+  if (isUtf8(text, bad))
+    return true;
+  char byte[8];
+  std::snprintf(byte, sizeof(byte), "0x%02x", (unsigned char)text[bad]);
+  return setError(error, where + "not UTF-8 (byte " + byte + " at column " +
+                             std::to_string(bad + 1) + ")");
+}
+} // namespace
+
+bool mfrt::parsePromptLines(const std::string &text, const std::string &name,
+                            std::vector<PromptEntry> &out, std::string *error) {
+  out.clear();
+  std::vector<PromptEntry> prompts;
+  size_t pos = 0, line = 0;
+  while (pos < text.size()) {
+    ++line;
+    size_t newline = text.find('\n', pos);
+    size_t end = newline == std::string::npos ? text.size() : newline;
+    std::string raw = text.substr(pos, end - pos);
+    if (!raw.empty() && raw.back() == '\r')
+      raw.pop_back();
+    std::string where = at(name, line);
+    if (!checkUtf8(raw, where, error))
+      return false;
+    PromptEntry e;
+    e.isText = true;
+    e.line = line;
+    for (size_t i = 0; i < raw.size(); ++i) {
+      if (raw[i] != '\\') {
+        e.text += raw[i];
+        continue;
+      }
+      char next = i + 1 < raw.size() ? raw[i + 1] : '\0';
+      switch (next) {
+      case 'n':
+        e.text += '\n';
+        break;
+      case 't':
+        e.text += '\t';
+        break;
+      case 'r':
+        e.text += '\r';
+        break;
+      case '\\':
+        e.text += '\\';
+        break;
+      default:
+        return setError(error, where + "unknown escape " +
+                                   (next ? quoteToken(std::string("\\") + next)
+                                         : std::string("'\\' at the end")) +
+                                   " at column " + std::to_string(i + 1) +
+                                   " (\\n, \\t, \\r and \\\\ are allowed)");
+      }
+      ++i;
+    }
+    if (e.text.empty())
+      return setError(error, where + "empty prompt");
+    prompts.push_back(std::move(e));
+    if (newline == std::string::npos)
+      break;
+    pos = newline + 1;
+  }
+  if (prompts.empty())
+    return setError(error, name + ": no requests (the file is empty)");
+  out = std::move(prompts);
+  return true;
+}
+
+bool mfrt::parsePromptsJsonl(const std::string &text, const std::string &name,
+                             int64_t vocab, std::vector<PromptEntry> &out,
+                             std::string *error) {
+  out.clear();
+  std::vector<PromptEntry> prompts;
+  size_t pos = 0, line = 0;
+  while (pos < text.size()) {
+    ++line;
+    size_t newline = text.find('\n', pos);
+    size_t end = newline == std::string::npos ? text.size() : newline;
+    std::string raw = text.substr(pos, end - pos);
+    pos = newline == std::string::npos ? text.size() : newline + 1;
+    if (raw.find_first_not_of(" \t\r") == std::string::npos)
+      continue;
+    std::string where = at(name, line);
+    if (!checkUtf8(raw, where, error))
+      return false;
+    nlohmann::json j;
+    std::string reason;
+    if (!parseJson(raw, j, reason))
+      return setError(error, where + "invalid JSON: " + reason);
+    if (!j.is_object())
+      return setError(error, where + "not a JSON object");
+    const nlohmann::json *request = &j;
+    if (!j.contains("prompt") && !j.contains("prompt_token_ids") &&
+        j.contains("body") && j["body"].is_object())
+      request = &j["body"];
+    bool hasText = request->contains("prompt");
+    bool hasIds = request->contains("prompt_token_ids");
+    if (hasText == hasIds)
+      return setError(error, where + (hasText ? "both \"prompt\" and "
+                                                "\"prompt_token_ids\": give one"
+                                              : "no \"prompt\" (text) or "
+                                                "\"prompt_token_ids\" (ids)"));
+    PromptEntry e;
+    e.line = line;
+    if (hasText) {
+      const nlohmann::json &p = (*request)["prompt"];
+      if (!p.is_string())
+        return setError(error, where + "\"prompt\" is not a string (a list "
+                                       "of prompts: one per line)");
+      e.isText = true;
+      e.text = p.get<std::string>();
+      if (e.text.empty())
+        return setError(error, where + "empty prompt");
+    } else {
+      const nlohmann::json &ids = (*request)["prompt_token_ids"];
+      if (!ids.is_array() || ids.empty())
+        return setError(error,
+                        where + "\"prompt_token_ids\" is not a non-empty list");
+      for (size_t k = 0; k < ids.size(); ++k) {
+        const nlohmann::json &id = ids[k];
+        std::string which =
+            where + "prompt_token_ids[" + std::to_string(k) + "] ";
+        if (!id.is_number_integer())
+          return setError(error, which + "is not an integer");
+        if (id.is_number_unsigned()
+                ? id.get<uint64_t>() >= uint64_t(vocab)
+                : (id.get<int64_t>() < 0 || id.get<int64_t>() >= vocab))
+          return setError(error, which + "= " + id.dump() +
+                                     " is out of range for vocabulary size " +
+                                     std::to_string(vocab));
+        e.ids.push_back(id.get<int64_t>());
+      }
+    }
+    prompts.push_back(std::move(e));
+  }
+  if (prompts.empty())
+    return setError(error, name + ": no requests (no prompt in the file)");
+  out = std::move(prompts);
+  return true;
+}
+
+std::string mfrt::escapePromptText(const std::string &text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+    case '\\':
+      out += "\\\\";
+      break;
+    case '\n':
+      out += "\\n";
+      break;
+    case '\r':
+      out += "\\r";
+      break;
+    case '\t':
+      out += "\\t";
+      break;
+    default:
+      out += c;
+    }
+  }
+  return out;
 }

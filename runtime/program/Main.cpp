@@ -66,6 +66,7 @@ int main(int argc, char **argv) {
   std::string error;
   if (!writer.write(options.out, &error))
     die(error);
+  writeJsonlResults(options, prog);
   if (prog.reportTraffic)
     printTraffic(prog, reportPlan);
   if (options.reportDecode)
@@ -76,8 +77,9 @@ int main(int argc, char **argv) {
     double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
             .count();
-    std::printf("wrote %s: %zu requests, %lld layers (%.3f s)\n",
-                options.out.c_str(), prog.requests.size(),
+    std::printf("wrote %s%s%s: %zu requests, %lld layers (%.3f s)\n",
+                options.out.c_str(), options.outJsonl.empty() ? "" : " and ",
+                options.outJsonl.c_str(), prog.requests.size(),
                 (long long)prog.manifest.layers, s);
   }
   return 0;

@@ -39,8 +39,9 @@ void usage() {
       "usage: %s --weights W.safetensors --prompts PROMPTS.txt --out "
       "OUT.safetensors [--backend local|mpi|nccl] [--timeout S] [--threads N] "
       "[--quiet]\n\n"
-      "Runs prefill for every prompt (one request per line, token ids "
-      "separated by spaces)\non every rank of the compiled plan and writes, "
+      "Runs prefill for every prompt (one request per line: token ids "
+      "separated by spaces,\nor text with --prompts-text / --prompts-jsonl) "
+      "on every rank of the compiled plan\nand writes, "
       "per request r, req{r}.logits [V]\n(last prompt position) and "
       "req{r}.layers.{i}.k / .v [T, n_kv, d_h] (K after RoPE), f32.\n\n"
       "  --weights PATH   safetensors with Hugging Face Mixtral names (F32, "
@@ -49,7 +50,28 @@ void usage() {
       "shards, or\n"
       "                   a checkpoint folder holding either\n"
       "  --prompts FILE   prompts, one request per line\n"
+      "  --prompts-text FILE\n"
+      "                   text prompts, one per line (UTF-8; escapes \\n, "
+      "\\t, \\r, \\\\),\n"
+      "                   tokenized with the checkpoint's own tokenizer "
+      "(BOS as it adds it)\n"
+      "  --prompts-jsonl FILE\n"
+      "                   prompts as JSON lines: {\"prompt\": \"text\"} or "
+      "{\"prompt_token_ids\":\n"
+      "                   [ids]} (also inside \"body\", as in OpenAI batch "
+      "files)\n"
+      "  --tokenizer PATH tokenizer.json, tokenizer.model or a folder "
+      "holding one (default:\n"
+      "                   the one beside --weights)\n"
       "  --out FILE       output safetensors (written only on success)\n"
+      "  --out-jsonl FILE also write one JSON line per request: request, "
+      "prompt_tokens,\n"
+      "                   tokens (generated; without --max-new-tokens the "
+      "next token),\n"
+      "                   text (detokenized, null without a tokenizer), "
+      "finish_reason\n"
+      "                   (stop: end of sequence; length: the token "
+      "budget)\n"
       "  --backend NAME   local (default: every rank a thread of this "
       "process) or mpi\n"
       "                   (one process per rank under mpirun) or nccl "
@@ -214,7 +236,11 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
   const std::map<std::string, std::string *> valued = {
       {"--weights", &options.weights},
       {"--prompts", &options.prompts},
+      {"--prompts-text", &options.promptsText},
+      {"--prompts-jsonl", &options.promptsJsonl},
+      {"--tokenizer", &options.tokenizer},
       {"--out", &options.out},
+      {"--out-jsonl", &options.outJsonl},
       {"--backend", &options.backend},
       {"--timeout", &options.timeout},
       {"--trace-token", &options.traceToken},
@@ -292,10 +318,16 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
   }
   for (auto [flag, value] : {std::pair<const char *, const std::string *>{
                                  "--weights", &options.weights},
-                             {"--prompts", &options.prompts},
                              {"--out", &options.out}})
     if (value->empty())
       die(std::string("missing ") + flag + " (see --help)");
+  int prompts = !options.prompts.empty() + !options.promptsText.empty() +
+                !options.promptsJsonl.empty();
+  if (prompts != 1)
+    die(prompts == 0 ? "missing --prompts, --prompts-text or --prompts-jsonl "
+                       "(see --help)"
+                     : "give one of --prompts, --prompts-text and "
+                       "--prompts-jsonl");
   return true;
 }
 
@@ -352,6 +384,7 @@ int mfrt::threadsPerRank(const Options &options, int ranksInProcess) {
 void mfrt::checkOutputPaths(const Options &options) {
   for (auto [flag, file] :
        {std::pair<const char *, const std::string *>{"--out", &options.out},
+        {"--out-jsonl", &options.outJsonl},
         {"--trace-svg", &options.traceSvg}}) {
     if (file->empty())
       continue;

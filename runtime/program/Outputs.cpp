@@ -13,7 +13,10 @@
 #include "mfrt/program/Program.h"
 #include "mfrt/program/Trace.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -387,4 +390,54 @@ void mfrt::printDecodeReport(const Program &prog) {
               prog.outputs.size(), generated, (long long)prog.runSteps,
               (long long)prog.runBatch, 1e3 * prog.runSeconds,
               prog.runSeconds > 0 ? double(generated) / prog.runSeconds : 0.0);
+}
+
+void mfrt::writeJsonlResults(const Options &options, const Program &prog) {
+  if (options.outJsonl.empty())
+    return;
+  const Manifest &m = prog.manifest;
+  const Generation &g = prog.generation;
+  const Tokenizer *tokenizer = prog.prompts.tokenizer.get();
+  std::string text;
+  for (size_t r = 0; r < prog.requests.size(); ++r) {
+    const RequestOutput &o = *prog.outputs[r];
+    std::vector<int64_t> tokens;
+    std::string finish = "length";
+    if (g.maxNewTokens > 0) {
+      tokens.assign(o.generated.begin(), o.generated.end());
+      if (!g.ignoreEos && !tokens.empty() &&
+          std::find(m.eosTokens.begin(), m.eosTokens.end(), tokens.back()) !=
+              m.eosTokens.end())
+        finish = "stop";
+    } else {
+      // Prefill only: the next token, chosen as the first decode step would.
+      tokens.push_back(chooseToken(g, o.logits.data(), m.vocab, int64_t(r), 0));
+    }
+    nlohmann::ordered_json line;
+    line["request"] = r;
+    if (r < prog.prompts.texts.size() && !prog.prompts.texts[r].empty())
+      line["prompt"] = prog.prompts.texts[r];
+    line["prompt_tokens"] = prog.requests[r];
+    line["tokens"] = tokens;
+    if (tokenizer)
+      line["text"] = tokenizer->decode(tokens);
+    else
+      line["text"] = nullptr;
+    line["finish_reason"] = finish;
+    text +=
+        line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
+        "\n";
+  }
+  // Written whole to a temporary name, then renamed: no partial file.
+  std::string tmp = options.outJsonl + ".tmp";
+  std::FILE *out = std::fopen(tmp.c_str(), "wb");
+  if (!out)
+    die(tmp + ": cannot create: " + std::strerror(errno));
+  bool ok = std::fwrite(text.data(), 1, text.size(), out) == text.size();
+  ok = std::fclose(out) == 0 && ok;
+  if (!ok || std::rename(tmp.c_str(), options.outJsonl.c_str()) != 0) {
+    int saved = errno;
+    std::remove(tmp.c_str());
+    die(options.outJsonl + ": cannot write: " + std::strerror(saved));
+  }
 }

@@ -352,16 +352,17 @@ void generate(const Program &prog, ProgramRank &rs,
 /// manifest has it) fail the run, the first one named, unless
 /// --allow-long-prompts: then one warning line names the longest.
 void checkPromptLengths(const Options &options, const Manifest &m,
-                        const std::vector<std::vector<int64_t>> &requests) {
+                        const Prompts &prompts) {
+  const std::vector<std::vector<int64_t>> &requests = prompts.tokens;
   if (m.maxPositions <= 0)
     return;
   size_t longest = 0, over = 0;
   for (size_t r = 0; r < requests.size(); ++r) {
     if (int64_t(requests[r].size()) <= m.maxPositions)
       continue;
-    // Request r is line r + 1: the prompts file has no empty lines.
-    std::string what = options.prompts + ": line " + std::to_string(r + 1) +
-                       ": prompt of " + std::to_string(requests[r].size()) +
+    std::string what = prompts.file + ": line " +
+                       std::to_string(prompts.lines[r]) + ": prompt of " +
+                       std::to_string(requests[r].size()) +
                        " tokens is longer than the model's "
                        "max_position_embeddings (" +
                        std::to_string(m.maxPositions) + ")";
@@ -376,8 +377,8 @@ void checkPromptLengths(const Options &options, const Manifest &m,
                "%s: warning: %s: %zu prompt%s longer than the model's "
                "max_position_embeddings (%lld), the longest line %zu of %zu "
                "tokens; run as asked (--allow-long-prompts)\n",
-               programName(), options.prompts.c_str(), over,
-               over == 1 ? "" : "s", (long long)m.maxPositions, longest + 1,
+               programName(), prompts.file.c_str(), over, over == 1 ? "" : "s",
+               (long long)m.maxPositions, prompts.lines[longest],
                requests[longest].size());
 }
 
@@ -424,7 +425,8 @@ void checkGeneration(const Options &options, const Manifest &m,
   for (size_t r = 0; r < requests.size(); ++r)
     if (int64_t(requests[r].size()) + g.maxNewTokens > m.maxPositions)
       die("--max-new-tokens " + std::to_string(g.maxNewTokens) + ": request " +
-          std::to_string(r) + " (line " + std::to_string(r + 1) + ", " +
+          std::to_string(r) + " (line " +
+          std::to_string(program().prompts.lines[r]) + ", " +
           std::to_string(requests[r].size()) +
           " prompt tokens) would pass the model's max_position_embeddings (" +
           std::to_string(m.maxPositions) +
@@ -499,9 +501,17 @@ void mfrt::loadProgram(const Options &options, Program &prog) {
   if (!parseManifest(__mf_manifest, prog.manifest, error))
     die(error);
   const Manifest &m = prog.manifest;
-  if (!parsePrompts(options.prompts, m.vocab, prog.requests, &error))
+  PromptFiles files;
+  files.ids = options.prompts;
+  files.text = options.promptsText;
+  files.jsonl = options.promptsJsonl;
+  files.tokenizer = options.tokenizer;
+  files.weights = options.weights;
+  files.wantTokenizer = !options.outJsonl.empty();
+  if (!readPrompts(files, m.vocab, prog.prompts, &error))
     die(error);
-  checkPromptLengths(options, m, prog.requests);
+  prog.requests = prog.prompts.tokens;
+  checkPromptLengths(options, m, prog.prompts);
   checkGeneration(options, m, prog.requests);
   prog.generation = options.generation;
   prog.weights = Checkpoint::open(options.weights, &error);

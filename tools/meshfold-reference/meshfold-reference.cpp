@@ -19,6 +19,7 @@
 #include "mfrt/io/Checkpoint.h"
 #include "mfrt/io/Prompts.h"
 #include "mfrt/io/Safetensors.h"
+#include "mfrt/tokenizer/PromptSource.h"
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/CommandLine.h"
@@ -51,9 +52,23 @@ static cl::opt<std::string> weightsPath(
              "F32, BF16 or F16)"),
     cl::value_desc("path"), cl::cat(category));
 static cl::opt<std::string>
-    promptsPath("prompts", cl::Required,
-                cl::desc("Prompts: token ids, one request per line"),
+    promptsPath("prompts", cl::desc("Prompts: token ids, one request per line"),
                 cl::value_desc("path"), cl::cat(category));
+static cl::opt<std::string> promptsTextPath(
+    "prompts-text",
+    cl::desc("Prompts as text, one per line (escapes \\n \\t \\r "
+             "\\\\), tokenized with the checkpoint's tokenizer"),
+    cl::value_desc("path"), cl::cat(category));
+static cl::opt<std::string>
+    promptsJsonlPath("prompts-jsonl",
+                     cl::desc("Prompts as JSON lines: {\"prompt\": text} or "
+                              "{\"prompt_token_ids\": [ids]}"),
+                     cl::value_desc("path"), cl::cat(category));
+static cl::opt<std::string> tokenizerPath(
+    "tokenizer",
+    cl::desc("tokenizer.json, tokenizer.model or a folder holding one "
+             "(default: the one beside --weights)"),
+    cl::value_desc("path"), cl::cat(category));
 static cl::opt<std::string>
     outPath("out", cl::Required,
             cl::desc("Output safetensors: req{r}.logits [V], "
@@ -966,9 +981,16 @@ bool run(Failure &failure) {
   if (!file)
     return fail(failure, error);
 
-  std::vector<std::vector<int64_t>> prompts;
-  if (!mfrt::parsePrompts(promptsPath, config.vocab, prompts, &error))
+  mfrt::PromptFiles files;
+  files.ids = promptsPath;
+  files.text = promptsTextPath;
+  files.jsonl = promptsJsonlPath;
+  files.tokenizer = tokenizerPath;
+  files.weights = weightsPath;
+  mfrt::Prompts read;
+  if (!mfrt::readPrompts(files, config.vocab, read, &error))
     return fail(failure, error);
+  std::vector<std::vector<int64_t>> prompts = std::move(read.tokens);
 
   if (maxNewTokensOpt < 0)
     return fail(failure, "--max-new-tokens must be at least 0, got " +

@@ -36,6 +36,34 @@ bool parsePromptsText(const std::string &text, const std::string &name,
                       int64_t vocab, std::vector<std::vector<int64_t>> &out,
                       std::string *error);
 
+/// A prompt as a file gives it: text to tokenize, or token ids; with the
+/// line it is on (from 1).
+struct PromptEntry {
+  bool isText = false;
+  std::string text;
+  std::vector<int64_t> ids;
+  size_t line = 0;
+};
+
+/// Parses a text prompts file (--prompts-text): one prompt per line, UTF-8,
+/// with the escapes `\n`, `\t`, `\r` and `\\` (any other backslash
+/// sequence is an error). A '\r' before a line's newline is dropped; an
+/// empty line is an error. Errors name \p name and the line.
+bool parsePromptLines(const std::string &text, const std::string &name,
+                      std::vector<PromptEntry> &out, std::string *error);
+
+/// Parses a JSONL prompts file (--prompts-jsonl): one JSON object per line
+/// with `"prompt": "text"` or `"prompt_token_ids": [ids]` (at the top level
+/// or in a `"body"` object, as in OpenAI batch files); blank lines are
+/// skipped. Ids must lie in [0, vocab).
+bool parsePromptsJsonl(const std::string &text, const std::string &name,
+                       int64_t vocab, std::vector<PromptEntry> &out,
+                       std::string *error);
+
+/// \p text with the escapes parsePromptLines reads (backslash, newline,
+/// carriage return and tab escaped), on one line.
+std::string escapePromptText(const std::string &text);
+
 } // namespace mfrt
 
 #endif // MFRT_IO_PROMPTS_H

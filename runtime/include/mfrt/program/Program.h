@@ -19,6 +19,7 @@
 #include "mfrt/io/Checkpoint.h"
 #include "mfrt/mfrt.h"
 #include "mfrt/program/ProgramRank.h"
+#include "mfrt/tokenizer/PromptSource.h"
 
 #include <atomic>
 #include <cstdint>
@@ -52,6 +53,9 @@ int64_t chooseToken(const Generation &g, const float *logits, int64_t vocab,
 
 struct Options {
   std::string weights, prompts, out, backend = "local", timeout;
+  /// --prompts-text / --prompts-jsonl (text tokenized with --tokenizer's,
+  /// else the checkpoint's tokenizer) and --out-jsonl.
+  std::string promptsText, promptsJsonl, tokenizer, outJsonl;
   /// Whether --timeout was given (its value may be empty: --timeout=).
   bool timeoutGiven = false;
   std::string traceToken, forceRouting, traceSvg, nvlinkGBps, ibGBps;
@@ -97,6 +101,8 @@ struct Program {
   /// itself: the thread count is per thread).
   int threadsPerRank = 1;
   std::vector<std::vector<int64_t>> requests;
+  /// The prompts as read: their file and lines, their texts, the tokenizer.
+  Prompts prompts;
   std::vector<std::unique_ptr<RequestOutput>> outputs;
   Generation generation;
   /// Processes of a multi-process run each hold the outputs their ranks
@@ -197,6 +203,8 @@ void allocateOutputs(Program &prog);
 /// Multi-process runs: rank 0 collects the other processes' outputs, token
 /// trace and traffic counters; the other ranks send theirs.
 void collectOutputs(Program &prog);
+/// --out-jsonl: one line per request, written whole or not at all.
+void writeJsonlResults(const Options &options, const Program &prog);
 void collectTrace(Program &prog);
 void collectTraffic(Program &prog);
 /// Checks that every output was written and adds it to `writer`; prints
