@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mfrt/io/Checkpoint.h"
 #include "mfrt/io/Safetensors.h"
 
 #include "llvm/Support/CommandLine.h"
@@ -33,11 +34,12 @@ using namespace llvm;
 
 static cl::OptionCategory category("meshfold-compare options");
 
-static cl::opt<std::string> pathA(cl::Positional, cl::Required,
-                                  cl::desc("<A.safetensors>"),
-                                  cl::cat(category));
+static cl::opt<std::string>
+    pathA(cl::Positional, cl::Required,
+          cl::desc("<A: a safetensors file, an index or a folder>"),
+          cl::cat(category));
 static cl::opt<std::string> pathB(cl::Positional, cl::Required,
-                                  cl::desc("<B.safetensors (reference)>"),
+                                  cl::desc("<B (the reference), the same>"),
                                   cl::cat(category));
 static cl::opt<double>
     relTol("rtol",
@@ -189,23 +191,21 @@ TensorResult compareTensor(const mfrt::TensorInfo &a,
 
 int run() {
   std::string error;
-  std::unique_ptr<mfrt::SafetensorsFile> a =
-      mfrt::SafetensorsFile::open(pathA, &error);
+  std::unique_ptr<mfrt::Checkpoint> a = mfrt::Checkpoint::open(pathA, &error);
   if (!a) {
     errs() << "meshfold-compare: error: " << error << "\n";
     return 1;
   }
-  std::unique_ptr<mfrt::SafetensorsFile> b =
-      mfrt::SafetensorsFile::open(pathB, &error);
+  std::unique_ptr<mfrt::Checkpoint> b = mfrt::Checkpoint::open(pathB, &error);
   if (!b) {
     errs() << "meshfold-compare: error: " << error << "\n";
     return 1;
   }
 
   int structural = 0; // Missing tensors and shape mismatches.
-  for (const mfrt::TensorInfo &tb : b->tensors())
-    if (!a->find(tb.name)) {
-      outs() << "missing in A (" << pathA << "): " << tb.name << "\n";
+  for (const mfrt::TensorInfo *tb : b->tensors())
+    if (!a->find(tb->name)) {
+      outs() << "missing in A (" << pathA << "): " << tb->name << "\n";
       ++structural;
     }
 
@@ -217,7 +217,8 @@ int run() {
   TensorResult overall;
   overall.relError = -1;
   std::vector<double> va, vb;
-  for (const mfrt::TensorInfo &ta : a->tensors()) {
+  for (const mfrt::TensorInfo *pa : a->tensors()) {
+    const mfrt::TensorInfo &ta = *pa;
     const mfrt::TensorInfo *tb = b->find(ta.name);
     if (!tb) {
       outs() << "missing in B (" << pathB << "): " << ta.name << "\n";
@@ -318,7 +319,8 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,
-      "compare two safetensors files (B is the reference)\n\n"
+      "compare two safetensors files or checkpoints (an index or a folder of\n"
+      "shards; B is the reference)\n\n"
       "  Every tensor of A must be in B with the same shape, and vice versa.\n"
       "  Per tensor, the error is max|a-b| / max(max|b|, tiny): relative to\n"
       "  the largest magnitude of that tensor in B, not element by element.\n"
