@@ -2,14 +2,14 @@
 //
 // meshfold-import-hf CONFIG.json -o model.mlir [--num-layers N]
 //
-// Reads a Mixtral-style Hugging Face config (the Qwen2-MoE / OLMoE field names
-// num_experts, moe_intermediate_size and norm_topk_prob are read where they
-// mean the same thing) and writes the model as `moe` ops on global shapes,
-// weights named as in a Mixtral checkpoint.
+// Reads a Mixtral-style Hugging Face config (MeshfoldImporter's HFConfig) and
+// writes the model as `moe` ops on global shapes, weights named as in a
+// Mixtral checkpoint.
 //
 //===----------------------------------------------------------------------===//
 
 #include "meshfold/Dialect/MoE/IR/MoE.h"
+#include "meshfold/Importer/HFConfig.h"
 #include "meshfold/Support/Manifest.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -24,9 +24,6 @@
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/JSON.h"
-#include "llvm/Support/MathExtras.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 #include "llvm/Support/WithColor.h"
@@ -37,7 +34,6 @@
 using namespace mlir;
 using namespace meshfold;
 namespace cl = llvm::cl;
-namespace json = llvm::json;
 
 static cl::OptionCategory cat("meshfold-import-hf options");
 static cl::opt<std::string> inputFile(cl::Positional,
@@ -58,302 +54,7 @@ namespace {
   std::exit(1);
 }
 
-struct Config {
-  std::string arch;
-  int64_t hidden, ffn, layers, heads, kvHeads, headDim, experts, topK, vocab;
-  /// max_position_embeddings (0: not in the config).
-  int64_t maxPositions;
-  double eps, theta;
-  bool renormalize, tieEmbeddings;
-  /// End-of-sequence ids (generation stops at them); empty: none named.
-  std::vector<int64_t> eosTokens;
-};
-
-/// The config's fields, with errors that name the field.
-class Fields {
-public:
-  Fields(const json::Object &obj, StringRef file) : obj(obj), file(file) {}
-
-  /// eos_token_id: absent or null (none), an id, or a list of ids, each in
-  /// the vocabulary.
-  std::optional<std::vector<int64_t>> eosTokens(int64_t vocab) const {
-    const json::Value *v = obj.get("eos_token_id");
-    if (!v || v->kind() == json::Value::Null)
-      return std::nullopt;
-    std::vector<const json::Value *> items;
-    if (const json::Array *list = v->getAsArray())
-      for (const json::Value &item : *list)
-        items.push_back(&item);
-    else
-      items.push_back(v);
-    std::vector<int64_t> ids;
-    for (const json::Value *item : items) {
-      std::optional<int64_t> id = item->getAsInteger();
-      if (!id)
-        die(file + ": field 'eos_token_id' must be a token id or a list of "
-                   "them");
-      if (*id < 0 || *id >= vocab)
-        die(file + ": field 'eos_token_id': " + llvm::Twine(*id) +
-            " is outside the vocabulary (" + llvm::Twine(vocab) + " tokens)");
-      ids.push_back(*id);
-    }
-    return ids;
-  }
-
-  bool has(StringRef key) const {
-    const json::Value *v = obj.get(key);
-    return v && v->kind() != json::Value::Null;
-  }
-
-  int64_t positiveInt(StringRef key, std::optional<int64_t> def = {}) const {
-    const json::Value *v = obj.get(key);
-    if (!v || v->kind() == json::Value::Null) {
-      if (def)
-        return *def;
-      die(file + ": missing field '" + key + "'");
-    }
-    std::optional<int64_t> i = v->getAsInteger();
-    if (!i || *i <= 0)
-      die(file + ": field '" + key + "' must be a positive integer");
-    return *i;
-  }
-
-  double positiveNumber(StringRef key, double def) const {
-    const json::Value *v = obj.get(key);
-    if (!v || v->kind() == json::Value::Null)
-      return def;
-    std::optional<double> d = v->getAsNumber();
-    if (!d || !(*d > 0) || !std::isfinite(*d))
-      die(file + ": field '" + key + "' must be a positive number");
-    return *d;
-  }
-
-  bool boolean(StringRef key, bool def) const {
-    const json::Value *v = obj.get(key);
-    if (!v || v->kind() == json::Value::Null)
-      return def;
-    std::optional<bool> b = v->getAsBoolean();
-    if (!b)
-      die(file + ": field '" + key + "' must be true or false");
-    return *b;
-  }
-
-  /// Rejects a field that, when set, asks for something not supported.
-  void rejectIfSet(StringRef key, StringRef why) const {
-    const json::Value *v = obj.get(key);
-    if (!v || v->kind() == json::Value::Null)
-      return;
-    if (std::optional<int64_t> i = v->getAsInteger(); i && *i == 0)
-      return;
-    if (std::optional<bool> b = v->getAsBoolean(); b && !*b)
-      return;
-    if (const json::Array *a = v->getAsArray(); a && a->empty())
-      return;
-    if (const json::Object *o = v->getAsObject(); o && o->empty())
-      return;
-    die(file + ": field '" + key + "': " + why + " not supported");
-  }
-
-private:
-  const json::Object &obj;
-  StringRef file;
-};
-
-/// The deepest JSON nesting a config may have: llvm::json's parser
-/// recurses once per level (deep input overflows the stack); real configs
-/// nest a few levels.
-constexpr int64_t kMaxNesting = 256;
-
-/// Parses `text` (the file `path`), refusing nesting past kMaxNesting
-/// before the parser sees it.
-json::Value parseJSON(StringRef text, const llvm::Twine &path) {
-  int64_t depth = 0;
-  bool inString = false;
-  for (size_t i = 0; i < text.size(); ++i) {
-    char ch = text[i];
-    if (inString) {
-      if (ch == '\\')
-        ++i;
-      else if (ch == '"')
-        inString = false;
-    } else if (ch == '"') {
-      inString = true;
-    } else if (ch == '[' || ch == '{') {
-      if (++depth > kMaxNesting)
-        die(path + ": invalid JSON: nested deeper than " +
-            llvm::Twine(kMaxNesting) + " levels");
-    } else if (ch == ']' || ch == '}') {
-      --depth;
-    }
-  }
-  llvm::Expected<json::Value> parsed = json::parse(text);
-  if (!parsed)
-    die(path + ": invalid JSON: " + llvm::toString(parsed.takeError()));
-  return std::move(*parsed);
-}
-
-/// The most layers a model may have (the importer builds each one), and
-/// the most elements of one weight tensor (2^40: sizes stay far from
-/// int64's limits in bytes and in every product the tools form).
-constexpr int64_t kMaxLayers = 4096;
-constexpr int64_t kMaxTensorElements = int64_t(1) << 40;
-
-/// Fails unless the tensor `name` of `dims` has at most kMaxTensorElements
-/// elements, counted without overflow.
-void checkTensorSize(StringRef path, StringRef name,
-                     std::initializer_list<int64_t> dims) {
-  int64_t n = 1;
-  bool over = false;
-  std::string shape;
-  for (int64_t d : dims) {
-    shape += (shape.empty() ? "" : " x ") + std::to_string(d);
-    over = over || llvm::MulOverflow(n, d, n) || n > kMaxTensorElements;
-  }
-  if (over)
-    die(path + ": " + name + " = " + shape +
-        " elements is more than meshfold supports (2^40 per weight)");
-}
-
-Config readConfig(StringRef path) {
-  std::string error;
-  std::unique_ptr<llvm::MemoryBuffer> buf = openInputFile(path, &error);
-  if (!buf)
-    die(error);
-  std::optional<json::Value> parsed = parseJSON(buf->getBuffer(), path);
-  const json::Object *obj = parsed->getAsObject();
-  if (!obj)
-    die(path + ": the config must be a JSON object");
-  Fields f(*obj, path);
-
-  Config c;
-  if (const json::Array *archs = obj->getArray("architectures");
-      archs && !archs->empty() && (*archs)[0].getAsString())
-    c.arch = (*archs)[0].getAsString()->str();
-  else if (std::optional<StringRef> type = obj->getString("model_type"))
-    c.arch = *type == "mixtral"     ? "MixtralForCausalLM"
-             : *type == "qwen2_moe" ? "Qwen2MoeForCausalLM"
-             : *type == "olmoe"     ? "OlmoeForCausalLM"
-                                    : type->str();
-  else
-    die(path + ": missing field 'architectures' (or 'model_type')");
-
-  // Unsupported features first, so that the message names the real reason.
-  f.rejectIfSet("kv_lora_rank", "MLA (latent) attention is");
-  f.rejectIfSet("q_lora_rank", "MLA (latent) attention is");
-  f.rejectIfSet("shared_expert_intermediate_size", "shared experts are");
-  f.rejectIfSet("n_shared_experts", "shared experts are");
-  f.rejectIfSet("attention_bias", "attention biases are");
-  f.rejectIfSet("rope_scaling", "RoPE scaling is");
-  f.rejectIfSet("sliding_window", "sliding-window attention is");
-  f.rejectIfSet("mlp_only_layers", "dense (non-MoE) layers are");
-  f.rejectIfSet("quantization_config", "quantized checkpoints are");
-  // The experts' activation: SiLU (SwiGLU) is the one implemented.
-  if (const json::Value *act = obj->get("hidden_act");
-      act && act->kind() != json::Value::Null) {
-    std::optional<StringRef> name = act->getAsString();
-    if (!name || *name != "silu")
-      die(path + ": field 'hidden_act' must be \"silu\" (the activation "
-                 "meshfold implements)");
-  }
-  if (f.has("decoder_sparse_step") && f.positiveInt("decoder_sparse_step") != 1)
-    die(path + ": field 'decoder_sparse_step': dense (non-MoE) layers are not "
-               "supported");
-  bool mixtral = c.arch == "MixtralForCausalLM";
-  if (c.arch == "OlmoeForCausalLM")
-    die(path + ": architecture 'OlmoeForCausalLM': OLMoE's QK-norm "
-               "(q_norm/k_norm) is not supported");
-  if (c.arch.rfind("Deepseek", 0) == 0)
-    die(path + ": architecture '" + c.arch +
-        "': MLA attention and shared experts are not supported");
-  if (c.arch == "Qwen2MoeForCausalLM")
-    die(path + ": architecture 'Qwen2MoeForCausalLM': Qwen2-MoE's q/k/v "
-               "biases and shared experts are not supported");
-  if (!mixtral)
-    die(path + ": unsupported architecture '" + c.arch +
-        "' (supported: MixtralForCausalLM)");
-
-  c.hidden = f.positiveInt("hidden_size");
-  c.layers = f.positiveInt("num_hidden_layers");
-  c.heads = f.positiveInt("num_attention_heads");
-  c.kvHeads = f.positiveInt("num_key_value_heads", c.heads);
-  if (c.hidden % c.heads != 0 && !f.has("head_dim"))
-    die(path + ": field 'head_dim' is needed: hidden_size (" +
-        llvm::Twine(c.hidden) + ") is not a multiple of num_attention_heads (" +
-        llvm::Twine(c.heads) + ")");
-  c.headDim = f.positiveInt("head_dim", c.hidden / c.heads);
-  if (c.headDim % 2 != 0)
-    die(path + ": field 'head_dim' must be even for RoPE, got " +
-        llvm::Twine(c.headDim));
-  if (c.heads % c.kvHeads != 0)
-    die(path + ": field 'num_key_value_heads' (" + llvm::Twine(c.kvHeads) +
-        ") must divide num_attention_heads (" + llvm::Twine(c.heads) + ")");
-  if (f.has("num_local_experts"))
-    c.experts = f.positiveInt("num_local_experts");
-  else if (f.has("num_experts"))
-    c.experts = f.positiveInt("num_experts");
-  else
-    die(path + ": missing field 'num_local_experts' (or 'num_experts')");
-  c.topK = f.positiveInt("num_experts_per_tok");
-  if (c.topK > c.experts)
-    die(path + ": field 'num_experts_per_tok' (" + llvm::Twine(c.topK) +
-        ") exceeds the number of experts (" + llvm::Twine(c.experts) + ")");
-  c.ffn = f.has("moe_intermediate_size")
-              ? f.positiveInt("moe_intermediate_size")
-              : f.positiveInt("intermediate_size");
-  c.vocab = f.positiveInt("vocab_size");
-  if (c.layers > kMaxLayers)
-    die(path + ": field 'num_hidden_layers' (" + llvm::Twine(c.layers) +
-        ") is more than the " + llvm::Twine(kMaxLayers) +
-        " layers meshfold supports");
-  // Every weight's size, counted without overflow.
-  checkTensorSize(path, "the embedding (vocab_size x hidden_size)",
-                  {c.vocab, c.hidden});
-  checkTensorSize(path,
-                  "the query projection (num_attention_heads x head_dim x "
-                  "hidden_size)",
-                  {c.heads, c.headDim, c.hidden});
-  checkTensorSize(path,
-                  "an expert projection (experts x intermediate_size x "
-                  "hidden_size)",
-                  {c.experts, c.ffn, c.hidden});
-  c.eps = f.positiveNumber("rms_norm_eps", 1e-5);
-  c.theta = f.positiveNumber("rope_theta", mixtral ? 1e6 : 10000.0);
-  // The program computes in f32: both must survive the conversion.
-  for (auto [key, value] : {std::pair<StringRef, double>{"rms_norm_eps", c.eps},
-                            {"rope_theta", c.theta}})
-    if (!std::isfinite(float(value)) || float(value) <= 0.0f) {
-      char text[32];
-      std::snprintf(text, sizeof(text), "%g", value);
-      die(path + ": field '" + key + "' (" + text +
-          ") is not representable as a positive f32");
-    }
-  c.renormalize = f.boolean("norm_topk_prob", mixtral);
-  c.tieEmbeddings = f.boolean("tie_word_embeddings", false);
-  c.maxPositions = f.has("max_position_embeddings")
-                       ? f.positiveInt("max_position_embeddings")
-                       : 0;
-  if (std::optional<std::vector<int64_t>> ids = f.eosTokens(c.vocab))
-    c.eosTokens = std::move(*ids);
-  // generation_config.json beside config.json, as transformers' generate()
-  // reads it: its eos_token_id wins.
-  SmallString<256> genPath(llvm::sys::path::parent_path(path));
-  llvm::sys::path::append(genPath, "generation_config.json");
-  if (llvm::sys::fs::exists(genPath)) {
-    std::unique_ptr<llvm::MemoryBuffer> gen = openInputFile(genPath, &error);
-    if (!gen)
-      die(error);
-    std::optional<json::Value> genParsed = parseJSON(gen->getBuffer(), genPath);
-    const json::Object *genObj = genParsed->getAsObject();
-    if (!genObj)
-      die(genPath + ": the generation config must be a JSON object");
-    if (std::optional<std::vector<int64_t>> ids =
-            Fields(*genObj, genPath).eosTokens(c.vocab))
-      c.eosTokens = std::move(*ids);
-  }
-  return c;
-}
-
-ModuleOp buildModel(MLIRContext &ctx, const Config &c, StringRef path) {
+ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
   OpBuilder b(&ctx);
   Location fileLoc = FileLineColLoc::get(&ctx, path, 1, 1);
   ModuleOp module = ModuleOp::create(fileLoc);
@@ -486,7 +187,10 @@ int main(int argc, char **argv) {
       die(inputFile + ": a checkpoint folder must hold config.json");
     inputFile = std::string(config);
   }
-  Config c = readConfig(inputFile);
+  HFConfig c;
+  std::string error;
+  if (!readHFConfig(inputFile, c, error))
+    die(error);
   if (numLayersOpt.getNumOccurrences() &&
       (numLayersOpt < 1 || numLayersOpt > c.layers))
     die("--num-layers must be between 1 and num_hidden_layers (" +
@@ -503,7 +207,6 @@ int main(int argc, char **argv) {
   if (failed(verify(*module)))
     die("internal: the imported model does not verify");
 
-  std::string error;
   std::unique_ptr<llvm::ToolOutputFile> out =
       openOutputFile(outputFile, &error);
   if (!out)

@@ -1,0 +1,62 @@
+//===- HFConfig.h - A Hugging Face config.json, read and checked -*- C++
+//-*-===//
+//
+// Part of the meshfold project.
+//
+//===----------------------------------------------------------------------===//
+///
+/// \file
+/// The model a Hugging Face `config.json` describes (Mixtral-style; the
+/// Qwen2-MoE / OLMoE field names num_experts, moe_intermediate_size and
+/// norm_topk_prob are read where they mean the same thing), with every field
+/// that changes the math and is not implemented refused, sizes counted
+/// without overflow and bounded, and `eos_token_id` from
+/// `generation_config.json` where given. Errors are one line naming the file
+/// and the field; nothing here exits.
+///
+//===----------------------------------------------------------------------===//
+
+#ifndef MESHFOLD_IMPORTER_HFCONFIG_H
+#define MESHFOLD_IMPORTER_HFCONFIG_H
+
+#include "llvm/ADT/StringRef.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace meshfold {
+
+struct HFConfig {
+  std::string arch;
+  int64_t hidden = 0, ffn = 0, layers = 0, heads = 0, kvHeads = 0, headDim = 0,
+          experts = 0, topK = 0, vocab = 0;
+  /// max_position_embeddings (0: not in the config).
+  int64_t maxPositions = 0;
+  double eps = 0, theta = 0;
+  bool renormalize = false, tieEmbeddings = false;
+  /// End-of-sequence ids (generation stops at them); empty: none named.
+  std::vector<int64_t> eosTokens;
+};
+
+/// The most layers a model may have (the importer builds each one), and the
+/// most elements of one weight tensor (2^40: sizes stay far from int64's
+/// limits in bytes and in every product the tools form).
+constexpr int64_t kMaxLayers = 4096;
+constexpr int64_t kMaxTensorElements = int64_t(1) << 40;
+
+/// Parses and checks the text of a config.json (\p path names it in errors).
+bool parseHFConfig(llvm::StringRef text, llvm::StringRef path, HFConfig &out,
+                   std::string &error);
+
+/// Applies the text of a generation_config.json: its eos_token_id wins.
+bool applyGenerationConfig(llvm::StringRef text, llvm::StringRef path,
+                           HFConfig &config, std::string &error);
+
+/// Reads \p path (a config.json) and the generation_config.json beside it,
+/// where there is one.
+bool readHFConfig(llvm::StringRef path, HFConfig &out, std::string &error);
+
+} // namespace meshfold
+
+#endif // MESHFOLD_IMPORTER_HFCONFIG_H

@@ -1,0 +1,395 @@
+//===- HFConfig.cpp - A Hugging Face config.json, read and checked --------===//
+//
+// Part of the meshfold project.
+//
+//===----------------------------------------------------------------------===//
+
+#include "meshfold/Importer/HFConfig.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/ADT/Twine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MathExtras.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+
+#include <cmath>
+#include <cstdio>
+#include <optional>
+
+using namespace meshfold;
+using llvm::StringRef;
+namespace json = llvm::json;
+
+namespace {
+
+/// The first error of a read: later checks see it set and stop.
+struct Failure {
+  std::string &error;
+  void fail(const llvm::Twine &message) {
+    if (error.empty())
+      error = message.str();
+  }
+  bool failed() const { return !error.empty(); }
+};
+
+/// The config's fields, with errors that name the field.
+class Fields {
+public:
+  Fields(const json::Object &obj, StringRef file, Failure &failure)
+      : obj(obj), file(file), failure(failure) {}
+
+  /// eos_token_id: absent or null (none), an id, or a list of ids, each in
+  /// the vocabulary.
+  std::optional<std::vector<int64_t>> eosTokens(int64_t vocab) const {
+    const json::Value *v = obj.get("eos_token_id");
+    if (!v || v->kind() == json::Value::Null)
+      return std::nullopt;
+    std::vector<const json::Value *> items;
+    if (const json::Array *list = v->getAsArray())
+      for (const json::Value &item : *list)
+        items.push_back(&item);
+    else
+      items.push_back(v);
+    std::vector<int64_t> ids;
+    for (const json::Value *item : items) {
+      std::optional<int64_t> id = item->getAsInteger();
+      if (!id)
+        return die(file + ": field 'eos_token_id' must be a token id or a "
+                          "list of them"),
+               std::nullopt;
+      if (*id < 0 || *id >= vocab)
+        return die(file + ": field 'eos_token_id': " + llvm::Twine(*id) +
+                   " is outside the vocabulary (" + llvm::Twine(vocab) +
+                   " tokens)"),
+               std::nullopt;
+      ids.push_back(*id);
+    }
+    return ids;
+  }
+
+  bool has(StringRef key) const {
+    const json::Value *v = obj.get(key);
+    return v && v->kind() != json::Value::Null;
+  }
+
+  int64_t positiveInt(StringRef key, std::optional<int64_t> def = {}) const {
+    const json::Value *v = obj.get(key);
+    if (!v || v->kind() == json::Value::Null) {
+      if (def)
+        return *def;
+      return die(file + ": missing field '" + key + "'"), 1;
+    }
+    std::optional<int64_t> i = v->getAsInteger();
+    if (!i || *i <= 0)
+      return die(file + ": field '" + key + "' must be a positive integer"), 1;
+    return *i;
+  }
+
+  double positiveNumber(StringRef key, double def) const {
+    const json::Value *v = obj.get(key);
+    if (!v || v->kind() == json::Value::Null)
+      return def;
+    std::optional<double> d = v->getAsNumber();
+    if (!d || !(*d > 0) || !std::isfinite(*d))
+      return die(file + ": field '" + key + "' must be a positive number"), def;
+    return *d;
+  }
+
+  bool boolean(StringRef key, bool def) const {
+    const json::Value *v = obj.get(key);
+    if (!v || v->kind() == json::Value::Null)
+      return def;
+    std::optional<bool> b = v->getAsBoolean();
+    if (!b)
+      return die(file + ": field '" + key + "' must be true or false"), def;
+    return *b;
+  }
+
+  /// Rejects a field that, when set, asks for something not supported.
+  void rejectIfSet(StringRef key, StringRef why) const {
+    const json::Value *v = obj.get(key);
+    if (!v || v->kind() == json::Value::Null)
+      return;
+    if (std::optional<int64_t> i = v->getAsInteger(); i && *i == 0)
+      return;
+    if (std::optional<bool> b = v->getAsBoolean(); b && !*b)
+      return;
+    if (const json::Array *a = v->getAsArray(); a && a->empty())
+      return;
+    if (const json::Object *o = v->getAsObject(); o && o->empty())
+      return;
+    die(file + ": field '" + key + "': " + why + " not supported");
+  }
+
+private:
+  /// Records the first error; the field reads that follow return defaults.
+  void die(const llvm::Twine &message) const { failure.fail(message); }
+
+  const json::Object &obj;
+  StringRef file;
+  Failure &failure;
+};
+
+/// The deepest JSON nesting a config may have: llvm::json's parser
+/// recurses once per level (deep input overflows the stack); real configs
+/// nest a few levels.
+constexpr int64_t kMaxNesting = 256;
+
+/// Parses `text` (the file `path`), refusing nesting past kMaxNesting
+/// before the parser sees it.
+std::optional<json::Value> parseJSON(StringRef text, StringRef path,
+                                     Failure &failure) {
+  int64_t depth = 0;
+  bool inString = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    char ch = text[i];
+    if (inString) {
+      if (ch == '\\')
+        ++i;
+      else if (ch == '"')
+        inString = false;
+    } else if (ch == '"') {
+      inString = true;
+    } else if (ch == '[' || ch == '{') {
+      if (++depth > kMaxNesting) {
+        failure.fail(path + ": invalid JSON: nested deeper than " +
+                     llvm::Twine(kMaxNesting) + " levels");
+        return std::nullopt;
+      }
+    } else if (ch == ']' || ch == '}') {
+      --depth;
+    }
+  }
+  llvm::Expected<json::Value> parsed = json::parse(text);
+  if (!parsed) {
+    failure.fail(path +
+                 ": invalid JSON: " + llvm::toString(parsed.takeError()));
+    return std::nullopt;
+  }
+  return std::move(*parsed);
+}
+
+/// Fails unless the tensor `name` of `dims` has at most kMaxTensorElements
+/// elements, counted without overflow.
+void checkTensorSize(StringRef path, StringRef name,
+                     std::initializer_list<int64_t> dims, Failure &failure) {
+  int64_t n = 1;
+  bool over = false;
+  std::string shape;
+  for (int64_t d : dims) {
+    shape += (shape.empty() ? "" : " x ") + std::to_string(d);
+    over = over || llvm::MulOverflow(n, d, n) || n > kMaxTensorElements;
+  }
+  if (over)
+    failure.fail(path + ": " + name + " = " + shape +
+                 " elements is more than meshfold supports (2^40 per weight)");
+}
+
+std::optional<std::string> readText(StringRef path, Failure &failure) {
+  llvm::ErrorOr<std::unique_ptr<llvm::MemoryBuffer>> buf =
+      llvm::MemoryBuffer::getFile(path, /*IsText=*/true);
+  if (!buf) {
+    failure.fail("cannot open input file '" + path +
+                 "': " + buf.getError().message());
+    return std::nullopt;
+  }
+  return (*buf)->getBuffer().str();
+}
+
+} // namespace
+
+bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
+                             std::string &error) {
+  error.clear();
+  Failure failure{error};
+  std::optional<json::Value> parsed = parseJSON(text, path, failure);
+  if (!parsed)
+    return false;
+  const json::Object *obj = parsed->getAsObject();
+  if (!obj)
+    return failure.fail(path + ": the config must be a JSON object"), false;
+  Fields f(*obj, path, failure);
+
+  HFConfig c;
+  if (const json::Array *archs = obj->getArray("architectures");
+      archs && !archs->empty() && (*archs)[0].getAsString())
+    c.arch = (*archs)[0].getAsString()->str();
+  else if (std::optional<StringRef> type = obj->getString("model_type"))
+    c.arch = *type == "mixtral"     ? "MixtralForCausalLM"
+             : *type == "qwen2_moe" ? "Qwen2MoeForCausalLM"
+             : *type == "olmoe"     ? "OlmoeForCausalLM"
+                                    : type->str();
+  else
+    return failure.fail(path +
+                        ": missing field 'architectures' (or 'model_type')"),
+           false;
+
+  // Unsupported features first, so that the message names the real reason.
+  f.rejectIfSet("kv_lora_rank", "MLA (latent) attention is");
+  f.rejectIfSet("q_lora_rank", "MLA (latent) attention is");
+  f.rejectIfSet("shared_expert_intermediate_size", "shared experts are");
+  f.rejectIfSet("n_shared_experts", "shared experts are");
+  f.rejectIfSet("attention_bias", "attention biases are");
+  f.rejectIfSet("rope_scaling", "RoPE scaling is");
+  f.rejectIfSet("sliding_window", "sliding-window attention is");
+  f.rejectIfSet("mlp_only_layers", "dense (non-MoE) layers are");
+  f.rejectIfSet("quantization_config", "quantized checkpoints are");
+  if (failure.failed())
+    return false;
+  // The experts' activation: SiLU (SwiGLU) is the one implemented.
+  if (const json::Value *act = obj->get("hidden_act");
+      act && act->kind() != json::Value::Null) {
+    std::optional<StringRef> name = act->getAsString();
+    if (!name || *name != "silu")
+      return failure.fail(path + ": field 'hidden_act' must be \"silu\" (the "
+                                 "activation meshfold implements)"),
+             false;
+  }
+  if (f.has("decoder_sparse_step") && f.positiveInt("decoder_sparse_step") != 1)
+    failure.fail(path + ": field 'decoder_sparse_step': dense (non-MoE) "
+                        "layers are not supported");
+  bool mixtral = c.arch == "MixtralForCausalLM";
+  if (c.arch == "OlmoeForCausalLM")
+    failure.fail(path + ": architecture 'OlmoeForCausalLM': OLMoE's QK-norm "
+                        "(q_norm/k_norm) is not supported");
+  if (c.arch.rfind("Deepseek", 0) == 0)
+    failure.fail(path + ": architecture '" + c.arch +
+                 "': MLA attention and shared experts are not supported");
+  if (c.arch == "Qwen2MoeForCausalLM")
+    failure.fail(path + ": architecture 'Qwen2MoeForCausalLM': Qwen2-MoE's "
+                        "q/k/v biases and shared experts are not supported");
+  if (!mixtral)
+    failure.fail(path + ": unsupported architecture '" + c.arch +
+                 "' (supported: MixtralForCausalLM)");
+  if (failure.failed())
+    return false;
+
+  c.hidden = f.positiveInt("hidden_size");
+  c.layers = f.positiveInt("num_hidden_layers");
+  c.heads = f.positiveInt("num_attention_heads");
+  c.kvHeads = f.positiveInt("num_key_value_heads", c.heads);
+  if (failure.failed())
+    return false;
+  if (c.hidden % c.heads != 0 && !f.has("head_dim"))
+    return failure.fail(path + ": field 'head_dim' is needed: hidden_size (" +
+                        llvm::Twine(c.hidden) +
+                        ") is not a multiple of num_attention_heads (" +
+                        llvm::Twine(c.heads) + ")"),
+           false;
+  c.headDim = f.positiveInt("head_dim", c.hidden / c.heads);
+  if (failure.failed())
+    return false;
+  if (c.headDim % 2 != 0)
+    return failure.fail(path + ": field 'head_dim' must be even for RoPE, " +
+                        "got " + llvm::Twine(c.headDim)),
+           false;
+  if (c.heads % c.kvHeads != 0)
+    return failure.fail(path + ": field 'num_key_value_heads' (" +
+                        llvm::Twine(c.kvHeads) +
+                        ") must divide num_attention_heads (" +
+                        llvm::Twine(c.heads) + ")"),
+           false;
+  if (f.has("num_local_experts"))
+    c.experts = f.positiveInt("num_local_experts");
+  else if (f.has("num_experts"))
+    c.experts = f.positiveInt("num_experts");
+  else
+    return failure.fail(path + ": missing field 'num_local_experts' (or "
+                               "'num_experts')"),
+           false;
+  c.topK = f.positiveInt("num_experts_per_tok");
+  if (failure.failed())
+    return false;
+  if (c.topK > c.experts)
+    return failure.fail(path + ": field 'num_experts_per_tok' (" +
+                        llvm::Twine(c.topK) +
+                        ") exceeds the number of experts (" +
+                        llvm::Twine(c.experts) + ")"),
+           false;
+  c.ffn = f.has("moe_intermediate_size")
+              ? f.positiveInt("moe_intermediate_size")
+              : f.positiveInt("intermediate_size");
+  c.vocab = f.positiveInt("vocab_size");
+  if (failure.failed())
+    return false;
+  if (c.layers > kMaxLayers)
+    return failure.fail(path + ": field 'num_hidden_layers' (" +
+                        llvm::Twine(c.layers) + ") is more than the " +
+                        llvm::Twine(kMaxLayers) + " layers meshfold supports"),
+           false;
+  // Every weight's size, counted without overflow.
+  checkTensorSize(path, "the embedding (vocab_size x hidden_size)",
+                  {c.vocab, c.hidden}, failure);
+  checkTensorSize(path,
+                  "the query projection (num_attention_heads x head_dim x "
+                  "hidden_size)",
+                  {c.heads, c.headDim, c.hidden}, failure);
+  checkTensorSize(path,
+                  "an expert projection (experts x intermediate_size x "
+                  "hidden_size)",
+                  {c.experts, c.ffn, c.hidden}, failure);
+  c.eps = f.positiveNumber("rms_norm_eps", 1e-5);
+  c.theta = f.positiveNumber("rope_theta", mixtral ? 1e6 : 10000.0);
+  if (failure.failed())
+    return false;
+  // The program computes in f32: both must survive the conversion.
+  for (auto [key, value] : {std::pair<StringRef, double>{"rms_norm_eps", c.eps},
+                            {"rope_theta", c.theta}})
+    if (!std::isfinite(float(value)) || float(value) <= 0.0f) {
+      char text[32];
+      std::snprintf(text, sizeof(text), "%g", value);
+      return failure.fail(path + ": field '" + key + "' (" + text +
+                          ") is not representable as a positive f32"),
+             false;
+    }
+  c.renormalize = f.boolean("norm_topk_prob", mixtral);
+  c.tieEmbeddings = f.boolean("tie_word_embeddings", false);
+  c.maxPositions = f.has("max_position_embeddings")
+                       ? f.positiveInt("max_position_embeddings")
+                       : 0;
+  if (std::optional<std::vector<int64_t>> ids = f.eosTokens(c.vocab))
+    c.eosTokens = std::move(*ids);
+  if (failure.failed())
+    return false;
+  out = std::move(c);
+  return true;
+}
+
+bool meshfold::applyGenerationConfig(StringRef text, StringRef path,
+                                     HFConfig &config, std::string &error) {
+  error.clear();
+  Failure failure{error};
+  std::optional<json::Value> parsed = parseJSON(text, path, failure);
+  if (!parsed)
+    return false;
+  const json::Object *obj = parsed->getAsObject();
+  if (!obj)
+    return failure.fail(path + ": the generation config must be a JSON "
+                               "object"),
+           false;
+  std::optional<std::vector<int64_t>> ids =
+      Fields(*obj, path, failure).eosTokens(config.vocab);
+  if (failure.failed())
+    return false;
+  if (ids)
+    config.eosTokens = std::move(*ids);
+  return true;
+}
+
+bool meshfold::readHFConfig(StringRef path, HFConfig &out, std::string &error) {
+  error.clear();
+  Failure failure{error};
+  std::optional<std::string> text = readText(path, failure);
+  if (!text || !parseHFConfig(*text, path, out, error))
+    return false;
+  // generation_config.json beside config.json, as transformers' generate()
+  // reads it: its eos_token_id wins.
+  llvm::SmallString<256> genPath(llvm::sys::path::parent_path(path));
+  llvm::sys::path::append(genPath, "generation_config.json");
+  if (!llvm::sys::fs::exists(genPath))
+    return true;
+  std::optional<std::string> gen = readText(genPath, failure);
+  return gen && applyGenerationConfig(*gen, genPath, out, error);
+}
