@@ -118,3 +118,12 @@ spm_train = shutil.which("spm_train")
 if spm_train:
     config.available_features.add("spm-train")
     config.substitutions.append(("%spm_train", spm_train))
+
+# The libFuzzer targets (fuzz/, built by clang in build/fuzz), run briefly on
+# their seed corpora (REQUIRES: libfuzzer; %fuzz/<target>).
+if config.meshfold_fuzz_dir and os.path.isdir(config.meshfold_fuzz_dir):
+    config.available_features.add("libfuzzer")
+    config.substitutions.append(("%fuzz_bench", os.path.join(
+        config.meshfold_src_root, "bench", "fuzz.sh") + " --build " +
+        config.meshfold_obj_root))
+    config.substitutions.append(("%fuzz", config.meshfold_fuzz_dir))

@@ -16,6 +16,23 @@ bool fail(std::string *error, const std::string &msg) {
   return false;
 }
 
+/// An axis name: a lowercase letter, then lowercase letters, digits or '_'
+/// (so that the plan's text reads back as it was written).
+bool isAxisName(const std::string &name) {
+  if (name.empty() || name.size() > 32 || name[0] < 'a' || name[0] > 'z')
+    return false;
+  for (char c : name)
+    if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_'))
+      return false;
+  return true;
+}
+
+bool badName(std::string *error, const std::string &name) {
+  return fail(error, "axis name '" + name +
+                         "' is not a name (a lowercase letter, then "
+                         "lowercase letters, digits or _)");
+}
+
 } // namespace
 
 /// A link rate in "%e" form (4.500000e+02), which parsePlanText reads back.
@@ -78,6 +95,8 @@ bool meshfold::parsePlanText(const std::string &text, PlanSpec &out,
           return fail(error, "attention axis '" + axis +
                                  "' is not name:size (e.g. tp:2)");
         a.name = parts[0];
+        if (!isAxisName(a.name))
+          return badName(error, a.name);
         spec.attention.push_back(a);
       }
     } else if (key == "experts") {
@@ -91,10 +110,14 @@ bool meshfold::parsePlanText(const std::string &text, PlanSpec &out,
                                  "' is not name:size:part+part (e.g. "
                                  "ep:16:tp+cp+dp)");
         a.name = parts[0];
+        if (!isAxisName(a.name))
+          return badName(error, a.name);
         for (const std::string &comp : split(parts[2], '+')) {
           if (comp.empty())
             return fail(error,
                         "expert axis '" + axis + "' has an empty component");
+          if (!isAxisName(comp))
+            return badName(error, comp);
           a.composedOf.push_back(comp);
         }
         spec.experts.push_back(a);
@@ -109,9 +132,12 @@ bool meshfold::parsePlanText(const std::string &text, PlanSpec &out,
     return fail(error, "no attention=... field (e.g. "
                        "attention=tp:2,cp:2,dp:4,pp:2)");
   if (!haveDevices) {
+    // The attention mesh's size; past int64 it is no plan (the mesh-size
+    // rule names the axes that do not multiply to the devices).
     spec.devices = 1;
     for (const MeshAxis &a : spec.attention)
-      spec.devices *= a.size;
+      if (__builtin_mul_overflow(spec.devices, a.size, &spec.devices))
+        return fail(error, "the attention axes multiply past 2^63 devices");
   }
   if (!haveExperts) {
     ExpertAxis ep{"ep", 1, {}};
@@ -121,7 +147,8 @@ bool meshfold::parsePlanText(const std::string &text, PlanSpec &out,
         hasPP = true;
         continue;
       }
-      ep.size *= a.size;
+      if (__builtin_mul_overflow(ep.size, a.size, &ep.size))
+        return fail(error, "the attention axes multiply past 2^63 devices");
       ep.composedOf.push_back(a.name);
     }
     if (!ep.composedOf.empty())
