@@ -11,6 +11,7 @@ packages=(
   libomp-22-dev
   libsentencepiece-dev sentencepiece libonig-dev libutf8proc-dev pkg-config
   python3-venv
+  clang-22 libfuzzer-22-dev libclang-rt-22-dev
   time
   chromium
 )
