@@ -114,7 +114,8 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string &path,
     }
   }
   if (!endsWith(file, ".json")) {
-    std::unique_ptr<SafetensorsFile> one = SafetensorsFile::open(file, error);
+    std::unique_ptr<SafetensorsFile> one =
+        SafetensorsFile::open(file, error, SafetensorsFile::Mapping::Lazy);
     if (!one)
       return nullptr;
     for (const TensorInfo &t : one->tensors())
@@ -146,7 +147,7 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string &path,
       return nullptr;
     }
     std::unique_ptr<SafetensorsFile> f =
-        SafetensorsFile::open(shardPath, error);
+        SafetensorsFile::open(shardPath, error, SafetensorsFile::Mapping::Lazy);
     if (!f)
       return nullptr;
     ckpt->shards.push_back(std::move(f));
@@ -183,9 +184,37 @@ std::unique_ptr<Checkpoint> Checkpoint::open(const std::string &path,
   return ckpt;
 }
 
-const TensorInfo *Checkpoint::find(const std::string &name) const {
+const TensorInfo *Checkpoint::header(const std::string &name) const {
   auto it = shardOf.find(name);
   return it == shardOf.end() ? nullptr : shards[it->second]->find(name);
+}
+
+const TensorInfo *Checkpoint::find(const std::string &name,
+                                   std::string *error) const {
+  auto it = shardOf.find(name);
+  if (it == shardOf.end())
+    return nullptr;
+  if (!shards[it->second]->map(error))
+    return nullptr;
+  return shards[it->second]->find(name);
+}
+
+bool Checkpoint::mapAll(std::string *error) const {
+  for (const std::unique_ptr<SafetensorsFile> &s : shards)
+    if (!s->map(error))
+      return false;
+  return true;
+}
+
+std::pair<size_t, uint64_t> Checkpoint::mapped() const {
+  size_t files = 0;
+  uint64_t bytes = 0;
+  for (const std::unique_ptr<SafetensorsFile> &s : shards)
+    if (s->isMapped()) {
+      ++files;
+      bytes += s->size();
+    }
+  return {files, bytes};
 }
 
 const std::string &Checkpoint::fileOf(const std::string &name) const {

@@ -423,48 +423,56 @@ private:
 } // namespace
 
 std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string &path,
-                                                       std::string *error) {
+                                                       std::string *error,
+                                                       Mapping mapping) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     setError(error, path + ": cannot open: " + std::strerror(errno));
     return nullptr;
   }
+  // The descriptor is kept until the file is mapped.
+  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
+  file->filePath = path;
+  file->fd = fd;
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     setError(error, path + ": cannot stat: " + std::strerror(errno));
-    ::close(fd);
     return nullptr;
   }
   if (!S_ISREG(st.st_mode)) {
     setError(error, path + ": not a regular file");
-    ::close(fd);
     return nullptr;
   }
   uint64_t fileSize = static_cast<uint64_t>(st.st_size);
   if (fileSize < 8) {
     setError(error, path + ": file is too short (" + std::to_string(fileSize) +
                         " bytes) to hold the 8-byte header length");
-    ::close(fd);
     return nullptr;
   }
-  void *mapping = ::mmap(nullptr, static_cast<size_t>(fileSize), PROT_READ,
-                         MAP_PRIVATE, fd, 0);
-  int mmapErrno = errno;
-  ::close(fd);
-  if (mapping == MAP_FAILED) {
-    setError(error, path + ": cannot mmap: " + std::strerror(mmapErrno));
-    return nullptr;
-  }
-
-  std::unique_ptr<SafetensorsFile> file(new SafetensorsFile());
-  file->filePath = path;
-  file->mapping = mapping;
   file->mappingSize = static_cast<size_t>(fileSize);
-  const uint8_t *bytes = static_cast<const uint8_t *>(mapping);
-
+  // The header is read, not mapped: a shard is mapped only when one of its
+  // tensors is wanted.
+  auto readAt = [&](void *dst, size_t size, uint64_t offset) {
+    size_t done = 0;
+    while (done < size) {
+      ssize_t n = ::pread(fd, static_cast<char *>(dst) + done, size - done,
+                          off_t(offset + done));
+      if (n < 0 && errno == EINTR)
+        continue;
+      if (n <= 0)
+        return false;
+      done += size_t(n);
+    }
+    return true;
+  };
+  uint8_t lengthBytes[8];
+  if (!readAt(lengthBytes, 8, 0)) {
+    setError(error, path + ": cannot read: " + std::strerror(errno));
+    return nullptr;
+  }
   uint64_t headerSize = 0;
   for (int i = 7; i >= 0; --i)
-    headerSize = (headerSize << 8) | bytes[i];
+    headerSize = (headerSize << 8) | lengthBytes[i];
   if (headerSize > fileSize - 8) {
     setError(error, path + ": header length " + std::to_string(headerSize) +
                         " runs past the end of the file (" +
@@ -472,12 +480,16 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string &path,
     return nullptr;
   }
   uint64_t dataSize = fileSize - 8 - headerSize;
-  const uint8_t *dataArea = bytes + 8 + headerSize;
+  file->dataStart = 8 + headerSize;
+  std::string headerText(static_cast<size_t>(headerSize), '\0');
+  if (!readAt(headerText.data(), headerText.size(), 8)) {
+    setError(error, path + ": cannot read its header: " + std::strerror(errno));
+    return nullptr;
+  }
 
   Json header;
   std::string parseError;
-  if (!parseHeader(reinterpret_cast<const char *>(bytes + 8),
-                   static_cast<size_t>(headerSize), header, parseError)) {
+  if (!parseHeader(headerText.data(), headerText.size(), header, parseError)) {
     setError(error, path + ": " + parseError);
     return nullptr;
   }
@@ -501,7 +513,6 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string &path,
       setError(error, validator.error());
       return nullptr;
     }
-    info.data = dataArea + info.beginOffset;
     file->index[key] = file->tensorList.size();
     file->tensorList.push_back(std::move(info));
   }
@@ -529,12 +540,32 @@ std::unique_ptr<SafetensorsFile> SafetensorsFile::open(const std::string &path,
       return nullptr;
     }
   }
+  if (mapping == Mapping::Now && !file->map(error))
+    return nullptr;
   return file;
 }
 
 SafetensorsFile::~SafetensorsFile() {
   if (mapping)
     ::munmap(mapping, mappingSize);
+  if (fd >= 0)
+    ::close(fd);
+}
+
+bool SafetensorsFile::map(std::string *error) const {
+  std::lock_guard<std::mutex> lock(mapMutex);
+  if (mapping)
+    return true;
+  void *base = ::mmap(nullptr, mappingSize, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (base == MAP_FAILED)
+    return setError(error, filePath + ": cannot mmap: " + std::strerror(errno));
+  const uint8_t *dataArea = static_cast<const uint8_t *>(base) + dataStart;
+  for (TensorInfo &info : tensorList)
+    info.data = dataArea + info.beginOffset;
+  ::close(fd);
+  fd = -1;
+  mapping = base;
+  return true;
 }
 
 std::vector<std::string> SafetensorsFile::names() const {

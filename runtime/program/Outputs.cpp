@@ -291,14 +291,15 @@ void mfrt::printLoadReport(const Program &prog) {
               prog.weights->path().c_str(), prog.weights->shardCount(),
               prog.weights->shardCount() == 1 ? "" : "s");
   std::printf("  rank  files read   slice bytes   used in place        "
-              "copied\n");
+              "copied  files mapped  mapped bytes\n");
   for (size_t r = 0; r < prog.loads.size(); ++r) {
     const std::vector<uint64_t> &l = prog.loads[r];
-    if (l.size() != 4)
+    if (l.size() != 6)
       continue;
-    std::printf("  %4zu  %10llu  %12llu  %14llu  %12llu\n", r,
+    std::printf("  %4zu  %10llu  %12llu  %14llu  %12llu  %12llu  %12llu\n", r,
                 (unsigned long long)l[0], (unsigned long long)l[1],
-                (unsigned long long)l[2], (unsigned long long)l[3]);
+                (unsigned long long)l[2], (unsigned long long)l[3],
+                (unsigned long long)l[4], (unsigned long long)l[5]);
   }
 }
 

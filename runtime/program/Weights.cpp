@@ -43,11 +43,14 @@ int64_t product(const std::vector<int64_t> &shape) {
 }
 
 /// The checkpoint tensor `name`, after checking its presence, dtype and
-/// shape; the first failed check is the error.
+/// shape; the first failed check is the error. With `map`, its shard is
+/// mapped (its data is read next); else only its header is looked at.
 const TensorInfo *findTensor(const Checkpoint &file, const std::string &name,
                              const std::vector<int64_t> &shape,
-                             std::string &error) {
-  const TensorInfo *t = file.find(name);
+                             std::string &error, bool map = true) {
+  const TensorInfo *t = map ? file.find(name, &error) : file.header(name);
+  if (!t && !error.empty())
+    return nullptr; // Its shard could not be mapped.
   if (!t) {
     error = file.path() + ": weight '" + name +
             "' is missing (expected shape " + formatShape(shape) + ")";
@@ -318,7 +321,8 @@ void mfrt::checkWeights(const Manifest &m, const Checkpoint &file) {
   std::string error;
   for (const ManifestParam &p : m.params)
     for (const auto &[name, shape] : checkpointTensors(p))
-      if (file.find(name) && !findTensor(file, name, shape, error))
+      if (file.header(name) &&
+          !findTensor(file, name, shape, error, /*map=*/false))
         die(error);
 }
 
@@ -399,9 +403,16 @@ void mfrt::loadWeights(ProgramRank &rs,
   }
   --counters.loading;
   if (prog.reportLoad && mfrt_rank() >= 0 &&
-      size_t(mfrt_rank()) < prog.loads.size())
-    program().loads[size_t(mfrt_rank())] = {uint64_t(files.size()), total,
-                                            inPlace, copied};
+      size_t(mfrt_rank()) < prog.loads.size()) {
+    // The shards this process has mapped (under mpirun, this rank's).
+    auto [mappedFiles, mappedBytes] = prog.weights->mapped();
+    program().loads[size_t(mfrt_rank())] = {uint64_t(files.size()),
+                                            total,
+                                            inPlace,
+                                            copied,
+                                            mappedFiles,
+                                            mappedBytes};
+  }
 }
 
 void mfrt::showLoadProgress(std::atomic<bool> &stop) {

@@ -197,7 +197,7 @@ int run() {
     return 1;
   }
   std::unique_ptr<mfrt::Checkpoint> b = mfrt::Checkpoint::open(pathB, &error);
-  if (!b) {
+  if (!b || !a->mapAll(&error) || !b->mapAll(&error)) {
     errs() << "meshfold-compare: error: " << error << "\n";
     return 1;
   }

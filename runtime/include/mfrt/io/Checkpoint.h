@@ -14,6 +14,9 @@
 /// present and a valid safetensors file, every tensor the index names is in
 /// its shard, no tensor is in two shards and no shard holds a tensor the
 /// index does not name. Errors are one line naming the shard and the tensor.
+/// Opening reads every shard's header; a shard is mapped only when one of
+/// its tensors is found (find()), so that a process maps the shards that hold
+/// its slices and no others.
 /// No LLVM dependency: linked into emitted executables.
 ///
 //===----------------------------------------------------------------------===//
@@ -26,6 +29,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace mfrt {
@@ -39,11 +43,21 @@ public:
 
   /// The path as given.
   const std::string &path() const { return givenPath; }
-  /// The tensor called \p name, or null.
-  const TensorInfo *find(const std::string &name) const;
+  /// The tensor called \p name, its shard mapped (its `data` set), or null
+  /// when there is none or (with \p error set) its shard cannot be mapped.
+  const TensorInfo *find(const std::string &name,
+                         std::string *error = nullptr) const;
+  /// The tensor called \p name as its header describes it (name, dtype,
+  /// shape), without mapping its shard (`data` may be null), or null.
+  const TensorInfo *header(const std::string &name) const;
+  /// Maps every shard (before reading tensors() data).
+  bool mapAll(std::string *error) const;
+  /// The shards mapped so far, and their bytes.
+  std::pair<size_t, uint64_t> mapped() const;
   /// The file that holds \p name (the checkpoint's path when it has none).
   const std::string &fileOf(const std::string &name) const;
-  /// Every tensor, shard by shard, in each shard's header order.
+  /// Every tensor, shard by shard, in each shard's header order (`data` set
+  /// only for mapped shards: see mapAll()).
   std::vector<const TensorInfo *> tensors() const;
   /// The safetensors files of the checkpoint.
   size_t shardCount() const { return shards.size(); }

@@ -29,6 +29,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -75,11 +76,25 @@ struct TensorInfo {
 /// tensors' ranges overlap.
 class SafetensorsFile {
 public:
-  /// Maps and validates \p path. On failure returns null and sets \p error
-  /// (if non-null) to one line naming the file and the offending tensor or
-  /// field.
+  /// When the file's bytes are mapped: at open, or on the first map().
+  enum class Mapping { Now, Lazy };
+
+  /// Reads and validates the header of \p path (and maps the file, with
+  /// Mapping::Now). On failure returns null and sets \p error (if non-null)
+  /// to one line naming the file and the offending tensor or field. Until
+  /// the file is mapped, every tensor's `data` is null.
   static std::unique_ptr<SafetensorsFile> open(const std::string &path,
-                                               std::string *error);
+                                               std::string *error,
+                                               Mapping mapping = Mapping::Now);
+
+  /// Maps the file (once; thread-safe) and sets every tensor's `data`.
+  bool map(std::string *error) const;
+  /// Whether the file is mapped, and its size in bytes.
+  bool isMapped() const {
+    std::lock_guard<std::mutex> lock(mapMutex);
+    return mapping != nullptr;
+  }
+  size_t size() const { return mappingSize; }
 
   ~SafetensorsFile();
   SafetensorsFile(const SafetensorsFile &) = delete;
@@ -106,9 +121,13 @@ private:
   SafetensorsFile() = default;
 
   std::string filePath;
-  void *mapping = nullptr;
+  /// Set by map(): the mapping, and the tensors' `data`.
+  mutable std::mutex mapMutex;
+  mutable void *mapping = nullptr;
+  mutable int fd = -1;
   size_t mappingSize = 0;
-  std::vector<TensorInfo> tensorList;
+  uint64_t dataStart = 0;
+  mutable std::vector<TensorInfo> tensorList;
   std::unordered_map<std::string, size_t> index;
   std::map<std::string, std::string> metadataMap;
 };
