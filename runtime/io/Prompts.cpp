@@ -174,18 +174,28 @@ bool checkUtf8(const std::string &text, const std::string &where,
   return setError(error, where + "not UTF-8 (byte " + byte + " at column " +
                              std::to_string(bad + 1) + ")");
 }
+/// The lines of \p text, without their '\n' (a newline at the end of the
+/// file ends the last line; it starts no empty one).
+std::vector<std::string> splitLines(const std::string &text) {
+  std::vector<std::string> lines;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t newline = text.find('\n', pos);
+    size_t end = newline == std::string::npos ? text.size() : newline;
+    lines.push_back(text.substr(pos, end - pos));
+    pos = end + 1;
+  }
+  return lines;
+}
 } // namespace
 
 bool mfrt::parsePromptLines(const std::string &text, const std::string &name,
                             std::vector<PromptEntry> &out, std::string *error) {
   out.clear();
   std::vector<PromptEntry> prompts;
-  size_t pos = 0, line = 0;
-  while (pos < text.size()) {
-    ++line;
-    size_t newline = text.find('\n', pos);
-    size_t end = newline == std::string::npos ? text.size() : newline;
-    std::string raw = text.substr(pos, end - pos);
+  std::vector<std::string> lines = splitLines(text);
+  for (size_t line = 1; line <= lines.size(); ++line) {
+    std::string &raw = lines[line - 1];
     if (!raw.empty() && raw.back() == '\r')
       raw.pop_back();
     std::string where = at(name, line);
@@ -225,9 +235,6 @@ bool mfrt::parsePromptLines(const std::string &text, const std::string &name,
     if (e.text.empty())
       return setError(error, where + "empty prompt");
     prompts.push_back(std::move(e));
-    if (newline == std::string::npos)
-      break;
-    pos = newline + 1;
   }
   if (prompts.empty())
     return setError(error, name + ": no requests (the file is empty)");
@@ -240,13 +247,9 @@ bool mfrt::parsePromptsJsonl(const std::string &text, const std::string &name,
                              std::string *error) {
   out.clear();
   std::vector<PromptEntry> prompts;
-  size_t pos = 0, line = 0;
-  while (pos < text.size()) {
-    ++line;
-    size_t newline = text.find('\n', pos);
-    size_t end = newline == std::string::npos ? text.size() : newline;
-    std::string raw = text.substr(pos, end - pos);
-    pos = newline == std::string::npos ? text.size() : newline + 1;
+  std::vector<std::string> lines = splitLines(text);
+  for (size_t line = 1; line <= lines.size(); ++line) {
+    const std::string &raw = lines[line - 1];
     if (raw.find_first_not_of(" \t\r") == std::string::npos)
       continue;
     std::string where = at(name, line);

@@ -127,6 +127,51 @@ std::string typeOf(const json &component, const std::string &where) {
   return it->get<std::string>();
 }
 
+/// The parts of a Sequence component: `spec[key]`, each made by \p make
+/// (null parts, the components that do nothing, left out).
+template <class Part, class Make>
+std::vector<Part> sequenceParts(const json &spec, const char *key,
+                                const std::string &where, Make make) {
+  std::vector<Part> parts;
+  const json &list = arrayField(spec, key, where);
+  for (size_t i = 0; i < list.size(); ++i)
+    if (Part part =
+            make(list[i], where + "." + key + "[" + std::to_string(i) + "]"))
+      parts.push_back(std::move(part));
+  return parts;
+}
+
+/// Metaspace's `prepend_scheme` (always, first or never; older files say
+/// `add_prefix_space`), for the pre-tokenizer and the decoder alike.
+std::string prependScheme(const json &spec, const std::string &where) {
+  std::string scheme = "always";
+  if (spec.contains("prepend_scheme"))
+    scheme = stringField(spec, "prepend_scheme", where, "always");
+  else if (!boolField(spec, "add_prefix_space", where, true))
+    scheme = "never";
+  if (scheme != "always" && scheme != "first" && scheme != "never")
+    fail(where + ".prepend_scheme '" + scheme +
+         "' is not always, first or never");
+  return scheme;
+}
+
+/// \p t without up to \p left leading and \p right trailing characters
+/// that satisfy \p drop (the Strip normalizer and decoder).
+template <class Drop>
+std::string trimChars(const std::string &t, size_t left, size_t right,
+                      Drop drop) {
+  std::vector<size_t> offsets = unicode::charOffsets(t);
+  size_t b = 0, e = offsets.size();
+  while (b < e && b < left && drop(unicode::codePoint(t, offsets[b])))
+    ++b;
+  while (e > b && offsets.size() - e < right &&
+         drop(unicode::codePoint(t, offsets[e - 1])))
+    --e;
+  size_t from = b < offsets.size() ? offsets[b] : t.size();
+  size_t to = e < offsets.size() ? offsets[e] : t.size();
+  return t.substr(from, to - from);
+}
+
 //===----------------------------------------------------------------------===//
 // Patterns: a literal string or an Oniguruma regular expression
 //===----------------------------------------------------------------------===//
@@ -377,12 +422,8 @@ Normalizer makeNormalizer(const json &spec, const std::string &where) {
     return nullptr;
   std::string type = typeOf(spec, where);
   if (type == "Sequence") {
-    std::vector<Normalizer> parts;
-    const json &list = arrayField(spec, "normalizers", where);
-    for (size_t i = 0; i < list.size(); ++i)
-      if (Normalizer n = makeNormalizer(list[i], where + ".normalizers[" +
-                                                     std::to_string(i) + "]"))
-        parts.push_back(std::move(n));
+    auto parts =
+        sequenceParts<Normalizer>(spec, "normalizers", where, makeNormalizer);
     return [parts](const std::string &text) {
       std::string out = text;
       for (const Normalizer &n : parts)
@@ -422,17 +463,8 @@ Normalizer makeNormalizer(const json &spec, const std::string &where) {
     bool left = boolField(spec, "strip_left", where, false);
     bool right = boolField(spec, "strip_right", where, false);
     return [left, right](const std::string &t) {
-      std::vector<size_t> offsets = unicode::charOffsets(t);
-      size_t b = 0, e = offsets.size();
-      while (left && b < e &&
-             unicode::isWhitespace(unicode::codePoint(t, offsets[b])))
-        ++b;
-      while (right && e > b &&
-             unicode::isWhitespace(unicode::codePoint(t, offsets[e - 1])))
-        --e;
-      size_t from = b < offsets.size() ? offsets[b] : t.size();
-      size_t to = e < offsets.size() ? offsets[e] : t.size();
-      return t.substr(from, to - from);
+      return trimChars(t, left ? SIZE_MAX : 0, right ? SIZE_MAX : 0,
+                       unicode::isWhitespace);
     };
   }
   fail(where + ": normalizer '" + type +
@@ -470,12 +502,8 @@ PreTokenizer makePreTokenizer(const json &spec, const std::string &where) {
     return nullptr;
   std::string type = typeOf(spec, where);
   if (type == "Sequence") {
-    std::vector<PreTokenizer> parts;
-    const json &list = arrayField(spec, "pretokenizers", where);
-    for (size_t i = 0; i < list.size(); ++i)
-      if (PreTokenizer p = makePreTokenizer(
-              list[i], where + ".pretokenizers[" + std::to_string(i) + "]"))
-        parts.push_back(std::move(p));
+    auto parts = sequenceParts<PreTokenizer>(spec, "pretokenizers", where,
+                                             makePreTokenizer);
     return [parts](std::vector<Piece> &pieces) {
       for (const PreTokenizer &p : parts)
         p(pieces);
@@ -522,14 +550,7 @@ PreTokenizer makePreTokenizer(const json &spec, const std::string &where) {
   }
   if (type == "Metaspace") {
     int32_t replacement = charField(spec, "replacement", where, 0x2581);
-    std::string scheme = "always";
-    if (spec.contains("prepend_scheme"))
-      scheme = stringField(spec, "prepend_scheme", where, "always");
-    else if (!boolField(spec, "add_prefix_space", where, true))
-      scheme = "never";
-    if (scheme != "always" && scheme != "first" && scheme != "never")
-      fail(where + ".prepend_scheme '" + scheme +
-           "' is not always, first or never");
+    std::string scheme = prependScheme(spec, where);
     bool split = boolField(spec, "split", where, true);
     std::string rep;
     unicode::append(rep, replacement);
@@ -603,12 +624,7 @@ Decoder makeDecoder(const json &spec, const std::string &where) {
     return nullptr;
   std::string type = typeOf(spec, where);
   if (type == "Sequence") {
-    std::vector<Decoder> parts;
-    const json &list = arrayField(spec, "decoders", where);
-    for (size_t i = 0; i < list.size(); ++i)
-      if (Decoder d = makeDecoder(list[i], where + ".decoders[" +
-                                               std::to_string(i) + "]"))
-        parts.push_back(std::move(d));
+    auto parts = sequenceParts<Decoder>(spec, "decoders", where, makeDecoder);
     return [parts](std::vector<std::string> &tokens) {
       for (const Decoder &d : parts)
         d(tokens);
@@ -641,11 +657,7 @@ Decoder makeDecoder(const json &spec, const std::string &where) {
   }
   if (type == "Metaspace") {
     int32_t replacement = charField(spec, "replacement", where, 0x2581);
-    std::string scheme = "always";
-    if (spec.contains("prepend_scheme"))
-      scheme = stringField(spec, "prepend_scheme", where, "always");
-    else if (!boolField(spec, "add_prefix_space", where, true))
-      scheme = "never";
+    std::string scheme = prependScheme(spec, where);
     bool strip = scheme != "never";
     return [replacement, strip](std::vector<std::string> &tokens) {
       for (size_t k = 0; k < tokens.size(); ++k) {
@@ -717,19 +729,9 @@ Decoder makeDecoder(const json &spec, const std::string &where) {
     int64_t start = intField(spec, "start", where, 0);
     int64_t stop = intField(spec, "stop", where, 0);
     return [content, start, stop](std::vector<std::string> &tokens) {
-      for (std::string &t : tokens) {
-        std::vector<size_t> offsets = unicode::charOffsets(t);
-        size_t b = 0, e = offsets.size();
-        while (b < e && int64_t(b) < start &&
-               unicode::codePoint(t, offsets[b]) == content)
-          ++b;
-        while (e > b && int64_t(offsets.size() - e) < stop &&
-               unicode::codePoint(t, offsets[e - 1]) == content)
-          --e;
-        size_t from = b < offsets.size() ? offsets[b] : t.size();
-        size_t to = e < offsets.size() ? offsets[e] : t.size();
-        t = t.substr(from, to - from);
-      }
+      for (std::string &t : tokens)
+        t = trimChars(t, size_t(start), size_t(stop),
+                      [content](int32_t cp) { return cp == content; });
     };
   }
   fail(where + ": decoder '" + type +
@@ -957,15 +959,8 @@ void HFTokenizer::Impl::splitAdded(
     out.push_back({{s.substr(offset), piece.first && offset == 0}, -1});
 }
 
-bool HFTokenizer::encode(std::string_view text, std::vector<int64_t> &ids,
-                         std::string *error) const {
-  ids.clear();
-  size_t bad;
-  if (!isUtf8(text, bad)) {
-    if (error)
-      *error = "text is not UTF-8 (byte " + std::to_string(bad) + ")";
-    return false;
-  }
+bool HFTokenizer::encodeText(std::string_view text, std::vector<int64_t> &ids,
+                             std::string *) const {
   const Impl &m = *impl;
   ids = m.before;
   std::vector<std::pair<Piece, int64_t>> raw;

@@ -25,13 +25,14 @@ public:
   static std::unique_ptr<HFTokenizer>
   parse(const std::string &text, const std::string &name, std::string *error);
 
-  bool encode(std::string_view text, std::vector<int64_t> &ids,
-              std::string *error) const override;
   std::string decode(const std::vector<int64_t> &ids) const override;
   int64_t vocabSize() const override;
   const char *kind() const override { return "tokenizer.json"; }
 
 private:
+  bool encodeText(std::string_view text, std::vector<int64_t> &ids,
+                  std::string *error) const override;
+
   HFTokenizer();
   void build(const std::string &text);
   void buildPostProcessor(const nlohmann::json &spec, const std::string &where);

@@ -11,8 +11,6 @@
 
 #include "SentencePieceTokenizer.h"
 
-#include "mfrt/io/Utf8.h"
-
 #include <sentencepiece_processor.h>
 
 using namespace mfrt;
@@ -44,16 +42,9 @@ SentencePieceTokenizer::load(const std::string &path, bool addBos, bool addEos,
   return t;
 }
 
-bool SentencePieceTokenizer::encode(std::string_view text,
-                                    std::vector<int64_t> &ids,
-                                    std::string *error) const {
-  ids.clear();
-  size_t bad;
-  if (!isUtf8(text, bad)) {
-    if (error)
-      *error = "text is not UTF-8 (byte " + std::to_string(bad) + ")";
-    return false;
-  }
+bool SentencePieceTokenizer::encodeText(std::string_view text,
+                                        std::vector<int64_t> &ids,
+                                        std::string *error) const {
   std::vector<int> pieces;
   sentencepiece::util::Status status =
       processor->Encode(absl::string_view(text.data(), text.size()), &pieces);

@@ -27,13 +27,14 @@ public:
   static std::unique_ptr<SentencePieceTokenizer>
   load(const std::string &path, bool addBos, bool addEos, std::string *error);
 
-  bool encode(std::string_view text, std::vector<int64_t> &ids,
-              std::string *error) const override;
   std::string decode(const std::vector<int64_t> &ids) const override;
   int64_t vocabSize() const override;
   const char *kind() const override { return "sentencepiece"; }
 
 private:
+  bool encodeText(std::string_view text, std::vector<int64_t> &ids,
+                  std::string *error) const override;
+
   SentencePieceTokenizer();
   std::unique_ptr<sentencepiece::SentencePieceProcessor> processor;
   bool addBos = true, addEos = false;

@@ -10,12 +10,25 @@
 #include "SentencePieceTokenizer.h"
 
 #include "mfrt/io/Json.h"
+#include "mfrt/io/Utf8.h"
 
 #include <sys/stat.h>
 
 using namespace mfrt;
 
 Tokenizer::~Tokenizer() = default;
+
+bool Tokenizer::encode(std::string_view text, std::vector<int64_t> &ids,
+                       std::string *error) const {
+  ids.clear();
+  size_t bad;
+  if (!isUtf8(text, bad)) {
+    if (error)
+      *error = "text is not UTF-8 (byte " + std::to_string(bad) + ")";
+    return false;
+  }
+  return encodeText(text, ids, error);
+}
 
 namespace {
 bool isDirectory(const std::string &path) {

@@ -13,7 +13,7 @@ import sys
 
 import sentencepiece as spm
 
-from check_tokenizers import unescape
+from check_tokenizers import compare, run_tool, unescape
 
 
 def main():
@@ -39,34 +39,11 @@ def main():
         eos = config.get("add_eos_token", False)
         theirs = [([sp.bos_id()] if bos else []) + sp.encode(l) +
                   ([sp.eos_id()] if eos else []) for l in lines]
-        ids_file = os.path.join(work, kind + ".ids")
-        subprocess.run([tool, "--tokenizer", folder, prompts, "-o", ids_file],
-                       check=True)
-        with open(ids_file) as f:
-            ours = [[int(x) for x in l.split()] for l in f]
-        text_file = os.path.join(work, kind + ".text")
-        subprocess.run([tool, "--tokenizer", folder, "--decode", ids_file,
-                        "-o", text_file], check=True)
-        with open(text_file, encoding="utf-8") as f:
-            decoded = [unescape(l.rstrip("\n")) for l in f]
+        ours, decoded = run_tool(tool, folder, prompts, work, kind)
         expected = [sp.decode(t) for t in theirs]
-        bad = [i for i in range(len(lines)) if i >= len(ours) or
-               ours[i] != theirs[i]]
-        bad_text = [i for i in range(len(lines)) if i >= len(decoded) or
-                    decoded[i] != expected[i]]
-        for i in bad[:3]:
-            print("%s: line %d: %r\n  ours   %s\n  theirs %s" % (
-                kind, i + 1, lines[i], ours[i] if i < len(ours) else None,
-                theirs[i]))
-        for i in bad_text[:3]:
-            print("%s: line %d decodes to %r, sentencepiece: %r" % (
-                kind, i + 1, decoded[i] if i < len(decoded) else None,
-                expected[i]))
-        print("%s: %d lines, %d tokens, bos %s eos %s, ids %s, text %s" % (
-            kind, len(lines), sum(map(len, theirs)), bos, eos,
-            "equal" if not bad else "DIFFER on %d" % len(bad),
-            "equal" if not bad_text else "DIFFERS on %d" % len(bad_text)))
-        failures += len(bad) + len(bad_text)
+        failures += compare(kind, "sentencepiece", lines, ours, theirs,
+                            decoded, expected,
+                            ", bos %s eos %s" % (bos, eos))
     sys.exit(1 if failures else 0)
 
 

@@ -34,6 +34,44 @@ def unescape(line):
     return "".join(out)
 
 
+def run_tool(tool, tokenizer, prompts, work, name):
+    """meshfold-tokenize's ids for the prompts file, and its decoding of
+    them."""
+    ids_file = os.path.join(work, name + ".ids")
+    subprocess.run([tool, "--tokenizer", tokenizer, prompts, "-o", ids_file],
+                   check=True)
+    with open(ids_file) as f:
+        ours = [[int(x) for x in l.split()] for l in f]
+    text_file = os.path.join(work, name + ".text")
+    subprocess.run([tool, "--tokenizer", tokenizer, "--decode", ids_file,
+                    "-o", text_file], check=True)
+    with open(text_file, encoding="utf-8") as f:
+        decoded = [unescape(l.rstrip("\n")) for l in f]
+    return ours, decoded
+
+
+def compare(name, peer, lines, ours, theirs, decoded, expected, what):
+    """Prints the first differences and a summary line; returns how many
+    lines differ."""
+    bad = [i for i in range(len(lines))
+           if i >= len(ours) or ours[i] != theirs[i]]
+    bad_text = [i for i in range(len(lines))
+                if i >= len(decoded) or decoded[i] != expected[i]]
+    for i in bad[:3]:
+        print("%s: line %d: %r\n  ours   %s\n  theirs %s" % (
+            name, i + 1, lines[i], ours[i] if i < len(ours) else None,
+            theirs[i]))
+    for i in bad_text[:3]:
+        print("%s: line %d decodes to %r, %s: %r" % (
+            name, i + 1, decoded[i] if i < len(decoded) else None, peer,
+            expected[i]))
+    print("%s: %d lines, %d tokens%s, ids %s, text %s" % (
+        name, len(lines), sum(map(len, theirs)), what,
+        "equal" if not bad else "DIFFER on %d" % len(bad),
+        "equal" if not bad_text else "DIFFERS on %d" % len(bad_text)))
+    return len(bad) + len(bad_text)
+
+
 def gpt2(train):
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.Sequence([
@@ -141,37 +179,13 @@ def main():
         tok = make(train)
         path = os.path.join(work, name + ".json")
         tok.save(path)
-        ids_file = os.path.join(work, name + ".ids")
-        subprocess.run([tool, "--tokenizer", path, prompts, "-o", ids_file],
-                       check=True)
-        with open(ids_file) as f:
-            ours = [[int(x) for x in l.split()] for l in f]
+        ours, decoded = run_tool(tool, path, prompts, work, name)
         theirs = [tok.encode(l).ids for l in lines]
-        text_file = os.path.join(work, name + ".text")
-        subprocess.run([tool, "--tokenizer", path, "--decode", ids_file, "-o",
-                        text_file], check=True)
-        with open(text_file, encoding="utf-8") as f:
-            decoded = [unescape(l.rstrip("\n")) for l in f]
         expected = [tok.decode(t, skip_special_tokens=True) for t in theirs]
-        bad = [i for i in range(len(lines))
-               if i >= len(ours) or ours[i] != theirs[i]]
-        bad_text = [i for i in range(len(lines))
-                    if i >= len(decoded) or decoded[i] != expected[i]]
-        for i in bad[:3]:
-            print("%s: line %d: %r\n  ours   %s\n  theirs %s" % (
-                name, i + 1, lines[i], ours[i] if i < len(ours) else None,
-                theirs[i]))
-        for i in bad_text[:3]:
-            print("%s: line %d decodes to %r, tokenizers: %r" % (
-                name, i + 1, decoded[i] if i < len(decoded) else None,
-                expected[i]))
         fallback = sum(1 for t in theirs for i in t
                        if tok.id_to_token(i).startswith("<0x"))
-        print("%s: %d lines, %d tokens (%d byte-fallback), ids %s, text %s" % (
-            name, len(lines), sum(map(len, theirs)), fallback,
-            "equal" if not bad else "DIFFER on %d" % len(bad),
-            "equal" if not bad_text else "DIFFERS on %d" % len(bad_text)))
-        failures += len(bad) + len(bad_text)
+        failures += compare(name, "tokenizers", lines, ours, theirs, decoded,
+                            expected, " (%d byte-fallback)" % fallback)
     sys.exit(1 if failures else 0)
 
 

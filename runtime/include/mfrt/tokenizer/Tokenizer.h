@@ -51,8 +51,8 @@ public:
   /// Encodes \p text (UTF-8) as the checkpoint's users get it, with the
   /// special tokens its configuration adds (BOS). Fails, with one line in
   /// \p error, on text that is not UTF-8.
-  virtual bool encode(std::string_view text, std::vector<int64_t> &ids,
-                      std::string *error) const = 0;
+  bool encode(std::string_view text, std::vector<int64_t> &ids,
+              std::string *error) const;
   /// The text of \p ids, special tokens (BOS, EOS) left out.
   virtual std::string decode(const std::vector<int64_t> &ids) const = 0;
   /// One more than the largest id it produces.
@@ -63,6 +63,10 @@ public:
   virtual const char *kind() const = 0;
 
 protected:
+  /// encode() on text known to be UTF-8.
+  virtual bool encodeText(std::string_view text, std::vector<int64_t> &ids,
+                          std::string *error) const = 0;
+
   std::string file;
 };
 
