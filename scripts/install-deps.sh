@@ -11,6 +11,7 @@ packages=(
   libomp-22-dev
   libsentencepiece-dev sentencepiece libonig-dev libutf8proc-dev pkg-config
   python3-venv
+  python3-torch
   clang-22 libfuzzer-22-dev libclang-rt-22-dev
   time
   chromium
@@ -51,5 +52,26 @@ if ! "$venv/bin/python" -c "import tokenizers, sentencepiece" 2>/dev/null; then
   else
     echo "install-deps: warning: no test venv (PyPI not reachable?); the" \
          "tokenizer tests will be UNSUPPORTED" >&2
+  fi
+fi
+
+# The tests' Hugging Face transformers (PyPI) on Debian's CPU PyTorch
+# (python3-torch, above), in a second venv that sees Debian's Python
+# packages (build/hf-venv): the forward and generate() that checkpoint
+# folders and decoding are checked against. transformers is pinned to 4.45,
+# whose generate() runs on Debian's torch 1.13 (4.46 imports torch's FSDP,
+# which torch 1.13 cannot import on Python 3.11). Without the venv the
+# transformers tests say UNSUPPORTED.
+hf_venv="$(dirname "$0")/../build/hf-venv"
+if ! "$hf_venv/bin/python" -c "import torch, transformers, safetensors" 2>/dev/null; then
+  echo "install-deps: making $hf_venv (transformers on Debian's torch)"
+  if /usr/bin/python3 -m venv --system-site-packages "$hf_venv" &&
+     "$hf_venv/bin/pip" install -q --disable-pip-version-check \
+       transformers==4.45.2 safetensors==0.8.0 &&
+     "$hf_venv/bin/python" -c "import torch, transformers, safetensors"; then
+    echo "install-deps: transformers venv ready"
+  else
+    echo "install-deps: warning: no transformers venv (PyPI not reachable?);" \
+         "the transformers tests will be UNSUPPORTED" >&2
   fi
 fi

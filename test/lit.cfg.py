@@ -79,19 +79,24 @@ config.substitutions.append(("%python", sys.executable))
 
 # Hugging Face transformers and torch (PyPI), the peers users trust, for
 # tests that check against them (REQUIRES: hf-transformers; %hf_python): the
-# Python of MESHFOLD_HF_PYTHON, else of the benchmarks' venv in the build
-# folder (bench/cpu-prefill.sh makes it; some GB, so the suite does not).
+# Python of MESHFOLD_HF_PYTHON, else of the venv scripts/install-deps.sh
+# makes in the build folder (hf-venv: transformers on Debian's CPU torch),
+# else of the benchmarks' venv (bench/cpu-prefill.sh makes it).
 import subprocess
-hf_python = os.environ.get("MESHFOLD_HF_PYTHON") or os.path.join(
-    config.meshfold_obj_root, "bench-venv", "bin", "python")
-if os.access(hf_python, os.X_OK):
+hf_candidates = [os.environ.get("MESHFOLD_HF_PYTHON", ""),
+                 os.path.join(config.meshfold_obj_root, "hf-venv", "bin", "python"),
+                 os.path.join(config.meshfold_obj_root, "bench-venv", "bin", "python")]
+for hf_python in hf_candidates:
+    if not hf_python or not os.access(hf_python, os.X_OK):
+        continue
     try:
         subprocess.run([hf_python, "-c", "import torch, transformers, safetensors"],
                        check=True, capture_output=True, timeout=120)
-        config.available_features.add("hf-transformers")
-        config.substitutions.append(("%hf_python", hf_python))
     except (subprocess.SubprocessError, OSError):
-        pass
+        continue
+    config.available_features.add("hf-transformers")
+    config.substitutions.append(("%hf_python", hf_python))
+    break
 
 # Hugging Face `tokenizers` and SentencePiece's Python package (PyPI), the
 # independent implementations the tokenizers are checked against

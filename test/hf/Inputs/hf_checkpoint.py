@@ -20,10 +20,13 @@ from transformers import MixtralConfig, MixtralForCausalLM
 
 
 def cache_layer(cache, i):
-    """Layer i's (keys, values) [1, n_kv, T, d_h] in transformers 4 or 5."""
+    """Layer i's (keys, values) [1, n_kv, T, d_h] in transformers 4 or 5
+    (a Cache object, or the legacy tuple of per-layer pairs)."""
     if hasattr(cache, "layers"):
         return cache.layers[i].keys, cache.layers[i].values
-    return cache.key_cache[i], cache.value_cache[i]
+    if hasattr(cache, "key_cache"):
+        return cache.key_cache[i], cache.value_cache[i]
+    return cache[i][0], cache[i][1]
 
 
 def main():
