@@ -77,46 +77,48 @@ if chromium:
     config.substitutions.append(("%chromium", chromium))
 config.substitutions.append(("%python", sys.executable))
 
+import subprocess
+
+
+def find_python(feature, substitution, candidates, modules, timeout):
+    """Adds `feature` and `substitution` for the first of `candidates` (a
+    Python) that imports every one of `modules`."""
+    for python in candidates:
+        if not python or not os.access(python, os.X_OK):
+            continue
+        try:
+            subprocess.run([python, "-c", "import " + ", ".join(modules)],
+                           check=True, capture_output=True, timeout=timeout)
+        except (subprocess.SubprocessError, OSError):
+            continue
+        config.available_features.add(feature)
+        config.substitutions.append((substitution, python))
+        return
+
+
+def build_python(venv):
+    return os.path.join(config.meshfold_obj_root, venv, "bin", "python")
+
+
 # Hugging Face transformers and torch (PyPI), the peers users trust, for
 # tests that check against them (REQUIRES: hf-transformers; %hf_python): the
 # Python of MESHFOLD_HF_PYTHON, else of the venv scripts/install-deps.sh
 # makes in the build folder (hf-venv: transformers on Debian's CPU torch),
 # else of the benchmarks' venv (bench/cpu-prefill.sh makes it).
-import subprocess
-hf_candidates = [os.environ.get("MESHFOLD_HF_PYTHON", ""),
-                 os.path.join(config.meshfold_obj_root, "hf-venv", "bin", "python"),
-                 os.path.join(config.meshfold_obj_root, "bench-venv", "bin", "python")]
-for hf_python in hf_candidates:
-    if not hf_python or not os.access(hf_python, os.X_OK):
-        continue
-    try:
-        subprocess.run([hf_python, "-c", "import torch, transformers, safetensors"],
-                       check=True, capture_output=True, timeout=120)
-    except (subprocess.SubprocessError, OSError):
-        continue
-    config.available_features.add("hf-transformers")
-    config.substitutions.append(("%hf_python", hf_python))
-    break
+find_python("hf-transformers", "%hf_python",
+            [os.environ.get("MESHFOLD_HF_PYTHON", ""), build_python("hf-venv"),
+             build_python("bench-venv")],
+            ["torch", "transformers", "safetensors"], 120)
 
 # Hugging Face `tokenizers` and SentencePiece's Python package (PyPI), the
 # independent implementations the tokenizers are checked against
 # (REQUIRES: hf-tokenizers; %tok_python): the Python of MESHFOLD_TOK_PYTHON,
 # else of the small test venv scripts/install-deps.sh makes in the build
 # folder, else of the benchmarks' venv.
-tok_candidates = [os.environ.get("MESHFOLD_TOK_PYTHON", ""),
-                  os.path.join(config.meshfold_obj_root, "test-venv", "bin", "python"),
-                  os.path.join(config.meshfold_obj_root, "bench-venv", "bin", "python")]
-for tok_python in tok_candidates:
-    if not tok_python or not os.access(tok_python, os.X_OK):
-        continue
-    try:
-        subprocess.run([tok_python, "-c", "import tokenizers, sentencepiece"],
-                       check=True, capture_output=True, timeout=60)
-    except (subprocess.SubprocessError, OSError):
-        continue
-    config.available_features.add("hf-tokenizers")
-    config.substitutions.append(("%tok_python", tok_python))
-    break
+find_python("hf-tokenizers", "%tok_python",
+            [os.environ.get("MESHFOLD_TOK_PYTHON", ""), build_python("test-venv"),
+             build_python("bench-venv")],
+            ["tokenizers", "sentencepiece"], 60)
 
 # SentencePiece's trainer (Debian's sentencepiece), to make test models.
 spm_train = shutil.which("spm_train")

@@ -9,21 +9,12 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "../FuzzFile.h"
-
-#include "mfrt/tokenizer/Tokenizer.h"
+#include "../FuzzTokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  std::string path = meshfold::fuzz::writeFile("tokenizer.json", data, size);
-  std::string error;
-  std::unique_ptr<mfrt::Tokenizer> tokenizer =
-      mfrt::Tokenizer::load(path, &error);
-  if (!tokenizer)
-    return 0;
-  std::vector<int64_t> ids;
-  if (tokenizer->encode("Hello,  world! caf\xc3\xa9 \xe4\xbd\xa0\xe5\xa5\xbd "
-                        "\xf0\x9f\x9a\x80 <s>don't 12345\n\t</s>",
-                        ids, &error))
-    (void)tokenizer->decode(ids);
+  meshfold::fuzz::loadAndRoundTrip(
+      "tokenizer.json", data, size,
+      "Hello,  world! caf\xc3\xa9 \xe4\xbd\xa0\xe5\xa5\xbd "
+      "\xf0\x9f\x9a\x80 <s>don't 12345\n\t</s>");
   return 0;
 }
