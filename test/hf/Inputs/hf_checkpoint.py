@@ -2,11 +2,13 @@
 own forward on it:
 
   hf_checkpoint.py CONFIG.json LAYERS DIR SHARD_SIZE PROMPTS.txt REF.safetensors
+                   [float32|bfloat16|float16]
 
 builds MixtralForCausalLM(config) with LAYERS layers (seeded random
-weights, f32), saves it to DIR with save_pretrained(max_shard_size=
-SHARD_SIZE) (shards and model.safetensors.index.json, as users download
-them), then runs its forward on each prompt line and writes what the
+weights), saves it to DIR in the given dtype (default float32) with
+save_pretrained(max_shard_size=SHARD_SIZE) (shards and
+model.safetensors.index.json, as users download them), then runs its
+forward in f32 on the saved values on each prompt line and writes what the
 emitted program writes: req{r}.logits [V] (last position) and
 req{r}.layers.{i}.k / .v [T, n_kv, d_h] (K after RoPE, from its KV cache).
 """
@@ -31,13 +33,18 @@ def cache_layer(cache, i):
 
 def main():
     config_path, layers, out_dir, shard_size, prompts, ref = sys.argv[1:7]
+    dtype = getattr(torch, sys.argv[7] if len(sys.argv) > 7 else "float32")
     with open(config_path) as f:
         fields = json.load(f)
     fields["num_hidden_layers"] = int(layers)
     torch.manual_seed(1)
-    model = MixtralForCausalLM(MixtralConfig(**fields)).to(torch.float32)
-    model.eval()
+    model = MixtralForCausalLM(MixtralConfig(**fields)).to(dtype)
     model.save_pretrained(out_dir, max_shard_size=shard_size)
+    # The forward runs in f32 on the values as saved (rounded to dtype), the
+    # folder loaded back by transformers (a fresh model: casting this one back
+    # would leave its RoPE frequencies rounded to dtype).
+    model = MixtralForCausalLM.from_pretrained(
+        out_dir, torch_dtype=torch.float32).eval()
     tensors = {}
     for r, line in enumerate(open(prompts).read().splitlines()):
         ids = torch.tensor([[int(t) for t in line.split()]])
