@@ -242,6 +242,58 @@ bool mfrt::parsePromptLines(const std::string &text, const std::string &name,
   return true;
 }
 
+namespace {
+/// Refuses a request field that the program does not honour per request:
+/// sampling and length settings (the run's flags apply to every request),
+/// chat messages (no chat template), and fields it does not know. Metadata
+/// (`model`, `user`, and a batch line's `custom_id`, `method` and `url`) is
+/// accepted and not used. \p envelope is the batch line around a `body`
+/// request, or null.
+bool checkRequestFields(const nlohmann::json &request,
+                        const nlohmann::json *envelope,
+                        const std::string &where, std::string *error) {
+  if (envelope)
+    for (const auto &item : envelope->items())
+      if (item.key() != "body" && item.key() != "custom_id" &&
+          item.key() != "method" && item.key() != "url")
+        return setError(error, where + "unknown field \"" + item.key() +
+                                   "\" beside \"body\" (a batch line has "
+                                   "\"custom_id\", \"method\", \"url\" "
+                                   "and \"body\")");
+  static const std::pair<const char *, const char *> runFlags[] = {
+      {"max_tokens", "--max-new-tokens"},
+      {"max_new_tokens", "--max-new-tokens"},
+      {"max_completion_tokens", "--max-new-tokens"},
+      {"temperature", "--temperature"},
+      {"top_p", "--top-p"},
+      {"top_k", "--top-k"},
+      {"seed", "--seed"},
+      {"ignore_eos", "--ignore-eos"},
+      {"logprobs", "--step-logits"},
+      {"prompt_logprobs", "--prompt-logprobs at compile time"}};
+  for (const auto &item : request.items()) {
+    const std::string &key = item.key();
+    if (key == "prompt" || key == "prompt_token_ids" || key == "model" ||
+        key == "user" || key == "custom_id" || key == "method" || key == "url")
+      continue;
+    for (const auto &[field, flag] : runFlags)
+      if (key == field)
+        return setError(error, where + "field \"" + key +
+                                   "\" is not read per request: the run's " +
+                                   flag + " applies to every request");
+    if (key == "messages")
+      return setError(error, where + "field \"messages\": chat requests "
+                                     "are not supported (no chat template); "
+                                     "give the text as \"prompt\"");
+    return setError(error, where + "unknown field \"" + key +
+                               "\" (a request has \"prompt\" or "
+                               "\"prompt_token_ids\"; \"model\" and "
+                               "\"user\" are accepted and not used)");
+  }
+  return true;
+}
+} // namespace
+
 bool mfrt::parsePromptsJsonl(const std::string &text, const std::string &name,
                              int64_t vocab, std::vector<PromptEntry> &out,
                              std::string *error) {
@@ -265,6 +317,9 @@ bool mfrt::parsePromptsJsonl(const std::string &text, const std::string &name,
     if (!j.contains("prompt") && !j.contains("prompt_token_ids") &&
         j.contains("body") && j["body"].is_object())
       request = &j["body"];
+    if (!checkRequestFields(*request, request == &j ? nullptr : &j, where,
+                            error))
+      return false;
     bool hasText = request->contains("prompt");
     bool hasIds = request->contains("prompt_token_ids");
     if (hasText == hasIds)

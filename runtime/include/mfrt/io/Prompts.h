@@ -55,7 +55,10 @@ bool parsePromptLines(const std::string &text, const std::string &name,
 /// Parses a JSONL prompts file (--prompts-jsonl): one JSON object per line
 /// with `"prompt": "text"` or `"prompt_token_ids": [ids]` (at the top level
 /// or in a `"body"` object, as in OpenAI batch files); blank lines are
-/// skipped. Ids must lie in [0, vocab).
+/// skipped. Ids must lie in [0, vocab). Other fields are refused (sampling
+/// and length settings are the run's flags, for every request; chat
+/// `messages` need a chat template), except metadata that changes nothing:
+/// `model`, `user`, and a batch line's `custom_id`, `method` and `url`.
 bool parsePromptsJsonl(const std::string &text, const std::string &name,
                        int64_t vocab, std::vector<PromptEntry> &out,
                        std::string *error);
