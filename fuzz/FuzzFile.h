@@ -26,8 +26,8 @@ namespace meshfold::fuzz {
 inline const std::string &folder() {
   static const std::string dir = [] {
     const char *tmp = std::getenv("TMPDIR");
-    std::string pattern = std::string(tmp && *tmp ? tmp : "/tmp") +
-                          "/meshfold-fuzz-XXXXXX";
+    std::string pattern =
+        std::string(tmp && *tmp ? tmp : "/tmp") + "/meshfold-fuzz-XXXXXX";
     if (!::mkdtemp(pattern.data()))
       std::abort();
     return pattern;

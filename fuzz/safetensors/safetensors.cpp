@@ -16,8 +16,7 @@
 #include <vector>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-  std::string path =
-      meshfold::fuzz::writeFile("model.safetensors", data, size);
+  std::string path = meshfold::fuzz::writeFile("model.safetensors", data, size);
   std::string error;
   std::unique_ptr<mfrt::SafetensorsFile> file =
       mfrt::SafetensorsFile::open(path, &error);
