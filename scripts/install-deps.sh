@@ -38,40 +38,44 @@ else
   echo "install-deps: done"
 fi
 
+# Makes the venv DIR (unless its Python already imports IMPORTS) with the
+# interpreter and venv flags given, installs the pinned PACKAGES from PyPI
+# and checks the imports; without PyPI it warns that the tests needing it
+# (WHAT) will be UNSUPPORTED.
+#   make_venv DIR "IMPORTS" WHAT PYTHON [VENV FLAGS] -- PACKAGES...
+make_venv() {
+  local dir="$1" imports="$2" what="$3"
+  shift 3
+  local make=()
+  while [ "$1" != "--" ]; do make+=("$1"); shift; done
+  shift
+  if "$dir/bin/python" -c "import $imports" 2>/dev/null; then
+    return 0
+  fi
+  echo "install-deps: making $dir ($imports)"
+  if "${make[0]}" -m venv "${make[@]:1}" "$dir" &&
+     "$dir/bin/pip" install -q --disable-pip-version-check "$@" &&
+     "$dir/bin/python" -c "import $imports"; then
+    echo "install-deps: $dir ready"
+  else
+    echo "install-deps: warning: no $dir (PyPI not reachable?); the $what" \
+         "tests will be UNSUPPORTED" >&2
+  fi
+}
+
 # The tests' independent tokenizers, Hugging Face `tokenizers` and
 # SentencePiece's Python package (PyPI, a few MB), in a venv in the build
-# folder (build/test-venv). Without them (no PyPI) the tokenizer tests say
-# UNSUPPORTED.
-venv="$(dirname "$0")/../build/test-venv"
-if ! "$venv/bin/python" -c "import tokenizers, sentencepiece" 2>/dev/null; then
-  echo "install-deps: making $venv (tokenizers, sentencepiece)"
-  if python3 -m venv "$venv" &&
-     "$venv/bin/pip" install -q --disable-pip-version-check \
-       tokenizers==0.23.3 sentencepiece==0.2.3; then
-    echo "install-deps: test venv ready"
-  else
-    echo "install-deps: warning: no test venv (PyPI not reachable?); the" \
-         "tokenizer tests will be UNSUPPORTED" >&2
-  fi
-fi
+# folder (build/test-venv).
+build="$(dirname "$0")/../build"
+make_venv "$build/test-venv" "tokenizers, sentencepiece" tokenizer \
+  python3 -- tokenizers==0.23.3 sentencepiece==0.2.3
 
 # The tests' Hugging Face transformers (PyPI) on Debian's CPU PyTorch
 # (python3-torch, above), in a second venv that sees Debian's Python
 # packages (build/hf-venv): the forward and generate() that checkpoint
 # folders and decoding are checked against. transformers is pinned to 4.45,
 # whose generate() runs on Debian's torch 1.13 (4.46 imports torch's FSDP,
-# which torch 1.13 cannot import on Python 3.11). Without the venv the
-# transformers tests say UNSUPPORTED.
-hf_venv="$(dirname "$0")/../build/hf-venv"
-if ! "$hf_venv/bin/python" -c "import torch, transformers, safetensors" 2>/dev/null; then
-  echo "install-deps: making $hf_venv (transformers on Debian's torch)"
-  if /usr/bin/python3 -m venv --system-site-packages "$hf_venv" &&
-     "$hf_venv/bin/pip" install -q --disable-pip-version-check \
-       transformers==4.45.2 safetensors==0.8.0 &&
-     "$hf_venv/bin/python" -c "import torch, transformers, safetensors"; then
-    echo "install-deps: transformers venv ready"
-  else
-    echo "install-deps: warning: no transformers venv (PyPI not reachable?);" \
-         "the transformers tests will be UNSUPPORTED" >&2
-  fi
-fi
+# which torch 1.13 cannot import on Python 3.11).
+make_venv "$build/hf-venv" "torch, transformers, safetensors" transformers \
+  /usr/bin/python3 --system-site-packages -- \
+  transformers==4.45.2 safetensors==0.8.0

@@ -252,10 +252,12 @@ namespace {
 bool checkRequestFields(const nlohmann::json &request,
                         const nlohmann::json *envelope,
                         const std::string &where, std::string *error) {
+  auto isBatchMetadata = [](const std::string &key) {
+    return key == "custom_id" || key == "method" || key == "url";
+  };
   if (envelope)
     for (const auto &item : envelope->items())
-      if (item.key() != "body" && item.key() != "custom_id" &&
-          item.key() != "method" && item.key() != "url")
+      if (item.key() != "body" && !isBatchMetadata(item.key()))
         return setError(error, where + "unknown field \"" + item.key() +
                                    "\" beside \"body\" (a batch line has "
                                    "\"custom_id\", \"method\", \"url\" "
@@ -274,7 +276,7 @@ bool checkRequestFields(const nlohmann::json &request,
   for (const auto &item : request.items()) {
     const std::string &key = item.key();
     if (key == "prompt" || key == "prompt_token_ids" || key == "model" ||
-        key == "user" || key == "custom_id" || key == "method" || key == "url")
+        key == "user" || isBatchMetadata(key))
       continue;
     for (const auto &[field, flag] : runFlags)
       if (key == field)

@@ -37,8 +37,8 @@ def unescape(line):
     return "".join(out)
 
 
-def encode(tokenizer, line):
-    return torch.tensor([tokenizer(unescape(line))["input_ids"]])
+def encode(tokenizer, text):
+    return torch.tensor([tokenizer(text)["input_ids"]])
 
 
 def greedy(model, input_ids, n, eos):
@@ -60,7 +60,7 @@ def save(config_path, layers, tokenizer_path, prompts, out_dir):
     torch.manual_seed(3)
     model = MixtralForCausalLM(MixtralConfig(**fields)).to(torch.float32)
     first = open(prompts, encoding="utf-8").read().splitlines()[0]
-    third = greedy(model.eval(), encode(tokenizer, first), 3,
+    third = greedy(model.eval(), encode(tokenizer, unescape(first)), 3,
                    [fields["eos_token_id"]])[-1]
     model.generation_config.eos_token_id = [fields["eos_token_id"], third]
     model.save_pretrained(out_dir, max_shard_size="300KB")
@@ -76,11 +76,12 @@ def generate(folder, prompts, n, out_path):
     with open(out_path, "w", encoding="utf-8") as out:
         lines = open(prompts, encoding="utf-8").read().splitlines()
         for r, line in enumerate(lines):
-            input_ids = encode(tokenizer, line)
+            text = unescape(line)
+            input_ids = encode(tokenizer, text)
             new = greedy(model, input_ids, int(n), eos)
             finish = "stop" if new and new[-1] in eos else "length"
             out.write(json.dumps({
-                "request": r, "prompt": unescape(line),
+                "request": r, "prompt": text,
                 "prompt_tokens": input_ids[0].tolist(),
                 "tokens": new,
                 "text": tokenizer.decode(new, skip_special_tokens=True,
