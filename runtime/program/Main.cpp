@@ -33,6 +33,7 @@ int main(int argc, char **argv) {
   prog.reportTraffic = options.reportTraffic;
   prog.reportLoad = options.reportLoad;
   prog.collectOutputs = launch.backend != MFRT_BACKEND_LOCAL;
+  prog.bufferedSends = launch.backend != MFRT_BACKEND_NCCL;
   std::string plan = planText(prog.manifest);
   launch.plan = plan.c_str();
   prog.threadsPerRank = threadsPerRank(

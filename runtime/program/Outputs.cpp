@@ -13,6 +13,8 @@
 #include "mfrt/program/Program.h"
 #include "mfrt/program/Trace.h"
 
+#include "meshfold/Support/PlanText.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -391,6 +393,20 @@ void mfrt::printDecodeReport(const Program &prog) {
               prog.outputs.size(), generated, (long long)prog.runSteps,
               (long long)prog.runBatch, 1e3 * prog.runSeconds,
               prog.runSeconds > 0 ? double(generated) / prog.runSeconds : 0.0);
+  std::string error;
+  std::optional<MeshLayout> layout =
+      layoutFromPlanText(planText(prog.manifest), &error);
+  if (!layout || !layout->hasAxis("pp") || layout->axisSize("pp") == 1)
+    return;
+  std::printf("pipeline: rank 0 made %lld calls: %lld prefills, %lld steps "
+              "and %lld waits for later stages; started while earlier calls "
+              "were in later stages: %lld steps, %lld prefills beside "
+              "prefills, %lld prefills beside steps\n",
+              (long long)(prog.runPrefills + prog.runSteps + prog.runWaits),
+              (long long)prog.runPrefills, (long long)prog.runSteps,
+              (long long)prog.runWaits, (long long)prog.runOverlapped[0],
+              (long long)prog.runOverlapped[1],
+              (long long)prog.runOverlapped[2]);
 }
 
 void mfrt::writeJsonlResults(const Options &options, const Program &prog) {

@@ -179,8 +179,8 @@ void printDecodeTraffic(const Program &prog, const MeshLayout &layout) {
         sum += t[block + counterIndex(l, kind, link)];
     return double(sum) / gpus / double(steps) / (inLayers ? stageLayers : 1);
   };
-  std::printf("decode: %lld steps per GPU (each micro-batch of a round, and "
-              "dummy steps of idle replicas, included); bytes sent per GPU "
+  std::printf("decode: %lld steps per GPU (every micro-batch's, and dummy "
+              "steps of idle replicas, included); bytes sent per GPU "
               "per step, in each layer and outside the layers\n",
               (long long)steps);
   std::printf("  %-15s %-7s %14s %14s\n", "collective", "link", "per layer",

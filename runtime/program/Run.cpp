@@ -1,10 +1,11 @@
 //===- Run.cpp - The inputs, the DP balancing and the per-rank run --------===//
 //
 // main reads the inputs once; every rank (mfrt_launch) then loads its
-// weights and runs, round by round, the requests the balancer gave its DP
-// replica: a replica with fewer requests runs a dummy batch (one token,
-// outputs dropped) in the rounds it has none, so that the collectives
-// across replicas (the MoE dispatch) see every rank.
+// weights and runs the requests the balancer gave its DP replica, as a
+// stream of calls (prefills, decode steps) that every replica takes part
+// in: a replica with nothing to run in a call runs a dummy batch (one
+// token, outputs dropped), so that the collectives across replicas (the
+// MoE dispatch) see every rank.
 //
 //===----------------------------------------------------------------------===//
 
@@ -23,6 +24,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 
 #include <omp.h>
 #include <unistd.h>
@@ -94,9 +96,17 @@ void runPrefill(const std::vector<int64_t> &tokens) {
 struct DecodeGroups {
   int64_t replica = -1, dp = -1;
   bool recorder = true;
-  /// Pipeline stages: a round's batch is split into up to this many
-  /// micro-batches.
-  int64_t stages = 1;
+  /// The most prefills and steps in flight at once before a step
+  /// (--micro-batches; at most the pipeline's stages).
+  int64_t microBatches = 1;
+  /// Calls from a call to the first that may use its tokens: the pipeline
+  /// stages where sends are buffered (a stage starts its next call while
+  /// the later stages compute the last one), else 1.
+  int64_t lag = 1;
+  /// This rank joins the sharing of call c's tokens right after its own
+  /// call c + joinDelay: the last stage at once, each earlier stage one
+  /// call later than the stage after it.
+  int64_t joinDelay = 0;
 };
 
 DecodeGroups decodeGroups(const Program &prog,
@@ -118,10 +128,14 @@ DecodeGroups decodeGroups(const Program &prog,
   if (layout->hasAxis("dp") && layout->axisSize("dp") > 1)
     d.dp = groupOf(groups, "dp");
   d.recorder = d.replica < 0 || mfrt_group_rank(d.replica) == 0;
-  if (layout->hasAxis("pp"))
-    d.stages = layout->axisSize("pp");
-  if (prog.generation.microBatches > 0)
-    d.stages = std::min(d.stages, prog.generation.microBatches);
+  int64_t stages = layout->hasAxis("pp") ? layout->axisSize("pp") : 1;
+  d.microBatches = prog.generation.microBatches > 0
+                       ? std::min(stages, prog.generation.microBatches)
+                       : stages;
+  if (stages > 1 && prog.bufferedSends) {
+    d.lag = stages;
+    d.joinDelay = stages - 1 - mfrt_group_rank(groupOf(groups, "pp"));
+  }
   return d;
 }
 
@@ -189,7 +203,6 @@ int64_t runRequestPrefill(const Program &prog, ProgramRank &rs, int64_t r,
   if (groups.recorder) {
     std::lock_guard<std::mutex> lock(s.output->mutex);
     s.output->prefillSeconds = t1 - t0;
-    s.output->firstTokenSeconds = t1 - rs.runStart;
   }
   return slot;
 }
@@ -207,22 +220,35 @@ void finishSequence(ProgramRank &rs, Sequence &s, const DecodeGroups &groups) {
   s = Sequence();
 }
 
-/// After a prefill or a decode step, for each sequence in `slots`: the rank
-/// that recorded its logits (the LM head's, on the last stage) picks its
-/// token; the replica learns every pick (the loop's back edge to the first
-/// stage) and whether the request is done (its eos, or N tokens), and its
-/// first rank (`recorder`) keeps the ids (and --step-logits rows).
-void shareTokens(const Program &prog, ProgramRank &rs,
-                 const std::vector<int64_t> &slots,
-                 const DecodeGroups &groups) {
-  if (slots.empty())
-    return; // the replica's ranks agree: a dummy batch
+/// A call of the generation loop (a prefill, a decode step, or a wait for
+/// the calls in later stages) whose tokens the rank has not applied yet.
+struct Call {
+  int64_t index = 0;
+  enum Kind { Prefill, Step, Wait } kind = Wait;
+  /// The sequences it ran, by slot (none: a dummy or a wait).
+  std::vector<int64_t> slots;
+  /// Once joined: the replica's message of their tokens (joinTokens).
+  std::vector<float> tokens;
+};
+
+/// The sharing of `call`'s tokens, which every rank of the replica joins
+/// (the last stage right after computing the call, each earlier stage
+/// after its own later calls): the rank that recorded a sequence's logits
+/// (the LM head's, on the last stage) picks its token and whether the
+/// request is done (its eos, or N tokens), and one all-reduce over the
+/// replica gives the picks to every rank (the loop's back edge to the first
+/// stage). A prefill's first token is known to the recorder from then on.
+void joinTokens(const Program &prog, ProgramRank &rs, Call &call,
+                const DecodeGroups &groups) {
+  if (call.slots.empty())
+    return; // the replica's ranks agree: a dummy or a wait
   const Generation &g = prog.generation;
   const Manifest &m = prog.manifest;
   size_t width = size_t(2 + (g.stepLogits ? m.vocab : 0));
-  std::vector<float> msg(slots.size() * width, 0.0f);
-  for (size_t i = 0; i < slots.size(); ++i) {
-    Sequence &s = rs.sequences[size_t(slots[i])];
+  std::vector<float> &msg = call.tokens;
+  msg.assign(call.slots.size() * width, 0.0f);
+  for (size_t i = 0; i < call.slots.size(); ++i) {
+    Sequence &s = rs.sequences[size_t(call.slots[i])];
     if (!s.recordedLogits)
       continue;
     float *at = msg.data() + i * width;
@@ -239,14 +265,30 @@ void shareTokens(const Program &prog, ProgramRank &rs,
   // Every rank of the replica takes part.
   sumOver(groups.replica, msg.data(), int64_t(msg.size()),
           "decode: sharing the chosen tokens");
-  for (size_t i = 0; i < slots.size(); ++i) {
-    Sequence &s = rs.sequences[size_t(slots[i])];
-    const float *at = msg.data() + i * width;
+  if (call.kind == Call::Prefill && groups.recorder) {
+    RequestOutput *o = rs.sequences[size_t(call.slots[0])].output;
+    std::lock_guard<std::mutex> lock(o->mutex);
+    o->firstTokenSeconds = secondsNow() - rs.runStart;
+  }
+}
+
+/// Applies the tokens of a joined `call` (every rank of the replica at the
+/// same call of its loop, so that all decide the next calls alike): each
+/// sequence's next input, its count, the recorder's ids (and --step-logits
+/// rows); a finished request leaves the batch.
+void applyTokens(const Program &prog, ProgramRank &rs, const Call &call,
+                 const DecodeGroups &groups) {
+  const Generation &g = prog.generation;
+  size_t width = size_t(2 + (g.stepLogits ? prog.manifest.vocab : 0));
+  for (size_t i = 0; i < call.slots.size(); ++i) {
+    Sequence &s = rs.sequences[size_t(call.slots[i])];
+    const float *at = call.tokens.data() + i * width;
     if (at[0] < 1)
       fatal("internal: step " + std::to_string(s.generated) + " of request " +
             std::to_string(s.request) + " recorded no logits");
     s.token = int64_t(at[0]) - 1;
     ++s.generated;
+    s.inFlight = false;
     if (groups.recorder) {
       std::lock_guard<std::mutex> lock(s.output->mutex);
       s.output->generated.push_back(int32_t(s.token));
@@ -287,64 +329,111 @@ void runStep(ProgramRank &rs, const std::vector<int64_t> &live) {
   rs.stepBatches.push_back(int64_t(live.size()));
 }
 
-/// A round of decode steps: the batch `live` in `groups` micro-batches
-/// (consecutive slots; a replica with fewer runs dummies), one step each,
-/// back to back: with pipeline stages, the first stage computes the second
-/// micro-batch while the next stage computes the first.
-void runRound(ProgramRank &rs, const std::vector<int64_t> &live,
-              int64_t groups) {
-  size_t n = live.size();
-  for (int64_t g = 0; g < groups; ++g)
-    runStep(rs, std::vector<int64_t>(live.begin() + ptrdiff_t(n * g / groups),
-                                     live.begin() +
-                                         ptrdiff_t(n * (g + 1) / groups)));
+/// The sequences of the next step among the replica's `ready` ones (by
+/// slot) when `live` are live: a `microBatches`-th of the live ones
+/// (rounded up), those that waited longest first, in slot order.
+std::vector<int64_t> stepGroup(const ProgramRank &rs,
+                               std::vector<int64_t> ready, size_t live,
+                               int64_t microBatches) {
+  size_t size = (live + size_t(microBatches) - 1) / size_t(microBatches);
+  if (ready.size() > size) {
+    std::stable_sort(ready.begin(), ready.end(), [&](int64_t a, int64_t b) {
+      return rs.sequences[size_t(a)].lastCall <
+             rs.sequences[size_t(b)].lastCall;
+    });
+    ready.resize(size);
+    std::sort(ready.begin(), ready.end());
+  }
+  return ready;
 }
 
-/// Generation for the replica's requests `mine`: prefills are admitted
-/// while the batch has room (--max-batch), each choosing its request's
-/// first token; then the batch steps together (in a micro-batch per
-/// pipeline stage when it has that many requests), requests leaving it as
-/// they finish and the next ones' prefills taking their places. The replicas
-/// agree before each round on whether any of them prefills (all do then,
-/// dummies where they have none) or steps (likewise), so that every MoE
-/// rendezvous sees every rank; they stop when none has work left.
+/// Generation for the replica's requests `mine`, as a stream of calls that
+/// every rank of every replica runs alike: a prefill (a request admitted
+/// while the batch has room, --max-batch; dummies where a replica has none
+/// to admit), a decode step of the replica's ready requests (those whose
+/// last token came back; up to --micro-batches steps in flight, each a
+/// share of the batch; a dummy where a replica has none), or a wait for
+/// the calls still in later stages. A call's tokens come back `lag` calls
+/// later: with pipeline stages, the first stage computes call c + 1 (a
+/// step of another micro-batch, or the next request's prefill) while the
+/// later stages compute call c. Every rank applies call c's tokens at call
+/// c + lag and decides from the same state, and the replicas agree on each
+/// call's kind (every MoE layer is a rendezvous of all of them); they stop
+/// when none has work left.
 void generate(const Program &prog, ProgramRank &rs,
               const std::vector<int64_t> &mine, const DecodeGroups &groups,
               std::vector<uint64_t> &prefillTraffic) {
   size_t next = 0;
   int64_t maxBatch = prog.generation.maxBatch;
-  for (;;) {
-    std::vector<int64_t> live;
-    for (size_t slot = 0; slot < rs.sequences.size(); ++slot)
-      if (rs.sequences[slot].output)
-        live.push_back(int64_t(slot));
+  std::deque<Call> calls; // not applied yet, oldest first
+  for (int64_t index = 0;; ++index) {
+    while (!calls.empty() && calls.front().index <= index - groups.lag) {
+      applyTokens(prog, rs, calls.front(), groups);
+      calls.pop_front();
+    }
+    // A request whose call in flight makes its last token (the N-th) is
+    // done whatever that token is: it leaves the batch's room at once.
+    std::vector<int64_t> live, ready;
+    int64_t leaving = 0;
+    for (size_t slot = 0; slot < rs.sequences.size(); ++slot) {
+      const Sequence &s = rs.sequences[slot];
+      if (!s.output)
+        continue;
+      live.push_back(int64_t(slot));
+      if (!s.inFlight)
+        ready.push_back(int64_t(slot));
+      else if (s.generated + 1 == prog.generation.maxNewTokens)
+        ++leaving;
+    }
+    // Prefills and steps in flight: the same on every rank (the calls'
+    // kinds are agreed), dummies included.
+    int64_t inFlight =
+        std::count_if(calls.begin(), calls.end(),
+                      [](const Call &c) { return c.kind != Call::Wait; });
     bool admit = next < mine.size() &&
-                 (maxBatch == 0 || int64_t(live.size()) < maxBatch);
-    // Whether any replica admits a request, and the micro-batches of the
-    // round: entry 1 + i is set by the replicas with more than i live
-    // requests (at most one per pipeline stage).
-    std::vector<float> any(size_t(1 + groups.stages), 0.0f);
-    any[0] = admit ? 1.0f : 0.0f;
-    for (int64_t i = 0; i < groups.stages && i < int64_t(live.size()); ++i)
-      any[size_t(1 + i)] = 1.0f;
+                 (maxBatch == 0 || int64_t(live.size()) - leaving < maxBatch);
+    std::vector<float> any = {admit ? 1.0f : 0.0f, ready.empty() ? 0.0f : 1.0f,
+                              live.empty() ? 0.0f : 1.0f};
     sumOver(groups.dp, any.data(), int64_t(any.size()),
-            "decode: agreeing on the next round");
+            "decode: agreeing on the next call");
+    Call call;
+    call.index = index;
     if (any[0] > 0) {
+      call.kind = Call::Prefill;
       int64_t slot = runRequestPrefill(prog, rs, admit ? mine[next++] : -1,
                                        groups, prefillTraffic);
-      shareTokens(prog, rs,
-                  slot < 0 ? std::vector<int64_t>{}
-                           : std::vector<int64_t>{slot},
-                  groups);
-      continue;
-    }
-    int64_t microBatches = 0;
-    while (microBatches < groups.stages && any[size_t(1 + microBatches)] > 0)
-      ++microBatches;
-    if (microBatches == 0)
+      if (slot >= 0)
+        call.slots = {slot};
+      ++rs.prefillCalls;
+    } else if (any[1] > 0 && inFlight < groups.microBatches) {
+      call.kind = Call::Step;
+      if (!ready.empty())
+        call.slots = stepGroup(rs, ready, live.size(), groups.microBatches);
+      runStep(rs, call.slots);
+    } else if (any[2] > 0) {
+      ++rs.waitCalls;
+    } else {
       break;
-    runRound(rs, live, microBatches);
-    shareTokens(prog, rs, live, groups);
+    }
+    if (groups.lag > 1 && groups.joinDelay == groups.lag - 1) {
+      // The first stage: the calls not applied are in later stages.
+      bool stepDownstream =
+          std::any_of(calls.begin(), calls.end(),
+                      [](const Call &c) { return c.kind == Call::Step; });
+      if (call.kind == Call::Step && inFlight > 0)
+        ++rs.overlappedSteps;
+      if (call.kind == Call::Prefill && inFlight > 0)
+        ++(stepDownstream ? rs.prefillsBesideSteps : rs.prefillsBesidePrefills);
+    }
+    for (int64_t slot : call.slots) {
+      rs.sequences[size_t(slot)].inFlight = true;
+      rs.sequences[size_t(slot)].lastCall = index;
+    }
+    calls.push_back(std::move(call));
+    // The call this rank's stage shares the tokens of now.
+    for (Call &c : calls)
+      if (c.index == index - groups.joinDelay)
+        joinTokens(prog, rs, c, groups);
   }
 }
 
@@ -589,6 +678,10 @@ int mfrt::rankMain(void *) {
   if (rank.rank == 0) {
     prog.runSeconds = secondsNow() - rs.runStart;
     prog.runSteps = int64_t(rs.stepBatches.size());
+    prog.runPrefills = rs.prefillCalls;
+    prog.runWaits = rs.waitCalls;
+    prog.runOverlapped = {rs.overlappedSteps, rs.prefillsBesidePrefills,
+                          rs.prefillsBesideSteps};
     for (int64_t batch : rs.stepBatches)
       prog.runBatch = std::max(prog.runBatch, batch);
   }

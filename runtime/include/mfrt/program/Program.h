@@ -21,6 +21,7 @@
 #include "mfrt/program/ProgramRank.h"
 #include "mfrt/tokenizer/PromptSource.h"
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <map>
@@ -39,8 +40,8 @@ struct Generation {
   double temperature = 0.0, topP = 1.0;
   int64_t topK = 0;
   /// The most requests a DP replica decodes together (0: all of them), and
-  /// the most micro-batches a round's batch is split into (0: one per
-  /// pipeline stage).
+  /// the most decode steps (micro-batches) a replica has in flight through
+  /// the pipeline stages (0: one per stage).
   int64_t maxBatch = 0, microBatches = 1;
   uint64_t seed = 0;
   bool seedGiven = false, ignoreEos = false, stepLogits = false;
@@ -95,6 +96,10 @@ struct Program {
   /// requests a step ran.
   double runSeconds = 0;
   int64_t runSteps = 0, runBatch = 0;
+  /// Rank 0's prefill calls and waits, and its overlapped steps, prefills
+  /// beside prefills and prefills beside steps (ProgramRank).
+  int64_t runPrefills = 0, runWaits = 0;
+  std::array<int64_t, 3> runOverlapped = {0, 0, 0};
   meshfold::Manifest manifest;
   std::unique_ptr<Checkpoint> weights;
   /// OpenMP threads of each rank's parallel loops (set by every rank for
@@ -108,6 +113,10 @@ struct Program {
   /// Processes of a multi-process run each hold the outputs their ranks
   /// wrote: rank 0 collects them (and the traffic counters and trace).
   bool collectOutputs = false;
+  /// Whether mfrt_send returns before the peer receives (local, mpi): then
+  /// a pipeline stage goes on to its next call while the later stages
+  /// compute the last one (nccl: a stage's send waits for its receiver).
+  bool bufferedSends = true;
   /// Hops of the traced token that rank 0 received from the other
   /// processes.
   std::vector<mfrt_trace_hop> traceHops;

@@ -107,9 +107,14 @@ struct Sequence {
   /// decode step's): then it picks the next token from `logits`.
   bool recordedLogits = false;
   std::vector<float> logits;
-  /// Whether the decode step running has the request's row (a round's
-  /// micro-batches each hold some of the live requests).
+  /// Whether the decode step running has the request's row (the steps in
+  /// flight each hold some of the live requests).
   bool inStep = false;
+  /// Whether a call whose token the rank has not applied yet ran the
+  /// request (it is in a later pipeline stage, or its token is on its way
+  /// back), and the last call that ran it.
+  bool inFlight = false;
+  int64_t lastCall = -1;
   /// Generation: the tokens chosen so far (a decode step computes the
   /// logits of generated token `generated`), the last one (the next step's
   /// input), and when its prefill ended.
@@ -152,6 +157,13 @@ struct ProgramRank {
   /// The requests of each decode step this rank ran (0 for a dummy step):
   /// their count is the steps it ran.
   std::vector<int64_t> stepBatches;
+  /// The generation loop's calls (--report decode): prefills (dummies
+  /// included) and waits for calls in later stages; on the first stage, the
+  /// steps started while an earlier prefill or step was still in a later
+  /// stage, and the prefills started while only prefills were, or a step.
+  int64_t prefillCalls = 0, waitCalls = 0;
+  int64_t overlappedSteps = 0, prefillsBesidePrefills = 0,
+          prefillsBesideSteps = 0;
   /// When the rank started its requests (steady clock, seconds).
   double runStart = 0;
   /// The layer last entered (for the routing hooks).
