@@ -366,6 +366,7 @@ void generate(const Program &prog, ProgramRank &rs,
   size_t next = 0;
   int64_t maxBatch = prog.generation.maxBatch;
   std::deque<Call> calls; // not applied yet, oldest first
+  bool anyWaiting = true; // as the replicas last agreed
   for (int64_t index = 0;; ++index) {
     while (!calls.empty() && calls.front().index <= index - groups.lag) {
       applyTokens(prog, rs, calls.front(), groups);
@@ -392,10 +393,18 @@ void generate(const Program &prog, ProgramRank &rs,
                       [](const Call &c) { return c.kind != Call::Wait; });
     bool admit = next < mine.size() &&
                  (maxBatch == 0 || int64_t(live.size()) - leaving < maxBatch);
-    std::vector<float> any = {admit ? 1.0f : 0.0f, ready.empty() ? 0.0f : 1.0f,
-                              live.empty() ? 0.0f : 1.0f};
-    sumOver(groups.dp, any.data(), int64_t(any.size()),
-            "decode: agreeing on the next call");
+    // Whether any replica admits, has ready requests, has live ones, and
+    // has requests still to admit. A call that can only be a wait needs no
+    // agreement: no replica will admit again, too many steps are in flight,
+    // and the replicas that ran them still have their requests.
+    std::vector<float> any = {0.0f, 0.0f, 1.0f, 0.0f};
+    if (anyWaiting || inFlight < groups.microBatches) {
+      any = {admit ? 1.0f : 0.0f, ready.empty() ? 0.0f : 1.0f,
+             live.empty() ? 0.0f : 1.0f, next < mine.size() ? 1.0f : 0.0f};
+      sumOver(groups.dp, any.data(), int64_t(any.size()),
+              "decode: agreeing on the next call");
+      anyWaiting = any[3] > 0;
+    }
     Call call;
     call.index = index;
     if (any[0] > 0) {
