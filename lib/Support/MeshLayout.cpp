@@ -790,6 +790,38 @@ std::pair<int64_t, int64_t> MeshLayout::localExperts(int64_t rank,
   return {coord(rank, "ep") * perRank, perRank};
 }
 
+std::pair<int64_t, int64_t> MeshLayout::kvHeadRange(int64_t rank,
+                                                    int64_t numKVHeads) const {
+  const int64_t tp = axisSize("tp"), t = coord(rank, "tp");
+  if (t < 0 || numKVHeads < 1 ||
+      (numKVHeads % tp != 0 && !(numKVHeads < tp && tp % numKVHeads == 0)))
+    return {-1, 0};
+  // The heads come in min(n_kv, TP) parts of kvHeadsPerRank each.
+  const int64_t parts = std::min(numKVHeads, tp);
+  const int64_t count = kvHeadsPerRank(numKVHeads, tp);
+  return {t * parts / tp * count, count};
+}
+
+std::vector<std::pair<int64_t, int64_t>>
+MeshLayout::promptPositions(int64_t rank, int64_t promptLength) const {
+  std::vector<std::pair<int64_t, int64_t>> ranges;
+  const int64_t cp = axisSize("cp"), tp = axisSize("tp"), r = coord(rank, "cp");
+  if (r < 0 || promptLength < 1)
+    return ranges;
+  const int64_t pad = 2 * cp * tp;
+  const int64_t chunk = (promptLength + pad - 1) / pad * pad / (2 * cp);
+  for (int64_t c : {r, 2 * cp - 1 - r}) {
+    int64_t begin = c * chunk, end = std::min(begin + chunk, promptLength);
+    if (begin >= end)
+      continue;
+    if (!ranges.empty() && ranges.back().second == begin)
+      ranges.back().second = end; // CP = 1: one range
+    else
+      ranges.push_back({begin, end});
+  }
+  return ranges;
+}
+
 int64_t MeshLayout::stageOfLayer(int64_t layer, int64_t numLayers) const {
   const int64_t pp = axisSize("pp");
   if (numLayers < 1 || numLayers % pp || layer < 0 || layer >= numLayers)

@@ -200,6 +200,23 @@ public:
   /// The pp coordinate of `rank`.
   int64_t stageOf(int64_t rank) const { return coord(rank, "pp"); }
 
+  /// Where a request's K/V cache lives (docs/design.md §6), as the
+  /// partitioning passes place it. The KV heads [first, first + count) of
+  /// `numKVHeads` that `rank` holds: its TP coordinate's n_kv / TP, or, when
+  /// n_kv < TP, the one head it shares with TP / n_kv ranks (rule gqa, as
+  /// mf-shard-tp slices K and V). {-1, 0} when TP neither divides n_kv nor
+  /// is a multiple of it, or for a rank out of range.
+  std::pair<int64_t, int64_t> kvHeadRange(int64_t rank,
+                                          int64_t numKVHeads) const;
+  /// The prompt positions of a `promptLength`-token request that `rank`
+  /// holds after prefill, as [begin, end) ranges in order (mf-zigzag-cp):
+  /// the prompt, padded to a multiple of 2 * CP * TP, is cut into 2 * CP
+  /// chunks, and CP rank r holds chunks r and 2 * CP - 1 - r, clipped to
+  /// the prompt (empty ranges left out, adjacent ones merged). Every TP
+  /// rank of a CP rank holds the same positions (of its own heads).
+  std::vector<std::pair<int64_t, int64_t>>
+  promptPositions(int64_t rank, int64_t promptLength) const;
+
 private:
   MeshLayout() = default;
 
