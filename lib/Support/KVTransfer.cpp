@@ -33,6 +33,21 @@ std::string checkMesh(const MeshLayout &mesh, const char *name,
 }
 } // namespace
 
+std::string meshfold::checkPools(const MeshLayout &first,
+                                 const MeshLayout &second) {
+  const int64_t gpn = first.gpusPerNode();
+  if (second.gpusPerNode() != gpn)
+    return "plan rule 'pools': the pools' plans give " + std::to_string(gpn) +
+           " and " + std::to_string(second.gpusPerNode()) +
+           " GPUs per node; they must agree";
+  if (first.numDevices() % gpn != 0 || second.numDevices() % gpn != 0)
+    return "plan rule 'pools': pools of " + std::to_string(first.numDevices()) +
+           " and " + std::to_string(second.numDevices()) +
+           " devices do not fill whole nodes of " + std::to_string(gpn) +
+           " GPUs (a node never holds both pools)";
+  return "";
+}
+
 bool meshfold::planKVTransfer(const MeshLayout &prefill,
                               const MeshLayout &decode,
                               const KVTransferInput &in,

@@ -232,13 +232,35 @@ extern "C" mfrt_status mfrt_q_ring_step_bytes(int64_t group, const void *send,
                        recv, bytes);
 }
 
-extern "C" mfrt_status mfrt_send(int peer, const void *buf, int64_t count,
-                                 mfrt_dtype dtype) {
+namespace {
+/// "" when `peer` is in the calling rank's pool (`samePool`) or in the
+/// other one (transfers), else why not.
+std::string checkPool(const RankState &st, int peer, bool samePool) {
+  if (peer < 0 || peer >= st.size)
+    return ""; // beginPeerOp names it
+  int pool = peer < st.place.sizes[0] ? 0 : 1;
+  if ((pool == st.place.pool) == samePool)
+    return "";
+  return "rank " + std::to_string(peer) + " is in pool " +
+         std::to_string(pool) +
+         (samePool ? ", not this rank's: a transfer "
+                     "between pools is "
+                     "mfrt_transfer_send/recv"
+                   : ", this rank's own: a transfer "
+                     "goes to the other pool");
+}
+
+/// mfrt_send / mfrt_transfer_send (`fn`), as `kind`.
+mfrt_status sendPeer(const char *fn, mfrt_op_kind kind, int peer,
+                     const void *buf, int64_t count, mfrt_dtype dtype) {
   RankState *st = currentRank();
   if (!st)
-    return outsideLaunch("mfrt_send");
-  Op op(*st, "send", MFRT_OP_PP);
+    return outsideLaunch(fn);
+  Op op(*st, "send", kind);
   Status s = beginPeerOp(op, peer, buf, count, dtype);
+  std::string pool = checkPool(*st, peer, kind != MFRT_OP_KV_TRANSFER);
+  if (s.ok() && !pool.empty())
+    s = Status::error(MFRT_ERR_ARGUMENT, pool);
   if (s.ok())
     s = sendTo(op, peer, buf, count, dtype);
   if (s.ok() && op.traced())
@@ -246,16 +268,43 @@ extern "C" mfrt_status mfrt_send(int peer, const void *buf, int64_t count,
   return finishOp(op, s);
 }
 
-extern "C" mfrt_status mfrt_recv(int peer, void *buf, int64_t count,
-                                 mfrt_dtype dtype) {
+/// mfrt_recv / mfrt_transfer_recv (`fn`), as `kind`.
+mfrt_status recvPeer(const char *fn, mfrt_op_kind kind, int peer, void *buf,
+                     int64_t count, mfrt_dtype dtype) {
   RankState *st = currentRank();
   if (!st)
-    return outsideLaunch("mfrt_recv");
-  Op op(*st, "recv", MFRT_OP_PP);
+    return outsideLaunch(fn);
+  Op op(*st, "recv", kind);
   Status s = beginPeerOp(op, peer, buf, count, dtype);
+  std::string pool = checkPool(*st, peer, kind != MFRT_OP_KV_TRANSFER);
+  if (s.ok() && !pool.empty())
+    s = Status::error(MFRT_ERR_ARGUMENT, pool);
   if (s.ok())
     s = recvFrom(op, peer, buf, count, dtype);
   return finishOp(op, s);
+}
+} // namespace
+
+extern "C" mfrt_status mfrt_send(int peer, const void *buf, int64_t count,
+                                 mfrt_dtype dtype) {
+  return sendPeer("mfrt_send", MFRT_OP_PP, peer, buf, count, dtype);
+}
+
+extern "C" mfrt_status mfrt_recv(int peer, void *buf, int64_t count,
+                                 mfrt_dtype dtype) {
+  return recvPeer("mfrt_recv", MFRT_OP_PP, peer, buf, count, dtype);
+}
+
+extern "C" mfrt_status mfrt_transfer_send(int peer, const void *buf,
+                                          int64_t count, mfrt_dtype dtype) {
+  return sendPeer("mfrt_transfer_send", MFRT_OP_KV_TRANSFER, peer, buf, count,
+                  dtype);
+}
+
+extern "C" mfrt_status mfrt_transfer_recv(int peer, void *buf, int64_t count,
+                                          mfrt_dtype dtype) {
+  return recvPeer("mfrt_transfer_recv", MFRT_OP_KV_TRANSFER, peer, buf, count,
+                  dtype);
 }
 
 extern "C" mfrt_status mfrt_gather(int64_t group, int root, const void *send,

@@ -58,6 +58,8 @@ extern "C" const char *mfrt_op_kind_name(mfrt_op_kind kind) {
     return "barrier";
   case MFRT_OP_Q_RING:
     return "q_ring";
+  case MFRT_OP_KV_TRANSFER:
+    return "kv_transfer";
   case MFRT_OP_KIND_COUNT:
     break;
   }

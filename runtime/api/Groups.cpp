@@ -42,6 +42,18 @@ std::string axisNames(const MeshLayout &layout) {
 
 } // namespace
 
+extern "C" int mfrt_pool(void) {
+  RankState *st = currentRank();
+  return st ? st->place.pool : -1;
+}
+
+extern "C" int mfrt_pool_size(int pool) {
+  RankState *st = currentRank();
+  if (!st || pool < 0 || pool > 1)
+    return 0;
+  return st->place.sizes[size_t(pool)];
+}
+
 extern "C" int mfrt_rank(void) {
   RankState *st = currentRank();
   return st ? st->rank : mfrt::api::processRank();
@@ -88,9 +100,9 @@ extern "C" int64_t mfrt_group(const char *axesText) {
   auto g = std::make_unique<Group>();
   g->handle = int64_t(st->groups.size());
   g->axes = key;
-  for (int64_t m : st->layout.group(st->rank, axes))
-    g->members.push_back(int(m));
-  g->index = int(st->layout.groupRank(st->rank, axes));
+  for (int64_t m : st->layout.group(st->local(st->rank), axes))
+    g->members.push_back(st->global(m));
+  g->index = int(st->layout.groupRank(st->local(st->rank), axes));
   g->name = key + "{";
   for (size_t i = 0; i < g->members.size(); ++i) {
     g->name += (i ? "," : "") + std::to_string(g->members[i]);

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mfrt/api/Launch.h"
+#include "meshfold/Support/KVTransfer.h"
 #include "meshfold/Support/PlanText.h"
 #include "mfrt/backends/LocalBackend.h"
 #include "mfrt/comm/Device.h"
@@ -30,6 +31,9 @@ int gProcessRank = -1, gProcessWorld = 0;
 /// What every rank of one mfrt_launch runs with.
 struct Launch {
   const MeshLayout &layout;
+  /// The second pool's (mfrt_options.second_plan), or nullptr.
+  const MeshLayout *second;
+  /// Both pools' devices.
   int devices;
   double timeoutS;
   /// CUDA mode: the registered device; nullptr otherwise.
@@ -68,6 +72,20 @@ std::string faultExitOpFor(int rank) {
   return spec.substr(colon + 1);
 }
 
+/// Global rank `rank`'s pool and its layout.
+PoolPlace placeOf(const Launch &l, int rank, const MeshLayout *&layout) {
+  PoolPlace place;
+  place.sizes = {int(l.layout.numDevices()),
+                 l.second ? int(l.second->numDevices()) : 0};
+  layout = &l.layout;
+  if (rank >= place.sizes[0]) {
+    place.pool = 1;
+    place.base = place.sizes[0];
+    layout = l.second;
+  }
+  return place;
+}
+
 /// Runs the user's function as the rank of `st`; returns what it returned.
 int runAs(RankState &st, const Launch &l) {
   st.faultExitOp = faultExitOpFor(st.rank);
@@ -94,7 +112,9 @@ void runLocalRank(LocalFabric &fabric, const Launch &l, int rank) {
   }
   std::unique_ptr<Transport> transport = fabric.transport(rank);
   std::unique_ptr<Compute> host = createHostCompute();
-  RankState st(l.layout, rank, l.timeoutS, *transport, *host, nullptr);
+  const MeshLayout *layout = nullptr;
+  PoolPlace place = placeOf(l, rank, layout);
+  RankState st(*layout, rank, l.timeoutS, *transport, *host, nullptr, place);
   int rc = runAs(st, l);
   if (rc != 0 && !fabric.failed())
     fabric.raise(FailureRecord{rank, MFRT_ERR_PEER,
@@ -190,8 +210,10 @@ mfrt_status attachDevice(PluginBackend &backend, Device *device) {
 FailureRecord runPluginRank(PluginBackend &backend, Compute &compute,
                             const Launch &l) {
   Transport &transport = backend.transport();
-  RankState st(l.layout, transport.rank(), l.timeoutS, transport, compute,
-               backend.native());
+  const MeshLayout *layout = nullptr;
+  PoolPlace place = placeOf(l, transport.rank(), layout);
+  RankState st(*layout, transport.rank(), l.timeoutS, transport, compute,
+               backend.native(), place);
   int rc = runAs(st, l);
   FailureRecord mine = st.failure;
   FailureRecord seen;
@@ -260,9 +282,24 @@ extern "C" mfrt_status mfrt_launch(const mfrt_options *options,
       meshfold::layoutFromPlanText(options->plan, &error);
   if (!layout)
     return setError(MFRT_ERR_ARGUMENT, "mfrt: " + error);
-  const int devices = int(layout->numDevices());
+  std::optional<MeshLayout> second;
+  if (options->second_plan) {
+    second = meshfold::layoutFromPlanText(options->second_plan, &error);
+    if (!second)
+      return setError(MFRT_ERR_ARGUMENT, "mfrt: the second plan: " + error);
+    if (std::string why = meshfold::checkPools(*layout, *second); !why.empty())
+      return setError(MFRT_ERR_ARGUMENT, "mfrt: " + why);
+  }
+  const int devices =
+      int(layout->numDevices() + (second ? second->numDevices() : 0));
   const double timeoutS = resolveTimeout(options);
-  const Launch l{*layout, devices, timeoutS, activeDevice(), fn, user};
+  const Launch l{*layout,
+                 second ? &*second : nullptr,
+                 devices,
+                 timeoutS,
+                 activeDevice(),
+                 fn,
+                 user};
   clearError();
   if (options->backend == MFRT_BACKEND_LOCAL)
     return launchLocal(l);

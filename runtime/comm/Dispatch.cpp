@@ -103,7 +103,9 @@ Status ownerTable(RankState &st, Group &g, int64_t nExperts) {
   } else {
     for (int64_t e = 0; e < nExperts; ++e) {
       std::vector<int64_t> holders =
-          st.layout.expertHolders(st.rank, e, nExperts);
+          st.layout.expertHolders(st.local(st.rank), e, nExperts);
+      for (int64_t &h : holders)
+        h = st.global(h);
       if (holders.empty())
         return Status::error(
             MFRT_ERR_ARGUMENT,
@@ -122,7 +124,8 @@ Status ownerTable(RankState &st, Group &g, int64_t nExperts) {
                                    " on rank " + std::to_string(rank) +
                                    ", which is not in the group");
         owner.push_back(it->second);
-        local.push_back(int(e - st.layout.localExperts(rank, nExperts).first));
+        local.push_back(
+            int(e - st.layout.localExperts(st.local(rank), nExperts).first));
       }
     }
   }

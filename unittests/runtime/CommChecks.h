@@ -10,8 +10,8 @@
 #ifndef MESHFOLD_UNITTESTS_RUNTIME_COMMCHECKS_H
 #define MESHFOLD_UNITTESTS_RUNTIME_COMMCHECKS_H
 
-#include "mfrt/comm/CommDType.h"
 #include "meshfold/Support/PlanText.h"
+#include "mfrt/comm/CommDType.h"
 #include "mfrt/mfrt.h"
 
 #include <algorithm>
@@ -61,8 +61,7 @@ struct Failures {
 
 inline MeshLayout layoutOf(const std::string &plan) {
   std::string error;
-  std::optional<MeshLayout> layout =
-      meshfold::layoutFromPlanText(plan, &error);
+  std::optional<MeshLayout> layout = meshfold::layoutFromPlanText(plan, &error);
   if (!layout) {
     std::fprintf(stderr, "bad test plan: %s\n", error.c_str());
     std::abort();
@@ -616,6 +615,55 @@ inline void checkDispatchCases(const MeshLayout &layout, Failures &fails) {
 
 #undef COMMCHECK
 #undef COMMREQUIRE
+/// Two pools (mfrt_options.second_plan) of `first` then `second`: each
+/// rank's pool and sizes; the same axes name each pool's own groups, in
+/// global ranks; a sum over each pool's ep group; and transfers: first-pool
+/// rank r sends 100 floats of r to second-pool rank r mod D, which takes
+/// its messages in rank order, counted as kv_transfer over IB only.
+inline void checkPools(const MeshLayout &first, const MeshLayout &second,
+                       Failures &fails) {
+  const int p = int(first.numDevices()), d = int(second.numDevices());
+  const int rank = mfrt_rank(), pool = rank < p ? 0 : 1;
+  const std::string me = "rank " + std::to_string(rank) + ": ";
+  if (mfrt_world_size() != p + d || mfrt_pool_size(0) != p ||
+      mfrt_pool_size(1) != d || mfrt_pool() != pool)
+    fails.add(me + "pool " + std::to_string(mfrt_pool()) + " of sizes " +
+              std::to_string(mfrt_pool_size(0)) + ", " +
+              std::to_string(mfrt_pool_size(1)));
+  const MeshLayout &layout = pool == 0 ? first : second;
+  const int base = pool == 0 ? 0 : p;
+  for (const char *axes : {"tp", "dp", "ep"}) {
+    int64_t g = mfrt_group(axes);
+    std::vector<int64_t> want = layout.group(rank - base, {axes});
+    bool same = mfrt_group_size(g) == int(want.size());
+    for (size_t i = 0; same && i < want.size(); ++i)
+      same = mfrt_group_member(g, int(i)) == int(want[i]) + base;
+    if (!same)
+      fails.add(me + "group " + axes);
+  }
+  float v = float(rank), sum = 0, want = 0;
+  COMMCALL(mfrt_all_reduce(mfrt_group("ep"), &v, &sum, 1, MFRT_F32));
+  for (int64_t m : layout.group(rank - base, {"ep"}))
+    want += float(m + base);
+  if (sum != want)
+    fails.add(me + "ep sum " + std::to_string(sum) + ", want " +
+              std::to_string(want));
+  std::vector<float> buf(100, float(rank));
+  if (pool == 0) {
+    COMMCALL(mfrt_transfer_send(p + rank % d, buf.data(), 100, MFRT_F32));
+    if (mfrt_bytes_sent_total(MFRT_OP_KV_TRANSFER, MFRT_LINK_IB) != 400 ||
+        mfrt_bytes_sent_total(MFRT_OP_KV_TRANSFER, MFRT_LINK_NVLINK) != 0)
+      fails.add(me + "transfer bytes");
+    return;
+  }
+  for (int from = rank - p; from < p; from += d) {
+    COMMCALL(mfrt_transfer_recv(from, buf.data(), 100, MFRT_F32));
+    if (buf[0] != float(from) || buf[99] != float(from))
+      fails.add(me + "got " + std::to_string(buf[0]) + " from " +
+                std::to_string(from));
+  }
+}
+
 #undef COMMCALL
 
 } // namespace commcheck

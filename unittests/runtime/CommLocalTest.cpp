@@ -141,6 +141,7 @@ TEST(CommLocal, OpKindNames) {
   EXPECT_STREQ(mfrt_op_kind_name(MFRT_OP_ALL_GATHER), "all_gather");
   EXPECT_STREQ(mfrt_op_kind_name(MFRT_OP_DISPATCH), "dispatch");
   EXPECT_STREQ(mfrt_op_kind_name(MFRT_OP_BARRIER), "barrier");
+  EXPECT_STREQ(mfrt_op_kind_name(MFRT_OP_KV_TRANSFER), "kv_transfer");
 }
 
 TEST(CommLocal, LargeMessages) {
@@ -189,6 +190,82 @@ TEST(CommLocal, UnknownAxis) {
   });
   EXPECT_EQ(s, MFRT_OK);
   EXPECT_EQ(ok.load(), 2);
+}
+
+//===----------------------------------------------------------------------===//
+// Two pools (mfrt_options.second_plan)
+//===----------------------------------------------------------------------===//
+
+/// A decode pool of TP2 x DP8 (16 devices) beside the seed plan's 32.
+const char *const kDecodePool =
+    "devices=16 gpus_per_node=8 attention=tp:2,dp:8 experts=ep:16:tp+dp";
+
+mfrt_status launchPools(const char *first, const char *second, RankFn fn) {
+  mfrt_options options{MFRT_BACKEND_LOCAL, first, 20, second};
+  return mfrt_launch(
+      &options, [](void *user) { return (*static_cast<RankFn *>(user))(); },
+      &fn);
+}
+
+TEST(CommPools, GroupsAndTransfers) {
+  const MeshLayout seed = layoutOf(kSeedPlan), decode = layoutOf(kDecodePool);
+  Failures fails;
+  mfrt_status s = launchPools(kSeedPlan, kDecodePool, [&] {
+    checkPools(seed, decode, fails);
+    return 0;
+  });
+  EXPECT_EQ(s, MFRT_OK) << mfrt_last_error();
+  EXPECT_TRUE(fails.empty()) << fails.text();
+}
+
+TEST(CommPools, WrongPoolPeersAreErrors) {
+  // A pipeline send across the pools, or a transfer within one, fails the
+  // launch naming the rule.
+  mfrt_status s = launchPools(kSeedPlan, kDecodePool, [&] {
+    float v = 0;
+    if (mfrt_rank() == 3)
+      return int(mfrt_send(40, &v, 1, MFRT_F32));
+    return 0;
+  });
+  EXPECT_EQ(s, MFRT_ERR_ARGUMENT);
+  EXPECT_NE(std::string(mfrt_last_error())
+                .find("send to rank 40: rank 40 is in pool 1, not this "
+                      "rank's: a transfer between pools is "
+                      "mfrt_transfer_send/recv"),
+            std::string::npos)
+      << mfrt_last_error();
+  s = launchPools(kSeedPlan, kDecodePool, [&] {
+    float v = 0;
+    if (mfrt_rank() == 40)
+      return int(mfrt_transfer_send(41, &v, 1, MFRT_F32));
+    return 0;
+  });
+  EXPECT_EQ(s, MFRT_ERR_ARGUMENT);
+  EXPECT_NE(std::string(mfrt_last_error())
+                .find("rank 41 is in pool 1, this rank's own: a transfer "
+                      "goes to the other pool"),
+            std::string::npos)
+      << mfrt_last_error();
+}
+
+TEST(CommPools, PoolsFillWholeNodes) {
+  mfrt_status s =
+      launchPools(kSeedPlan, "devices=4 gpus_per_node=8 attention=tp:2,dp:2",
+                  [] { return 0; });
+  EXPECT_EQ(s, MFRT_ERR_ARGUMENT);
+  EXPECT_EQ(std::string(mfrt_last_error()),
+            "mfrt: plan rule 'pools': pools of 32 and 4 devices do not fill "
+            "whole nodes of 8 GPUs (a node never holds both pools)");
+  s = launchPools(kSeedPlan, "devices=16 gpus_per_node=4 attention=tp:2,dp:8",
+                  [] { return 0; });
+  EXPECT_EQ(std::string(mfrt_last_error()),
+            "mfrt: plan rule 'pools': the pools' plans give 8 and 4 GPUs per "
+            "node; they must agree");
+  s = launchPools(kSeedPlan, "devices=16 attention=tp:3", [] { return 0; });
+  EXPECT_EQ(s, MFRT_ERR_ARGUMENT);
+  EXPECT_NE(std::string(mfrt_last_error()).find("mfrt: the second plan: "),
+            std::string::npos)
+      << mfrt_last_error();
 }
 
 //===----------------------------------------------------------------------===//

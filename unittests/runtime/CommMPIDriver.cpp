@@ -12,6 +12,9 @@
 //                             fails with a timeout naming rank 2, exit 2
 //   RuntimeMPIDriver size     (with -np 2) the world size must equal the
 //                             plan's 32 devices: a clear error, exit 2
+//   RuntimeMPIDriver pools    (with -np 12) two pools, TP2 x CP2 x DP2 then
+//                             TP2 x DP2 on nodes of 4: each pool's groups,
+//                             and transfers from the first to the second
 //
 // Exit status: 0 all good, 1 a check failed, 2 mfrt_launch failed.
 //
@@ -28,6 +31,12 @@ using namespace commcheck;
 
 namespace {
 
+/// The pools mode's plans.
+const char *const kPoolsFirst =
+    "devices=8 gpus_per_node=4 attention=tp:2,cp:2,dp:2 experts=ep:8:tp+cp+dp";
+const char *const kPoolsSecond =
+    "devices=4 gpus_per_node=4 attention=tp:2,dp:2 experts=ep:4:tp+dp";
+
 struct Context {
   std::string mode;
   MeshLayout layout;
@@ -40,6 +49,10 @@ int rankMain(void *user) {
   ctx.rank = mfrt_rank();
   Failures &fails = ctx.fails;
   const MeshLayout &layout = ctx.layout;
+  if (ctx.mode == "pools") {
+    checkPools(layout, layoutOf(kPoolsSecond), fails);
+    return 0;
+  }
   if (ctx.mode == "ops") {
     auto t0 = std::chrono::steady_clock::now();
     auto step = [&](const char *name) {
@@ -100,15 +113,18 @@ int rankMain(void *user) {
 int main(int argc, char **argv) {
   const std::string mode = argc > 1 ? argv[1] : "ops";
   if (mode != "ops" && mode != "exit" && mode != "fail" && mode != "stall" &&
-      mode != "size") {
-    std::fprintf(stderr, "usage: %s [ops|exit|fail|stall|size]\n", argv[0]);
+      mode != "size" && mode != "pools") {
+    std::fprintf(stderr, "usage: %s [ops|exit|fail|stall|size|pools]\n",
+                 argv[0]);
     return 64;
   }
   if (mode == "exit")
     setenv("MFRT_FAULT_EXIT", "3:all_gather", 1);
-  Context ctx{mode, layoutOf(kSeedPlan), {}, -1};
-  const double timeoutS = mode == "ops" ? 60 : mode == "exit" ? 10 : 1;
-  mfrt_options options{MFRT_BACKEND_MPI, kSeedPlan, timeoutS};
+  const bool pools = mode == "pools";
+  Context ctx{mode, layoutOf(pools ? kPoolsFirst : kSeedPlan), {}, -1};
+  const double timeoutS = mode == "ops" || pools ? 60 : mode == "exit" ? 10 : 1;
+  mfrt_options options{MFRT_BACKEND_MPI, pools ? kPoolsFirst : kSeedPlan,
+                       timeoutS, pools ? kPoolsSecond : nullptr};
   auto t0 = std::chrono::steady_clock::now();
   mfrt_status s = mfrt_launch(&options, rankMain, &ctx);
   const double secs =
@@ -126,8 +142,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (ctx.rank == 0)
-    std::printf("RuntimeMPIDriver %s: all checks passed on 32 ranks in %.1f "
+    std::printf("RuntimeMPIDriver %s: all checks passed on %d ranks in %.1f "
                 "s\n",
-                mode.c_str(), secs);
+                mode.c_str(), mfrt_world_size(), secs);
   return 0;
 }

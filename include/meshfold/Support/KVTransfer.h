@@ -21,6 +21,12 @@
 
 namespace meshfold {
 
+/// "" when two meshes can run as separate pools of one launch (a prefill
+/// pool, then a decode pool, ranks numbered on): each on whole nodes of its
+/// own, with the same GPUs per node; else the broken rule ('pools'), in one
+/// line.
+std::string checkPools(const MeshLayout &first, const MeshLayout &second);
+
 /// The request whose cache moves, and where.
 struct KVTransferInput {
   int64_t numLayers = 0, numKVHeads = 0, headDim = 0;

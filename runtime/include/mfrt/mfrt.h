@@ -75,8 +75,9 @@ typedef enum mfrt_op_kind {
   MFRT_OP_GATHER = 6, /* the LM-head halves */
   MFRT_OP_ALL_REDUCE = 7,
   MFRT_OP_BARRIER = 8,
-  MFRT_OP_Q_RING = 9, /* a decode step's queries and partial outputs */
-  MFRT_OP_KIND_COUNT = 10
+  MFRT_OP_Q_RING = 9,       /* a decode step's queries and partial outputs */
+  MFRT_OP_KV_TRANSFER = 10, /* a K/V cache from one pool to the other */
+  MFRT_OP_KIND_COUNT = 11
 } mfrt_op_kind;
 
 typedef enum mfrt_link {
@@ -107,6 +108,15 @@ typedef struct mfrt_options {
      names the rank, the op and the group, e.g. "mfrt: rank 5: all_gather on
      group tp{4,5}: timed out after 2.0 s waiting for rank 4". */
   double timeout_s;
+  /* Optional (NULL: none): the plan of a second pool of devices, e.g. a
+     decode pool beside a prefill pool. The launch then runs both pools'
+     devices, the first pool's ranks first, each pool on whole nodes of its
+     own (its devices a multiple of gpus_per_node, which both plans give
+     alike). A rank's groups, experts and link classes come from its own
+     pool's plan; ranks are global (the second pool's start after the
+     first's devices) everywhere in this API, and mfrt_transfer_send /
+     mfrt_transfer_recv move data between the pools. */
+  const char *second_plan;
 } mfrt_options;
 
 #define MFRT_DEFAULT_TIMEOUT_S 60.0
@@ -127,6 +137,13 @@ mfrt_status mfrt_launch(const mfrt_options *options, int (*fn)(void *user),
 
 /* The message of the calling thread's last failure ("" if none). */
 const char *mfrt_last_error(void);
+
+/* Inside mfrt_launch: the calling rank's pool (0, or 1 for the second
+   plan's ranks; -1 outside) and the devices of pool `pool` (0 for a pool
+   the launch does not have). The second pool's first global rank is
+   mfrt_pool_size(0). */
+int mfrt_pool(void);
+int mfrt_pool_size(int pool);
 
 /* Inside mfrt_launch: the calling rank and the world size (-1 and 0
    outside). Under mpi / nccl they keep this process's values after
@@ -179,8 +196,8 @@ mfrt_status mfrt_ring_step_bytes(int64_t group, const void *send, void *recv,
                                  int64_t bytes);
 /* The same ring step for a decode step's queries, partial outputs and
    their positions (pass-Q attention), counted as MFRT_OP_Q_RING. */
-mfrt_status mfrt_q_ring_step_bytes(int64_t group, const void *send,
-                                   void *recv, int64_t bytes);
+mfrt_status mfrt_q_ring_step_bytes(int64_t group, const void *send, void *recv,
+                                   int64_t bytes);
 /* Point to point between global ranks (pipeline stages), counted as
    MFRT_OP_PP. Sends to one peer are received in order. local / mpi:
    mfrt_send copies the data out and returns at once (a symmetric exchange
@@ -188,6 +205,13 @@ mfrt_status mfrt_q_ring_step_bytes(int64_t group, const void *send,
 mfrt_status mfrt_send(int peer, const void *buf, int64_t count,
                       mfrt_dtype dtype);
 mfrt_status mfrt_recv(int peer, void *buf, int64_t count, mfrt_dtype dtype);
+/* The same between global ranks of the two pools of a launch with a
+   second plan (a K/V cache from the prefill pool to the decode pool),
+   counted as MFRT_OP_KV_TRANSFER; the peer must be in the other pool. */
+mfrt_status mfrt_transfer_send(int peer, const void *buf, int64_t count,
+                               mfrt_dtype dtype);
+mfrt_status mfrt_transfer_recv(int peer, void *buf, int64_t count,
+                               mfrt_dtype dtype);
 /* recv (on the group member `root` only) = concatenation by group rank. */
 mfrt_status mfrt_gather(int64_t group, int root, const void *send, void *recv,
                         int64_t count, mfrt_dtype dtype);
@@ -254,7 +278,7 @@ const char *mfrt_op_kind_name(mfrt_op_kind kind);
 typedef struct mfrt_trace_hop {
   int64_t layer; /* -1: before the first layer */
   int64_t op;
-  int32_t kind; /* mfrt_op_kind */
+  int32_t kind;     /* mfrt_op_kind */
   int32_t from, to; /* global ranks */
 } mfrt_trace_hop;
 void mfrt_trace_enable(int on);

@@ -12,6 +12,7 @@
 #include "meshfold/Support/MeshLayout.h"
 #include "mfrt/comm/Comm.h"
 
+#include <array>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -49,14 +50,28 @@ struct Group {
 
 constexpr int kLayerSlots = MFRT_MAX_LAYERS + 1;
 
+/// Which of a launch's pools a rank is in (mfrt_options.second_plan): its
+/// pool's first global rank, and every pool's devices.
+struct PoolPlace {
+  int pool = 0, base = 0;
+  std::array<int, 2> sizes = {0, 0};
+};
+
 /// Everything one rank needs; thread-local for `local`, one per process for
 /// the plugins.
 struct RankState {
+  /// `layout` is the rank's own pool's; `rank` is global.
   RankState(const meshfold::MeshLayout &layout, int rank, double timeoutS,
-            Transport &transport, Compute &compute, Native *native)
-      : layout(layout), rank(rank), size(int(layout.numDevices())),
+            Transport &transport, Compute &compute, Native *native,
+            PoolPlace place = {})
+      : layout(layout), rank(rank), size(place.sizes[0] + place.sizes[1] > 0
+                                             ? place.sizes[0] + place.sizes[1]
+                                             : int(layout.numDevices())),
         timeoutS(timeoutS), transport(transport), compute(compute),
-        native(native), sendSeq(size, 0), recvSeq(size, 0) {}
+        native(native), place(place), sendSeq(size, 0), recvSeq(size, 0) {
+    if (this->place.sizes[0] == 0)
+      this->place.sizes[0] = size; // one pool
+  }
 
   const meshfold::MeshLayout &layout;
   int rank, size;
@@ -64,6 +79,11 @@ struct RankState {
   Transport &transport;
   Compute &compute;
   Native *native;
+  PoolPlace place;
+  /// The layout's rank of global rank `global` of this rank's pool, and
+  /// back.
+  int64_t local(int64_t global) const { return global - place.base; }
+  int global(int64_t local) const { return int(local) + place.base; }
 
   std::vector<std::unique_ptr<Group>> groups;
   std::map<std::string, int64_t> groupByAxes;
