@@ -99,14 +99,13 @@ bool meshfold::planKVTransfer(const MeshLayout &prefill,
           continue;
         for (auto [sBegin, sEnd] : prefill.promptPositions(s, in.promptLength))
           for (auto [dBegin, dEnd] : dPositions) {
-            KVBlock b;
-            b.from = s;
-            b.to = d;
-            b.layer = layer;
-            b.headBegin = headBegin;
-            b.headEnd = headEnd;
-            b.positionBegin = std::max(sBegin, dBegin);
-            b.positionEnd = std::min(sEnd, dEnd);
+            KVBlock b{s,
+                      d,
+                      layer,
+                      headBegin,
+                      headEnd,
+                      std::max(sBegin, dBegin),
+                      std::min(sEnd, dEnd)};
             if (b.positionBegin < b.positionEnd)
               blocks.push_back(b);
           }

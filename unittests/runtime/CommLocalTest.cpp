@@ -221,31 +221,24 @@ TEST(CommPools, GroupsAndTransfers) {
 TEST(CommPools, WrongPoolPeersAreErrors) {
   // A pipeline send across the pools, or a transfer within one, fails the
   // launch naming the rule.
-  mfrt_status s = launchPools(kSeedPlan, kDecodePool, [&] {
-    float v = 0;
-    if (mfrt_rank() == 3)
-      return int(mfrt_send(40, &v, 1, MFRT_F32));
-    return 0;
-  });
-  EXPECT_EQ(s, MFRT_ERR_ARGUMENT);
-  EXPECT_NE(std::string(mfrt_last_error())
-                .find("send to rank 40: rank 40 is in pool 1, not this "
-                      "rank's: a transfer between pools is "
-                      "mfrt_transfer_send/recv"),
-            std::string::npos)
-      << mfrt_last_error();
-  s = launchPools(kSeedPlan, kDecodePool, [&] {
-    float v = 0;
-    if (mfrt_rank() == 40)
-      return int(mfrt_transfer_send(41, &v, 1, MFRT_F32));
-    return 0;
-  });
-  EXPECT_EQ(s, MFRT_ERR_ARGUMENT);
-  EXPECT_NE(std::string(mfrt_last_error())
-                .find("rank 41 is in pool 1, this rank's own: a transfer "
-                      "goes to the other pool"),
-            std::string::npos)
-      << mfrt_last_error();
+  auto expectError = [](int from, std::function<mfrt_status()> call,
+                        const std::string &text) {
+    mfrt_status s = launchPools(kSeedPlan, kDecodePool, [&] {
+      return mfrt_rank() == from ? int(call()) : 0;
+    });
+    EXPECT_EQ(s, MFRT_ERR_ARGUMENT);
+    EXPECT_NE(std::string(mfrt_last_error()).find(text), std::string::npos)
+        << mfrt_last_error();
+  };
+  float v = 0;
+  expectError(
+      3, [&] { return mfrt_send(40, &v, 1, MFRT_F32); },
+      "send to rank 40: rank 40 is in pool 1, not this rank's: a transfer "
+      "between pools is mfrt_transfer_send/recv");
+  expectError(
+      40, [&] { return mfrt_transfer_send(41, &v, 1, MFRT_F32); },
+      "rank 41 is in pool 1, this rank's own: a transfer goes to the other "
+      "pool");
 }
 
 TEST(CommPools, PoolsFillWholeNodes) {
