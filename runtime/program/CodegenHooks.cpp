@@ -21,6 +21,7 @@
 #include "mfrt/CodegenABI.h"
 #include "mfrt/mfrt.h"
 #include "mfrt/program/DeviceBuffers.h"
+#include "mfrt/program/Program.h"
 #include "mfrt/program/ProgramRank.h"
 #include "mfrt/program/Trace.h"
 
@@ -32,6 +33,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <vector>
 
 using namespace mfrt;
@@ -132,6 +134,49 @@ void forEachCached(ProgramRank &rs, int64_t layer,
   }
 }
 
+/// Prefill pool of a two-pool program: sends the decode pool the blocks of
+/// `s`'s K/V of `layer` that this rank holds (transferBlocks), now that it
+/// recorded them: K then V, by head, position and element.
+void sendRecordedKV(ProgramRank &rs, Sequence &s, int64_t layer) {
+  const Manifest &m = *rs.manifest;
+  if (!s.sendsPlanned) {
+    for (const meshfold::KVBlock &b : transferBlocks(program(), s.request))
+      if (b.from == mfrt_rank())
+        s.sends.push_back(b);
+    s.sendsPlanned = true;
+  }
+  RequestOutput *out = s.output;
+  std::vector<float> buf;
+  for (const meshfold::KVBlock &b : s.sends) {
+    if (b.layer != layer)
+      continue;
+    int64_t positions = b.positionEnd - b.positionBegin;
+    buf.assign(size_t(b.elements(m.headDim)), 0.0f);
+    float *kOut = buf.data(), *vOut = kOut + buf.size() / 2;
+    {
+      std::lock_guard<std::mutex> lock(out->mutex);
+      for (int64_t h = b.headBegin; h < b.headEnd; ++h)
+        for (int64_t pos = b.positionBegin; pos < b.positionEnd; ++pos) {
+          if (!out->written[size_t(layer)][size_t(pos * m.kvHeads + h)])
+            fatal("internal: the K/V of layer " + std::to_string(layer) +
+                  " position " + std::to_string(pos) + " head " +
+                  std::to_string(h) + " is not here to send");
+          int64_t at = (pos * m.kvHeads + h) * m.headDim;
+          int64_t to = ((h - b.headBegin) * positions + pos - b.positionBegin) *
+                       m.headDim;
+          std::copy_n(out->keys[size_t(layer)].begin() + at, m.headDim,
+                      kOut + to);
+          std::copy_n(out->values[size_t(layer)].begin() + at, m.headDim,
+                      vOut + to);
+        }
+    }
+    if (sendHost(mfrt_pool_size(0) + int(b.to), buf.data(), int64_t(buf.size()),
+                 MFRT_F32) != MFRT_OK)
+      fatal(std::string("sending K/V to the decode pool: ") +
+            mfrt_last_error());
+  }
+}
+
 /// Keeps `logits [vocab]` (elements `stride` apart) as the ones the next
 /// token of `s` is chosen from.
 void keepLogits(const Manifest &m, Sequence &s, const float *logits,
@@ -188,6 +233,7 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
     fatal("internal: K/V entries of layer " + std::to_string(layer) +
           " have an unexpected shape");
   int64_t row = m.kvHeads * m.headDim;
+  std::set<Sequence *> recorded;
   for (int64_t t = 0; t < k->sizes[0]; ++t) {
     int64_t position =
         positions->data[positions->offset + t * positions->strides[0]];
@@ -197,6 +243,7 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
     Sequence *s = rs.sequenceOf(position, &pos);
     if (!s)
       continue; // padding, or a dummy batch
+    recorded.insert(s);
     if (tracedPosition(rs, position)) {
       TraceSightings &seen = traceSightings();
       std::lock_guard<std::mutex> lock(seen.mutex);
@@ -218,6 +265,9 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
       }
     }
   }
+  if (program().pools && mfrt_pool() == 0)
+    for (Sequence *s : recorded)
+      sendRecordedKV(rs, *s, layer);
 }
 
 /// The cached rows of a decode step's K/V history: the positions this rank

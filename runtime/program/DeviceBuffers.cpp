@@ -154,23 +154,34 @@ mfrt::MemRefBuffer<T>::MemRefBuffer(UnrankedMemRefType<T> *m) {
 template struct mfrt::MemRefBuffer<float>;
 template struct mfrt::MemRefBuffer<int64_t>;
 
+namespace {
+/// Whether global rank `peer` is in the other pool of a two-pool launch
+/// (then messages to it are transfers).
+bool inOtherPool(int peer) {
+  return mfrt_pool_size(1) > 0 &&
+         (peer >= mfrt_pool_size(0)) != (mfrt_pool() == 1);
+}
+} // namespace
+
 mfrt_status mfrt::sendHost(int peer, const void *buf, int64_t count,
                            mfrt_dtype dtype) {
+  auto send = inOtherPool(peer) ? mfrt_transfer_send : mfrt_send;
   if (!deviceMode())
-    return mfrt_send(peer, buf, count, dtype);
+    return send(peer, buf, count, dtype);
   size_t bytes = size_t(count) * (dtype == MFRT_F32 ? 4 : 2);
   SharedBuffer staged(bytes);
   std::memcpy(staged.data(), buf, bytes);
-  return mfrt_send(peer, staged.data(), count, dtype);
+  return send(peer, staged.data(), count, dtype);
 }
 
 mfrt_status mfrt::recvHost(int peer, void *buf, int64_t count,
                            mfrt_dtype dtype) {
+  auto recv = inOtherPool(peer) ? mfrt_transfer_recv : mfrt_recv;
   if (!deviceMode())
-    return mfrt_recv(peer, buf, count, dtype);
+    return recv(peer, buf, count, dtype);
   size_t bytes = size_t(count) * (dtype == MFRT_F32 ? 4 : 2);
   SharedBuffer staged(bytes);
-  mfrt_status s = mfrt_recv(peer, staged.data(), count, dtype);
+  mfrt_status s = recv(peer, staged.data(), count, dtype);
   if (s == MFRT_OK) {
     syncForHost();
     std::memcpy(buf, staged.data(), bytes);

@@ -36,8 +36,15 @@ int main(int argc, char **argv) {
   prog.bufferedSends = launch.backend != MFRT_BACKEND_NCCL;
   std::string plan = planText(prog.manifest);
   launch.plan = plan.c_str();
+  // A program of two pools: the decode pool's ranks after the prefill
+  // pool's.
+  std::string decodePlan = prog.pools ? planText(prog.decodeManifest) : "";
+  if (prog.pools)
+    launch.second_plan = decodePlan.c_str();
+  int localRanks =
+      ranksOfPlan(plan) + (prog.pools ? ranksOfPlan(decodePlan) : 0);
   prog.threadsPerRank = threadsPerRank(
-      options, launch.backend == MFRT_BACKEND_LOCAL ? ranksOfPlan(plan) : 1);
+      options, launch.backend == MFRT_BACKEND_LOCAL ? localRanks : 1);
   std::string reportPlan = reportPlanText(options, prog, plan);
   prepareTraffic(prog, plan);
   if (prog.reportLoad)

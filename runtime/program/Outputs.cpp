@@ -13,8 +13,6 @@
 #include "mfrt/program/Program.h"
 #include "mfrt/program/Trace.h"
 
-#include "meshfold/Support/PlanText.h"
-
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -388,20 +386,21 @@ void mfrt::printDecodeReport(const Program &prog) {
                 1e3 * o.decodeSeconds / double(steps));
   }
   std::printf("decode: %zu requests, %zu tokens generated in %lld steps "
-              "(batches of up to %lld, rank 0), %.3f ms of prefills and "
+              "(batches of up to %lld, rank %d), %.3f ms of prefills and "
               "steps: %.1f tokens/s\n",
               prog.outputs.size(), generated, (long long)prog.runSteps,
-              (long long)prog.runBatch, 1e3 * prog.runSeconds,
+              (long long)prog.runBatch, prog.runRank, 1e3 * prog.runSeconds,
               prog.runSeconds > 0 ? double(generated) / prog.runSeconds : 0.0);
-  std::string error;
-  std::optional<MeshLayout> layout =
-      layoutFromPlanText(planText(prog.manifest), &error);
-  if (!layout || !layout->hasAxis("pp") || layout->axisSize("pp") == 1)
+  // The decode pool's stages in a program of two pools.
+  MeshLayout layout =
+      layoutOf(prog.pools ? prog.decodeManifest : prog.manifest);
+  if (layout.axisSize("pp") == 1)
     return;
-  std::printf("pipeline: rank 0 made %lld calls: %lld prefills, %lld steps "
+  std::printf("pipeline: rank %d made %lld calls: %lld prefills, %lld steps "
               "and %lld waits for later stages; started while earlier calls "
               "were in later stages: %lld steps, %lld prefills beside "
               "prefills, %lld prefills beside steps\n",
+              prog.runRank,
               (long long)(prog.runPrefills + prog.runSteps + prog.runWaits),
               (long long)prog.runPrefills, (long long)prog.runSteps,
               (long long)prog.runWaits, (long long)prog.runOverlapped[0],

@@ -4,12 +4,17 @@
 
 #include "mfrt/comm/CommRuntime.h"
 
+#include "meshfold/Support/PlanText.h"
+
+#include <algorithm>
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 
 using namespace mfrt;
+using namespace meshfold;
 
 namespace {
 const char *gProgram = "prefill";
@@ -65,4 +70,71 @@ Sequence *ProgramRank::sequenceOf(int64_t position, int64_t *place) {
     return nullptr;
   *place = p;
   return &s;
+}
+
+std::string mfrt::planText(const Manifest &manifest) {
+  return manifest.plan.empty() ? "devices=1 gpus_per_node=1 "
+                                 "attention=tp:1,cp:1,dp:1,pp:1 "
+                                 "experts=ep:1:tp+cp+dp,pp:1:pp"
+                               : manifest.plan;
+}
+
+MeshLayout mfrt::layoutOf(const Manifest &m) {
+  std::string error;
+  std::optional<MeshLayout> layout = layoutFromPlanText(planText(m), &error);
+  if (!layout)
+    fatal(error);
+  return *layout;
+}
+
+int64_t mfrt::replicaOf(const Program &prog, const MeshLayout &layout,
+                        int64_t r) {
+  std::vector<std::vector<int64_t>> assigned =
+      balance(prog.requests, layout.axisSize("dp"));
+  for (size_t q = 0; q < assigned.size(); ++q)
+    if (std::find(assigned[q].begin(), assigned[q].end(), r) !=
+        assigned[q].end())
+      return int64_t(q);
+  fatal("internal: request " + std::to_string(r) + " has no replica");
+}
+
+std::vector<KVBlock> mfrt::transferBlocks(const Program &prog,
+                                          int64_t request) {
+  const MeshLayout prefill = layoutOf(prog.manifest),
+                   decode = layoutOf(prog.decodeManifest);
+  KVTransferInput in;
+  in.numLayers = prog.manifest.layers;
+  in.numKVHeads = prog.manifest.kvHeads;
+  in.headDim = prog.manifest.headDim;
+  in.promptLength = int64_t(prog.requests[size_t(request)].size());
+  in.prefillReplica = replicaOf(prog, prefill, request);
+  in.decodeReplica = replicaOf(prog, decode, request);
+  std::vector<KVBlock> blocks;
+  std::string error;
+  if (!planKVTransfer(prefill, decode, in, blocks, &error))
+    fatal(error);
+  return blocks;
+}
+
+std::vector<std::vector<int64_t>>
+mfrt::balance(const std::vector<std::vector<int64_t>> &requests,
+              int64_t replicas) {
+  std::vector<int64_t> order(requests.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = int64_t(i);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+    return requests[a].size() > requests[b].size();
+  });
+  std::vector<std::vector<int64_t>> assigned(static_cast<size_t>(replicas));
+  std::vector<int64_t> load(static_cast<size_t>(replicas), 0);
+  for (int64_t r : order) {
+    size_t best =
+        size_t(std::min_element(load.begin(), load.end()) - load.begin());
+    assigned[best].push_back(r);
+    load[best] += int64_t(requests[r].size());
+  }
+  // Each replica runs its requests in prompt order.
+  for (auto &list : assigned)
+    std::sort(list.begin(), list.end());
+  return assigned;
 }

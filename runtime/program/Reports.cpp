@@ -11,6 +11,7 @@
 #include "mfrt/program/Program.h"
 #include "mfrt/program/Trace.h"
 
+#include "meshfold/Support/KVTransfer.h"
 #include "meshfold/Support/PlanText.h"
 #include "meshfold/Support/TrafficModel.h"
 
@@ -227,9 +228,49 @@ void printDecodeTraffic(const Program &prog, const MeshLayout &layout) {
               "batch's), and more as it grows\n",
               passKV, mean);
 }
+/// A program of two pools: the K/V transfer from the prefill pool to the
+/// decode pool, by link class (the counters of every rank, all layers),
+/// beside the analytic minimum: every K/V element once per decode rank that
+/// holds it (kvTransferMinimumElements, in f32), and each request's first
+/// token once to every rank of its decode replica.
+void printPoolTransfer(const Program &prog) {
+  const MeshLayout decode = layoutOf(prog.decodeManifest);
+  const Manifest &m = prog.manifest;
+  // A rank's row: its prefill counters, then the rest (Program::traffic).
+  const size_t block = counterIndex(m.layers, 0, 0);
+  double measured[MFRT_LINK_COUNT] = {0, 0};
+  for (const auto &t : prog.traffic)
+    for (int64_t l = -1; l < m.layers && t.size() >= 2 * block; ++l)
+      for (int n = 0; n < MFRT_LINK_COUNT; ++n) {
+        size_t at = counterIndex(l, MFRT_OP_KV_TRANSFER, n);
+        measured[n] += double(t[at] + t[block + at]);
+      }
+  double kv = 0, tokens = 0;
+  const double replicaRanks =
+      double(decode.numDevices()) / double(decode.axisSize("dp"));
+  const double width = double(2 + (prog.generation.stepLogits ? m.vocab : 0));
+  for (size_t r = 0; r < prog.requests.size(); ++r) {
+    KVTransferInput in;
+    in.numLayers = m.layers;
+    in.numKVHeads = m.kvHeads;
+    in.headDim = m.headDim;
+    in.promptLength = int64_t(prog.requests[r].size());
+    kv += 4.0 * double(kvTransferMinimumElements(decode, in));
+    tokens += 4.0 * width * replicaRanks;
+  }
+  std::printf("kv transfer, prefill pool -> decode pool (%zu requests): "
+              "%.0f bytes over nvlink, %.0f over ib; analytic: %.0f bytes of "
+              "K/V (each element once per decode rank that holds it) + %.0f "
+              "of first tokens = %.0f, all over ib (the pools are on nodes of "
+              "their own)\n",
+              prog.requests.size(), measured[MFRT_LINK_NVLINK],
+              measured[MFRT_LINK_IB], kv, tokens, kv + tokens);
+}
 } // namespace
 
 void mfrt::printTraffic(const Program &prog, const std::string &plan) {
+  if (prog.pools)
+    return printPoolTransfer(prog);
   std::string error;
   std::optional<MeshLayout> layout = layoutFromPlanText(plan, &error);
   if (!layout)

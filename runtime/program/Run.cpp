@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <set>
 
 #include <omp.h>
 #include <unistd.h>
@@ -43,6 +44,12 @@ _mlir_ciface_prefill(StridedMemRefType<int64_t, 1> *tokens);
 __attribute__((weak)) void
 _mlir_ciface_decode(StridedMemRefType<int64_t, 1> *tokens,
                     StridedMemRefType<int64_t, 1> *positions);
+/// A program of two pools (meshfold-compile --decode-plan): the decode
+/// pool's manifest and step, under kPoolSymbolPrefix.
+__attribute__((weak)) extern const char __mf_pool1___mf_manifest[];
+__attribute__((weak)) void
+__mf_pool1__mlir_ciface_decode(StridedMemRefType<int64_t, 1> *tokens,
+                               StridedMemRefType<int64_t, 1> *positions);
 }
 
 namespace {
@@ -74,6 +81,15 @@ std::vector<uint64_t> readCounters(const Program &prog) {
   return t;
 }
 
+using DecodeFn = void (*)(StridedMemRefType<int64_t, 1> *,
+                          StridedMemRefType<int64_t, 1> *);
+
+/// The decode step the calling rank runs: its pool's.
+DecodeFn decodeStep() {
+  return mfrt_pool() == 1 ? __mf_pool1__mlir_ciface_decode
+                          : _mlir_ciface_decode;
+}
+
 /// Runs the compiled program once on `tokens`: its prefill function, or
 /// its decode step at positions 0 .. T-1 with no history.
 void runPrefill(const std::vector<int64_t> &tokens) {
@@ -86,7 +102,7 @@ void runPrefill(const std::vector<int64_t> &tokens) {
   for (size_t i = 0; i < positions.size(); ++i)
     positions[i] = int64_t(i);
   IdBuffer pos(positions);
-  _mlir_ciface_decode(&in.ref, &pos.ref);
+  decodeStep()(&in.ref, &pos.ref);
 }
 
 /// The groups a decode loop agrees over: the ranks of this rank's DP
@@ -109,14 +125,13 @@ struct DecodeGroups {
   int64_t joinDelay = 0;
 };
 
-DecodeGroups decodeGroups(const Program &prog,
+DecodeGroups decodeGroups(const Program &prog, const Manifest &m,
                           std::map<std::string, int64_t> &groups) {
   DecodeGroups d;
   if (prog.generation.maxNewTokens == 0 || mfrt_world_size() <= 1)
     return d;
   std::string error;
-  std::optional<MeshLayout> layout =
-      layoutFromPlanText(planText(prog.manifest), &error);
+  std::optional<MeshLayout> layout = layoutFromPlanText(planText(m), &error);
   if (!layout)
     fatal(error);
   std::string axes;
@@ -301,6 +316,129 @@ void applyTokens(const Program &prog, ProgramRank &rs, const Call &call,
   }
 }
 
+/// The global rank that sends a request's first token to the decode pool:
+/// the first rank of the prefill replica that ran it.
+int tokenSender(const MeshLayout &prefill, int64_t replica) {
+  return int(prefill.rankOf({{"dp", replica}}));
+}
+
+/// The width of a first-token message: its id + 1, whether the request is
+/// done, and with --step-logits the logits that chose it.
+size_t tokenWidth(const Program &prog) {
+  return size_t(2 + (prog.generation.stepLogits ? prog.manifest.vocab : 0));
+}
+
+/// Prefill pool, after the prefill of `s`: the rank that recorded its
+/// logits picks its first token (and whether it is done: its eos, or
+/// N = 1), the prefill replica learns it, and its first rank sends it to
+/// every rank of the request's decode replica (its K/V went there layer
+/// by layer). The request then leaves the prefill pool.
+void handOff(const Program &prog, ProgramRank &rs, Sequence &s,
+             const DecodeGroups &groups) {
+  const Generation &g = prog.generation;
+  const Manifest &m = prog.manifest;
+  std::vector<float> msg(tokenWidth(prog), 0.0f);
+  if (s.recordedLogits) {
+    int64_t id = chooseToken(g, s.logits.data(), m.vocab, s.request, 0);
+    bool eos = !g.ignoreEos && std::find(m.eosTokens.begin(), m.eosTokens.end(),
+                                         id) != m.eosTokens.end();
+    msg[0] = float(id + 1);
+    msg[1] = eos || g.maxNewTokens == 1 ? 1.0f : 0.0f;
+    if (g.stepLogits)
+      std::copy(s.logits.begin(), s.logits.end(), msg.begin() + 2);
+  }
+  sumOver(groups.replica, msg.data(), int64_t(msg.size()),
+          "handing a request to the decode pool");
+  if (msg[0] < 1)
+    fatal("internal: the prefill of request " + std::to_string(s.request) +
+          " recorded no logits");
+  const MeshLayout prefill = layoutOf(prog.manifest),
+                   decode = layoutOf(prog.decodeManifest);
+  int64_t p = replicaOf(prog, prefill, s.request);
+  if (mfrt_rank() == tokenSender(prefill, p)) {
+    int64_t q = replicaOf(prog, decode, s.request);
+    for (int64_t d = 0; d < decode.numDevices(); ++d)
+      if (decode.coord(d, "dp") == q &&
+          sendHost(int(prefill.numDevices() + d), msg.data(),
+                   int64_t(msg.size()), MFRT_F32) != MFRT_OK)
+        fatal(std::string("sending a first token to the decode pool: ") +
+              mfrt_last_error());
+    std::lock_guard<std::mutex> lock(s.output->mutex);
+    s.output->firstTokenSeconds = secondsNow() - rs.runStart;
+  }
+  s = Sequence();
+}
+
+/// Decode pool: admits request `r` into a free slot once its K/V blocks
+/// (transferBlocks) and its first token came from the prefill pool; the
+/// rank's cache of it then holds its prompt's positions in this mesh's own
+/// layout, in order. A request done at its first token leaves at once.
+void receiveRequest(const Program &prog, ProgramRank &rs, int64_t r,
+                    const DecodeGroups &groups) {
+  const Manifest &m = prog.manifest;
+  int64_t slot = -1;
+  while (++slot < int64_t(rs.sequences.size()))
+    if (!rs.sequences[size_t(slot)].output)
+      break;
+  if (slot == int64_t(rs.sequences.size()))
+    rs.sequences.emplace_back();
+  Sequence &s = rs.sequences[size_t(slot)];
+  s = Sequence();
+  s.output = prog.outputs[size_t(r)].get();
+  s.request = r;
+  s.length = s.output->tokens;
+  s.cachedPositions.assign(size_t(m.layers), {});
+  RequestOutput *out = s.output;
+  const int me = mfrt_rank() - int(layoutOf(prog.manifest).numDevices());
+  std::vector<std::set<int64_t>> cached(size_t(m.layers));
+  std::vector<float> buf;
+  for (const KVBlock &b : transferBlocks(prog, r)) {
+    if (b.to != me)
+      continue;
+    int64_t heads = b.headEnd - b.headBegin,
+            positions = b.positionEnd - b.positionBegin;
+    buf.resize(size_t(b.elements(m.headDim)));
+    if (recvHost(int(b.from), buf.data(), int64_t(buf.size()), MFRT_F32) !=
+        MFRT_OK)
+      fatal(std::string("receiving K/V from the prefill pool: ") +
+            mfrt_last_error());
+    std::lock_guard<std::mutex> lock(out->mutex);
+    const float *kIn = buf.data(), *vIn = kIn + buf.size() / 2;
+    for (int64_t h = 0; h < heads; ++h)
+      for (int64_t i = 0; i < positions; ++i) {
+        int64_t pos = b.positionBegin + i, head = b.headBegin + h;
+        int64_t at = (pos * m.kvHeads + head) * m.headDim;
+        const int64_t from = (h * positions + i) * m.headDim;
+        std::copy(kIn + from, kIn + from + m.headDim,
+                  out->keys[size_t(b.layer)].begin() + at);
+        std::copy(vIn + from, vIn + from + m.headDim,
+                  out->values[size_t(b.layer)].begin() + at);
+        out->written[size_t(b.layer)][size_t(pos * m.kvHeads + head)] = 1;
+        cached[size_t(b.layer)].insert(pos);
+      }
+  }
+  for (int64_t l = 0; l < m.layers; ++l)
+    s.cachedPositions[size_t(l)].assign(cached[size_t(l)].begin(),
+                                        cached[size_t(l)].end());
+  std::vector<float> msg(tokenWidth(prog));
+  const MeshLayout prefill = layoutOf(prog.manifest);
+  if (recvHost(tokenSender(prefill, replicaOf(prog, prefill, r)), msg.data(),
+               int64_t(msg.size()), MFRT_F32) != MFRT_OK)
+    fatal(std::string("receiving a first token from the prefill pool: ") +
+          mfrt_last_error());
+  s.token = int64_t(msg[0]) - 1;
+  s.generated = 1;
+  s.prefillEnd = secondsNow();
+  if (groups.recorder) {
+    std::lock_guard<std::mutex> lock(out->mutex);
+    out->generated.push_back(int32_t(s.token));
+    if (prog.generation.stepLogits)
+      out->stepLogits.insert(out->stepLogits.end(), msg.begin() + 2, msg.end());
+  }
+  if (msg[1] != 0.0f)
+    finishSequence(rs, s, groups);
+}
+
 /// One decode step of the live sequences `live` (by slot) of the rank's
 /// replica, one row each at global position `slot * 2^32 + place`; with
 /// none, a dummy step (one padding row: nothing recorded or dispatched).
@@ -322,7 +460,7 @@ void runStep(ProgramRank &rs, const std::vector<int64_t> &live) {
   }
   rs.stepping = true;
   IdBuffer in(ids), pos(positions);
-  _mlir_ciface_decode(&in.ref, &pos.ref);
+  decodeStep()(&in.ref, &pos.ref);
   rs.stepping = false;
   for (int64_t slot : live)
     rs.sequences[size_t(slot)].inStep = false;
@@ -362,7 +500,7 @@ std::vector<int64_t> stepGroup(const ProgramRank &rs,
 /// when none has work left.
 void generate(const Program &prog, ProgramRank &rs,
               const std::vector<int64_t> &mine, const DecodeGroups &groups,
-              std::vector<uint64_t> &prefillTraffic) {
+              std::vector<uint64_t> &prefillTraffic, bool receive = false) {
   size_t next = 0;
   int64_t maxBatch = prog.generation.maxBatch;
   std::deque<Call> calls; // not applied yet, oldest first
@@ -393,6 +531,13 @@ void generate(const Program &prog, ProgramRank &rs,
                       [](const Call &c) { return c.kind != Call::Wait; });
     bool admit = next < mine.size() &&
                  (maxBatch == 0 || int64_t(live.size()) - leaving < maxBatch);
+    if (receive && admit) {
+      // The decode pool admits a request once its K/V and first token came
+      // from the prefill pool: no call, no other replica involved.
+      receiveRequest(prog, rs, mine[next++], groups);
+      --index;
+      continue;
+    }
     // Whether any replica admits, has ready requests, has live ones, and
     // has requests still to admit. A call that can only be a wait needs no
     // agreement: no replica will admit again, too many steps are in flight,
@@ -495,11 +640,22 @@ void checkGeneration(const Options &options, const Manifest &m,
     if (g.stepLogits || g.ignoreEos || options.reportDecode)
       die("--step-logits, --ignore-eos and --report decode need "
           "--max-new-tokens N (N >= 1)");
+    if (program().pools)
+      die("this program runs prefill and decode on separate pools: give "
+          "--max-new-tokens N (N >= 1)");
     return;
   }
-  if (m.decode.empty() || !_mlir_ciface_decode)
+  if (program().pools) {
+    if (program().decodeManifest.decode.empty() ||
+        !__mf_pool1__mlir_ciface_decode)
+      die("internal: the decode pool of this program has no decode step");
+    if (!options.traceToken.empty() || options.reportLoad)
+      die("--trace-token and --report load do not cover a program of two "
+          "pools yet");
+  } else if (m.decode.empty() || !_mlir_ciface_decode) {
     die("--max-new-tokens: this program has no decode step (compile it "
         "with meshfold-compile --decode)");
+  }
   // A chosen id travels to the replica's ranks as an f32 (exact below 2^24).
   if (m.vocab >= (int64_t(1) << 24))
     die("--max-new-tokens: the vocabulary of " + std::to_string(m.vocab) +
@@ -536,16 +692,31 @@ void checkGeneration(const Options &options, const Manifest &m,
 void runRequests(const Program &prog, ProgramRank &rs,
                  std::map<std::string, int64_t> &groups) {
   int64_t replicas = 1, replica = 0;
-  if (prog.manifest.plan.find("dp:") != std::string::npos) {
+  if (rs.manifest->plan.find("dp:") != std::string::npos) {
     int64_t dp = groupOf(groups, "dp");
     replicas = mfrt_group_size(dp);
     replica = mfrt_group_rank(dp);
   }
   std::vector<std::vector<int64_t>> assigned = balance(prog.requests, replicas);
   const std::vector<int64_t> &mine = assigned[size_t(replica)];
-  DecodeGroups decode = decodeGroups(prog, groups);
+  DecodeGroups decode = decodeGroups(prog, *rs.manifest, groups);
   std::vector<uint64_t> prefillTraffic;
-  if (prog.generation.maxNewTokens > 0) {
+  if (prog.pools && mfrt_pool() == 1) {
+    generate(prog, rs, mine, decode, prefillTraffic, /*receive=*/true);
+  } else if (prog.pools) {
+    // The prefill pool: each request's prefill, its first token and its
+    // K/V (streamed layer by layer as it is recorded) to the decode pool.
+    size_t rounds = 0;
+    for (const auto &list : assigned)
+      rounds = std::max(rounds, list.size());
+    for (size_t round = 0; round < rounds; ++round) {
+      int64_t slot =
+          runRequestPrefill(prog, rs, round < mine.size() ? mine[round] : -1,
+                            decode, prefillTraffic);
+      if (slot >= 0)
+        handOff(prog, rs, rs.sequences[size_t(slot)], decode);
+    }
+  } else if (prog.generation.maxNewTokens > 0) {
     generate(prog, rs, mine, decode, prefillTraffic);
   } else {
     size_t rounds = 0;
@@ -582,7 +753,7 @@ void readTrafficCounters(Program &prog, const ProgramRank &rs, int rank) {
   t.push_back(uint64_t(rs.stepBatches.size()));
   std::string error;
   std::optional<MeshLayout> layout =
-      layoutFromPlanText(planText(prog.manifest), &error);
+      layoutFromPlanText(planText(*rs.manifest), &error);
   if (!layout)
     fatal(error);
   double passQ = 0;
@@ -598,6 +769,11 @@ void mfrt::loadProgram(const Options &options, Program &prog) {
   std::string error;
   if (!parseManifest(__mf_manifest, prog.manifest, error))
     die(error);
+  if (__mf_pool1___mf_manifest) {
+    prog.pools = true;
+    if (!parseManifest(__mf_pool1___mf_manifest, prog.decodeManifest, error))
+      die(error);
+  }
   const Manifest &m = prog.manifest;
   PromptFiles files;
   files.ids = options.prompts;
@@ -616,14 +792,9 @@ void mfrt::loadProgram(const Options &options, Program &prog) {
   if (!prog.weights)
     die(error);
   checkWeights(m, *prog.weights);
+  if (prog.pools)
+    checkWeights(prog.decodeManifest, *prog.weights);
   allocateOutputs(prog);
-}
-
-std::string mfrt::planText(const Manifest &manifest) {
-  return manifest.plan.empty() ? "devices=1 gpus_per_node=1 "
-                                 "attention=tp:1,cp:1,dp:1,pp:1 "
-                                 "experts=ep:1:tp+cp+dp,pp:1:pp"
-                               : manifest.plan;
 }
 
 int mfrt::ranksOfPlan(const std::string &plan) {
@@ -641,30 +812,10 @@ void mfrt::prepareTraffic(Program &prog, const std::string &plan) {
   std::optional<MeshLayout> layout = layoutFromPlanText(plan, &error);
   if (!layout)
     die(error);
-  prog.traffic.resize(size_t(layout->numDevices()));
-}
-
-std::vector<std::vector<int64_t>>
-mfrt::balance(const std::vector<std::vector<int64_t>> &requests,
-              int64_t replicas) {
-  std::vector<int64_t> order(requests.size());
-  for (size_t i = 0; i < order.size(); ++i)
-    order[i] = int64_t(i);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
-    return requests[a].size() > requests[b].size();
-  });
-  std::vector<std::vector<int64_t>> assigned(static_cast<size_t>(replicas));
-  std::vector<int64_t> load(static_cast<size_t>(replicas), 0);
-  for (int64_t r : order) {
-    size_t best =
-        size_t(std::min_element(load.begin(), load.end()) - load.begin());
-    assigned[best].push_back(r);
-    load[best] += int64_t(requests[r].size());
-  }
-  // Each replica runs its requests in prompt order.
-  for (auto &list : assigned)
-    std::sort(list.begin(), list.end());
-  return assigned;
+  // A program of two pools: both pools' ranks.
+  prog.traffic.resize(
+      size_t(layout->numDevices() +
+             (prog.pools ? layoutOf(prog.decodeManifest).numDevices() : 0)));
 }
 
 int mfrt::rankMain(void *) {
@@ -673,9 +824,10 @@ int mfrt::rankMain(void *) {
   ProgramRank rs;
   comm::RankState &rank = *comm::currentRank();
   rank.program = &rs;
-  rs.manifest = &prog.manifest;
+  // A two-pool program's decode pool runs its own manifest.
+  rs.manifest = mfrt_pool() == 1 ? &prog.decodeManifest : &prog.manifest;
   std::map<std::string, int64_t> groups;
-  for (const ManifestGroup &g : prog.manifest.groups)
+  for (const ManifestGroup &g : rs.manifest->groups)
     rs.groups.push_back(groupOf(groups, g.axes));
   // The OpenMP thread count is a per-thread setting: each rank's thread sets
   // its own before the program's first parallel loop.
@@ -684,7 +836,10 @@ int mfrt::rankMain(void *) {
   uploadWeights(rs); // CUDA mode: to the rank's device
   rs.runStart = secondsNow();
   runRequests(prog, rs, groups);
-  if (rank.rank == 0) {
+  // The decode figures are the decode pool's first rank's in a two-pool
+  // program.
+  if (rank.rank == (prog.pools ? mfrt_pool_size(0) : 0)) {
+    prog.runRank = rank.rank;
     prog.runSeconds = secondsNow() - rs.runStart;
     prog.runSteps = int64_t(rs.stepBatches.size());
     prog.runPrefills = rs.prefillCalls;

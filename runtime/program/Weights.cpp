@@ -342,14 +342,15 @@ void mfrt::loadWeights(ProgramRank &rs,
                        std::map<std::string, int64_t> &groups) {
   const Program &prog = program();
   LoadCounters &counters = loadCounters();
-  rs.params.resize(prog.manifest.params.size());
+  const Manifest &m = *rs.manifest;
+  rs.params.resize(m.params.size());
   // Only the weights of this rank's pipeline stage.
   int64_t stage = 0;
-  if (prog.manifest.plan.find("pp:") != std::string::npos)
+  if (m.plan.find("pp:") != std::string::npos)
     stage = mfrt_group_rank(groupOf(groups, "pp"));
   std::vector<std::pair<const ManifestParam *, std::vector<Run>>> slices;
   uint64_t total = 0;
-  for (const ManifestParam &p : prog.manifest.params) {
+  for (const ManifestParam &p : m.params) {
     if (!p.stages.empty() &&
         std::find(p.stages.begin(), p.stages.end(), stage) == p.stages.end())
       continue;

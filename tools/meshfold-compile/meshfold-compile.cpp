@@ -2,6 +2,7 @@
 //
 // meshfold-compile model.mlir [plan flags] --target cpu -o prefill
 // meshfold-compile model.mlir [plan flags] --target cuda --emit ptx -o k.ptx
+// meshfold-compile model.mlir [plan flags] --decode-plan "tp=2 dp=8" -o gen
 //
 // A thin driver: parse, attach the plan, run the pipeline from the Pipelines
 // library, emit an object and link it with the runtime.
@@ -13,9 +14,11 @@
 #include "meshfold/Analysis/PlanSearch.h"
 #include "meshfold/Config.h"
 #include "meshfold/InitAll.h"
+#include "meshfold/Support/KVTransfer.h"
 #include "meshfold/Target/Compile.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/InitAllExtensions.h"
@@ -184,6 +187,13 @@ static cl::opt<bool> decodeStep(
     cl::desc("Also compile the decode step (mf-derive-decode), so that the "
              "program can generate tokens after prefill (--max-new-tokens)"),
     cl::cat(cat));
+static cl::opt<std::string> decodePlan(
+    "decode-plan",
+    cl::desc("Prefill and decode on separate pools: the decode pool's plan, "
+             "in mf-partition's keys (e.g. \"tp=2 dp=8\"); the plan flags "
+             "give the prefill pool's. The program runs on both pools' "
+             "devices, the prefill pool's first"),
+    cl::value_desc("plan"), cl::cat(cat));
 static cl::opt<bool> promptLogprobs(
     "prompt-logprobs",
     cl::desc("Also output req{r}.prompt_logits [T, V]: the logits of every "
@@ -448,6 +458,38 @@ static LogicalResult setPlanFromFlags(ModuleOp module) {
     return fail(error);
   module->setAttr(mf::MFDialect::getPlanAttrName(),
                   mf::PlanAttr::fromPlanSpec(module.getContext(), spec));
+  return success();
+}
+
+namespace {
+/// --decode-plan's keys: mf-partition's plan options.
+struct DecodePlanOptions : public PassPipelineOptions<DecodePlanOptions> {
+#define MESHFOLD_PLAN_OPTION(Type, Field, Flag, Default, Description)          \
+  Option<Type> Field{*this, Flag, llvm::cl::desc(Description),                 \
+                     llvm::cl::init(Default)};
+#include "meshfold/Pipelines/PlanOptions.def"
+};
+} // namespace
+
+/// The decode pool's plan (--decode-plan), on the plan flags' node size
+/// unless it names its own.
+static LogicalResult decodePlanSpec(PlanSpec &spec) {
+  DecodePlanOptions options;
+  options.gpusPerNode = gpusPerNode;
+  std::string parseError;
+  llvm::raw_string_ostream os(parseError);
+  if (failed(options.parseFromString(decodePlan, os)))
+    return fail("--decode-plan \"" + decodePlan +
+                "\": " + StringRef(parseError).trim().split('\n').first +
+                " (keys: tp, cp, dp, pp, etp, ep, edp, order, expert-order, "
+                "gpus-per-node)");
+  PlanFlags flags;
+#define MESHFOLD_PLAN_OPTION(Type, Field, Flag, Default, Description)          \
+  flags.Field = options.Field;
+#include "meshfold/Pipelines/PlanOptions.def"
+  std::string error;
+  if (!PlanSpec::fromFlags(flags, spec, &error))
+    return fail("--decode-plan: " + error);
   return success();
 }
 
@@ -726,12 +768,115 @@ static LogicalResult writeOutput(ModuleOp module, llvm::StringRef rtDir,
   return writeExecutable(module, cg, rtDir, stage);
 }
 
+/// Moves the lowered decode pool's module `pool` into `module`: each of its
+/// definitions renamed with kPoolSymbolPrefix (the runtime finds the pool's
+/// manifest and step by these names), each declaration kept once.
+static void mergePool(ModuleOp module, ModuleOp pool) {
+  SymbolTable symbols(module);
+  SmallVector<Operation *> ops;
+  for (Operation &op : *pool.getBody())
+    ops.push_back(&op);
+  MLIRContext *ctx = module.getContext();
+  // A symbol the program defines elsewhere (the runtime's entry points).
+  auto isDeclaration = [](Operation *op) {
+    if (auto fn = dyn_cast<LLVM::LLVMFuncOp>(op))
+      return fn.isExternal();
+    if (auto global = dyn_cast<LLVM::GlobalOp>(op))
+      return global.getInitializerRegion().empty() && !global.getValue();
+    auto symbol = dyn_cast<SymbolOpInterface>(op);
+    return symbol && symbol.isDeclaration();
+  };
+  for (Operation *op : ops) {
+    auto symbol = dyn_cast<SymbolOpInterface>(op);
+    if (!symbol || isDeclaration(op))
+      continue;
+    auto name = StringAttr::get(
+        ctx, (Twine(kPoolSymbolPrefix) + symbol.getName()).str());
+    (void)SymbolTable::replaceAllSymbolUses(op, name, pool);
+    SymbolTable::setSymbolName(op, name);
+  }
+  for (Operation *op : ops) {
+    auto symbol = dyn_cast<SymbolOpInterface>(op);
+    if (symbol && isDeclaration(op) && symbols.lookup(symbol.getName())) {
+      op->erase();
+      continue;
+    }
+    op->moveBefore(module.getBody(), module.getBody()->end());
+  }
+}
+
+/// --decode-plan: the prefill pool's program (the plan flags', prefill
+/// only) and the decode pool's (its own plan, the decode step only), each
+/// partitioned and lowered, then one executable.
+static LogicalResult compilePools(ModuleOp module, llvm::StringRef rtDir,
+                                  StageTimer &stage) {
+  if (emit != Emit::Exe)
+    return fail("--decode-plan writes an executable (--emit exe)");
+  if (target == "cuda")
+    return fail("--decode-plan: two pools are built for --target cpu only "
+                "so far");
+  if (!report.empty() || promptLogprobs)
+    return fail("--decode-plan: --report memory and --prompt-logprobs do not "
+                "cover two pools yet");
+  PlanSpec decodeSpec;
+  if (failed(decodePlanSpec(decodeSpec)))
+    return failure();
+  OwningOpRef<ModuleOp> pool = module.clone();
+  if (failed(setPlanFromFlags(module)) || failed(checkPlan(module)))
+    return failure();
+  (*pool)->setAttr(mf::MFDialect::getPlanAttrName(),
+                   mf::PlanAttr::fromPlanSpec(module.getContext(), decodeSpec));
+  FailureOr<std::string> error = mf::checkPlanAndModel(*pool);
+  if (failed(error))
+    return failure();
+  if (!error->empty())
+    return fail("--decode-plan: " + *error);
+  PlanSpec prefillSpec = PlanSpec::singleDevice();
+  if (auto plan =
+          module->getAttrOfType<mf::PlanAttr>(mf::MFDialect::getPlanAttrName()))
+    prefillSpec = plan.toPlanSpec();
+  std::string why;
+  std::optional<MeshLayout> prefillLayout =
+      MeshLayout::create(prefillSpec, &why);
+  std::optional<MeshLayout> decodeLayout = MeshLayout::create(decodeSpec, &why);
+  if (!prefillLayout || !decodeLayout)
+    return fail(why);
+  if (std::string rule = checkPools(*prefillLayout, *decodeLayout);
+      !rule.empty())
+    return fail(rule);
+
+  if (failed(partition(module, stage)))
+    return failure();
+  stage.begin("lowering the prefill pool");
+  if (failed(lower(module, stage)))
+    return failure();
+  stage.begin("deriving the decode pool's step");
+  PassManager pm(module.getContext());
+  if (failed(applyPassManagerCLOptions(pm)))
+    return fail("bad pass manager options");
+  mf::MFDeriveDecodePassOptions derive;
+  derive.keepEntry = false;
+  pm.addPass(mf::createMFDeriveDecodePass(derive));
+  if (failed(pm.run(*pool)))
+    return failure();
+  stage("decode step derived");
+  if (failed(partition(*pool, stage)))
+    return failure();
+  stage.begin("lowering the decode pool");
+  if (failed(lower(*pool, stage)))
+    return failure();
+  mergePool(module, *pool);
+  return writeOutput(module, rtDir, stage);
+}
+
 /// Compiles the parsed `module`: the plan, --explain-order, partitioning,
 /// --report memory, lowering and the output.
 static LogicalResult compile(ModuleOp module, int64_t deviceBytes,
                              llvm::StringRef rtDir, StageTimer &stage) {
   if (suggestPlan)
     return suggestPlans(module, deviceBytes);
+  if (!decodePlan.empty())
+    return compilePools(module, rtDir, stage);
   if (failed(setPlanFromFlags(module)) || failed(checkPlan(module)))
     return failure();
   if (explainOrder)

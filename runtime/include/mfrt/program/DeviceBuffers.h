@@ -77,8 +77,9 @@ template <typename T> struct MemRefBuffer {
 extern template struct MemRefBuffer<float>;
 extern template struct MemRefBuffer<int64_t>;
 
-/// mfrt_send / mfrt_recv of host memory, staged through a SharedBuffer in
-/// CUDA mode (the nccl backend moves device memory only).
+/// mfrt_send / mfrt_recv of host memory (mfrt_transfer_send / recv to a
+/// rank of the other pool), staged through a SharedBuffer in CUDA mode (the
+/// nccl backend moves device memory only).
 mfrt_status sendHost(int peer, const void *buf, int64_t count,
                      mfrt_dtype dtype);
 mfrt_status recvHost(int peer, void *buf, int64_t count, mfrt_dtype dtype);

@@ -96,11 +96,18 @@ struct Program {
   /// requests a step ran.
   double runSeconds = 0;
   int64_t runSteps = 0, runBatch = 0;
+  /// The rank these figures are of (the decode pool's first in a program
+  /// of two pools).
+  int runRank = 0;
   /// Rank 0's prefill calls and waits, and its overlapped steps, prefills
   /// beside prefills and prefills beside steps (ProgramRank).
   int64_t runPrefills = 0, runWaits = 0;
   std::array<int64_t, 3> runOverlapped = {0, 0, 0};
   meshfold::Manifest manifest;
+  /// A program of two pools (meshfold-compile --decode-plan): `manifest` is
+  /// the prefill pool's, `decodeManifest` the decode pool's.
+  bool pools = false;
+  meshfold::Manifest decodeManifest;
   std::unique_ptr<Checkpoint> weights;
   /// OpenMP threads of each rank's parallel loops (set by every rank for
   /// itself: the thread count is per thread).
@@ -178,6 +185,19 @@ void prepareTraffic(Program &prog, const std::string &plan);
 /// least work so far (token counts), so that replicas finish together.
 std::vector<std::vector<int64_t>>
 balance(const std::vector<std::vector<int64_t>> &requests, int64_t replicas);
+
+/// The layout of a manifest's plan (planText).
+meshfold::MeshLayout layoutOf(const meshfold::Manifest &m);
+
+/// The DP replica of `layout` that `balance` gives request `r`.
+int64_t replicaOf(const Program &prog, const meshfold::MeshLayout &layout,
+                  int64_t r);
+
+/// A program of two pools: the blocks of request `request`'s K/V that go
+/// from its prefill replica to its decode replica (planKVTransfer on the
+/// two manifests' plans; each pool's replica from `balance`).
+std::vector<meshfold::KVBlock> transferBlocks(const Program &prog,
+                                              int64_t request);
 /// The body of every rank (mfrt_launch): loads its weights, runs its
 /// requests and hands its outputs to rank 0.
 int rankMain(void *);

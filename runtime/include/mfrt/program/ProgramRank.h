@@ -12,6 +12,7 @@
 #ifndef MFRT_PROGRAM_PROGRAMRANK_H
 #define MFRT_PROGRAM_PROGRAMRANK_H
 
+#include "meshfold/Support/KVTransfer.h"
 #include "meshfold/Support/Manifest.h"
 
 #include <cstdint>
@@ -115,6 +116,11 @@ struct Sequence {
   /// back), and the last call that ran it.
   bool inFlight = false;
   int64_t lastCall = -1;
+  /// Prefill pool of a two-pool program: the blocks of the request's K/V
+  /// this rank sends the decode pool (from planKVTransfer), each sent when
+  /// its layer's K/V is recorded.
+  std::vector<meshfold::KVBlock> sends;
+  bool sendsPlanned = false;
   /// Generation: the tokens chosen so far (a decode step computes the
   /// logits of generated token `generated`), the last one (the next step's
   /// input), and when its prefill ended.
