@@ -22,3 +22,13 @@ seed_model_and_weights() {
   "$bin/meshfold-import-hf" "$seed/config.json" -o "$work/model.mlir"
   "$bin/meshfold-gen-weights" "$work/model.mlir" --seed 1 -o "$work/w.safetensors"
 }
+
+# awk programs over a --report decode: the mean over the requests of the
+# time to the first token and of the time per output token (ms), and the
+# run's tokens/s.
+# shellcheck disable=SC2034 # used by the scripts that source this
+decode_ttft='/^req/ { for (i = 1; i <= NF; ++i) if ($i == "first" && $(i + 1) == "token") s += $(i + 3); n++ } END { print s / n }'
+# shellcheck disable=SC2034
+decode_tpot='/^req/ { for (i = 1; i <= NF; ++i) if ($i == "steps" && $(i + 2) == "ms") s += $(i + 1); n++ } END { print s / n }'
+# shellcheck disable=SC2034
+decode_rate='/^decode:/ { for (i = 1; i <= NF; ++i) if ($i == "tokens/s") print $(i - 1) }'

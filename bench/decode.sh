@@ -42,9 +42,6 @@ median_of() {
   local sum="$1"; shift
   for _ in $(seq "$reps"); do report "$@" | awk "$sum"; done | median
 }
-ttft='/^req/ { for (i = 1; i <= NF; ++i) if ($i == "first" && $(i + 1) == "token") s += $(i + 3); n++ } END { print s / n }'
-tpot='/^req/ { for (i = 1; i <= NF; ++i) if ($i == "steps" && $(i + 2) == "ms") s += $(i + 1); n++ } END { print s / n }'
-rate='/^decode:/ { for (i = 1; i <= NF; ++i) if ($i == "tokens/s") print $(i - 1) }'
 sum_prefill='/^req/ { for (i = 1; i <= NF; ++i) if ($i == "prefill") s += $(i + 1) } END { print s }'
 
 printf 'seed model (8 layers, 32 experts top-2, d 64), %d-token prompts, %d new tokens, medians of %d runs\n\n' "$prompt" "$new" "$reps"
@@ -69,9 +66,9 @@ for label in one seed seed-mb2; do
     flags=(--max-new-tokens "$new" --ignore-eos "${extra[@]}")
     # One report per repetition; each figure's median over them.
     for i in $(seq "$reps"); do report "$work/p.txt" "${flags[@]}" > "$work/r$i.txt"; done
-    t1=$(for i in $(seq "$reps"); do awk "$ttft" "$work/r$i.txt"; done | median)
-    t2=$(for i in $(seq "$reps"); do awk "$tpot" "$work/r$i.txt"; done | median)
-    tps=$(for i in $(seq "$reps"); do awk "$rate" "$work/r$i.txt"; done | median)
+    t1=$(for i in $(seq "$reps"); do awk "$decode_ttft" "$work/r$i.txt"; done | median)
+    t2=$(for i in $(seq "$reps"); do awk "$decode_tpot" "$work/r$i.txt"; done | median)
+    tps=$(for i in $(seq "$reps"); do awk "$decode_rate" "$work/r$i.txt"; done | median)
     awk -v p="$label" -v c="$count" -v t1="$t1" -v t2="$t2" -v tps="$tps" -v regrow="$regrow" \
       -v n="$new" -v r="$replicas" 'BEGIN {
       rounds = int((c + r - 1) / r)
