@@ -177,6 +177,25 @@ void addTraffic(const Program &prog, const std::vector<uint64_t> &before,
     sum[i] += after[i] - before[i];
 }
 
+/// Request `r` in a free slot of the rank's sequences (`slot`), its cache
+/// empty, its length its prompt's.
+Sequence &admit(const Program &prog, ProgramRank &rs, int64_t r,
+                int64_t &slot) {
+  slot = -1;
+  while (++slot < int64_t(rs.sequences.size()))
+    if (!rs.sequences[size_t(slot)].output)
+      break;
+  if (slot == int64_t(rs.sequences.size()))
+    rs.sequences.emplace_back();
+  Sequence &s = rs.sequences[size_t(slot)];
+  s = Sequence();
+  s.output = prog.outputs[size_t(r)].get();
+  s.request = r;
+  s.cachedPositions.assign(size_t(prog.manifest.layers), {});
+  s.length = s.output->tokens;
+  return s;
+}
+
 /// Runs the prefill of request `r` (a dummy batch when `r` < 0, in which
 /// every replica's ranks take part) in a free slot of the rank's sequences,
 /// which it returns (-1 for a dummy). The counters' growth goes to
@@ -185,20 +204,8 @@ int64_t runRequestPrefill(const Program &prog, ProgramRank &rs, int64_t r,
                           const DecodeGroups &groups,
                           std::vector<uint64_t> &prefillTraffic) {
   int64_t slot = -1;
-  if (r >= 0) {
-    while (++slot < int64_t(rs.sequences.size()))
-      if (!rs.sequences[size_t(slot)].output)
-        break;
-    if (slot == int64_t(rs.sequences.size()))
-      rs.sequences.emplace_back();
-    Sequence &s = rs.sequences[size_t(slot)];
-    s = Sequence();
-    s.output = prog.outputs[size_t(r)].get();
-    s.request = r;
-    // The rank's cache of this request starts empty.
-    s.cachedPositions.assign(size_t(prog.manifest.layers), {});
-    s.length = s.output->tokens;
-  }
+  if (r >= 0)
+    admit(prog, rs, r, slot);
   rs.prefill = slot;
   rs.stepping = false;
   mfrt_trace_new_request();
@@ -377,17 +384,7 @@ void receiveRequest(const Program &prog, ProgramRank &rs, int64_t r,
                     const DecodeGroups &groups) {
   const Manifest &m = prog.manifest;
   int64_t slot = -1;
-  while (++slot < int64_t(rs.sequences.size()))
-    if (!rs.sequences[size_t(slot)].output)
-      break;
-  if (slot == int64_t(rs.sequences.size()))
-    rs.sequences.emplace_back();
-  Sequence &s = rs.sequences[size_t(slot)];
-  s = Sequence();
-  s.output = prog.outputs[size_t(r)].get();
-  s.request = r;
-  s.length = s.output->tokens;
-  s.cachedPositions.assign(size_t(m.layers), {});
+  Sequence &s = admit(prog, rs, r, slot);
   RequestOutput *out = s.output;
   const int me = mfrt_rank() - int(layoutOf(prog.manifest).numDevices());
   std::vector<std::set<int64_t>> cached(size_t(m.layers));
