@@ -6,15 +6,16 @@
 
 using namespace meshfold;
 
-namespace {
-/// The ranks of `mesh` whose dp coordinate is `replica`, in rank order.
-std::vector<int64_t> replicaRanks(const MeshLayout &mesh, int64_t replica) {
+std::vector<int64_t> meshfold::replicaRanks(const MeshLayout &mesh,
+                                            int64_t replica) {
   std::vector<int64_t> ranks;
   for (int64_t rank = 0; rank < mesh.numDevices(); ++rank)
     if (mesh.coord(rank, "dp") == replica)
       ranks.push_back(rank);
   return ranks;
 }
+
+namespace {
 
 /// "" when `mesh` can hold the cache of `in`'s model, else the rule broken.
 std::string checkMesh(const MeshLayout &mesh, const char *name,

@@ -363,10 +363,8 @@ void handOff(const Program &prog, ProgramRank &rs, Sequence &s,
                    decode = layoutOf(prog.decodeManifest);
   int64_t p = replicaOf(prog, prefill, s.request);
   if (mfrt_rank() == tokenSender(prefill, p)) {
-    int64_t q = replicaOf(prog, decode, s.request);
-    for (int64_t d = 0; d < decode.numDevices(); ++d)
-      if (decode.coord(d, "dp") == q &&
-          sendHost(int(prefill.numDevices() + d), msg.data(),
+    for (int64_t d : replicaRanks(decode, replicaOf(prog, decode, s.request)))
+      if (sendHost(int(prefill.numDevices() + d), msg.data(),
                    int64_t(msg.size()), MFRT_F32) != MFRT_OK)
         fatal(std::string("sending a first token to the decode pool: ") +
               mfrt_last_error());
@@ -386,7 +384,8 @@ void receiveRequest(const Program &prog, ProgramRank &rs, int64_t r,
   int64_t slot = -1;
   Sequence &s = admit(prog, rs, r, slot);
   RequestOutput *out = s.output;
-  const int me = mfrt_rank() - int(layoutOf(prog.manifest).numDevices());
+  const MeshLayout prefill = layoutOf(prog.manifest);
+  const int me = mfrt_rank() - int(prefill.numDevices());
   std::vector<std::set<int64_t>> cached(size_t(m.layers));
   std::vector<float> buf;
   for (const KVBlock &b : transferBlocks(prog, r)) {
@@ -418,7 +417,6 @@ void receiveRequest(const Program &prog, ProgramRank &rs, int64_t r,
     s.cachedPositions[size_t(l)].assign(cached[size_t(l)].begin(),
                                         cached[size_t(l)].end());
   std::vector<float> msg(tokenWidth(prog));
-  const MeshLayout prefill = layoutOf(prog.manifest);
   if (recvHost(tokenSender(prefill, replicaOf(prog, prefill, r)), msg.data(),
                int64_t(msg.size()), MFRT_F32) != MFRT_OK)
     fatal(std::string("receiving a first token from the prefill pool: ") +
@@ -700,22 +698,12 @@ void runRequests(const Program &prog, ProgramRank &rs,
   std::vector<uint64_t> prefillTraffic;
   if (prog.pools && mfrt_pool() == 1) {
     generate(prog, rs, mine, decode, prefillTraffic, /*receive=*/true);
-  } else if (prog.pools) {
-    // The prefill pool: each request's prefill, its first token and its
-    // K/V (streamed layer by layer as it is recorded) to the decode pool.
-    size_t rounds = 0;
-    for (const auto &list : assigned)
-      rounds = std::max(rounds, list.size());
-    for (size_t round = 0; round < rounds; ++round) {
-      int64_t slot =
-          runRequestPrefill(prog, rs, round < mine.size() ? mine[round] : -1,
-                            decode, prefillTraffic);
-      if (slot >= 0)
-        handOff(prog, rs, rs.sequences[size_t(slot)], decode);
-    }
-  } else if (prog.generation.maxNewTokens > 0) {
+  } else if (!prog.pools && prog.generation.maxNewTokens > 0) {
     generate(prog, rs, mine, decode, prefillTraffic);
   } else {
+    // Prefill only, in rounds; a two-pool program's prefill pool then
+    // hands each request (its first token; its K/V went layer by layer as
+    // it was recorded) to the decode pool.
     size_t rounds = 0;
     for (const auto &list : assigned)
       rounds = std::max(rounds, list.size());
@@ -723,8 +711,13 @@ void runRequests(const Program &prog, ProgramRank &rs,
       int64_t slot =
           runRequestPrefill(prog, rs, round < mine.size() ? mine[round] : -1,
                             decode, prefillTraffic);
-      if (slot >= 0)
-        finishSequence(rs, rs.sequences[size_t(slot)], decode);
+      if (slot < 0)
+        continue;
+      Sequence &s = rs.sequences[size_t(slot)];
+      if (prog.pools)
+        handOff(prog, rs, s, decode);
+      else
+        finishSequence(rs, s, decode);
     }
   }
   if (prog.reportTraffic) {

@@ -27,6 +27,10 @@ namespace meshfold {
 /// line.
 std::string checkPools(const MeshLayout &first, const MeshLayout &second);
 
+/// The ranks of `mesh` whose dp coordinate is `replica` (one DP replica),
+/// in rank order.
+std::vector<int64_t> replicaRanks(const MeshLayout &mesh, int64_t replica);
+
 /// The request whose cache moves, and where.
 struct KVTransferInput {
   int64_t numLayers = 0, numKVHeads = 0, headDim = 0;
