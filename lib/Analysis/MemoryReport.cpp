@@ -218,21 +218,27 @@ static const RankMemory &findLargestRank(ArrayRef<RankMemory> memory) {
 
 void meshfold::printMemoryReport(raw_ostream &os, ArrayRef<RankMemory> memory,
                                  StringRef dtype, int64_t maxPrompt,
-                                 int64_t maxNewTokens) {
+                                 int64_t maxNewTokens, int64_t decodeBase) {
   os << llvm::format("memory per rank (%s, KV cache and f32 activations for "
                      "a %lld-token prompt",
                      dtype.str().c_str(), (long long)maxPrompt);
   if (maxNewTokens > 0)
-    os << llvm::format(", KV cache also for %lld generated tokens",
-                       (long long)maxNewTokens);
+    os << llvm::format(", KV cache also for %lld generated tokens%s",
+                       (long long)maxNewTokens,
+                       decodeBase > 0 ? " on the decode pool" : "");
   os << "):\n";
-  os << "  rank stage  weights (bytes)  KV cache (bytes)  activations (bytes)"
+  os << "  rank " << (decodeBase > 0 ? "   pool " : "")
+     << "stage  weights (bytes)  KV cache (bytes)  activations (bytes)"
         "     total GB\n";
-  for (const RankMemory &m : memory)
-    os << llvm::format("  %4lld %5lld %16lld %17lld %20lld %12.3f\n",
-                       (long long)m.rank, (long long)m.stage,
-                       (long long)m.weightBytes, (long long)m.kvBytes,
-                       (long long)m.activationBytes, toGB(m.totalBytes()));
+  for (const RankMemory &m : memory) {
+    os << llvm::format("  %4lld ", (long long)m.rank);
+    if (decodeBase > 0)
+      os << (m.rank < decodeBase ? "prefill " : " decode ");
+    os << llvm::format("%5lld %16lld %17lld %20lld %12.3f\n",
+                       (long long)m.stage, (long long)m.weightBytes,
+                       (long long)m.kvBytes, (long long)m.activationBytes,
+                       toGB(m.totalBytes()));
+  }
 }
 
 LogicalResult meshfold::checkDeviceMemory(ArrayRef<RankMemory> memory,

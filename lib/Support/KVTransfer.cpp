@@ -3,6 +3,7 @@
 #include "meshfold/Support/KVTransfer.h"
 
 #include <algorithm>
+#include <cassert>
 
 using namespace meshfold;
 
@@ -47,6 +48,21 @@ std::string meshfold::checkPools(const MeshLayout &first,
            " devices do not fill whole nodes of " + std::to_string(gpn) +
            " GPUs (a node never holds both pools)";
   return "";
+}
+
+MeshLayout meshfold::poolsMachine(const MeshLayout &first,
+                                  const MeshLayout &second) {
+  PlanSpec spec;
+  spec.devices = first.numDevices() + second.numDevices();
+  spec.gpusPerNode = first.gpusPerNode();
+  spec.nvlinkGBps = first.spec().nvlinkGBps;
+  spec.ibGBps = first.spec().ibGBps;
+  spec.attention = {{"tp", 1}, {"cp", 1}, {"dp", spec.devices}, {"pp", 1}};
+  spec.experts = {{"ep", spec.devices, {"tp", "cp", "dp"}}, {"pp", 1, {"pp"}}};
+  std::string error;
+  std::optional<MeshLayout> machine = MeshLayout::create(spec, &error);
+  assert(machine && "two pools' devices make a valid machine");
+  return *machine;
 }
 
 bool meshfold::planKVTransfer(const MeshLayout &prefill,

@@ -171,7 +171,9 @@ Status mfrt::comm::beginOp(Op &op, int64_t groupHandle, bool p2p) {
   RankState &st = op.st;
   // The trace key and marks first: every call takes them, failed or not.
   op.traceLayer = st.traceLayer;
-  op.traceOp = st.traceOp++;
+  // A transfer between pools is none of the pool's program ops: the ranks
+  // of a pool send different numbers of them, and their ops keep one key.
+  op.traceOp = op.kind == MFRT_OP_KV_TRANSFER ? 0 : st.traceOp++;
   op.traceMarks.swap(st.traceMarks);
   st.traceMarks.clear();
   op.traceRowElems = st.traceRowElems;

@@ -170,6 +170,13 @@ void sendRecordedKV(ProgramRank &rs, Sequence &s, int64_t layer) {
                       vOut + to);
         }
     }
+    // --trace-token: the block that carries the traced token's K/V.
+    const TraceConfig &c = traceConfig();
+    if (c.traceToken && s.request == c.request &&
+        b.positionBegin <= c.position && c.position < b.positionEnd) {
+      int64_t row = c.position - b.positionBegin;
+      mfrt_trace_mark(&row, 1, int64_t(buf.size()) / positions);
+    }
     if (sendHost(mfrt_pool_size(0) + int(b.to), buf.data(), int64_t(buf.size()),
                  MFRT_F32) != MFRT_OK)
       fatal(std::string("sending K/V to the decode pool: ") +

@@ -48,7 +48,7 @@ int main(int argc, char **argv) {
   std::string reportPlan = reportPlanText(options, prog, plan);
   prepareTraffic(prog, plan);
   if (prog.reportLoad)
-    prog.loads.assign(size_t(ranksOfPlan(plan)), {});
+    prog.loads.assign(size_t(localRanks), {});
   auto t0 = std::chrono::steady_clock::now();
   // Progress for a terminal only: a log gets no \r-updated lines.
   std::atomic<bool> stopProgress{false};

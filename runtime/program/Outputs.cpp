@@ -287,9 +287,16 @@ void mfrt::collectLoads(Program &prog) {
 }
 
 void mfrt::printLoadReport(const Program &prog) {
-  std::printf("weights per rank (%s: %zu file%s):\n",
+  std::string pools;
+  if (prog.pools) {
+    int64_t first = layoutOf(prog.manifest).numDevices();
+    pools = "; ranks 0.." + std::to_string(first - 1) + " the prefill pool, " +
+            std::to_string(first) + ".." +
+            std::to_string(prog.loads.size() - 1) + " the decode pool";
+  }
+  std::printf("weights per rank (%s: %zu file%s%s):\n",
               prog.weights->path().c_str(), prog.weights->shardCount(),
-              prog.weights->shardCount() == 1 ? "" : "s");
+              prog.weights->shardCount() == 1 ? "" : "s", pools.c_str());
   std::printf("  rank  files read   slice bytes   used in place        "
               "copied  files mapped  mapped bytes\n");
   for (size_t r = 0; r < prog.loads.size(); ++r) {

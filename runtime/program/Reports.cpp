@@ -232,39 +232,58 @@ void printDecodeTraffic(const Program &prog, const MeshLayout &layout) {
 /// decode pool, by link class (the counters of every rank, all layers),
 /// beside the analytic minimum: every K/V element once per decode rank that
 /// holds it (kvTransferMinimumElements, in f32), and each request's first
-/// token once to every rank of its decode replica.
+/// token once to every rank of its decode replica; then the same per
+/// request (each prefill rank's counters while it ran the request).
 void printPoolTransfer(const Program &prog) {
   const MeshLayout decode = layoutOf(prog.decodeManifest);
   const Manifest &m = prog.manifest;
-  // A rank's row: its prefill counters, then the rest (Program::traffic).
+  const size_t requests = prog.requests.size();
+  // A rank's row: its prefill counters, then the rest, the decode steps,
+  // pass-Q's model, and its transfer bytes per request (Program::traffic).
   const size_t block = counterIndex(m.layers, 0, 0);
   double measured[MFRT_LINK_COUNT] = {0, 0};
-  for (const auto &t : prog.traffic)
+  std::vector<double> perRequest(MFRT_LINK_COUNT * requests, 0);
+  for (const auto &t : prog.traffic) {
     for (int64_t l = -1; l < m.layers && t.size() >= 2 * block; ++l)
       for (int n = 0; n < MFRT_LINK_COUNT; ++n) {
         size_t at = counterIndex(l, MFRT_OP_KV_TRANSFER, n);
         measured[n] += double(t[at] + t[block + at]);
       }
-  double kv = 0, tokens = 0;
+    if (t.size() == 2 * block + 2 + perRequest.size())
+      for (size_t i = 0; i < perRequest.size(); ++i)
+        perRequest[i] += double(t[2 * block + 2 + i]);
+  }
   const double replicaRanks =
       double(decode.numDevices()) / double(decode.axisSize("dp"));
   const double width = double(2 + (prog.generation.stepLogits ? m.vocab : 0));
-  for (size_t r = 0; r < prog.requests.size(); ++r) {
+  const double token = 4.0 * width * replicaRanks;
+  std::vector<double> kv(requests, 0);
+  double kvTotal = 0;
+  for (size_t r = 0; r < requests; ++r) {
     KVTransferInput in;
     in.numLayers = m.layers;
     in.numKVHeads = m.kvHeads;
     in.headDim = m.headDim;
     in.promptLength = int64_t(prog.requests[r].size());
-    kv += 4.0 * double(kvTransferMinimumElements(decode, in));
-    tokens += 4.0 * width * replicaRanks;
+    kv[r] = 4.0 * double(kvTransferMinimumElements(decode, in));
+    kvTotal += kv[r];
   }
+  double tokens = token * double(requests);
   std::printf("kv transfer, prefill pool -> decode pool (%zu requests): "
               "%.0f bytes over nvlink, %.0f over ib; analytic: %.0f bytes of "
               "K/V (each element once per decode rank that holds it) + %.0f "
               "of first tokens = %.0f, all over ib (the pools are on nodes of "
               "their own)\n",
-              prog.requests.size(), measured[MFRT_LINK_NVLINK],
-              measured[MFRT_LINK_IB], kv, tokens, kv + tokens);
+              requests, measured[MFRT_LINK_NVLINK], measured[MFRT_LINK_IB],
+              kvTotal, tokens, kvTotal + tokens);
+  std::printf("  %7s %7s %14s %14s %14s %14s %14s\n", "request", "prompt",
+              "nvlink bytes", "ib bytes", "analytic", "K/V", "first token");
+  for (size_t r = 0; r < requests; ++r)
+    std::printf("  %7zu %7zu %14.0f %14.0f %14.0f %14.0f %14.0f\n", r,
+                prog.requests[r].size(),
+                perRequest[MFRT_LINK_COUNT * r + MFRT_LINK_NVLINK],
+                perRequest[MFRT_LINK_COUNT * r + MFRT_LINK_IB], kv[r] + token,
+                kv[r], token);
 }
 } // namespace
 
@@ -293,18 +312,29 @@ void mfrt::reportTrace(const Program &prog, const std::string &plan) {
   std::optional<MeshLayout> layout = layoutFromPlanText(plan, &error);
   if (!layout)
     die(error);
+  // A program of two pools: the hops' global ranks on the machine of both
+  // pools; the replica of the pool the token landed in.
+  std::optional<MeshLayout> decode;
+  if (prog.pools)
+    decode = layoutOf(prog.decodeManifest);
+  const MeshLayout machine = decode ? poolsMachine(*layout, *decode) : *layout;
   const TraceConfig &c = traceConfig();
   std::vector<mfrt_trace_hop> hops(
       static_cast<size_t>(mfrt_trace_hops(nullptr, 0)));
   mfrt_trace_hops(hops.data(), int64_t(hops.size()));
   hops.insert(hops.end(), prog.traceHops.begin(), prog.traceHops.end());
   TraceSightings &seen = traceSightings();
-  TraceLog log = buildTraceLog(*layout, hops, seen.landing, seen.kv);
-  int64_t replica = seen.landing >= 0 && layout->hasAxis("dp")
-                        ? layout->coord(seen.landing, "dp")
-                        : 0;
-  printTraceLog(*layout, log, replica,
-                int64_t(prog.requests[size_t(c.request)].size()));
-  if (!c.svgPath.empty() && !writeTraceSvg(c.svgPath, *layout, log, &error))
+  TraceLog log = buildTraceLog(machine, hops, seen.landing, seen.kv);
+  int64_t replica = 0;
+  if (seen.landing >= layout->numDevices())
+    replica = decode->coord(seen.landing - layout->numDevices(), "dp");
+  else if (seen.landing >= 0)
+    replica = layout->coord(seen.landing, "dp");
+  printTraceLog(machine, log, replica,
+                int64_t(prog.requests[size_t(c.request)].size()),
+                decode ? layout->numDevices() : 0);
+  if (!c.svgPath.empty() &&
+      !writeTraceSvg(c.svgPath, machine, log, decode ? layout->numDevices() : 0,
+                     &error))
     die(error);
 }

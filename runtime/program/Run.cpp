@@ -21,6 +21,7 @@
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -644,9 +645,6 @@ void checkGeneration(const Options &options, const Manifest &m,
     if (program().decodeManifest.decode.empty() ||
         !__mf_pool1__mlir_ciface_decode)
       die("internal: the decode pool of this program has no decode step");
-    if (!options.traceToken.empty() || options.reportLoad)
-      die("--trace-token and --report load do not cover a program of two "
-          "pools yet");
   } else if (m.decode.empty() || !_mlir_ciface_decode) {
     die("--max-new-tokens: this program has no decode step (compile it "
         "with meshfold-compile --decode)");
@@ -707,17 +705,36 @@ void runRequests(const Program &prog, ProgramRank &rs,
     size_t rounds = 0;
     for (const auto &list : assigned)
       rounds = std::max(rounds, list.size());
+    if (prog.pools && prog.reportTraffic)
+      rs.transferTraffic.assign(2 * prog.requests.size(), 0);
+    // The bytes of transfers to the decode pool this rank sent so far.
+    auto transferred = [] {
+      return std::array<uint64_t, 2>{
+          mfrt_bytes_sent_total(MFRT_OP_KV_TRANSFER, MFRT_LINK_NVLINK),
+          mfrt_bytes_sent_total(MFRT_OP_KV_TRANSFER, MFRT_LINK_IB)};
+    };
     for (size_t round = 0; round < rounds; ++round) {
+      std::array<uint64_t, 2> before = transferred();
       int64_t slot =
           runRequestPrefill(prog, rs, round < mine.size() ? mine[round] : -1,
                             decode, prefillTraffic);
       if (slot < 0)
         continue;
       Sequence &s = rs.sequences[size_t(slot)];
-      if (prog.pools)
-        handOff(prog, rs, s, decode);
-      else
+      if (!prog.pools) {
         finishSequence(rs, s, decode);
+        continue;
+      }
+      int64_t request = s.request;
+      handOff(prog, rs, s, decode);
+      // A rank of the prefill pool runs one request at a time: what its
+      // transfers sent since the prefill began is that request's.
+      if (!rs.transferTraffic.empty()) {
+        std::array<uint64_t, 2> after = transferred();
+        for (int link = 0; link < 2; ++link)
+          rs.transferTraffic[size_t(2 * request + link)] +=
+              after[size_t(link)] - before[size_t(link)];
+      }
     }
   }
   if (prog.reportTraffic) {
@@ -751,6 +768,11 @@ void readTrafficCounters(Program &prog, const ProgramRank &rs, int rank) {
     passQ += passQBytes(*layout, prog.manifest.heads, prog.manifest.headDim,
                         decodeStepRows(*layout, batch));
   t.push_back(uint64_t(passQ));
+  if (prog.pools) {
+    std::vector<uint64_t> transfer = rs.transferTraffic;
+    transfer.resize(2 * prog.requests.size(), 0);
+    t.insert(t.end(), transfer.begin(), transfer.end());
+  }
   prog.traffic[size_t(rank)] = std::move(t);
 }
 } // namespace

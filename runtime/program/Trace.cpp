@@ -134,7 +134,9 @@ TraceLog mfrt::buildTraceLog(const MeshLayout &layout,
                              std::vector<mfrt_trace_hop> hops, int landing,
                              const std::set<int> &kv) {
   auto key = [](const mfrt_trace_hop &h) {
-    return std::make_tuple(h.layer, h.op, h.from, h.to, h.kind);
+    // A program of two pools: the K/V transfer's hops after the trip's.
+    return std::make_tuple(h.kind == MFRT_OP_KV_TRANSFER, h.layer, h.op, h.from,
+                           h.to, h.kind);
   };
   std::sort(hops.begin(), hops.end(),
             [&](const auto &a, const auto &b) { return key(a) < key(b); });
@@ -148,10 +150,12 @@ TraceLog mfrt::buildTraceLog(const MeshLayout &layout,
   log.kv = kv;
   if (landing >= 0)
     log.held.insert(landing);
+  auto sameStep = [](const mfrt_trace_hop &a, const mfrt_trace_hop &b) {
+    return a.layer == b.layer && a.op == b.op && a.kind == b.kind;
+  };
   for (size_t a = 0; a < hops.size();) {
     size_t b = a;
-    while (b < hops.size() && hops[b].layer == hops[a].layer &&
-           hops[b].op == hops[a].op)
+    while (b < hops.size() && sameStep(hops[b], hops[a]))
       ++b;
     TraceStep step;
     const mfrt_op_kind kind = mfrt_op_kind(hops[a].kind);
@@ -163,6 +167,8 @@ TraceLog mfrt::buildTraceLog(const MeshLayout &layout,
     for (size_t i = a; i < b; ++i) {
       const mfrt_trace_hop &h = hops[i];
       step.hops.push_back(h);
+      if (h.kind == MFRT_OP_KV_TRANSFER)
+        log.kvKept.insert(h.to);
       if (h.from == h.to)
         continue; // used where it is: no move
       if (layout.link(h.from, h.to) == LinkClass::IB) {
@@ -171,6 +177,8 @@ TraceLog mfrt::buildTraceLog(const MeshLayout &layout,
           ++log.ep;
         else if (h.kind == MFRT_OP_PP)
           ++log.pp;
+        else if (h.kind == MFRT_OP_KV_TRANSFER)
+          ++log.transfer;
         else
           ++log.other;
       }
@@ -201,6 +209,7 @@ TraceLog mfrt::buildTraceLog(const MeshLayout &layout,
     step.ep = log.ep;
     step.pp = log.pp;
     step.other = log.other;
+    step.transfer = log.transfer;
     step.ops = log.ops;
     log.steps.push_back(std::move(step));
     a = b;
@@ -217,44 +226,51 @@ std::string joinRanks(const std::vector<int> &ranks) {
   return out;
 }
 
-/// "7/32 GPUs (+2, 3, 13), 2 node crossings (2 EP, 0 PP), 5 comm ops".
-std::string tally(int64_t gpus, int64_t devices, const std::vector<int> &added,
-                  int64_t crossings, int64_t ep, int64_t pp, int64_t other,
-                  int64_t ops) {
+/// "7/32 GPUs (+2, 3, 13), 2 node crossings (2 EP, 0 PP), 5 comm ops" for
+/// the figures of `t` (a step, or the whole log).
+template <typename Tally>
+std::string tally(const Tally &t, int64_t gpus, int64_t devices,
+                  const std::vector<int> &added) {
   std::string out =
       std::to_string(gpus) + "/" + std::to_string(devices) + " GPUs";
   if (!added.empty())
     out += " (+" + joinRanks(added) + ")";
-  out += ", " + std::to_string(crossings) + " node crossing" +
-         (crossings == 1 ? "" : "s") + " (" + std::to_string(ep) + " EP, " +
-         std::to_string(pp) + " PP" +
-         (other ? ", " + std::to_string(other) + " other" : "") + "), " +
-         std::to_string(ops) + " comm op" + (ops == 1 ? "" : "s");
+  out +=
+      ", " + std::to_string(t.crossings) + " node crossing" +
+      (t.crossings == 1 ? "" : "s") + " (" + std::to_string(t.ep) + " EP, " +
+      std::to_string(t.pp) + " PP" +
+      (t.other ? ", " + std::to_string(t.other) + " other" : "") +
+      (t.transfer ? ", " + std::to_string(t.transfer) + " K/V transfer" : "") +
+      "), " + std::to_string(t.ops) + " comm op" + (t.ops == 1 ? "" : "s");
   return out;
 }
 
 } // namespace
 
 std::string mfrt::tripTally(const TraceLog &log, int64_t devices) {
-  return tally(log.gpus, devices, {}, log.crossings, log.ep, log.pp, log.other,
-               log.ops);
+  return tally(log, log.gpus, devices, {});
 }
 
 void mfrt::printTraceLog(const MeshLayout &layout, const TraceLog &log,
-                         int64_t replica, int64_t promptTokens) {
+                         int64_t replica, int64_t promptTokens,
+                         int64_t decodeBase) {
   const TraceConfig &c = traceConfig();
   const int64_t devices = layout.numDevices();
+  std::string pool;
+  if (decodeBase > 0)
+    pool = log.landing >= decodeBase ? " of the decode pool"
+                                     : " of the prefill pool";
   if (c.position < promptTokens)
     std::printf("trace of request %lld, position %lld (of %lld prompt "
-                "tokens), DP replica %lld\n",
+                "tokens), DP replica %lld%s\n",
                 (long long)c.request, (long long)c.position,
-                (long long)promptTokens, (long long)replica);
+                (long long)promptTokens, (long long)replica, pool.c_str());
   else
     std::printf("trace of request %lld, position %lld (generated token %lld, "
-                "after %lld prompt tokens), DP replica %lld\n",
+                "after %lld prompt tokens), DP replica %lld%s\n",
                 (long long)c.request, (long long)c.position,
                 (long long)(c.position - promptTokens + 1),
-                (long long)promptTokens, (long long)replica);
+                (long long)promptTokens, (long long)replica, pool.c_str());
   if (log.landing < 0) {
     std::printf("trip: the token's data was not seen on any GPU\n");
     return;
@@ -263,7 +279,7 @@ void mfrt::printTraceLog(const MeshLayout &layout, const TraceLog &log,
               ("lands on GPU " + std::to_string(log.landing) + " (node " +
                std::to_string(layout.node(log.landing)) + ")")
                   .c_str(),
-              "", tally(1, devices, {log.landing}, 0, 0, 0, 0, 0).c_str());
+              "", tally(TraceStep(), 1, devices, {log.landing}).c_str());
   for (const TraceStep &s : log.steps) {
     // NVLink hops as a->b, IB hops as a=>b.
     std::string route;
@@ -274,14 +290,18 @@ void mfrt::printTraceLog(const MeshLayout &layout, const TraceLog &log,
                ? std::string(" (local)")
                : (layout.link(h.from, h.to) == LinkClass::IB ? "=>" : "->") +
                      std::to_string(h.to));
-    std::printf(
-        "  %3lld  %-26s %-30s %s\n", (long long)s.ops, s.what.c_str(),
-        route.c_str(),
-        tally(s.gpus, devices, s.added, s.crossings, s.ep, s.pp, s.other, s.ops)
-            .c_str());
+    std::printf("  %3lld  %-26s %-30s %s\n", (long long)s.ops, s.what.c_str(),
+                route.c_str(), tally(s, s.gpus, devices, s.added).c_str());
   }
-  std::printf(
-      "K/V of the token kept on GPUs %s\n",
-      joinRanks(std::vector<int>(log.kv.begin(), log.kv.end())).c_str());
+  std::string kv = joinRanks(std::vector<int>(log.kv.begin(), log.kv.end()));
+  if (log.kvKept.empty())
+    std::printf("K/V of the token kept on GPUs %s\n", kv.c_str());
+  else
+    std::printf(
+        "K/V of the token recorded on GPUs %s, sent layer by layer to "
+        "the decode pool, kept there on GPUs %s\n",
+        kv.c_str(),
+        joinRanks(std::vector<int>(log.kvKept.begin(), log.kvKept.end()))
+            .c_str());
   std::printf("trip: %s\n", tripTally(log, devices).c_str());
 }

@@ -24,10 +24,11 @@ namespace {
 /// The map's geometry and the SVG it writes, part by part.
 class TraceMap {
 public:
-  TraceMap(const MeshLayout &layout, const TraceLog &log)
-      : layout(layout), log(log), gpn(layout.gpusPerNode()),
-        nodes(layout.numNodes()), cols(std::min<int64_t>(gpn, 4)),
-        rows((gpn + cols - 1) / cols), perRow(std::min<int64_t>(nodes, 2)),
+  TraceMap(const MeshLayout &layout, const TraceLog &log, int64_t decodeBase)
+      : layout(layout), log(log), decodeBase(decodeBase),
+        gpn(layout.gpusPerNode()), nodes(layout.numNodes()),
+        cols(std::min<int64_t>(gpn, 4)), rows((gpn + cols - 1) / cols),
+        perRow(std::min<int64_t>(nodes, 2)),
         nodeW(double(cols) * pitch + 2 * pad),
         nodeH(double(rows) * pitch + 2 * pad + 18),
         width(double(perRow) * (nodeW + gap) + gap),
@@ -83,8 +84,10 @@ private:
           << color << "\"/></marker>\n";
     svg << "</defs>\n";
     const TraceConfig &c = traceConfig();
-    svg << "<text x=\"" << gap << "\" y=\"28\" font-size=\"18\">request "
-        << c.request << ", position " << c.position << ": "
+    // Two pools' trips have more to say in the title.
+    svg << "<text x=\"" << gap << "\" y=\"28\" font-size=\""
+        << (decodeBase > 0 ? 15 : 18) << "\">request " << c.request
+        << ", position " << c.position << ": "
         << tripTally(log, layout.numDevices()) << "</text>\n";
   }
 
@@ -96,7 +99,10 @@ private:
           << "\" width=\"" << nodeW << "\" height=\"" << nodeH
           << "\" rx=\"10\" fill=\"#f3f5f7\" stroke=\"#8a96a3\"/>\n";
       svg << "<text x=\"" << nodeX(n) + pad << "\" y=\"" << nodeY(n) + 22
-          << "\" font-size=\"14\" fill=\"#44505c\">node " << n << "</text>\n";
+          << "\" font-size=\"14\" fill=\"#44505c\">node " << n;
+      if (decodeBase > 0)
+        svg << (n * gpn >= decodeBase ? " (decode pool)" : " (prefill pool)");
+      svg << "</text>\n";
     }
     for (int64_t g = 0; g < layout.numDevices(); ++g) {
       bool held = log.held.count(int(g)) != 0;
@@ -104,7 +110,7 @@ private:
           << "\" r=\"" << radius << "\" fill=\""
           << (held ? "#ffe58a" : "#ffffff")
           << "\" stroke=\"#5b6670\" stroke-width=\"1.2\"/>\n";
-      if (log.kv.count(int(g)))
+      if (log.kv.count(int(g)) || log.kvKept.count(int(g)))
         svg << "<circle class=\"kv\" cx=\"" << gpuX(g) << "\" cy=\"" << gpuY(g)
             << "\" r=\"" << radius + 4
             << "\" fill=\"none\" stroke=\"#2f9e44\" stroke-width=\"3\"/>\n";
@@ -185,6 +191,7 @@ private:
 
   const MeshLayout &layout;
   const TraceLog &log;
+  const int64_t decodeBase;
   const int64_t gpn, nodes, cols, rows, perRow;
   const double nodeW, nodeH, width, height;
   std::ostringstream svg;
@@ -212,8 +219,9 @@ bool writeWhole(const std::string &path, const std::string &text) {
 } // namespace
 
 bool mfrt::writeTraceSvg(const std::string &path, const MeshLayout &layout,
-                         const TraceLog &log, std::string *error) {
-  if (writeWhole(path, TraceMap(layout, log).render()))
+                         const TraceLog &log, int64_t decodeBase,
+                         std::string *error) {
+  if (writeWhole(path, TraceMap(layout, log, decodeBase).render()))
     return true;
   *error = "--trace-svg " + path + ": cannot write the file";
   return false;

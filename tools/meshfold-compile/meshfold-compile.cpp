@@ -63,7 +63,7 @@ static cl::opt<int64_t>
 static cl::opt<int64_t> maxNewTokens(
     "max-new-tokens",
     cl::desc("Tokens the memory report's KV cache also holds per request "
-             "(generation after prefill; needs --decode)"),
+             "(generation after prefill; needs --decode or --decode-plan)"),
     cl::init(0), cl::cat(cat));
 static cl::opt<std::string>
     memoryDType("memory-dtype",
@@ -310,9 +310,11 @@ static LogicalResult checkOutputFlags(int64_t &deviceBytes) {
     return fail("--max-prompt must be positive");
   if (maxNewTokens < 0)
     return fail("--max-new-tokens must be at least 0");
-  if (maxNewTokens > 0 && (!decodeStep || report != "memory"))
+  if (maxNewTokens > 0 &&
+      ((!decodeStep && decodePlan.empty()) || report != "memory"))
     return fail("--max-new-tokens sizes the memory report of a generating "
-                "program: it needs --decode and --report memory");
+                "program: it needs --decode (or --decode-plan) and --report "
+                "memory");
   return success();
 }
 
@@ -617,17 +619,35 @@ static LogicalResult partition(ModuleOp module, StageTimer &stage) {
 }
 
 /// --report memory: prints the memory of every rank and fails when one does
-/// not fit in --device-memory (`deviceBytes`).
-static LogicalResult reportMemory(ModuleOp module, int64_t deviceBytes) {
+/// not fit in --device-memory (`deviceBytes`). With --decode-plan, `pool`
+/// is the decode pool's module: the prefill pool's ranks (`module`, prefill
+/// only) hold K/V for the prompt until it moved, the decode pool's (the
+/// step) for the prompt and the generated tokens.
+static LogicalResult reportMemory(ModuleOp module, int64_t deviceBytes,
+                                  ModuleOp pool = nullptr) {
   clearProgress();
-  FailureOr<std::vector<RankMemory>> memory = computeMemoryReport(
-      module, maxPrompt, memoryDType == "bf16" ? 2 : 4,
-      // --decode: the step is the program's prefill.
-      module.lookupSymbol("prefill") ? "prefill" : "decode", maxNewTokens);
+  const int64_t bytes = memoryDType == "bf16" ? 2 : 4;
+  FailureOr<std::vector<RankMemory>> memory =
+      computeMemoryReport(module, maxPrompt, bytes,
+                          // --decode: the step is the program's prefill.
+                          module.lookupSymbol("prefill") ? "prefill" : "decode",
+                          pool ? 0 : int64_t(maxNewTokens));
   if (failed(memory))
     return failure();
-  printMemoryReport(llvm::outs(), *memory, memoryDType, maxPrompt,
-                    maxNewTokens);
+  int64_t decodeBase = 0;
+  if (pool) {
+    FailureOr<std::vector<RankMemory>> decode =
+        computeMemoryReport(pool, maxPrompt, bytes, "decode", maxNewTokens);
+    if (failed(decode))
+      return failure();
+    decodeBase = int64_t(memory->size());
+    for (RankMemory m : *decode) {
+      m.rank += decodeBase;
+      memory->push_back(m);
+    }
+  }
+  printMemoryReport(llvm::outs(), *memory, memoryDType, maxPrompt, maxNewTokens,
+                    decodeBase);
   std::string error;
   if (failed(checkDeviceMemory(*memory, deviceBytes, deviceMemory, error)))
     return fail(error);
@@ -808,16 +828,16 @@ static void mergePool(ModuleOp module, ModuleOp pool) {
 /// --decode-plan: the prefill pool's program (the plan flags', prefill
 /// only) and the decode pool's (its own plan, the decode step only), each
 /// partitioned and lowered, then one executable.
-static LogicalResult compilePools(ModuleOp module, llvm::StringRef rtDir,
-                                  StageTimer &stage) {
+static LogicalResult compilePools(ModuleOp module, int64_t deviceBytes,
+                                  llvm::StringRef rtDir, StageTimer &stage) {
   if (emit != Emit::Exe)
     return fail("--decode-plan writes an executable (--emit exe)");
   if (target == "cuda")
     return fail("--decode-plan: two pools are built for --target cpu only "
                 "so far");
-  if (!report.empty() || promptLogprobs)
-    return fail("--decode-plan: --report memory and --prompt-logprobs do not "
-                "cover two pools yet");
+  if (promptLogprobs)
+    return fail("--decode-plan: --prompt-logprobs does not cover two pools "
+                "yet");
   PlanSpec decodeSpec;
   if (failed(decodePlanSpec(decodeSpec)))
     return failure();
@@ -847,9 +867,6 @@ static LogicalResult compilePools(ModuleOp module, llvm::StringRef rtDir,
 
   if (failed(partition(module, stage)))
     return failure();
-  stage.begin("lowering the prefill pool");
-  if (failed(lower(module, stage)))
-    return failure();
   stage.begin("deriving the decode pool's step");
   PassManager pm(module.getContext());
   if (failed(applyPassManagerCLOptions(pm)))
@@ -861,6 +878,15 @@ static LogicalResult compilePools(ModuleOp module, llvm::StringRef rtDir,
     return failure();
   stage("decode step derived");
   if (failed(partition(*pool, stage)))
+    return failure();
+  if (report == "memory") {
+    if (failed(reportMemory(module, deviceBytes, *pool)))
+      return failure();
+    if (outputFile.empty())
+      return success();
+  }
+  stage.begin("lowering the prefill pool");
+  if (failed(lower(module, stage)))
     return failure();
   stage.begin("lowering the decode pool");
   if (failed(lower(*pool, stage)))
@@ -876,7 +902,7 @@ static LogicalResult compile(ModuleOp module, int64_t deviceBytes,
   if (suggestPlan)
     return suggestPlans(module, deviceBytes);
   if (!decodePlan.empty())
-    return compilePools(module, rtDir, stage);
+    return compilePools(module, deviceBytes, rtDir, stage);
   if (failed(setPlanFromFlags(module)) || failed(checkPlan(module)))
     return failure();
   if (explainOrder)

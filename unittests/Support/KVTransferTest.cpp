@@ -182,6 +182,19 @@ TEST(KVTransfer, FromReplicatedHeads) {
   EXPECT_EQ(sent.size(), 8u) << "every holder sends";
 }
 
+TEST(KVTransfer, PoolsMachine) {
+  // The seed plan's 32 GPUs, then TP2 x DP8's 16: nodes 0-3, then 4-5.
+  MeshLayout machine = poolsMachine(seed(), fromFlags(2, 1, 8, 1));
+  EXPECT_EQ(machine.numDevices(), 48);
+  EXPECT_EQ(machine.numNodes(), 6);
+  EXPECT_EQ(machine.node(31), 3);
+  EXPECT_EQ(machine.node(32), 4);
+  EXPECT_EQ(machine.localIndex(41), 1);
+  EXPECT_EQ(machine.link(10, 40), LinkClass::IB);
+  EXPECT_EQ(machine.link(40, 47), LinkClass::NVLink);
+  EXPECT_EQ(machine.link(40, 40), LinkClass::Self);
+}
+
 TEST(KVTransfer, Errors) {
   std::vector<KVBlock> blocks;
   std::string error;

@@ -50,10 +50,12 @@ computeMemoryReport(mlir::ModuleOp module, int64_t maxPrompt,
 /// Prints `memory` as the table of `meshfold-compile --report memory`: a
 /// heading naming `dtype` (the element type the bytes assume) and
 /// `maxPrompt`, then one line per rank with its stage, weight, KV-cache and
-/// activation bytes and their total in GB.
+/// activation bytes and their total in GB. Two pools (meshfold-compile
+/// --decode-plan): the ranks from `decodeBase` on are the decode pool's,
+/// and a column names each rank's pool (0: one pool, no column).
 void printMemoryReport(llvm::raw_ostream &os, llvm::ArrayRef<RankMemory> memory,
                        llvm::StringRef dtype, int64_t maxPrompt,
-                       int64_t maxNewTokens = 0);
+                       int64_t maxNewTokens = 0, int64_t decodeBase = 0);
 
 /// Succeeds when every rank of `memory` fits in `deviceBytes` (no limit when
 /// it is not positive). Otherwise fails with `error` naming the rank that

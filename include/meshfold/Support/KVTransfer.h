@@ -27,6 +27,12 @@ namespace meshfold {
 /// line.
 std::string checkPools(const MeshLayout &first, const MeshLayout &second);
 
+/// The machine two pools run on (checked by checkPools): the first pool's
+/// devices, then the second's, numbered on over whole nodes of the same
+/// size, with the first pool's link speeds. Its node, link and localIndex
+/// answer for the launch's global ranks; it has no parallel axes.
+MeshLayout poolsMachine(const MeshLayout &first, const MeshLayout &second);
+
 /// The ranks of `mesh` whose dp coordinate is `replica` (one DP replica),
 /// in rank order.
 std::vector<int64_t> replicaRanks(const MeshLayout &mesh, int64_t replica);

@@ -274,7 +274,9 @@ const char *mfrt_op_kind_name(mfrt_op_kind kind);
    records the way back. A hop is keyed by (layer, op): the rank's last
    layer (mfrt_set_layer; calls after a layer keep its index) and the index
    of the collective call since the layer was set, so one program op has
-   the same key on every rank. */
+   the same key on every rank. A transfer between pools
+   (mfrt_transfer_send/recv) is none of the program's ops: it leaves the
+   index as it is, and its hop has op 0. */
 typedef struct mfrt_trace_hop {
   int64_t layer; /* -1: before the first layer */
   int64_t op;

@@ -83,7 +83,9 @@ struct Options {
 struct Program {
   /// --report traffic: the bytes each rank sent, [rank][layer + 1][kind]
   /// [link] (layer -1 first), in prefill, then the same in decode steps,
-  /// then the number of decode steps the rank ran.
+  /// then the number of decode steps the rank ran, the bytes the analytic
+  /// model gives their pass-Q attention and, in a program of two pools,
+  /// the rank's transfer bytes per request (ProgramRank::transferTraffic).
   bool reportTraffic = false;
   std::vector<std::vector<uint64_t>> traffic;
   /// --report load: per rank, {checkpoint files read, bytes of its slices in

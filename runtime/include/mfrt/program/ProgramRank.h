@@ -160,6 +160,10 @@ struct ProgramRank {
   /// --report traffic: the bytes this rank sent in decode steps (counters
   /// as Program::traffic's).
   std::vector<uint64_t> decodeTraffic;
+  /// --report traffic, the prefill pool of a program of two pools: the
+  /// bytes this rank's transfers to the decode pool took per request, over
+  /// NVLink and over IB ([2 * request + link]).
+  std::vector<uint64_t> transferTraffic;
   /// The requests of each decode step this rank ran (0 for a dummy step):
   /// their count is the steps it ran.
   std::vector<int64_t> stepBatches;

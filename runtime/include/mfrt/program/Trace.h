@@ -82,30 +82,39 @@ struct TraceStep {
   std::string what; // "layer 1 all_gather"
   std::vector<mfrt_trace_hop> hops;
   std::vector<int> added; // GPUs that held none of it before
-  int64_t gpus = 0, crossings = 0, ep = 0, pp = 0, other = 0, ops = 0;
+  /// The figures so far: GPUs, node crossings (by what crossed) and ops.
+  int64_t gpus = 0, crossings = 0, ep = 0, pp = 0, other = 0, transfer = 0,
+          ops = 0;
 };
+/// A program of two pools: the steps end with the traced token's K/V
+/// transfer (kind kv_transfer, layer by layer), and `kvKept` holds the
+/// decode pool's GPUs it went to.
 struct TraceLog {
   int landing = -1;
   std::vector<TraceStep> steps;
-  std::set<int> held, kv;
-  int64_t gpus = 0, crossings = 0, ep = 0, pp = 0, other = 0, ops = 0;
+  std::set<int> held, kv, kvKept;
+  int64_t gpus = 0, crossings = 0, ep = 0, pp = 0, other = 0, transfer = 0,
+          ops = 0;
 };
 TraceLog buildTraceLog(const meshfold::MeshLayout &layout,
                        std::vector<mfrt_trace_hop> hops, int landing,
                        const std::set<int> &kv);
 /// Prints the log: one line per comm op the token took part in, the K/V
 /// line and, last, "trip: G/N GPUs, C node crossings (E EP, P PP), O comm
-/// ops".
+/// ops". A program of two pools passes the machine of both
+/// (poolsMachine) and its first decode rank `decodeBase` (0: one pool).
 void printTraceLog(const meshfold::MeshLayout &layout, const TraceLog &log,
-                   int64_t replica, int64_t promptTokens);
+                   int64_t replica, int64_t promptTokens,
+                   int64_t decodeBase = 0);
 /// The whole trip: "23/32 GPUs, 15 node crossings (14 EP, 1 PP), 41 comm
 /// ops".
 std::string tripTally(const TraceLog &log, int64_t devices);
 /// Writes the route as SVG (TraceMap.cpp): nodes and GPUs, NVLink hops
 /// solid, IB hops dashed, op numbers on the hops, the GPUs that keep its K/V
-/// ringed.
+/// ringed; the decode pool's nodes (from global rank `decodeBase`; 0: one
+/// pool) named so.
 bool writeTraceSvg(const std::string &path, const meshfold::MeshLayout &layout,
-                   const TraceLog &log, std::string *error);
+                   const TraceLog &log, int64_t decodeBase, std::string *error);
 
 } // namespace mfrt
 
