@@ -16,6 +16,10 @@
 #         Mixtral layer, 32 experts, T = 4096): per-kernel times
 #         (MFRT_PROFILE_KERNELS=1), achieved TFLOP/s, the matrix products'
 #         time against cuBLAS's
+#   (f)   prefill and decode on separate pools (--decode-plan): the seed plan
+#         prefills on ranks 0..31 and hands each request's K/V to a TP2 x DP8
+#         decode pool on ranks 32..47, all 48 as threads on the one GPU;
+#         tokens and step logits compared with the reference's decode
 #
 # Tolerance: the CUDA program stores the weights in bf16 (--weight-dtype
 # bf16, the CUDA default) and computes and accumulates in fp32; the reference
@@ -29,7 +33,7 @@
 #   test/gpu/run-on-device.sh [BUILD_DIR] [WORK_DIR]
 #
 # Environment: MESHFOLD_CUDA_ROOT (default /usr/local/cuda),
-# MESHFOLD_GPU_STEPS_TIMEOUT (seconds for all steps, default 480),
+# MESHFOLD_GPU_STEPS_TIMEOUT (seconds for all steps, default 600),
 # MESHFOLD_GPU_BUILD_TIMEOUT (seconds for configure + build, default 1200),
 # MESHFOLD_GPU_RTOL (default 1e-3).
 set -uo pipefail
@@ -39,7 +43,7 @@ root="$(cd "$here/../.." && pwd)"
 build="${1:-$root/build-gpu}"
 work="${2:-$build/gpu-check}"
 cuda_root="${MESHFOLD_CUDA_ROOT:-/usr/local/cuda}"
-steps_timeout="${MESHFOLD_GPU_STEPS_TIMEOUT:-480}"
+steps_timeout="${MESHFOLD_GPU_STEPS_TIMEOUT:-600}"
 build_timeout="${MESHFOLD_GPU_BUILD_TIMEOUT:-1200}"
 rtol="${MESHFOLD_GPU_RTOL:-1e-3}"
 examples="$root/python-free-examples"
@@ -225,6 +229,27 @@ if have_time && run "$(left 300)" "$root/bench/gpu-layer.sh" "$build" \
   record e PASS "kernel profile in $log"
 else
   record e FAIL "see $log"
+fi
+
+say "(f) two pools (seed plan -> tp=2 dp=8), 48 ranks on one GPU, decode"
+log="$work/f.log"
+: >"$log"
+if ! have_time || [ ! -s "$work/model.mlir" ]; then
+  record f FAIL "no time left or no model (step a)"
+elif run "$(left 120)" "$bin/meshfold-reference" --config "$config" \
+  --weights "$work/weights.safetensors" --prompts "$prompts" \
+  --out "$work/reference-decode.safetensors" --max-new-tokens 8 \
+  --step-logits &&
+  run "$(left 240)" "$bin/meshfold-compile" "$work/model.mlir" "${plan[@]}" \
+    --decode-plan "tp=2 dp=8" --target cuda -o "$work/pools" &&
+  run "$(left 180)" "$work/pools" --weights "$work/weights.safetensors" \
+    --prompts "$prompts" --out "$work/out-pools.safetensors" \
+    --max-new-tokens 8 --step-logits --timeout 120 &&
+  run "$(left 60)" "$bin/meshfold-compare" "$work/out-pools.safetensors" \
+    "$work/reference-decode.safetensors" --rtol "$rtol"; then
+  record f PASS "$(compared)"
+else
+  record f FAIL "see $log"
 fi
 
 printf '\nsummary (steps took %d s of %d):\n' $(($(date +%s) - start)) \

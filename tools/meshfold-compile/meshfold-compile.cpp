@@ -832,9 +832,6 @@ static LogicalResult compilePools(ModuleOp module, int64_t deviceBytes,
                                   llvm::StringRef rtDir, StageTimer &stage) {
   if (emit != Emit::Exe)
     return fail("--decode-plan writes an executable (--emit exe)");
-  if (target == "cuda")
-    return fail("--decode-plan: two pools are built for --target cpu only "
-                "so far");
   if (promptLogprobs)
     return fail("--decode-plan: --prompt-logprobs does not cover two pools "
                 "yet");
