@@ -330,11 +330,11 @@ void mfrt::reportTrace(const Program &prog, const std::string &plan) {
     replica = decode->coord(seen.landing - layout->numDevices(), "dp");
   else if (seen.landing >= 0)
     replica = layout->coord(seen.landing, "dp");
+  // The first decode rank's global rank (0: one pool).
+  const int64_t decodeBase = decode ? layout->numDevices() : 0;
   printTraceLog(machine, log, replica,
-                int64_t(prog.requests[size_t(c.request)].size()),
-                decode ? layout->numDevices() : 0);
+                int64_t(prog.requests[size_t(c.request)].size()), decodeBase);
   if (!c.svgPath.empty() &&
-      !writeTraceSvg(c.svgPath, machine, log, decode ? layout->numDevices() : 0,
-                     &error))
+      !writeTraceSvg(c.svgPath, machine, log, decodeBase, &error))
     die(error);
 }

@@ -706,15 +706,18 @@ void runRequests(const Program &prog, ProgramRank &rs,
     for (const auto &list : assigned)
       rounds = std::max(rounds, list.size());
     if (prog.pools && prog.reportTraffic)
-      rs.transferTraffic.assign(2 * prog.requests.size(), 0);
-    // The bytes of transfers to the decode pool this rank sent so far.
+      rs.transferTraffic.assign(MFRT_LINK_COUNT * prog.requests.size(), 0);
+    // The bytes of transfers to the decode pool this rank sent so far, by
+    // link class.
     auto transferred = [] {
-      return std::array<uint64_t, 2>{
-          mfrt_bytes_sent_total(MFRT_OP_KV_TRANSFER, MFRT_LINK_NVLINK),
-          mfrt_bytes_sent_total(MFRT_OP_KV_TRANSFER, MFRT_LINK_IB)};
+      std::array<uint64_t, MFRT_LINK_COUNT> sent{};
+      for (int link = 0; link < MFRT_LINK_COUNT; ++link)
+        sent[size_t(link)] =
+            mfrt_bytes_sent_total(MFRT_OP_KV_TRANSFER, mfrt_link(link));
+      return sent;
     };
     for (size_t round = 0; round < rounds; ++round) {
-      std::array<uint64_t, 2> before = transferred();
+      std::array<uint64_t, MFRT_LINK_COUNT> before = transferred();
       int64_t slot =
           runRequestPrefill(prog, rs, round < mine.size() ? mine[round] : -1,
                             decode, prefillTraffic);
@@ -730,9 +733,9 @@ void runRequests(const Program &prog, ProgramRank &rs,
       // A rank of the prefill pool runs one request at a time: what its
       // transfers sent since the prefill began is that request's.
       if (!rs.transferTraffic.empty()) {
-        std::array<uint64_t, 2> after = transferred();
-        for (int link = 0; link < 2; ++link)
-          rs.transferTraffic[size_t(2 * request + link)] +=
+        std::array<uint64_t, MFRT_LINK_COUNT> after = transferred();
+        for (int link = 0; link < MFRT_LINK_COUNT; ++link)
+          rs.transferTraffic[size_t(MFRT_LINK_COUNT * request + link)] +=
               after[size_t(link)] - before[size_t(link)];
       }
     }
@@ -770,7 +773,7 @@ void readTrafficCounters(Program &prog, const ProgramRank &rs, int rank) {
   t.push_back(uint64_t(passQ));
   if (prog.pools) {
     std::vector<uint64_t> transfer = rs.transferTraffic;
-    transfer.resize(2 * prog.requests.size(), 0);
+    transfer.resize(MFRT_LINK_COUNT * prog.requests.size(), 0);
     t.insert(t.end(), transfer.begin(), transfer.end());
   }
   prog.traffic[size_t(rank)] = std::move(t);
