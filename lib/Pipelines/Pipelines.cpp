@@ -43,6 +43,8 @@ void meshfold::buildPartitionPipeline(OpPassManager &pm,
   head.promptLogprobs = options.promptLogprobs;
   pm.addPass(mf::createMFLastTokenHeadPass(head));
   pm.addPass(mf::createMFSplitPipelinePass());
+  if (options.narrowLastLayer)
+    pm.addPass(mf::createMFNarrowLastLayerPass());
   pm.addPass(mf::createMFFuseCollectivesPass());
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
@@ -101,6 +103,7 @@ void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
         bufferization::createOptimizeAllocationLivenessPass());
     MFLinalgContractionKernelsPassOptions kernels;
     kernels.vectorBits = options.vectorBits;
+    kernels.batchInvariant = options.batchInvariant;
     pm.addNestedPass<func::FuncOp>(
         createMFLinalgContractionKernelsPass(kernels));
     // The rest (gathers, SiLU, norms) in blocks of rows over the threads.

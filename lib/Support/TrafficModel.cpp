@@ -102,6 +102,17 @@ std::vector<TrafficRow> meshfold::analyticTraffic(const MeshLayout &layout,
       add(send, layout.link(r, peer), s * double(pp) / double(m.numLayers));
     }
   }
+  if (m.survivingRows >= 0 && m.numLayers > 0) {
+    // A stage's layers average: the last layer (1/L of the GPU-layers) has
+    // no reduce-scatter, and its dispatch and combine carry a share of the
+    // rows.
+    double last = 1.0 / double(m.numLayers);
+    for (TrafficRow *row : {&rs, &disp, &comb}) {
+      double keep = 1.0 - last + (row == &rs ? 0.0 : last * m.survivingRows);
+      row->nvlink *= keep;
+      row->ib *= keep;
+    }
+  }
   std::vector<TrafficRow> rows = {ag, ring, rs, disp, comb, send};
   for (TrafficRow &row : rows) {
     row.nvlink /= double(n);

@@ -452,6 +452,7 @@ void _mlir_ciface_mfrt_step_logits_f32(StridedMemRefType<float, 2> *logits,
 /// Tags the rank's following traffic with a layer (-1: none).
 void _mlir_ciface_mfrt_cg_set_layer(int64_t layer) {
   mfrt_set_layer(layer);
+  programRank().inLayer = layer >= 0;
   if (layer >= 0)
     programRank().layer = layer;
 }
@@ -504,8 +505,13 @@ void _mlir_ciface_mfrt_cg_all_reduce_f32(int64_t id,
                                          UnrankedMemRefType<float> *in,
                                          UnrankedMemRefType<float> *out) {
   MemRefBuffer<float> a(in), b(out);
-  // The LM head's all-reduce brings the last position's row to the TP group.
-  if (holdsTracedLastRow(programRank(), programRank().spRows)) {
+  ProgramRank &rs = programRank();
+  // In a layer: partial sums of its CP rows (a narrowed last layer's output
+  // projection). Between layers, the LM head's all-reduce brings the last
+  // position's row to the TP group.
+  if (rs.inLayer) {
+    markRows(rs, rs.cpRows, a.rows, a.count);
+  } else if (holdsTracedLastRow(rs, rs.spRows)) {
     int64_t row = 0;
     mfrt_trace_mark(&row, 1, a.count);
   }
@@ -650,8 +656,8 @@ int64_t _mlir_ciface_mfrt_cg_dispatch_f32(int64_t id, int64_t hierarchical,
                                           UnrankedMemRefType<float> *weights) {
   MemRefBuffer<float> a(x), w(weights);
   MemRefBuffer<int64_t> e(experts);
-  int64_t tokens = a.rows, k = tokens > 0 ? e.count / tokens : 0;
-  int64_t hidden = tokens > 0 ? a.count / tokens : 0;
+  // A rank may have no rows (a narrowed last layer's): it still takes part.
+  int64_t tokens = a.rows, k = e.rowElems, hidden = a.rowElems;
   ProgramRank &rs = programRank();
   const TraceConfig &c = traceConfig();
   const int64_t *choices = e.data;

@@ -130,6 +130,9 @@ mfrt::MemRefBuffer<T>::MemRefBuffer(UnrankedMemRefType<T> *m) {
   }
   count = expect;
   rows = view.rank > 0 ? sizes[0] : 1;
+  rowElems = 1;
+  for (int64_t d = 1; d < view.rank; ++d)
+    rowElems *= sizes[d];
   data = view.data + view.offset;
   if (contiguous || count == 0)
     return;

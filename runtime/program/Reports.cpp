@@ -75,10 +75,16 @@ std::vector<TrafficRow> printAnalytic(const Program &prog,
   const Manifest &m = prog.manifest;
   TrafficModelInput model{m.hidden, m.kvHeads, m.headDim, m.experts,
                           m.topK,   m.layers,  true};
+  // A narrowed last layer computes each request's last row only.
+  if (m.narrowedLast && u.perReplica > 0)
+    model.survivingRows = double(prog.requests.size()) /
+                          double(layout.axisSize("dp")) / u.perReplica;
   std::vector<TrafficRow> rows = analyticTraffic(layout, model);
   std::printf("analytic per GPU per layer (uniform routing; PP amortized over "
-              "a stage), in T*d, and time at %g / %g GB/s, bf16, for T = "
+              "a stage%s), in T*d, and time at %g / %g GB/s, bf16, for T = "
               "%.1f:\n",
+              m.narrowedLast ? "; the last layer on each request's last row"
+                             : "",
               layout.bandwidthGBps(LinkClass::NVLink),
               layout.bandwidthGBps(LinkClass::IB), u.perReplica);
   for (const TrafficRow &r : rows) {

@@ -199,6 +199,19 @@ static cl::opt<bool> promptLogprobs(
     cl::desc("Also output req{r}.prompt_logits [T, V]: the logits of every "
              "prompt position"),
     cl::cat(cat));
+static cl::opt<bool> narrowLastLayer(
+    "narrow-last-layer",
+    cl::desc("Compute the last layer's attention and MoE only for the rows "
+             "that reach an output (default on; =false computes every row, "
+             "as engines do)"),
+    cl::init(true), cl::cat(cat));
+static cl::opt<bool> batchInvariant(
+    "batch-invariant",
+    cl::desc("CPU target: every contraction sums in one order whatever its "
+             "row count, so a row's result does not depend on the rows it "
+             "is computed with (prompt length, batch, --narrow-last-layer); "
+             "costs speed where few rows run"),
+    cl::cat(cat));
 static cl::opt<std::string>
     dispatch("dispatch",
              cl::desc("EP dispatch: auto (hierarchical when an EP group "
@@ -284,6 +297,8 @@ static LogicalResult checkOutputFlags(int64_t &deviceBytes) {
   if (suggestPlan && (suggestGPUs < 1 || suggestGPUs > (int64_t(1) << 20)))
     return fail("--gpus must be between 1 and 2^20, got " +
                 llvm::Twine(int64_t(suggestGPUs)));
+  if (batchInvariant && target == "cuda")
+    return fail("--batch-invariant applies to the CPU target's kernels");
   if (suggestPlan && (!(nvlinkGBps > 0) || !(ibGBps > 0) || !(tflops > 0)))
     return fail("--nvlink-gbps, --ib-gbps and --tflops must be positive");
   if (suggestPlan && suggestTop < 1)
@@ -526,6 +541,7 @@ static LogicalResult runPartitionPipeline(ModuleOp module,
   PartitionPipelineOptions options;
   options.dispatch = dispatch;
   options.promptLogprobs = withPromptLogprobs;
+  options.narrowLastLayer = narrowLastLayer;
   buildPartitionPipeline(pm, options);
   return pm.run(module);
 }
@@ -674,6 +690,7 @@ static LogicalResult lower(ModuleOp module, StageTimer &stage) {
     options.weightDType = weightDType;
     options.gpuLoops = gpuLoopsOnCPU;
     options.vectorBits = host.vectorBits;
+    options.batchInvariant = batchInvariant;
     buildLowerToCPUPipeline(pm, options);
   }
   if (failed(pm.run(module)))

@@ -39,6 +39,12 @@ struct CPUPipelineOptions
       llvm::cl::desc("Width of the host's vector registers in bits (128, 256 "
                      "or 512) the contraction kernels are tiled for"),
       llvm::cl::init(256)};
+  Option<bool> batchInvariant{
+      *this, "batch-invariant",
+      llvm::cl::desc("Contractions sum in one order whatever the row count: "
+                     "a row's result does not depend on the rows it comes "
+                     "with"),
+      llvm::cl::init(false)};
 };
 
 struct CUDAPipelineOptions
@@ -88,6 +94,11 @@ struct PartitionPipelineOptions
       *this, "prompt-logprobs",
       llvm::cl::desc("Also output the logits of every prompt position"),
       llvm::cl::init(false)};
+  Option<bool> narrowLastLayer{
+      *this, "narrow-last-layer",
+      llvm::cl::desc("Compute the last layer's attention and MoE only for "
+                     "the rows that reach an output (mf-narrow-last-layer)"),
+      llvm::cl::init(true)};
   Option<std::string> dispatch{
       *this, "dispatch",
       llvm::cl::desc("EP dispatch: auto, flat or hierarchical"),
@@ -107,7 +118,7 @@ struct PartitionPipelineOptions
 /// Global moe model -> per-rank SPMD IR with mf communication ops, for the
 /// plan on the module or given by the options: verify the plan, then zigzag
 /// CP, TP sharding, SP, ring attention, expert folding, the last-token head,
-/// pipeline stages and collective fusion.
+/// pipeline stages, the last layer's narrowing and collective fusion.
 void buildPartitionPipeline(mlir::OpPassManager &pm,
                             const PartitionPipelineOptions &options);
 

@@ -59,6 +59,9 @@ struct Manifest {
   /// The model's max_position_embeddings; 0 when the config had none (or
   /// the manifest predates the field): prompts are then not checked.
   int64_t maxPositions = 0;
+  /// Whether the entry's last layer computes attention and MoE only for the
+  /// rows that reach an output (mf-narrow-last-layer).
+  bool narrowedLast = false;
   /// The decode step function ("" when the program has none: prefill only).
   std::string decode;
   /// The model's end-of-sequence token ids (config.json and

@@ -23,6 +23,12 @@ struct TrafficModelInput {
   int64_t numLayers = 0;
   /// Hierarchical dispatch (through the relay) or flat.
   bool hierarchical = true;
+  /// The last layer narrowed to the rows that reach an output
+  /// (mf-narrow-last-layer): `survivingRows` of the T rows per replica (its
+  /// requests' last positions, over T). Its reduce-scatter becomes an
+  /// all-reduce of those rows (not a reduce-scatter row), and its dispatch
+  /// and combine carry them only. Negative: not narrowed.
+  double survivingRows = -1;
 };
 
 /// One collective's traffic, averaged over the GPUs, per layer, in units of

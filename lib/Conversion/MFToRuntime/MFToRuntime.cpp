@@ -72,6 +72,7 @@ private:
   LogicalResult lower(TakeOp op);
   LogicalResult lower(ZigzagPositionsOp op);
   LogicalResult lower(StepRowsOp op);
+  LogicalResult lower(LayerRowsOp op);
   /// A 1-D tensor of `type` with `n` elements, element i = `at(i)`.
   Value generate1D(OpBuilder &b, Location loc, RankedTensorType type, Value n,
                    function_ref<Value(OpBuilder &, Location, Value)> at);
@@ -291,6 +292,20 @@ LogicalResult Lowering::lower(ZigzagPositionsOp op) {
         return arith::IndexCastOp::create(nb, l, type.getElementType(), p);
       });
   op.replaceAllUsesWith(generated);
+  op.erase();
+  return success();
+}
+
+LogicalResult Lowering::lower(LayerRowsOp op) {
+  auto layer = op->getParentOfType<moe::LayerOp>();
+  if (!layer)
+    return op.emitError("mf.layer_rows must be inside a moe.layer");
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  func::CallOp::create(b, loc, fn(RuntimeFn::mfrt_cg_layer_rows),
+                       ValueRange{i64(b, loc, layer.getIndex()),
+                                  inBuffer(b, loc, op.getSp()),
+                                  inBuffer(b, loc, op.getCp())});
   op.erase();
   return success();
 }
@@ -633,7 +648,7 @@ LogicalResult Lowering::run() {
     LogicalResult ok =
         llvm::TypeSwitch<Operation *, LogicalResult>(op)
             .Case<CoordOp, SliceOp, TakeOp, ZigzagPositionsOp, StepRowsOp,
-                  AllGatherOp, ReduceScatterOp, AllReduceOp, RingStepOp, SendOp,
+                  LayerRowsOp, AllGatherOp, ReduceScatterOp, AllReduceOp, RingStepOp, SendOp,
                   RecvOp, GatherOp, CombineOp>([&](auto o) { return lower(o); })
             .Case<DispatchOp>([&](DispatchOp o) {
               dispatches.push_back(o);

@@ -325,6 +325,11 @@ struct ConvertMoEToRuntimePass
     manifest.experts = info->numExperts;
     manifest.topK = info->topK;
     manifest.ffn = info->ffn;
+    // The traffic report's model of a narrowed last layer (only prefill's
+    // can be: a decode step's logits read every row).
+    module.walk([&](LayerOp layer) {
+      manifest.narrowedLast |= layer->hasAttr(mf::MFDialect::getNarrowedAttrName());
+    });
     // The runtime checks prompt lengths against the config's limit; the
     // attribute has no other reader.
     if (auto limit =

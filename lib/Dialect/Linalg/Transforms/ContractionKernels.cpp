@@ -137,8 +137,10 @@ std::optional<Contraction> match(linalg::GenericOp op) {
 /// Emits the loops of one contraction in place of its generic.
 class KernelEmitter {
 public:
-  KernelEmitter(Contraction c, OpBuilder &b, int64_t vectorBits, bool parallel)
-      : c(c), b(b), loc(c.op.getLoc()), parallel(parallel) {
+  KernelEmitter(Contraction c, OpBuilder &b, int64_t vectorBits, bool parallel,
+                bool batchInvariant)
+      : c(c), b(b), loc(c.op.getLoc()), parallel(parallel),
+        batchInvariant(batchInvariant) {
     accType = cast<FloatType>(
         cast<MemRefType>(c.out->get().getType()).getElementType());
     width = std::max<int64_t>(1, vectorBits / accType.getWidth());
@@ -154,6 +156,8 @@ public:
         c.n ? getConstantIntValue(sizes[*c.n]) : std::nullopt;
     if (!c.packable || (n && *n < tiles.outerVectors * width))
       return emitLoops(/*packed=*/false);
+    if (batchInvariant)
+      return emitLoops(/*packed=*/true);
     Value enough = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge,
                                          sizes[*c.m], cst(kPackMinRows));
     auto choice = scf::IfOp::create(b, loc, enough, /*withElseRegion=*/true);
@@ -187,15 +191,17 @@ private:
     }
     Value mChunk;
     if (packed) {
-      // roundUp(ceil(M / ceil(M / kPackedRows)), row tile)
+      // roundUp(ceil(M / ceil(M / kPackedRows)), row tile), of M >= 1 (a
+      // contraction may have no rows: a positive step all the same).
       AffineExpr m;
       bindSymbols(b.getContext(), m);
       int64_t rows = tiles.outerRows;
+      Value atLeastOne = arith::MaxUIOp::create(b, loc, sizes[*c.m], cst(1));
       mChunk = getValueOrCreateConstantIndexOp(
           b, loc,
           affine::makeComposedFoldedAffineApply(
               b, loc, m.ceilDiv(m.ceilDiv(kPackedRows)).ceilDiv(rows) * rows,
-              {OpFoldResult(sizes[*c.m])}));
+              {OpFoldResult(atLeastOne)}));
       lbs.push_back(cst(0));
       ubs.push_back(sizes[*c.m]);
       steps.push_back(mChunk);
@@ -264,6 +270,8 @@ private:
   OpBuilder &b;
   Location loc;
   bool parallel;
+  /// Packable contractions always packed (one summation order).
+  bool batchInvariant;
   FloatType accType;
   int64_t width;
   VectorType vecType;
@@ -604,7 +612,7 @@ struct MFLinalgContractionKernelsPass
     });
     for (Contraction &c : found) {
       OpBuilder b(c.op);
-      KernelEmitter(c, b, vectorBits, parallel).emit();
+      KernelEmitter(c, b, vectorBits, parallel, batchInvariant).emit();
       c.op.erase();
     }
   }

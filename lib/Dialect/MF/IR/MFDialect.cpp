@@ -54,6 +54,13 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
              << attr.getValue();
     return success();
   }
+  if (attr.getName() == getNarrowedAttrName()) {
+    if (op->getName().getStringRef() != "moe.layer" ||
+        !isa<UnitAttr>(attr.getValue()))
+      return op->emitError() << "'" << getNarrowedAttrName()
+                             << "' is a unit attribute of a moe.layer";
+    return success();
+  }
   if (attr.getName() == "mf.groups") {
     auto list = dyn_cast<ArrayAttr>(attr.getValue());
     if (!isa<ModuleOp>(op) || !list ||

@@ -70,6 +70,8 @@ template <typename T> struct MemRefBuffer {
   T *data = nullptr;
   int64_t count = 1;
   int64_t rows = 1;
+  /// Elements per row (of dimension 0), also when there are no rows.
+  int64_t rowElems = 1;
   SharedBuffer copy;
 
   explicit MemRefBuffer(UnrankedMemRefType<T> *m);

@@ -178,6 +178,8 @@ struct ProgramRank {
   double runStart = 0;
   /// The layer last entered (for the routing hooks).
   int64_t layer = -1;
+  /// Whether the rank is inside a layer (between layers: the LM head).
+  bool inLayer = false;
   /// Positions of the rows of the current layer, when tracing or routing
   /// hooks need them: in the SP layout (the hidden state's rows) and in the
   /// CP layout (after the TP all-gather).

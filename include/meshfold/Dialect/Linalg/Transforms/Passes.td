@@ -50,6 +50,13 @@ def MFLinalgContractionKernelsPass
     already inside a parallel loop. Summation order differs from the
     sequential loop nest: the result is equal up to float rounding.
 
+    A dot contraction with enough rows (16) runs as outer products over a
+    packed copy of `b`, fewer as dot tiles: the two sum in different
+    orders, so a row's result depends on how many rows come with it. With
+    `batch-invariant` such contractions always take the packed path: each
+    output's summation order then depends on the reduction length only,
+    and a row gives the same bits whether it comes alone or with others.
+
     A generic that is not such a contraction, or whose innermost operand
     dims are not of unit stride, is left unchanged.
   }];
@@ -64,6 +71,9 @@ def MFLinalgContractionKernelsPass
            "256: AVX2, 512: AVX-512)">,
     Option<"parallel", "parallel", "bool", /*default=*/"true",
            "Emit the loop over output blocks as scf.parallel">,
+    Option<"batchInvariant", "batch-invariant", "bool", /*default=*/"false",
+           "One summation order for every row count: packable dot "
+           "contractions always run packed">,
   ];
 }
 

@@ -34,6 +34,11 @@ def MF_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getShardAttrName() {
       return ::llvm::StringLiteral("mf.shard");
     }
+    /// Name of the unit attribute of a moe.layer narrowed to the rows that
+    /// reach an output (mf-narrow-last-layer).
+    static constexpr ::llvm::StringLiteral getNarrowedAttrName() {
+      return ::llvm::StringLiteral("mf.narrowed");
+    }
   }];
 }
 

@@ -287,6 +287,27 @@ def MF_ZigzagPositionsOp : MF_Op<"zigzag_positions", [Pure]> {
   let hasVerifier = 1;
 }
 
+def MF_LayerRowsOp : MF_Op<"layer_rows", [MemoryEffects<[MemWrite]>]> {
+  let summary = "the positions of the rows a layer's next collectives carry";
+  let description = [{
+    Tells the runtime the global positions of the rows that the enclosing
+    layer's following collectives carry: `sp` in the SP layout (the residual
+    stream's rows) and `cp` in the CP layout (after the TP all-gather). A
+    layer starts with its operands' positions; a layer narrowed to the rows
+    that reach an output (`mf-narrow-last-layer`) names its surviving rows
+    with this op. Token tracing, the routing hooks and the dispatch's
+    padding rows read them. Only inside a `moe.layer`.
+
+    ```mlir
+    mf.layer_rows %sp, %cp : tensor<?xi64>, tensor<?xi64>
+    ```
+  }];
+  let arguments = (ins MF_IndexTensor:$sp, MF_IndexTensor:$cp);
+  let assemblyFormat = [{
+    $sp `,` $cp attr-dict `:` type($sp) `,` type($cp)
+  }];
+}
+
 def MF_StepRowsOp : MF_Op<"step_rows", [Pure]> {
   let summary = "the rows of a decode step a context-parallel rank computes";
   let description = [{

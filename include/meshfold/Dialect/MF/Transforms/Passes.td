@@ -347,6 +347,53 @@ def MFLastTokenHeadPass : Pass<"mf-last-token-head", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def MFNarrowLastLayerPass : Pass<"mf-narrow-last-layer", "::mlir::ModuleOp"> {
+  let summary = "the last layer computes only the rows that reach an output";
+  let description = [{
+    A layer whose result is used only by `moe.take_position` of one position
+    (the LM head's last prompt token, after `mf-last-token-head`) computes
+    its query, attention, output projection, router, dispatch, experts and
+    combine for that row alone. Its K/V projection, RoPE and the CP ring
+    stay whole: the KV cache and the other CP ranks' queries need every
+    row. Any other use of the layer's result (prompt logprobs' LM head over
+    every row, a decode step's logits, a later layer, the hidden states as
+    an output) keeps the layer whole: the narrowing follows from the uses.
+
+    Under SP and CP the surviving row is on one rank of the replica: the
+    TP group of its CP rank computes its query and attention (the row taken
+    from the all-gathered rows), the TP reduce-scatter of the output
+    projection becomes an all-reduce of that row, and only its SP holder
+    runs the router and dispatches the row. The other ranks take part in
+    every collective with zero rows. `mf.layer_rows` tells the runtime the
+    surviving rows' positions.
+
+    ```mlir
+    %h1 = moe.layer 7(%h, %sp, %cp) : ... -> tensor<?x64xf32> { ... }
+    %row, %found = moe.take_position %h1, %sp, %last ...
+    // becomes
+    %h1, %p1 = moe.layer 7(%h, %sp, %cp, %last) : ...
+        -> (tensor<?x64xf32>, tensor<?xi64>) {
+      ...  // K/V of every row, then the query and the MoE of [0|1] rows
+      moe.yield %out, %kept : tensor<?x64xf32>, tensor<?xi64>
+    }
+    %row, %found = moe.take_position %h1, %p1, %last ...
+    ```
+    With `remarks`, a candidate layer kept whole says why.
+  }];
+  let options = [
+    Option<"remarks", "remarks", "bool", "false",
+           "Say why a layer whose result only one position reads is kept "
+           "whole">
+  ];
+  let statistics = [
+    Statistic<"numNarrowed", "layers-narrowed", "Layers narrowed">
+  ];
+  let dependentDialects = ["::meshfold::mf::MFDialect",
+                           "::meshfold::moe::MoEDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def MFFuseCollectivesPass : Pass<"mf-fuse-collectives", "::mlir::ModuleOp"> {
   let summary = "fewer runtime calls: fuse and group collectives";
   let description = [{
