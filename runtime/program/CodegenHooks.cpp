@@ -507,10 +507,13 @@ void _mlir_ciface_mfrt_cg_all_reduce_f32(int64_t id,
   MemRefBuffer<float> a(in), b(out);
   ProgramRank &rs = programRank();
   // In a layer: partial sums of its CP rows (a narrowed last layer's output
-  // projection). Between layers, the LM head's all-reduce brings the last
-  // position's row to the TP group.
+  // projection), flattened (an all-reduce's buffer is one dimension).
+  // Between layers, the LM head's all-reduce brings the last position's row
+  // to the TP group.
   if (rs.inLayer) {
-    markRows(rs, rs.cpRows, a.rows, a.count);
+    int64_t rows = int64_t(rs.cpRows.size());
+    if (rows > 0 && a.count % rows == 0)
+      markRows(rs, rs.cpRows, rows, a.count);
   } else if (holdsTracedLastRow(rs, rs.spRows)) {
     int64_t row = 0;
     mfrt_trace_mark(&row, 1, a.count);

@@ -339,7 +339,10 @@ void mfrt::reportTrace(const Program &prog, const std::string &plan) {
   // The first decode rank's global rank (0: one pool).
   const int64_t decodeBase = decode ? layout->numDevices() : 0;
   printTraceLog(machine, log, replica,
-                int64_t(prog.requests[size_t(c.request)].size()), decodeBase);
+                int64_t(prog.requests[size_t(c.request)].size()), decodeBase,
+                prog.manifest.narrowedLast ? prog.manifest.layers - 1 : -1,
+                layout->axisSize("tp") > 1 ? "reduce_scatter, dispatch, combine"
+                                           : "dispatch, combine");
   if (!c.svgPath.empty() &&
       !writeTraceSvg(c.svgPath, machine, log, decodeBase, &error))
     die(error);

@@ -153,14 +153,19 @@ TraceLog mfrt::buildTraceLog(const MeshLayout &layout,
   auto sameStep = [](const mfrt_trace_hop &a, const mfrt_trace_hop &b) {
     return a.layer == b.layer && a.op == b.op && a.kind == b.kind;
   };
+  // The last layer whose combine the token went through: an all-reduce
+  // after it is the LM head's; one before it a narrowed layer's own.
+  int64_t combined = -1;
   for (size_t a = 0; a < hops.size();) {
     size_t b = a;
     while (b < hops.size() && sameStep(hops[b], hops[a]))
       ++b;
     TraceStep step;
     const mfrt_op_kind kind = mfrt_op_kind(hops[a].kind);
+    if (kind == MFRT_OP_COMBINE)
+      combined = hops[a].layer;
     bool after = kind == MFRT_OP_PP || kind == MFRT_OP_GATHER ||
-                 kind == MFRT_OP_ALL_REDUCE;
+                 (kind == MFRT_OP_ALL_REDUCE && hops[a].layer == combined);
     step.what = std::string(after ? "after layer " : "layer ") +
                 std::to_string(hops[a].layer + 1) + " " +
                 mfrt_op_kind_name(kind);
@@ -253,7 +258,8 @@ std::string mfrt::tripTally(const TraceLog &log, int64_t devices) {
 
 void mfrt::printTraceLog(const MeshLayout &layout, const TraceLog &log,
                          int64_t replica, int64_t promptTokens,
-                         int64_t decodeBase) {
+                         int64_t decodeBase, int64_t narrowedLayer,
+                         const std::string &removed) {
   const TraceConfig &c = traceConfig();
   const int64_t devices = layout.numDevices();
   std::string pool;
@@ -293,6 +299,11 @@ void mfrt::printTraceLog(const MeshLayout &layout, const TraceLog &log,
     std::printf("  %3lld  %-26s %-30s %s\n", (long long)s.ops, s.what.c_str(),
                 route.c_str(), tally(s, s.gpus, devices, s.added).c_str());
   }
+  if (narrowedLayer >= 0 && c.position < promptTokens - 1)
+    std::printf("layer %lld computes position %lld only: no query, attention "
+                "or MoE for this position there (removed: %s)\n",
+                (long long)narrowedLayer + 1, (long long)promptTokens - 1,
+                removed.c_str());
   std::string kv = joinRanks(std::vector<int>(log.kv.begin(), log.kv.end()));
   if (log.kvKept.empty())
     std::printf("K/V of the token kept on GPUs %s\n", kv.c_str());

@@ -51,6 +51,25 @@ TEST(TrafficModel, SeedPlan) {
   EXPECT_DOUBLE_EQ(row(rows, "pp").nvlink, 0.0);
 }
 
+// The last layer narrowed to each request's last row (1 of T = 64): over a
+// stage's 4 of 8 layers, 1/8 of the GPU-layers have no reduce-scatter and
+// 1/64 of a layer's dispatch and combine; the all-gather and the ring stay.
+TEST(TrafficModel, NarrowedLastLayer) {
+  MeshLayout layout = layoutFor("tp,cp,dp,pp", 2, 2, 4, 2);
+  TrafficModelInput narrowed = seedModel();
+  narrowed.survivingRows = 1.0 / 64;
+  std::vector<TrafficRow> whole = analyticTraffic(layout, seedModel());
+  std::vector<TrafficRow> rows = analyticTraffic(layout, narrowed);
+  EXPECT_DOUBLE_EQ(row(rows, "reduce_scatter").nvlink, 0.25 * 7 / 8);
+  EXPECT_DOUBLE_EQ(row(rows, "dispatch").ib,
+                   row(whole, "dispatch").ib * (7 + 1.0 / 64) / 8);
+  EXPECT_DOUBLE_EQ(row(rows, "combine").nvlink,
+                   row(whole, "combine").nvlink * (7 + 1.0 / 64) / 8);
+  EXPECT_DOUBLE_EQ(row(rows, "all_gather").nvlink, 0.25);
+  EXPECT_DOUBLE_EQ(row(rows, "kv_ring").nvlink, 0.25);
+  EXPECT_DOUBLE_EQ(row(rows, "pp").ib, row(whole, "pp").ib);
+}
+
 // Swapping PP and DP spreads a stage over four nodes: 3/4 of a token's
 // candidate experts are across IB and EP's IB traffic rises to ~0.67*T*d;
 // the PP send moves onto NVLink.

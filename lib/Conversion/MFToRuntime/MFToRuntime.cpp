@@ -648,8 +648,9 @@ LogicalResult Lowering::run() {
     LogicalResult ok =
         llvm::TypeSwitch<Operation *, LogicalResult>(op)
             .Case<CoordOp, SliceOp, TakeOp, ZigzagPositionsOp, StepRowsOp,
-                  LayerRowsOp, AllGatherOp, ReduceScatterOp, AllReduceOp, RingStepOp, SendOp,
-                  RecvOp, GatherOp, CombineOp>([&](auto o) { return lower(o); })
+                  LayerRowsOp, AllGatherOp, ReduceScatterOp, AllReduceOp,
+                  RingStepOp, SendOp, RecvOp, GatherOp, CombineOp>(
+                [&](auto o) { return lower(o); })
             .Case<DispatchOp>([&](DispatchOp o) {
               dispatches.push_back(o);
               return lower(o);

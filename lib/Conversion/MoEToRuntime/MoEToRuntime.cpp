@@ -328,7 +328,8 @@ struct ConvertMoEToRuntimePass
     // The traffic report's model of a narrowed last layer (only prefill's
     // can be: a decode step's logits read every row).
     module.walk([&](LayerOp layer) {
-      manifest.narrowedLast |= layer->hasAttr(mf::MFDialect::getNarrowedAttrName());
+      manifest.narrowedLast |=
+          layer->hasAttr(mf::MFDialect::getNarrowedAttrName());
     });
     // The runtime checks prompt lengths against the config's limit; the
     // attribute has no other reader.

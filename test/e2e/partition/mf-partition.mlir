@@ -3,12 +3,13 @@
 // RUN: FileCheck %s --input-file=%t.out.mlir
 // RUN: grep -c 'mf.all_gather %.* on "attention" \["tp"\] dim 0 : tensor<?x64xf32> -> tensor<?x64xf32>' %t.out.mlir | FileCheck %s --check-prefix=EIGHT
 // RUN: grep -c 'mf.ring_step %[^,]*, %[^,]*, %[^ ]* on "attention" \["cp"\] : tensor<?x2x8xf32>, tensor<?x2x8xf32>, tensor<?xi64> ->' %t.out.mlir | FileCheck %s --check-prefix=EIGHT
-// RUN: grep -c 'mf.reduce_scatter %.* on "attention" \["tp"\] dim 0' %t.out.mlir | FileCheck %s --check-prefix=EIGHT
+// RUN: grep -c 'mf.reduce_scatter %.* on "attention" \["tp"\] dim 0' %t.out.mlir | FileCheck %s --check-prefix=SEVEN
+// RUN: grep -c ' mf.all_reduce ' %t.out.mlir | FileCheck %s --check-prefix=TWO
 // RUN: grep -c '= mf.dispatch %.* on "experts" \["ep"\] experts 32 hierarchical' %t.out.mlir | FileCheck %s --check-prefix=EIGHT
 // RUN: grep -c '= mf.combine ' %t.out.mlir | FileCheck %s --check-prefix=EIGHT
 // RUN: grep -c 'moe.expert_ffn .* tensor<2x128x64xf32>, tensor<2x64x128xf32>, tensor<2x128x64xf32> -> ' %t.out.mlir | FileCheck %s --check-prefix=EIGHT
 // RUN: grep -c 'moe.kv_cache .* heads from .* : tensor<?x2x8xf32>, tensor<?x2x8xf32>, tensor<?xi64>' %t.out.mlir | FileCheck %s --check-prefix=EIGHT
-// RUN: grep -c ' mf\.\(all_gather\|reduce_scatter\|ring_step\|dispatch\|combine\) ' %t.out.mlir | FileCheck %s --check-prefix=FORTY
+// RUN: grep -c ' mf\.\(all_gather\|reduce_scatter\|ring_step\|dispatch\|combine\) ' %t.out.mlir | FileCheck %s --check-prefix=THIRTYNINE
 // RUN: grep -c ' mf\.\(all_gather\|reduce_scatter\|all_reduce\|ring_step\|dispatch\|combine\|send\|recv\|gather\) ' %t.out.mlir | FileCheck %s --check-prefix=FORTYFOUR
 // RUN: grep -c ' mf.send ' %t.out.mlir | FileCheck %s --check-prefix=ONE
 // RUN: grep -c ' mf.recv ' %t.out.mlir | FileCheck %s --check-prefix=ONE
@@ -20,13 +21,18 @@
 // exactly five comm ops (all-gather on tp, one K/V/positions ring step on cp,
 // reduce-scatter on tp, hierarchical dispatch on ep, combine), one PP send and
 // receive, and the LM head's grouped all-reduce and gather: 8*5 + 4 = 44 calls.
+// The last layer is narrowed to position T-1 (mf-narrow-last-layer): its
+// reduce-scatter becomes an all-reduce of that row, the count stays 44.
 // Local shapes only: 4 query heads, 2 KV heads, 2 experts per GPU; no global
 // [T, d] (the embedding reads the rank's mf.take, the global token count only
 // sizes the zigzag positions and the last position).
 
-// 8 of each per-layer op over the module, the 5 kinds: 40; all comm ops: 44.
+// 8 of each per-layer op over the module (7 reduce-scatters), the 5 kinds:
+// 39; all comm ops: 44.
 // EIGHT: {{^}}8{{$}}
-// FORTY: {{^}}40{{$}}
+// SEVEN: {{^}}7{{$}}
+// TWO: {{^}}2{{$}}
+// THIRTYNINE: {{^}}39{{$}}
 // FORTYFOUR: {{^}}44{{$}}
 // ONE: {{^}}1{{$}}
 
@@ -222,21 +228,24 @@
 // CHECK:         mf.combine %{{.+}} tokens %{{.+}} : !mf.dispatch, tensor<?x64xf32> -> tensor<?x64xf32>
 // CHECK-NOT:     {{ mf\.(all_gather|reduce_scatter|all_reduce|ring_step|dispatch|combine|send|recv|gather) }}
 // CHECK:         moe.yield
-// CHECK:         moe.layer 7(%{{[^,]+}}, %[[SP]], %[[ZZ]])
-// Layer 7: five comm ops, local shapes.
+// Layer 7, the last, narrowed to position T-1 (mf-narrow-last-layer): the
+// position is its operand, the surviving rows' positions its second result.
+// CHECK:         %[[LAST:.+]] = arith.subi %[[T]], %{{.+}} : index
+// CHECK-NEXT:    %[[L7:.+]]:2 = moe.layer 7(%{{[^,]+}}, %[[SP]], %[[ZZ]], %[[LAST]]) {mf.narrowed}
+// The K/V of every row: all-gather, K/V projection, cache, ring.
 // CHECK-NOT:     {{ mf\.(all_gather|reduce_scatter|all_reduce|ring_step|dispatch|combine|send|recv|gather) }}
 // CHECK:         mf.all_gather %{{.+}} on "attention" ["tp"] dim 0 : tensor<?x64xf32> -> tensor<?x64xf32>
-// CHECK-NOT:     {{ mf\.(all_gather|reduce_scatter|all_reduce|ring_step|dispatch|combine|send|recv|gather) }}
-// CHECK:         moe.param "model.layers.7.self_attn.q_proj.weight" {{.+}} : tensor<32x64xf32>
-// CHECK:         moe.rope {{.+}} -> tensor<?x4x8xf32>
-// CHECK-NEXT:    moe.rope {{.+}} -> tensor<?x2x8xf32>
 // CHECK:         moe.kv_cache {{.+}} heads from %{{.+}} {layer = 7 : i64} : tensor<?x2x8xf32>, tensor<?x2x8xf32>, tensor<?xi64>
 // CHECK-NOT:     {{ mf\.(all_gather|reduce_scatter|all_reduce|ring_step|dispatch|combine|send|recv|gather) }}
 // CHECK:         mf.ring_step %{{[^,]+}}, %{{[^,]+}}, %{{[^ ]+}} on "attention" ["cp"] : tensor<?x2x8xf32>, tensor<?x2x8xf32>, tensor<?xi64> ->
-// CHECK-NOT:     {{ mf\.(all_gather|reduce_scatter|all_reduce|ring_step|dispatch|combine|send|recv|gather) }}
+// The query of the surviving row only, its attention, and the output
+// projection summed over TP for that row (no reduce-scatter).
+// CHECK:         moe.take_position
+// CHECK:         moe.linear {{.+}} : tensor<?x64xf32>, tensor<32x64xf32> -> tensor<?x32xf32>
 // CHECK:         moe.attention_merge
-// CHECK-NOT:     {{ mf\.(all_gather|reduce_scatter|all_reduce|ring_step|dispatch|combine|send|recv|gather) }}
-// CHECK:         mf.reduce_scatter %{{.+}} on "attention" ["tp"] dim 0 : tensor<?x64xf32> -> tensor<?x64xf32>
+// CHECK:         mf.layer_rows
+// CHECK-NOT:     {{ mf\.(all_gather|reduce_scatter|ring_step|dispatch|combine|send|recv|gather) }}
+// CHECK:         mf.all_reduce %{{.+}} on "attention" ["tp"] : tensor<?x64xf32> -> tensor<?x64xf32>
 // CHECK-NOT:     {{ mf\.(all_gather|reduce_scatter|all_reduce|ring_step|dispatch|combine|send|recv|gather) }}
 // CHECK:         mf.dispatch %{{.+}} on "experts" ["ep"] experts 32 hierarchical :
 // CHECK-NOT:     {{ mf\.(all_gather|reduce_scatter|all_reduce|ring_step|dispatch|combine|send|recv|gather) }}
@@ -247,8 +256,7 @@
 // CHECK:         moe.yield
 
 // The head: only position T-1, shared on tp, vocab halves gathered on TP rank 0.
-// CHECK:         %[[LAST:.+]] = arith.subi %[[T]], %{{.+}} : index
-// CHECK-NEXT:    %[[ROW:.+]], %[[FOUND:.+]] = moe.take_position %{{.+}}, %[[SP]], %[[LAST]]
+// CHECK:         %[[ROW:.+]], %[[FOUND:.+]] = moe.take_position %[[L7]]#0, %[[L7]]#1, %[[LAST]]
 // CHECK-NEXT:    mf.all_reduce %[[ROW]], %[[FOUND]] on "attention" ["tp"] : tensor<1x64xf32>, tensor<1xf32> -> tensor<1x64xf32>, tensor<1xf32>
 // CHECK:         moe.lm_head {{.+}} : tensor<1x64xf32>, tensor<256x64xf32>, tensor<1xi64> -> tensor<256xf32>
 // CHECK-NEXT:    mf.gather %{{.+}} on "attention" ["tp"] dim 0 root 0 : tensor<256xf32> -> tensor<512xf32>

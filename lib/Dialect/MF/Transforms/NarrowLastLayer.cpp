@@ -208,8 +208,8 @@ FailureOr<Value> Narrower::narrowCombine(CombineOp op) {
   if (failed(cloneNarrowed(dispatch, {0, 1, 2}, std::nullopt)))
     return failure();
   for (Value v : experts->getOperands())
-    if (v.getParentBlock() == &body && !isa_and_nonnull<moe::ParamOp>(
-                                           v.getDefiningOp()) &&
+    if (v.getParentBlock() == &body &&
+        !isa_and_nonnull<moe::ParamOp>(v.getDefiningOp()) &&
         v.getDefiningOp() != dispatch)
       return fail(experts, "reads values other than the dispatch's and "
                            "weights");
@@ -263,7 +263,8 @@ FailureOr<Value> Narrower::narrow(Value v) {
             if (failed(in))
               return failure();
             SmallVector<OpFoldResult> shape = o.getMixedOutputShape();
-            shape[0] = OpFoldResult(tensor::DimOp::create(b, o.getLoc(), *in, 0));
+            shape[0] =
+                OpFoldResult(tensor::DimOp::create(b, o.getLoc(), *in, 0));
             Value out = tensor::ExpandShapeOp::create(
                 b, o.getLoc(), o.getResultType(), *in, reassociation, shape);
             map.map(v, out);

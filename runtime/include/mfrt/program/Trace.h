@@ -103,9 +103,13 @@ TraceLog buildTraceLog(const meshfold::MeshLayout &layout,
 /// line and, last, "trip: G/N GPUs, C node crossings (E EP, P PP), O comm
 /// ops". A program of two pools passes the machine of both
 /// (poolsMachine) and its first decode rank `decodeBase` (0: one pool).
+/// `narrowedLayer` (>= 0) is a last layer narrowed to each request's last
+/// prompt position: for another prompt position the log lists the hops
+/// (`removed`) that layer no longer has.
 void printTraceLog(const meshfold::MeshLayout &layout, const TraceLog &log,
                    int64_t replica, int64_t promptTokens,
-                   int64_t decodeBase = 0);
+                   int64_t decodeBase = 0, int64_t narrowedLayer = -1,
+                   const std::string &removed = "");
 /// The whole trip: "23/32 GPUs, 15 node crossings (14 EP, 1 PP), 41 comm
 /// ops".
 std::string tripTally(const TraceLog &log, int64_t devices);

@@ -1,5 +1,6 @@
 // RUN: meshfold-opt %s -split-input-file --mf-linalg-contraction-kernels | FileCheck %s
 // RUN: meshfold-opt %s -split-input-file --mf-linalg-contraction-kernels="vector-bits=512 parallel=false" | FileCheck %s --check-prefix=AVX512
+// RUN: meshfold-opt %s -split-input-file --mf-linalg-contraction-kernels=batch-invariant=true | FileCheck %s --check-prefix=INVARIANT
 
 // x · wᵀ with bf16 weights: both operands contiguous along k. With at least
 // 16 rows, each block of 256 columns of w (a parallel iteration) and 256 of
@@ -10,6 +11,15 @@
 // a multiple of 6, so that (chunk, block) pairs balance the threads. With fewer rows, dot tiles alone:
 // a 4 x 3 tile of vector accumulators runs along k, over blocks of 48 rows
 // of w; edge tiles of 1 row / 1 column and a scalar k tail follow.
+// With batch-invariant, the packed path whatever the row count (a row sums
+// in one order alone or with others), none included (a positive chunk).
+// INVARIANT-LABEL: func.func @linear
+// INVARIANT: %[[ROWS:.*]] = memref.dim %arg0, %c0
+// INVARIANT-NOT: arith.cmpi uge
+// INVARIANT: arith.maxui %[[ROWS]], %c1
+// INVARIANT: memref.alloc() {alignment = 64 : i64} : memref<3x64x16xf32>
+// INVARIANT: vector.fma
+// INVARIANT-LABEL: func.func
 #a = affine_map<(m, n, k) -> (m, k)>
 #b = affine_map<(m, n, k) -> (n, k)>
 #o = affine_map<(m, n, k) -> (m, n)>
@@ -19,7 +29,8 @@
 // CHECK: %[[ROWS:.*]] = memref.dim %arg0, %c0
 // CHECK: %[[MANY:.*]] = arith.cmpi uge, %[[ROWS]], %c16
 // CHECK: scf.if %[[MANY]] {
-// CHECK: %[[CHUNK:.*]] = affine.apply #[[$CHUNK]]()[%[[ROWS]]]
+// CHECK: %[[SOME:.*]] = arith.maxui %[[ROWS]], %c1
+// CHECK: %[[CHUNK:.*]] = affine.apply #[[$CHUNK]]()[%[[SOME]]]
 // CHECK: scf.parallel (%{{.*}}, %{{.*}}) = (%{{.*}}, %{{.*}}) to (%[[ROWS]], %c48) step (%[[CHUNK]], %c256
 // CHECK: %[[PANELS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<3x64x16xf32>
 // CHECK: vector.load %arg1{{.*}} : memref<48x64xbf16>, vector<8xbf16>
