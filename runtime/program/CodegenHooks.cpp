@@ -240,6 +240,7 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
     fatal("internal: K/V entries of layer " + std::to_string(layer) +
           " have an unexpected shape");
   int64_t row = m.kvHeads * m.headDim;
+  countCompute(rs, layer, kKVRows, uint64_t(k->sizes[0]));
   std::set<Sequence *> recorded;
   for (int64_t t = 0; t < k->sizes[0]; ++t) {
     int64_t position =
@@ -452,9 +453,22 @@ void _mlir_ciface_mfrt_step_logits_f32(StridedMemRefType<float, 2> *logits,
 /// Tags the rank's following traffic with a layer (-1: none).
 void _mlir_ciface_mfrt_cg_set_layer(int64_t layer) {
   mfrt_set_layer(layer);
-  programRank().inLayer = layer >= 0;
+  ProgramRank &rs = programRank();
+  if (layer < 0 && rs.inLayer) {
+    // The layer's queries were its last named CP rows, each attending to
+    // the positions of its sequence up to its own.
+    uint64_t pairs = 0;
+    for (int64_t position : rs.cpRows) {
+      int64_t place = 0;
+      if (rs.sequenceOf(position, &place))
+        pairs += uint64_t(place + 1);
+    }
+    countCompute(rs, rs.layer, kQueryRows, rs.cpRows.size());
+    countCompute(rs, rs.layer, kAttentionPairs, pairs);
+  }
+  rs.inLayer = layer >= 0;
   if (layer >= 0)
-    programRank().layer = layer;
+    rs.layer = layer;
 }
 
 /// The positions of the current layer's rows, in the SP layout (the hidden
@@ -465,12 +479,13 @@ void _mlir_ciface_mfrt_cg_layer_rows(int64_t layer,
                                      UnrankedMemRefType<int64_t> *sp,
                                      UnrankedMemRefType<int64_t> *cp) {
   // The dispatch reads the SP rows' positions too (it leaves padding rows
-  // home); the CP rows' only serve tracing and the routing hooks.
+  // home); the CP rows' serve tracing, the routing hooks and the compute
+  // counters.
   ProgramRank &rs = programRank();
   copyPositions(sp, rs.spRows);
+  copyPositions(cp, rs.cpRows);
   if (!traceConfig().needsPositions())
     return;
-  copyPositions(cp, rs.cpRows);
   if (layer == 0 &&
       !tracedRows(rs, rs.spRows.data(), int64_t(rs.spRows.size())).empty()) {
     TraceSightings &seen = traceSightings();
@@ -741,6 +756,8 @@ int64_t _mlir_ciface_mfrt_cg_dispatch_f32(int64_t id, int64_t hierarchical,
   if (sent < tokens)
     rs.packedDispatches[int64_t(reinterpret_cast<intptr_t>(h))] = {
         std::move(real), tokens, hidden};
+  countCompute(rs, rs.layer, kMoERows, uint64_t(tokens));
+  countCompute(rs, rs.layer, kExpertRows, uint64_t(mfrt_dispatch_count(h)));
   return int64_t(reinterpret_cast<intptr_t>(h));
 }
 

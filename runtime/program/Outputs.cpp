@@ -280,6 +280,7 @@ void collectRows(std::vector<std::vector<uint64_t>> &rows, const char *what) {
 /// --report traffic's byte counters (read before any of these messages).
 void mfrt::collectTraffic(Program &prog) {
   collectRows(prog.traffic, "traffic counters");
+  collectRows(prog.compute, "compute counters");
 }
 
 void mfrt::collectLoads(Program &prog) {

@@ -52,6 +52,16 @@ ProgramRank &mfrt::programRank() {
   return *rank->program;
 }
 
+void mfrt::countCompute(ProgramRank &rs, int64_t layer, ComputeCounter c,
+                        uint64_t n) {
+  const Program &prog = program();
+  if (!prog.reportTraffic || rs.stepping || layer < 0 ||
+      layer >= rs.manifest->layers)
+    return;
+  rs.compute.resize(size_t(rs.manifest->layers * kComputeCounters), 0);
+  rs.compute[size_t(layer * kComputeCounters + c)] += n;
+}
+
 void mfrt::fatal(const std::string &msg) {
   comm::RankState *rank = comm::currentRank();
   const ProgramRank *rs = rank ? rank->program : nullptr;

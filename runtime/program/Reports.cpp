@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mfrt/program/Program.h"
+#include "mfrt/program/ProgramRank.h"
 #include "mfrt/program/Trace.h"
 
 #include "meshfold/Support/KVTransfer.h"
@@ -158,6 +159,44 @@ void printComparison(const Program &prog, const MeshLayout &layout,
   }
   line("ep (dispatch+combine)", "ib", epIB, epIBWant);
 }
+/// Prefill's compute per layer, summed over the GPUs: the rows each part of
+/// the layer ran on, as the runtime's hooks saw them (ProgramRank::compute),
+/// and the FLOPs of those rows at the ranks' shapes (a multiply-add is 2):
+/// K/V projections; query and output projections and attention (its two
+/// products over each query's visible keys); router and experts.
+void printCompute(const Program &prog, const MeshLayout &layout) {
+  const Manifest &m = prog.manifest;
+  const double d = double(m.hidden), dh = double(m.headDim);
+  const int64_t tp = layout.axisSize("tp");
+  const double heads = double(m.heads / tp),
+               kvHeads = double(kvHeadsPerRank(m.kvHeads, tp));
+  const double ffn = double(m.ffn / layout.axisSize("etp"));
+  std::printf("compute in prefill per layer, summed over the GPUs (rows "
+              "counted by the runtime; MFLOP at the ranks' shapes)\n");
+  std::printf("  %-6s %9s %10s %12s %9s %11s %10s %12s %10s\n", "layer",
+              "K/V rows", "query rows", "attn pairs", "MoE rows", "expert rows",
+              "K/V MFLOP", "attn MFLOP", "MoE MFLOP");
+  for (int64_t l = 0; l < m.layers; ++l) {
+    uint64_t c[kComputeCounters] = {};
+    for (const auto &row : prog.compute)
+      for (int i = 0; i < kComputeCounters && !row.empty(); ++i)
+        c[i] += row[size_t(l * kComputeCounters + i)];
+    double kv = double(c[kKVRows]) * 2 * d * 2 * kvHeads * dh;
+    double attention = double(c[kQueryRows]) * 2 * 2 * d * heads * dh +
+                       double(c[kAttentionPairs]) * 2 * 2 * heads * dh;
+    double moe = double(c[kMoERows]) * 2 * d * double(m.experts) +
+                 double(c[kExpertRows]) * 2 * 3 * d * ffn;
+    std::printf("  %-6lld %9llu %10llu %12llu %9llu %11llu %10.3f %12.3f "
+                "%10.3f\n",
+                (long long)l, (unsigned long long)c[kKVRows],
+                (unsigned long long)c[kQueryRows],
+                (unsigned long long)c[kAttentionPairs],
+                (unsigned long long)c[kMoERows],
+                (unsigned long long)c[kExpertRows], kv / 1e6, attention / 1e6,
+                moe / 1e6);
+  }
+}
+
 /// Decode steps (from Program::traffic's second block): per GPU, layer and
 /// step, the bytes each collective sent over each link class, and pass-Q
 /// attention's beside the analytic figure and beside what moving the K/V
@@ -310,6 +349,7 @@ void mfrt::printTraffic(const Program &prog, const std::string &plan) {
   printMeasured(prog, u);
   std::vector<TrafficRow> rows = printAnalytic(prog, *layout, u);
   printComparison(prog, *layout, rows, u);
+  printCompute(prog, *layout);
   printDecodeTraffic(prog, *layout);
 }
 

@@ -777,6 +777,9 @@ void readTrafficCounters(Program &prog, const ProgramRank &rs, int rank) {
     t.insert(t.end(), transfer.begin(), transfer.end());
   }
   prog.traffic[size_t(rank)] = std::move(t);
+  std::vector<uint64_t> compute = rs.compute;
+  compute.resize(size_t(prog.manifest.layers * kComputeCounters), 0);
+  prog.compute[size_t(rank)] = std::move(compute);
 }
 } // namespace
 
@@ -831,6 +834,7 @@ void mfrt::prepareTraffic(Program &prog, const std::string &plan) {
   prog.traffic.resize(
       size_t(layout->numDevices() +
              (prog.pools ? layoutOf(prog.decodeManifest).numDevices() : 0)));
+  prog.compute.resize(prog.traffic.size());
 }
 
 int mfrt::rankMain(void *) {

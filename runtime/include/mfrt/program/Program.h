@@ -88,6 +88,9 @@ struct Program {
   /// the rank's transfer bytes per request (ProgramRank::transferTraffic).
   bool reportTraffic = false;
   std::vector<std::vector<uint64_t>> traffic;
+  /// --report traffic: each rank's compute counters of prefill
+  /// (ProgramRank::compute, [layer][ComputeCounter]).
+  std::vector<std::vector<uint64_t>> compute;
   /// --report load: per rank, {checkpoint files read, bytes of its slices in
   /// the checkpoint, bytes used in place where they are mapped, bytes
   /// copied}.

@@ -180,13 +180,33 @@ struct ProgramRank {
   int64_t layer = -1;
   /// Whether the rank is inside a layer (between layers: the LM head).
   bool inLayer = false;
-  /// Positions of the rows of the current layer, when tracing or routing
-  /// hooks need them: in the SP layout (the hidden state's rows) and in the
-  /// CP layout (after the TP all-gather).
+  /// Positions of the rows of the current layer (the last named: a narrowed
+  /// layer names its surviving rows): in the SP layout (the hidden state's
+  /// rows) and in the CP layout (after the TP all-gather).
   std::vector<int64_t> spRows, cpRows;
+  /// --report traffic's compute counters of prefill, per layer
+  /// (ComputeCounter): the rows the layer's parts ran on, as the hooks saw
+  /// them.
+  std::vector<uint64_t> compute;
   /// Dispatches in flight that left padding rows home, by handle.
   std::map<int64_t, PackedDispatch> packedDispatches;
 };
+
+/// The compute counters of a layer in ProgramRank::compute: rows whose K/V
+/// were computed, query rows (CP layout), (query, visible key) pairs of
+/// their attention, rows through the router and dispatch (SP layout), and
+/// the expert rows the rank received.
+enum ComputeCounter {
+  kKVRows,
+  kQueryRows,
+  kAttentionPairs,
+  kMoERows,
+  kExpertRows,
+  kComputeCounters
+};
+
+/// Adds `n` to counter `c` of `layer` (prefill only, with --report traffic).
+void countCompute(ProgramRank &rs, int64_t layer, ComputeCounter c, uint64_t n);
 
 /// The program's part of the calling rank's state. Only inside the rank's
 /// body (mfrt_launch), where the program's hooks run.
