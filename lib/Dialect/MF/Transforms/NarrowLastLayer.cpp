@@ -66,6 +66,8 @@ private:
   }
   /// `v`'s row at the surviving position, if this rank holds it: [0|1, d].
   Value take(Value v, Layout layout);
+  /// The first `count` rows (along dimension 0) of `source`.
+  Value leadingRows(Value source, Value count, Location at);
   /// The rows this rank keeps in `layout` (0 or 1), set by its first take.
   Value rowCount(Layout layout);
   /// Clones `op` with its `rowOperands` narrowed and its positions operand
@@ -111,14 +113,23 @@ Value Narrower::take(Value v, Layout layout) {
         arith::ConstantOp::create(b, loc, b.getFloatAttr(elt, 0.5)));
     counts[layout] = arith::SelectOp::create(b, loc, held, one, zero);
   }
-  SmallVector<OpFoldResult> offsets(2, b.getIndexAttr(0)),
-      sizes{OpFoldResult(counts[layout]), b.getIndexAttr(d)},
-      strides(2, b.getIndexAttr(1));
-  Value rows = tensor::ExtractSliceOp::create(
-      b, loc, RankedTensorType::get({ShapedType::kDynamic, d}, elt),
-      taken.getRow(), offsets, sizes, strides);
+  Value rows = leadingRows(taken.getRow(), counts[layout], loc);
   layouts[rows] = layout;
   return rows;
+}
+
+Value Narrower::leadingRows(Value source, Value count, Location at) {
+  auto type = cast<RankedTensorType>(source.getType());
+  int64_t rank = type.getRank();
+  SmallVector<OpFoldResult> offsets(rank, b.getIndexAttr(0)),
+      sizes{OpFoldResult(count)}, strides(rank, b.getIndexAttr(1));
+  SmallVector<int64_t> shape(type.getShape());
+  shape[0] = ShapedType::kDynamic;
+  for (int64_t d = 1; d < rank; ++d)
+    sizes.push_back(b.getIndexAttr(shape[d]));
+  return tensor::ExtractSliceOp::create(
+      b, at, RankedTensorType::get(shape, type.getElementType()), source,
+      offsets, sizes, strides);
 }
 
 Value Narrower::narrowedPositions(Layout layout) {
@@ -131,11 +142,7 @@ Value Narrower::narrowedPositions(Layout layout) {
   Value count = rowCount(layout);
   Value lastI64 = arith::IndexCastOp::create(b, loc, b.getI64Type(), last);
   Value one = tensor::FromElementsOp::create(b, loc, ValueRange{lastI64});
-  keptPositions[layout] = tensor::ExtractSliceOp::create(
-      b, loc, RankedTensorType::get({ShapedType::kDynamic}, b.getI64Type()),
-      one, ArrayRef<OpFoldResult>{b.getIndexAttr(0)},
-      ArrayRef<OpFoldResult>{OpFoldResult(count)},
-      ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+  keptPositions[layout] = leadingRows(one, count, loc);
   return keptPositions[layout];
 }
 
@@ -188,12 +195,7 @@ FailureOr<Value> Narrower::narrowReduceScatter(ReduceScatterOp op) {
   Value sum =
       AllReduceOp::create(b, op.getLoc(), ValueRange{*in}, op.getMesh(), axes)
           .getResult(0);
-  auto type = cast<RankedTensorType>(op.getType());
-  SmallVector<OpFoldResult> offsets(2, b.getIndexAttr(0)),
-      sizes{OpFoldResult(rowCount(SP)), b.getIndexAttr(type.getDimSize(1))},
-      strides(2, b.getIndexAttr(1));
-  Value mine = tensor::ExtractSliceOp::create(b, op.getLoc(), type, sum,
-                                              offsets, sizes, strides);
+  Value mine = leadingRows(sum, rowCount(SP), op.getLoc());
   map.map(op.getResult(), mine);
   layouts[mine] = SP;
   return mine;
