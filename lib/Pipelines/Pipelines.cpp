@@ -129,9 +129,12 @@ void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
 void meshfold::addHostToLLVM(OpPassManager &pm, bool gpuLaunches) {
   pm.addPass(createConvertMFToLLVMPass());
   ConvertVectorToLLVMPassOptions vectorToLLVM;
-  // The contraction kernels' packing transposes squares of vectors.
+  // The contraction kernels' packing transposes squares of vectors: 16 x 16
+  // f32 (AVX-512) in the 64-shuffle unpack/permute sequence (shuffle1d
+  // leaves LLVM one 256-lane shuffle, lowered to ~4x the instructions);
+  // other shapes as shuffle1d.
   vectorToLLVM.vectorTransposeLowering =
-      vector::VectorTransposeLowering::Shuffle1D;
+      vector::VectorTransposeLowering::Shuffle16x16;
   pm.addPass(createConvertVectorToLLVMPass(vectorToLLVM));
   if (gpuLaunches)
     pm.addPass(createGpuToLLVMConversionPass());

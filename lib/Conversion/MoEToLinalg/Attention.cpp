@@ -129,6 +129,22 @@ std::pair<Value, Value> buildFusedAttention(OpBuilder &b, Location loc, Value q,
   Value tq = tensor::DimOp::create(b, loc, q, 0);
   Value tk = tensor::DimOp::create(b, loc, k, 0);
 
+  // kT[h, d, j] = k[j, h, d], once for all work items: the scores are then
+  // NN contractions on a [d, key tile] slice that is contiguous along the
+  // keys. (Transposing each key tile where it is used would redo it for
+  // every query tile and every head of a KV group, as strided gathers.)
+  Value kT =
+      linalg::TransposeOp::create(
+          b, loc, k,
+          makeEmpty(
+              b, loc,
+              tensorOf(
+                  {nkv, dh, cast<RankedTensorType>(k.getType()).getDimSize(0)},
+                  kElt),
+              {{k, 0}}),
+          ArrayRef<int64_t>{1, 2, 0})
+          .getResult()[0];
+
   SmallVector<Value> outs = {makeEmpty(b, loc, qType, {{q, 0}})};
   auto lseType = tensorOf({qType.getDimSize(0), nh}, elt);
   if (withLse)
@@ -166,17 +182,16 @@ std::pair<Value, Value> buildFusedAttention(OpBuilder &b, Location loc, Value q,
   auto keyTile = [&](OpBuilder &nb, Location l, Value j0, Value kp, Value m,
                      Value sum, Value acc) -> SmallVector<Value> {
     Value bk = tensor::DimOp::create(nb, l, kp, 0);
-    Value kTile = headRows(nb, l, k, j0, bk, kvh);
     Value vTile = headRows(nb, l, v, j0, bk, kvh);
-    // kT[d, j] = k[j, d]: the scores are then an NN contraction.
-    Value kT = linalg::TransposeOp::create(
-                   nb, l, kTile,
-                   makeEmpty(nb, l, tensorOf({dh, dyn}, kElt), {{kp, 0}}),
-                   ArrayRef<int64_t>{1, 0})
-                   .getResult()[0];
+    // The key tile's [d, bk] slice of kT.
+    auto one = nb.getIndexAttr(1);
+    Value kTile = tensor::ExtractSliceOp::create(
+        nb, l, tensorOf({dh, dyn}, kElt), kT,
+        {OpFoldResult(kvh), nb.getIndexAttr(0), OpFoldResult(j0)},
+        {one, nb.getIndexAttr(dh), OpFoldResult(bk)}, {one, one, one});
     // s[i, j] = sum_d q[i, d] * kT[d, j]; loop dims (i, j, d).
     Value s = generic(
-        nb, l, {qTile, kT},
+        nb, l, {qTile, kTile},
         {zeros(nb, l, tensorOf({dyn, dyn}, elt), {{qp, 0}, {kp, 0}})},
         {pick(ctx, 3, {0, 2}), pick(ctx, 3, {2, 1}), pick(ctx, 3, {0, 1})},
         {kPar, kPar, kRed}, multiplyAccumulate)[0];

@@ -171,20 +171,23 @@ struct RoPELowering : OpConversionPattern<RoPEOp> {
     Type elt = type.getElementType();
     int64_t dh = type.getDimSize(2), half = dh / 2;
     double theta = op.getTheta().convertToDouble();
-    Value res = generic(
-        rewriter, loc, {x, pos}, {makeEmpty(rewriter, loc, type, {{x, 0}})},
-        {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {0}), pick(ctx, 3, {0, 1, 2})},
-        {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value j = idx(nb, l, 2);
+    // The angles' cosines and (signed) sines per position and dim, once:
+    // every head of the op (and, by CSE, every op on the same positions)
+    // reads this [T, d_h] table instead of computing powf/sin/cos per
+    // element. tab[t, j] for jj = j mod d_h/2: cos(pos * inv_freq[jj]) and
+    // -+sin(...) (minus on the lower half, whose partner is x[j + d_h/2]).
+    auto tabType = RankedTensorType::get({type.getDimSize(0), dh}, elt);
+    ResultRange tab = generic(
+        rewriter, loc, {pos},
+        {makeEmpty(rewriter, loc, tabType, {{x, 0}}),
+         makeEmpty(rewriter, loc, tabType, {{x, 0}})},
+        {pick(ctx, 2, {0}), pick(ctx, 2, {0, 1}), pick(ctx, 2, {0, 1})},
+        {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value j = idx(nb, l, 1);
           Value cHalf = arith::ConstantIndexOp::create(nb, l, half);
           Value lower =
               arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, j, cHalf);
           Value jj = arith::RemUIOp::create(nb, l, j, cHalf);
-          Value partnerIdx = arith::SelectOp::create(
-              nb, l, lower, arith::AddIOp::create(nb, l, j, cHalf),
-              arith::SubIOp::create(nb, l, j, cHalf));
-          Value partner = tensor::ExtractOp::create(
-              nb, l, x, ValueRange{idx(nb, l, 0), idx(nb, l, 1), partnerIdx});
           // inv_freq = 1 / theta^(2*jj / dh), as Hugging Face computes it.
           Value jjI = arith::IndexCastOp::create(nb, l, nb.getI64Type(), jj);
           Value jjF = arith::SIToFPOp::create(nb, l, elt, jjI);
@@ -196,18 +199,35 @@ struct RoPELowering : OpConversionPattern<RoPEOp> {
               arith::DivFOp::create(nb, l, cstF(nb, l, elt, 1.0), p);
           // The place in its sequence: the position's low 32 bits.
           Value place = arith::AndIOp::create(
-              nb, l, a[1],
+              nb, l, a[0],
               arith::ConstantOp::create(nb, l,
                                         nb.getI64IntegerAttr(0xffffffffLL)));
           Value posF = arith::SIToFPOp::create(nb, l, elt, place);
           Value angle = arith::MulFOp::create(nb, l, posF, invFreq);
-          Value c = math::CosOp::create(nb, l, angle);
-          Value s = math::SinOp::create(nb, l, angle);
           Value sign = arith::SelectOp::create(
               nb, l, lower, cstF(nb, l, elt, -1.0), cstF(nb, l, elt, 1.0));
-          Value xc = arith::MulFOp::create(nb, l, a[0], c);
-          Value ps = arith::MulFOp::create(
-              nb, l, arith::MulFOp::create(nb, l, partner, s), sign);
+          Value c = math::CosOp::create(nb, l, angle);
+          Value sn = arith::MulFOp::create(
+              nb, l, math::SinOp::create(nb, l, angle), sign);
+          linalg::YieldOp::create(nb, l, ValueRange{c, sn});
+        });
+    Value res = generic(
+        rewriter, loc, {x, tab[0], tab[1]},
+        {makeEmpty(rewriter, loc, type, {{x, 0}})},
+        {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {0, 2}), pick(ctx, 3, {0, 2}),
+         pick(ctx, 3, {0, 1, 2})},
+        {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value j = idx(nb, l, 2);
+          Value cHalf = arith::ConstantIndexOp::create(nb, l, half);
+          Value lower =
+              arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, j, cHalf);
+          Value partnerIdx = arith::SelectOp::create(
+              nb, l, lower, arith::AddIOp::create(nb, l, j, cHalf),
+              arith::SubIOp::create(nb, l, j, cHalf));
+          Value partner = tensor::ExtractOp::create(
+              nb, l, x, ValueRange{idx(nb, l, 0), idx(nb, l, 1), partnerIdx});
+          Value xc = arith::MulFOp::create(nb, l, a[0], a[1]);
+          Value ps = arith::MulFOp::create(nb, l, partner, a[2]);
           linalg::YieldOp::create(nb, l,
                                   Value(arith::AddFOp::create(nb, l, xc, ps)));
         })[0];

@@ -26,8 +26,9 @@ func.func @linear(%x: tensor<?x64xf32>, %w: tensor<128x64xf32>) -> tensor<?x128x
 // running max, sum and accumulator; the KV head of query head h is picked by
 // slicing at h floordiv (n_h / n_kv); a key tile none of whose keys any query
 // of the tile sees is skipped (min key position > max query position); both
-// contractions are NN generics with one reduction dim (the key tile is
-// transposed first). attention-fused-bufferize.mlir checks that no [T, T]
+// contractions are NN generics with one reduction dim (K is transposed to
+// [n_kv, d_h, T] once, before the loops, and each key tile is a slice of
+// it). attention-fused-bufferize.mlir checks that no [T, T]
 // tensor remains.
 // CHECK-DAG: #[[$ID1:.+]] = affine_map<(d0) -> (d0)>
 // CHECK-DAG: #[[$SCALAR:.+]] = affine_map<(d0) -> ()>
@@ -42,6 +43,7 @@ func.func @linear(%x: tensor<?x64xf32>, %w: tensor<128x64xf32>) -> tensor<?x128x
 // CHECK-NOT: floordiv
 // CHECK: %[[TQ:.+]] = tensor.dim %[[Q]]
 // CHECK: %[[TK:.+]] = tensor.dim %[[K]]
+// CHECK: %[[KTALL:.+]] = linalg.transpose ins(%[[K]] : tensor<?x2x16xf32>) outs(%{{.+}} : tensor<2x16x?xf32>) permutation = [1, 2, 0]
 // CHECK: %[[OUT:.+]] = scf.forall (%[[H:.+]], %[[I0:.+]]) = (0, 0) to (8, %[[TQ]]) step (1, 64) shared_outs(%[[O:.+]] = %{{.+}}) -> (tensor<?x8x16xf32>)
 // CHECK: %[[REST:.+]] = arith.subi %[[TQ]], %[[I0]]
 // CHECK: %[[BQ:.+]] = arith.minsi %{{.+}}, %[[REST]]
@@ -69,9 +71,8 @@ func.func @linear(%x: tensor<?x64xf32>, %w: tensor<128x64xf32>) -> tensor<?x128x
 // CHECK: %[[REACHES:.+]] = arith.cmpi sge, %[[SEQK]], %[[SEQ0]] : i64
 // CHECK: %[[VIS:.+]] = arith.andi %[[NOTLATER]], %[[REACHES]] : i1
 // CHECK: scf.if %[[VIS]] -> (tensor<?xf32>, tensor<?xf32>, tensor<?x16xf32>)
-// CHECK: %[[KT:.+]] = tensor.extract_slice %[[K]][%[[J0]], %[[KVH]], 0] [%{{.+}}, 1, 16] [1, 1, 1] : tensor<?x2x16xf32> to tensor<?x16xf32>
 // CHECK: %[[VT:.+]] = tensor.extract_slice %[[V]][%[[J0]], %[[KVH]], 0] [%{{.+}}, 1, 16] [1, 1, 1] : tensor<?x2x16xf32> to tensor<?x16xf32>
-// CHECK: %[[KTT:.+]] = linalg.transpose ins(%[[KT]] : tensor<?x16xf32>) outs(%{{.+}} : tensor<16x?xf32>) permutation = [1, 0]
+// CHECK: %[[KTT:.+]] = tensor.extract_slice %[[KTALL]][%[[KVH]], 0, %[[J0]]] [1, 16, %{{.+}}] [1, 1, 1] : tensor<2x16x?xf32> to tensor<16x?xf32>
 // CHECK: %[[Z:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<?x?xf32>)
 // CHECK: %[[S:.+]] = linalg.generic {indexing_maps = [#[[$A]], #[[$B]], #[[$C]]], iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[QT]], %[[KTT]] : tensor<?x16xf32>, tensor<16x?xf32>) outs(%[[Z]] : tensor<?x?xf32>)
 // CHECK: arith.mulf
@@ -144,13 +145,16 @@ func.func @rms_norm(%x: tensor<?x64xf32>, %w: tensor<64xf32>) -> tensor<?x64xf32
 
 // -----
 
-// RoPE reads the partner element j +- d_h/2 and uses the position operand.
+// RoPE: one [T, d_h] table of cos and signed sin from the positions, then
+// each element reads the table and its partner element j +- d_h/2.
 // CHECK-LABEL: func.func @rope
-// CHECK: linalg.generic
-// CHECK: tensor.extract
+// CHECK: %[[TAB:.+]]:2 = linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]} ins(%{{.+}} : tensor<?xi64>) outs(%{{.+}}, %{{.+}} : tensor<?x16xf32>, tensor<?x16xf32>)
 // CHECK: math.powf
 // CHECK: math.cos
 // CHECK: math.sin
+// CHECK: linalg.generic {{.*}} ins(%{{.+}}, %[[TAB]]#0, %[[TAB]]#1 : tensor<?x4x16xf32>, tensor<?x16xf32>, tensor<?x16xf32>)
+// CHECK: tensor.extract
+// CHECK-NOT: math.powf
 // CHECK-NOT: moe.
 func.func @rope(%x: tensor<?x4x16xf32>, %p: tensor<?xi64>) -> tensor<?x4x16xf32> {
   %y = moe.rope %x, %p {theta = 1.0e6 : f32} : tensor<?x4x16xf32>, tensor<?xi64> -> tensor<?x4x16xf32>

@@ -3,12 +3,12 @@
 // RUN: meshfold-opt %s -split-input-file --mf-linalg-contraction-kernels=batch-invariant=true | FileCheck %s --check-prefix=INVARIANT
 
 // x · wᵀ with bf16 weights: both operands contiguous along k. With at least
-// 16 rows, each block of 256 columns of w (a parallel iteration) and 256 of
+// 16 rows, each block of 128 columns of w (a parallel iteration) and 256 of
 // k is first copied, widened and transposed in squares of 8 x 8, into
 // panels of 16 columns, which every 6-row tile of x then reads as outer
 // products (2 vectors of a panel, one broadcast of x per row); the 48 % 16
-// = 0 columns left would take dot tiles. Rows come in chunks of about 256,
-// a multiple of 6, so that (chunk, block) pairs balance the threads. With fewer rows, dot tiles alone:
+// = 0 columns left would take dot tiles. Rows come in chunks of about 1024,
+// a multiple of 6: each block is packed once per chunk. With fewer rows, dot tiles alone:
 // a 4 x 3 tile of vector accumulators runs along k, over blocks of 48 rows
 // of w; edge tiles of 1 row / 1 column and a scalar k tail follow.
 // With batch-invariant, the packed path whatever the row count (a row sums
@@ -23,7 +23,7 @@
 #a = affine_map<(m, n, k) -> (m, k)>
 #b = affine_map<(m, n, k) -> (n, k)>
 #o = affine_map<(m, n, k) -> (m, n)>
-// CHECK: #[[$CHUNK:.*]] = affine_map<()[s0] -> (((s0 ceildiv (s0 ceildiv 256)) ceildiv 6) * 6)>
+// CHECK: #[[$CHUNK:.*]] = affine_map<()[s0] -> (((s0 ceildiv (s0 ceildiv 1024)) ceildiv 6) * 6)>
 // CHECK-LABEL: func.func @linear
 // CHECK-NOT: linalg.generic
 // CHECK: %[[ROWS:.*]] = memref.dim %arg0, %c0
@@ -31,7 +31,7 @@
 // CHECK: scf.if %[[MANY]] {
 // CHECK: %[[SOME:.*]] = arith.maxui %[[ROWS]], %c1
 // CHECK: %[[CHUNK:.*]] = affine.apply #[[$CHUNK]]()[%[[SOME]]]
-// CHECK: scf.parallel (%{{.*}}, %{{.*}}) = (%{{.*}}, %{{.*}}) to (%[[ROWS]], %c48) step (%[[CHUNK]], %c256
+// CHECK: scf.parallel (%{{.*}}, %{{.*}}) = (%{{.*}}, %{{.*}}) to (%[[ROWS]], %c48) step (%[[CHUNK]], %c128
 // CHECK: %[[PANELS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<3x64x16xf32>
 // CHECK: vector.load %arg1{{.*}} : memref<48x64xbf16>, vector<8xbf16>
 // CHECK: vector.transpose %{{.*}}, [1, 0] : vector<8x8xf32> to vector<8x8xf32>
