@@ -110,6 +110,15 @@ find_python("hf-transformers", "%hf_python",
              build_python("bench-venv")],
             ["torch", "transformers", "safetensors"], 120)
 
+# transformers with the newer MoE architectures (Qwen3MoeForCausalLM, from
+# transformers 4.51, which needs torch 2): REQUIRES: hf-transformers-qwen3;
+# %hf_qwen3_python. The tests' hf-venv (transformers 4.45 on Debian's torch)
+# has none; the benchmarks' venv (PyPI's torch and transformers) has them.
+find_python("hf-transformers-qwen3", "%hf_qwen3_python",
+            [os.environ.get("MESHFOLD_HF_PYTHON", ""), build_python("hf-venv"),
+             build_python("bench-venv")],
+            ["torch", "transformers.models.qwen3_moe", "safetensors"], 120)
+
 # Hugging Face `tokenizers` and SentencePiece's Python package (PyPI), the
 # independent implementations the tokenizers are checked against
 # (REQUIRES: hf-tokenizers; %tok_python): the Python of MESHFOLD_TOK_PYTHON,

@@ -73,8 +73,14 @@ static int64_t transientBytes(Operation *op, int64_t tokens, int64_t rows,
     auto w1 = ffn.getW1().getType();
     return grouped(rows, w1.getDimSize(0), w1.getDimSize(1), w1.getDimSize(2));
   }
-  if (isa<moe::RMSNormOp>(op))
-    return tokens * f32;
+  if (auto norm = dyn_cast<moe::RMSNormOp>(op)) {
+    // One sum of squares per normalised vector (per token, or per token and
+    // head).
+    int64_t vectors = tokens;
+    for (int64_t d : norm.getType().getShape().drop_front().drop_back())
+      vectors *= d;
+    return vectors * f32;
+  }
   return 0;
 }
 

@@ -218,6 +218,7 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
     c.arch = (*archs)[0].getAsString()->str();
   else if (std::optional<StringRef> type = obj->getString("model_type"))
     c.arch = *type == "mixtral"     ? "MixtralForCausalLM"
+             : *type == "qwen3_moe" ? "Qwen3MoeForCausalLM"
              : *type == "qwen2_moe" ? "Qwen2MoeForCausalLM"
              : *type == "olmoe"     ? "OlmoeForCausalLM"
                                     : type->str();
@@ -233,7 +234,12 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
   f.rejectIfSet("n_shared_experts", "shared experts are");
   f.rejectIfSet("attention_bias", "attention biases are");
   f.rejectIfSet("rope_scaling", "RoPE scaling is");
-  f.rejectIfSet("sliding_window", "sliding-window attention is");
+  // Qwen3-MoE's sliding_window applies only with use_sliding_window (its
+  // published configs may name a window they do not use).
+  if (c.arch == "Qwen3MoeForCausalLM")
+    f.rejectIfSet("use_sliding_window", "sliding-window attention is");
+  else
+    f.rejectIfSet("sliding_window", "sliding-window attention is");
   f.rejectIfSet("mlp_only_layers", "dense (non-MoE) layers are");
   f.rejectIfSet("quantization_config", "quantized checkpoints are");
   if (failure.failed())
@@ -250,7 +256,8 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
   if (f.has("decoder_sparse_step") && f.positiveInt("decoder_sparse_step") != 1)
     failure.fail(path + ": field 'decoder_sparse_step': dense (non-MoE) "
                         "layers are not supported");
-  bool mixtral = c.arch == "MixtralForCausalLM";
+  bool mixtral = c.arch == "MixtralForCausalLM",
+       qwen3 = c.arch == "Qwen3MoeForCausalLM";
   if (c.arch == "OlmoeForCausalLM")
     failure.fail(path + ": architecture 'OlmoeForCausalLM': OLMoE's QK-norm "
                         "(q_norm/k_norm) is not supported");
@@ -260,9 +267,16 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
   if (c.arch == "Qwen2MoeForCausalLM")
     failure.fail(path + ": architecture 'Qwen2MoeForCausalLM': Qwen2-MoE's "
                         "q/k/v biases and shared experts are not supported");
-  if (!mixtral)
+  if (!mixtral && !qwen3)
     failure.fail(path + ": unsupported architecture '" + c.arch +
-                 "' (supported: MixtralForCausalLM)");
+                 "' (supported: MixtralForCausalLM, Qwen3MoeForCausalLM)");
+  if (qwen3) {
+    c.qkNorm = true;
+    c.moeBlock = "mlp";
+    c.expertGate = "gate_proj";
+    c.expertDown = "down_proj";
+    c.expertUp = "up_proj";
+  }
   if (failure.failed())
     return false;
 
@@ -308,7 +322,9 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
                         ") exceeds the number of experts (" +
                         llvm::Twine(c.experts) + ")"),
            false;
-  c.ffn = f.has("moe_intermediate_size")
+  // Qwen3-MoE's intermediate_size is its dense MLPs' width, not the
+  // experts': there moe_intermediate_size is required.
+  c.ffn = f.has("moe_intermediate_size") || qwen3
               ? f.positiveInt("moe_intermediate_size")
               : f.positiveInt("intermediate_size");
   c.vocab = f.positiveInt("vocab_size");
@@ -330,8 +346,32 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
                   "an expert projection (experts x intermediate_size x "
                   "hidden_size)",
                   {c.experts, c.ffn, c.hidden}, failure);
-  c.eps = f.positiveNumber("rms_norm_eps", 1e-5);
+  c.eps = f.positiveNumber("rms_norm_eps", mixtral ? 1e-5 : 1e-6);
   c.theta = f.positiveNumber("rope_theta", mixtral ? 1e6 : 10000.0);
+  // transformers 5 writes RoPE as rope_parameters {rope_theta, rope_type}.
+  if (const json::Value *rp = obj->get("rope_parameters");
+      rp && rp->kind() != json::Value::Null) {
+    const json::Object *ro = rp->getAsObject();
+    if (!ro)
+      return failure.fail(path + ": field 'rope_parameters' must be an "
+                                 "object"),
+             false;
+    std::string where = (path + ": rope_parameters").str();
+    Fields rf(*ro, where, failure);
+    if (const json::Value *type = ro->get("rope_type");
+        type && type->kind() != json::Value::Null &&
+        type->getAsString() != std::optional<StringRef>("default"))
+      return failure.fail(path + ": field 'rope_parameters.rope_type': RoPE "
+                                 "scaling is not supported (only "
+                                 "\"default\")"),
+             false;
+    for (const auto &[key, value] : *ro)
+      if (key != "rope_theta" && key != "rope_type")
+        return failure.fail(path + ": field 'rope_parameters." + key.str() +
+                            "': RoPE scaling is not supported"),
+               false;
+    c.theta = rf.positiveNumber("rope_theta", c.theta);
+  }
   if (failure.failed())
     return false;
   // The program computes in f32: both must survive the conversion.

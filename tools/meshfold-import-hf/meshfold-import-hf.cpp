@@ -2,9 +2,9 @@
 //
 // meshfold-import-hf CONFIG.json -o model.mlir [--num-layers N]
 //
-// Reads a Mixtral-style Hugging Face config (MeshfoldImporter's HFConfig) and
-// writes the model as `moe` ops on global shapes, weights named as in a
-// Mixtral checkpoint.
+// Reads a Hugging Face config of a supported MoE architecture (Mixtral,
+// Qwen3-MoE; MeshfoldImporter's HFConfig) and writes the model as `moe` ops
+// on global shapes, weights named as in that architecture's checkpoint.
 //
 //===----------------------------------------------------------------------===//
 
@@ -121,6 +121,15 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
     Value v = heads(
         linear(x, "self_attn.v_proj.weight", c.kvHeads * c.headDim, c.hidden),
         c.kvHeads);
+    if (c.qkNorm) {
+      // Each head's q and k normalised on its own (one [d_h] weight each).
+      q = moe::RMSNormOp::create(
+          b, loc, q.getType(), q,
+          param(pre + "self_attn.q_norm.weight", {c.headDim}), eps);
+      k = moe::RMSNormOp::create(
+          b, loc, k.getType(), k,
+          param(pre + "self_attn.k_norm.weight", {c.headDim}), eps);
+    }
     FloatAttr theta = b.getF32FloatAttr(float(c.theta));
     q = moe::RoPEOp::create(b, loc, q.getType(), q, p, theta);
     k = moe::RoPEOp::create(b, loc, k.getType(), k, p, theta);
@@ -138,7 +147,7 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
     Value x2 = moe::RMSNormOp::create(
         b, loc, hType, h1,
         param(pre + "post_attention_layernorm.weight", {c.hidden}), eps);
-    std::string moePre = pre + "block_sparse_moe.";
+    std::string moePre = pre + c.moeBlock + ".";
     auto router = moe::RouterOp::create(
         b, loc, tensor({dyn, c.topK}, f32), tensor({dyn, c.topK}, i64), x2,
         param(moePre + "gate.weight", {c.experts, c.hidden}),
@@ -147,9 +156,9 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
     std::string ex = moePre + "experts.{e}.";
     Value y = moe::ExpertsOp::create(
         b, loc, hType, x2, router.getWeights(), router.getIndices(),
-        param(ex + "w1.weight", {c.experts, c.ffn, c.hidden}),
-        param(ex + "w2.weight", {c.experts, c.hidden, c.ffn}),
-        param(ex + "w3.weight", {c.experts, c.ffn, c.hidden}));
+        param(ex + c.expertGate + ".weight", {c.experts, c.ffn, c.hidden}),
+        param(ex + c.expertDown + ".weight", {c.experts, c.hidden, c.ffn}),
+        param(ex + c.expertUp + ".weight", {c.experts, c.ffn, c.hidden}));
     Value h2 = arith::AddFOp::create(b, loc, h1, y);
     moe::YieldOp::create(b, loc, ValueRange{h2});
     h = layer.getResult(0);

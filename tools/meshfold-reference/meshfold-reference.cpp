@@ -1,11 +1,12 @@
-//===- meshfold-reference.cpp - Plain reference Mixtral prefill -----------===//
+//===- meshfold-reference.cpp - Plain reference MoE prefill ---------------===//
 //
 // Part of the meshfold project.
 //
 //===----------------------------------------------------------------------===//
 //
-// A plain, independent reference implementation of the Mixtral prefill
-// forward pass (HF MixtralForCausalLM), used as the test oracle for the
+// A plain, independent reference implementation of the prefill forward pass
+// of HF MixtralForCausalLM and Qwen3MoeForCausalLM (whose q and k are
+// RMS-normalised per head before RoPE), used as the test oracle for the
 // compiler. It shares no code with the compiler: loops over std::vector<float>
 // with double accumulation, one request at a time, no partitioning.
 //
@@ -48,7 +49,8 @@ static cl::opt<std::string> configPath("config", cl::Required,
 static cl::opt<std::string> weightsPath(
     "weights", cl::Required,
     cl::desc("Weights: a safetensors file, a model.safetensors.index.json "
-             "with its shards, or a checkpoint folder (HF Mixtral names, "
+             "with its shards, or a checkpoint folder (the architecture's HF "
+             "names, "
              "F32, BF16 or F16)"),
     cl::value_desc("path"), cl::cat(category));
 static cl::opt<std::string>
@@ -137,6 +139,13 @@ struct Config {
   double ropeTheta = defaultRopeTheta;
   bool normTopKProb = true;
   bool tieWordEmbeddings = false;
+  /// Qwen3-MoE: q and k RMS-normalised per head (self_attn.q_norm/k_norm)
+  /// before RoPE.
+  bool qkNorm = false;
+  /// Names under model.layers.N.: the MoE block and the experts' gate,
+  /// down and up projections.
+  std::string moeBlock = "block_sparse_moe";
+  const char *expertGate = "w1", *expertDown = "w2", *expertUp = "w3";
   std::optional<int64_t> slidingWindow;
   /// End-of-sequence ids: generation_config.json's eos_token_id beside
   /// config.json when it has one, else config.json's (an id or a list).
@@ -368,16 +377,33 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
   // Defaults that differ by architecture: Mixtral renormalises the top-k
   // weights and uses theta 1e6; Qwen2-MoE (HF Qwen2MoeConfig) uses 1e4 and
   // does not renormalise.
-  bool qwen2 = false;
+  // Qwen3-MoE (HF Qwen3MoeConfig) likewise, with eps 1e-6, per-head q/k
+  // norms and its own weight names.
+  bool qwen2 = false, qwen3 = false;
   if (const json::Array *archs = object->getArray("architectures"))
     for (const json::Value &a : *archs)
-      if (std::optional<StringRef> name = a.getAsString())
+      if (std::optional<StringRef> name = a.getAsString()) {
         qwen2 |= *name == "Qwen2MoeForCausalLM";
-  if (std::optional<StringRef> type = object->getString("model_type"))
+        qwen3 |= *name == "Qwen3MoeForCausalLM";
+      }
+  if (std::optional<StringRef> type = object->getString("model_type")) {
     qwen2 |= *type == "qwen2_moe";
-  if (qwen2) {
+    qwen3 |= *type == "qwen3_moe";
+  }
+  if (qwen2 || qwen3) {
     config.ropeTheta = 10000.0;
     config.normTopKProb = false;
+  }
+  if (qwen3 && !moeIntermediate)
+    return fail(failure, path + ": missing field 'moe_intermediate_size' "
+                                "(Qwen3-MoE's experts' width)");
+  if (qwen3) {
+    config.rmsNormEps = 1e-6;
+    config.qkNorm = true;
+    config.moeBlock = "mlp";
+    config.expertGate = "gate_proj";
+    config.expertDown = "down_proj";
+    config.expertUp = "up_proj";
   }
 
   if (!reader.optionalNumber("rms_norm_eps", config.rmsNormEps) ||
@@ -390,9 +416,35 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
   if (!reader.optionalInt("sliding_window", value))
     return false;
   config.slidingWindow = value;
+  // Qwen3-MoE applies sliding_window only with use_sliding_window.
+  if (qwen3 && object->getBoolean("use_sliding_window") != true)
+    config.slidingWindow.reset();
 
   if (reader.isPresent("rope_scaling"))
     return fail(failure, path + ": field 'rope_scaling' is not supported");
+  if (const json::Value *rope = object->get("rope_parameters");
+      rope && !rope->getAsNull()) {
+    // transformers 5's form: {"rope_theta": ..., "rope_type": "default"}.
+    const json::Object *params = rope->getAsObject();
+    if (!params)
+      return fail(failure, path + ": field 'rope_parameters' is not an object");
+    for (const auto &[key, value] : *params) {
+      if (key == "rope_theta") {
+        std::optional<double> theta = value.getAsNumber();
+        if (!theta)
+          return fail(failure, path + ": field 'rope_parameters.rope_theta' "
+                                      "is not a number");
+        config.ropeTheta = *theta;
+      } else if (key != "rope_type" || value.getAsString() != "default") {
+        return fail(failure, path + ": field 'rope_parameters." + key.str() +
+                                 "': only default RoPE is supported");
+      }
+    }
+  }
+  if (reader.isPresent("use_sliding_window") &&
+      object->getBoolean("use_sliding_window") != false)
+    return fail(failure,
+                path + ": field 'use_sliding_window' is not supported");
   if (const json::Value *act = object->get("hidden_act");
       act && act->kind() != json::Value::Null) {
     std::optional<StringRef> name = act->getAsString();
@@ -508,8 +560,9 @@ std::string layerName(int64_t layer, const std::string &suffix) {
   return "model.layers." + std::to_string(layer) + "." + suffix;
 }
 
-std::string expertName(int64_t layer, int64_t expert, const char *which) {
-  return layerName(layer, "block_sparse_moe.experts." + std::to_string(expert) +
+std::string expertName(const Config &c, int64_t layer, int64_t expert,
+                       const char *which) {
+  return layerName(layer, c.moeBlock + ".experts." + std::to_string(expert) +
                               "." + which + ".weight");
 }
 
@@ -530,13 +583,17 @@ bool checkWeights(const Config &c, Weights &weights) {
         !weights.check(layerName(i, "self_attn.v_proj.weight"), {kvDim, d}) ||
         !weights.check(layerName(i, "self_attn.o_proj.weight"), {d, qDim}) ||
         !weights.check(layerName(i, "post_attention_layernorm.weight"), {d}) ||
-        !weights.check(layerName(i, "block_sparse_moe.gate.weight"),
+        !weights.check(layerName(i, c.moeBlock + ".gate.weight"),
                        {c.numExperts, d}))
       return false;
+    if (c.qkNorm &&
+        (!weights.check(layerName(i, "self_attn.q_norm.weight"), {c.headDim}) ||
+         !weights.check(layerName(i, "self_attn.k_norm.weight"), {c.headDim})))
+      return false;
     for (int64_t e = 0; e < c.numExperts; ++e)
-      if (!weights.check(expertName(i, e, "w1"), {ffn, d}) ||
-          !weights.check(expertName(i, e, "w2"), {d, ffn}) ||
-          !weights.check(expertName(i, e, "w3"), {ffn, d}))
+      if (!weights.check(expertName(c, i, e, c.expertGate), {ffn, d}) ||
+          !weights.check(expertName(c, i, e, c.expertDown), {d, ffn}) ||
+          !weights.check(expertName(c, i, e, c.expertUp), {ffn, d}))
         return false;
   }
   return weights.check(normName, {d});
@@ -700,6 +757,11 @@ bool runAttention(const Config &c, int64_t layer, Weights &weights,
       !weights.load(layerName(layer, "self_attn.v_proj.weight"), wv) ||
       !weights.load(layerName(layer, "self_attn.o_proj.weight"), wo))
     return false;
+  std::vector<float> qNorm, kNorm;
+  if (c.qkNorm &&
+      (!weights.load(layerName(layer, "self_attn.q_norm.weight"), qNorm) ||
+       !weights.load(layerName(layer, "self_attn.k_norm.weight"), kNorm)))
+    return false;
   for (Request &r : requests) {
     int64_t T = static_cast<int64_t>(r.tokens.size());
     std::vector<float> x(static_cast<size_t>(T * d));
@@ -710,6 +772,13 @@ bool runAttention(const Config &c, int64_t layer, Weights &weights,
     linear(x.data(), T, d, wq.data(), qDim, q.data());
     linear(x.data(), T, d, wk.data(), kvDim, k.data());
     linear(x.data(), T, d, wv.data(), kvDim, v.data());
+    if (c.qkNorm) {
+      // Each head's vector on its own, in place.
+      rmsNorm(q.data(), T * c.numHeads, c.headDim, qNorm, c.rmsNormEps,
+              q.data());
+      rmsNorm(k.data(), T * c.numKVHeads, c.headDim, kNorm, c.rmsNormEps,
+              k.data());
+    }
     applyRope(q, T, c.numHeads, c.headDim, c.ropeTheta);
     applyRope(k, T, c.numKVHeads, c.headDim, c.ropeTheta);
     std::vector<float> attn;
@@ -730,7 +799,7 @@ bool runMoE(const Config &c, int64_t layer, Weights &weights,
   std::vector<float> norm, gate;
   if (!weights.load(layerName(layer, "post_attention_layernorm.weight"),
                     norm) ||
-      !weights.load(layerName(layer, "block_sparse_moe.gate.weight"), gate))
+      !weights.load(layerName(layer, c.moeBlock + ".gate.weight"), gate))
     return false;
 
   // Normalised inputs of every token of every request, and the routing.
@@ -774,9 +843,9 @@ bool runMoE(const Config &c, int64_t layer, Weights &weights,
   for (int64_t e = 0; e < c.numExperts; ++e) {
     if (perExpert[e].empty())
       continue;
-    if (!weights.load(expertName(layer, e, "w1"), w1) ||
-        !weights.load(expertName(layer, e, "w2"), w2) ||
-        !weights.load(expertName(layer, e, "w3"), w3))
+    if (!weights.load(expertName(c, layer, e, c.expertGate), w1) ||
+        !weights.load(expertName(c, layer, e, c.expertDown), w2) ||
+        !weights.load(expertName(c, layer, e, c.expertUp), w3))
       return false;
     for (const Assignment &a : perExpert[e]) {
       const float *x = &inputs[a.request][a.token * d];
@@ -1061,8 +1130,9 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,
-      "meshfold reference Mixtral prefill\n\n"
-      "  A plain CPU implementation of HF MixtralForCausalLM prefill (f32\n"
+      "meshfold reference MoE prefill\n\n"
+      "  A plain CPU implementation of HF MixtralForCausalLM and\n"
+      "  Qwen3MoeForCausalLM prefill (f32\n"
       "  weights or BF16 converted to f32, double accumulation), used as the\n"
       "  oracle for compiled programs. Writes, for each request r:\n"
       "  req{r}.logits [V] (last position) and req{r}.layers.{i}.k / .v\n"

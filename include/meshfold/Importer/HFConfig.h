@@ -6,9 +6,10 @@
 //===----------------------------------------------------------------------===//
 ///
 /// \file
-/// The model a Hugging Face `config.json` describes (Mixtral-style; the
-/// Qwen2-MoE / OLMoE field names num_experts, moe_intermediate_size and
-/// norm_topk_prob are read where they mean the same thing), with every field
+/// The model a Hugging Face `config.json` describes (Mixtral, and Qwen3-MoE
+/// with its per-head q/k RMSNorm and its weight names; the field names
+/// num_experts, moe_intermediate_size and norm_topk_prob are read where they
+/// mean the same thing), with every field
 /// that changes the math and is not implemented refused, sizes counted
 /// without overflow and bounded, and `eos_token_id` from
 /// `generation_config.json` where given. Errors are one line naming the file
@@ -35,6 +36,14 @@ struct HFConfig {
   int64_t maxPositions = 0;
   double eps = 0, theta = 0;
   bool renormalize = false, tieEmbeddings = false;
+  /// Per-head RMSNorm of q and k before RoPE (self_attn.q_norm / k_norm,
+  /// [head_dim] weights, Qwen3-MoE).
+  bool qkNorm = false;
+  /// The checkpoint's names under model.layers.N.: the MoE block (its router
+  /// is `<moeBlock>.gate`) and each expert's gate, down and up projections
+  /// (`<moeBlock>.experts.E.<name>.weight`).
+  std::string moeBlock = "block_sparse_moe", expertGate = "w1",
+              expertDown = "w2", expertUp = "w3";
   /// End-of-sequence ids (generation stops at them); empty: none named.
   std::vector<int64_t> eosTokens;
 };

@@ -116,23 +116,31 @@ struct RMSNormLowering : OpConversionPattern<RMSNormOp> {
     Value x = adaptor.getInput(), w = adaptor.getWeight();
     auto type = op.getType();
     Type elt = type.getElementType();
-    int64_t d = type.getDimSize(1);
-    Value sumsq = generic(
-        rewriter, loc, {x},
-        {zeros(rewriter, loc, tensorOf({type.getDimSize(0)}, elt), {{x, 0}})},
-        {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0})}, {kPar, kRed},
-        [](OpBuilder &nb, Location l, ValueRange a) {
-          Value sq = arith::MulFOp::create(nb, l, a[0], a[0]);
-          linalg::YieldOp::create(
-              nb, l, Value(arith::AddFOp::create(nb, l, a[1], sq)));
-        })[0];
+    // Over the last dim of a [T, d] or [T, heads, d_h] input.
+    int64_t rank = type.getRank(), d = type.getDimSize(rank - 1);
+    SmallVector<unsigned> all, outer, last = {unsigned(rank - 1)};
+    for (unsigned i = 0; i < rank; ++i)
+      all.push_back(i);
+    outer.assign(all.begin(), all.end() - 1);
+    SmallVector<utils::IteratorType> par(rank, kPar), red(par);
+    red.back() = kRed;
+    Value sumsq =
+        generic(rewriter, loc, {x},
+                {zeros(rewriter, loc,
+                       tensorOf(type.getShape().drop_back(), elt), {{x, 0}})},
+                {pick(ctx, rank, all), pick(ctx, rank, outer)}, red,
+                [](OpBuilder &nb, Location l, ValueRange a) {
+                  Value sq = arith::MulFOp::create(nb, l, a[0], a[0]);
+                  linalg::YieldOp::create(
+                      nb, l, Value(arith::AddFOp::create(nb, l, a[1], sq)));
+                })[0];
     double eps = op.getEpsilon().convertToDouble();
     Value res = generic(
         rewriter, loc, {x, sumsq, w},
         {makeEmpty(rewriter, loc, type, {{x, 0}})},
-        {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0}), pick(ctx, 2, {1}),
-         pick(ctx, 2, {0, 1})},
-        {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+        {pick(ctx, rank, all), pick(ctx, rank, outer), pick(ctx, rank, last),
+         pick(ctx, rank, all)},
+        par, [&](OpBuilder &nb, Location l, ValueRange a) {
           Value mean =
               arith::DivFOp::create(nb, l, a[1], cstF(nb, l, elt, double(d)));
           Value var = arith::AddFOp::create(nb, l, mean, cstF(nb, l, elt, eps));

@@ -145,6 +145,24 @@ func.func @rms_norm(%x: tensor<?x64xf32>, %w: tensor<64xf32>) -> tensor<?x64xf32
 
 // -----
 
+// Per head (Qwen3-MoE's q_norm): the sum of squares of each [T, heads]
+// vector over d_h, then the [d_h] weight on every head.
+// CHECK-DAG: #[[$ALL:.+]] = affine_map<(d0, d1, d2) -> (d0, d1, d2)>
+// CHECK-DAG: #[[$OUTER:.+]] = affine_map<(d0, d1, d2) -> (d0, d1)>
+// CHECK-DAG: #[[$LAST:.+]] = affine_map<(d0, d1, d2) -> (d2)>
+// CHECK-LABEL: func.func @rms_norm_heads
+// CHECK: %[[SUM:.+]] = linalg.generic {indexing_maps = [#[[$ALL]], #[[$OUTER]]], iterator_types = ["parallel", "parallel", "reduction"]} ins(%arg0 : tensor<?x4x16xf32>) outs(%{{.+}} : tensor<?x4xf32>)
+// CHECK: linalg.generic {indexing_maps = [#[[$ALL]], #[[$OUTER]], #[[$LAST]], #[[$ALL]]], iterator_types = ["parallel", "parallel", "parallel"]} ins(%arg0, %[[SUM]], %arg1 : tensor<?x4x16xf32>, tensor<?x4xf32>, tensor<16xf32>)
+// CHECK: arith.constant 1.600000e+01 : f32
+// CHECK: math.rsqrt
+// CHECK-NOT: moe.
+func.func @rms_norm_heads(%x: tensor<?x4x16xf32>, %w: tensor<16xf32>) -> tensor<?x4x16xf32> {
+  %y = moe.rms_norm %x, %w {epsilon = 1.0e-6 : f32} : tensor<?x4x16xf32>, tensor<16xf32> -> tensor<?x4x16xf32>
+  return %y : tensor<?x4x16xf32>
+}
+
+// -----
+
 // RoPE: one [T, d_h] table of cos and signed sin from the positions, then
 // each element reads the table and its partner element j +- d_h/2.
 // CHECK-LABEL: func.func @rope

@@ -172,10 +172,19 @@ func.func @rms_norm_epsilon(%x: tensor<?x64xf32>, %w: tensor<64xf32>) {
 
 // -----
 
-// The input is [T, d].
-func.func @rms_norm_input_rank(%x: tensor<?x8x8xf32>, %w: tensor<64xf32>) {
-  // expected-error @+1 {{input must have rank 2, got 'tensor<?x8x8xf32>'}}
-  %0 = moe.rms_norm %x, %w {epsilon = 1.0e-5 : f32} : tensor<?x8x8xf32>, tensor<64xf32> -> tensor<?x8x8xf32>
+// The input is [T, d] or [T, heads, d_h].
+func.func @rms_norm_input_rank(%x: tensor<?x2x8x8xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{input must have rank 2 ([T, d]) or 3 ([T, heads, d_h]), got 'tensor<?x2x8x8xf32>'}}
+  %0 = moe.rms_norm %x, %w {epsilon = 1.0e-5 : f32} : tensor<?x2x8x8xf32>, tensor<8xf32> -> tensor<?x2x8x8xf32>
+  return
+}
+
+// -----
+
+// Per head, the weight is [d_h].
+func.func @rms_norm_head_weight_dim(%x: tensor<?x8x16xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{weight dim 0 (8) must equal input dim 2 (16)}}
+  %0 = moe.rms_norm %x, %w {epsilon = 1.0e-5 : f32} : tensor<?x8x16xf32>, tensor<8xf32> -> tensor<?x8x16xf32>
   return
 }
 

@@ -48,17 +48,25 @@ func.func @embed(%t: tensor<?xi64>, %s: tensor<7xi64>) -> (tensor<?x64xf32>, ten
   return %0, %1 : tensor<?x64xf32>, tensor<7x64xbf16>
 }
 
-// RMSNorm keeps its epsilon; f32 dynamic, bf16 static.
+// RMSNorm keeps its epsilon; f32 dynamic, bf16 static; per head on
+// [T, heads, d_h] (Qwen3-MoE's q_norm).
 // CHECK-LABEL: func.func @rms_norm
 // CHECK-SAME: ([[X:%.+]]: tensor<?x64xf32>, [[XB:%.+]]: tensor<5x64xbf16>, [[W:%.+]]: tensor<64xf32>, [[WB:%.+]]: tensor<64xbf16>)
 // CHECK: moe.rms_norm [[X]], [[W]] {epsilon = 9.99999974E-6 : f32} : tensor<?x64xf32>, tensor<64xf32> -> tensor<?x64xf32>
 // CHECK: moe.rms_norm [[XB]], [[WB]] {epsilon = 1.000000e-01 : f32} : tensor<5x64xbf16>, tensor<64xbf16> -> tensor<5x64xbf16>
+// CHECK-LABEL: func.func @rms_norm_heads
+// CHECK: moe.rms_norm %{{.+}}, %{{.+}} {epsilon = 9.99999997E-7 : f32} : tensor<?x4x16xf32>, tensor<16xf32> -> tensor<?x4x16xf32>
 // GENERIC-LABEL: sym_name = "rms_norm"
 // GENERIC: "moe.rms_norm"(%{{.*}}, %{{.*}}) <{epsilon = 9.99999974E-6 : f32}> : (tensor<?x64xf32>, tensor<64xf32>) -> tensor<?x64xf32>
 func.func @rms_norm(%x: tensor<?x64xf32>, %xb: tensor<5x64xbf16>, %w: tensor<64xf32>, %wb: tensor<64xbf16>) -> (tensor<?x64xf32>, tensor<5x64xbf16>) {
   %0 = moe.rms_norm %x, %w {epsilon = 1.0e-5 : f32} : tensor<?x64xf32>, tensor<64xf32> -> tensor<?x64xf32>
   %1 = moe.rms_norm %xb, %wb {epsilon = 0.1 : f32} : tensor<5x64xbf16>, tensor<64xbf16> -> tensor<5x64xbf16>
   return %0, %1 : tensor<?x64xf32>, tensor<5x64xbf16>
+}
+
+func.func @rms_norm_heads(%q: tensor<?x4x16xf32>, %w: tensor<16xf32>) -> tensor<?x4x16xf32> {
+  %0 = moe.rms_norm %q, %w {epsilon = 1.0e-6 : f32} : tensor<?x4x16xf32>, tensor<16xf32> -> tensor<?x4x16xf32>
+  return %0 : tensor<?x4x16xf32>
 }
 
 // Linear with an [out, in] weight; f32 dynamic, bf16 static.

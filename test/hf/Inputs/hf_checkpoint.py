@@ -4,8 +4,9 @@ own forward on it:
   hf_checkpoint.py CONFIG.json LAYERS DIR SHARD_SIZE PROMPTS.txt REF.safetensors
                    [float32|bfloat16|float16]
 
-builds MixtralForCausalLM(config) with LAYERS layers (seeded random
-weights), saves it to DIR in the given dtype (default float32) with
+builds the config's architecture (its model_type: MixtralForCausalLM,
+Qwen3MoeForCausalLM, ...) with LAYERS layers (seeded random weights, the
+RMSNorm weights drawn in [1, 1.1) rather than left at 1), saves it to DIR in the given dtype (default float32) with
 save_pretrained(max_shard_size=SHARD_SIZE) (shards and
 model.safetensors.index.json, as users download them), then runs its
 forward in f32 on the saved values on each prompt line and writes what the
@@ -18,7 +19,8 @@ import sys
 
 import torch
 from safetensors.torch import save_file
-from transformers import MixtralConfig, MixtralForCausalLM
+import transformers
+from transformers import AutoConfig, AutoModelForCausalLM
 
 
 def cache_layer(cache, i):
@@ -38,13 +40,21 @@ def main():
         fields = json.load(f)
     fields["num_hidden_layers"] = int(layers)
     torch.manual_seed(1)
-    model = MixtralForCausalLM(MixtralConfig(**fields)).to(dtype)
+    config = AutoConfig.for_model(fields.pop("model_type"), **fields)
+    model = AutoModelForCausalLM.from_config(config)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("norm.weight"):
+                p.copy_(1 + 0.1 * torch.rand_like(p))
+    model = model.to(dtype)
     model.save_pretrained(out_dir, max_shard_size=shard_size)
     # The forward runs in f32 on the values as saved (rounded to dtype), the
     # folder loaded back by transformers (a fresh model: casting this one back
     # would leave its RoPE frequencies rounded to dtype).
-    model = MixtralForCausalLM.from_pretrained(
-        out_dir, torch_dtype=torch.float32).eval()
+    f32 = ({"dtype": torch.float32}
+           if int(transformers.__version__.split(".")[0]) >= 5
+           else {"torch_dtype": torch.float32})
+    model = AutoModelForCausalLM.from_pretrained(out_dir, **f32).eval()
     tensors = {}
     for r, line in enumerate(open(prompts).read().splitlines()):
         ids = torch.tensor([[int(t) for t in line.split()]])

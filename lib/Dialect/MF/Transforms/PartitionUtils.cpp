@@ -108,8 +108,19 @@ FailureOr<AttentionChain> mf::matchAttentionChain(moe::AttentionOp att) {
   c.kRope = key.getDefiningOp<moe::RoPEOp>();
   if (!c.qRope || !c.kRope)
     return fail("query and key must come from moe.rope");
-  c.qExp = c.qRope.getInput().getDefiningOp<tensor::ExpandShapeOp>();
-  c.kExp = c.kRope.getInput().getDefiningOp<tensor::ExpandShapeOp>();
+  Value qHeads = c.qRope.getInput(), kHeads = c.kRope.getInput();
+  c.qNorm = qHeads.getDefiningOp<moe::RMSNormOp>();
+  c.kNorm = kHeads.getDefiningOp<moe::RMSNormOp>();
+  if (bool(c.qNorm) != bool(c.kNorm))
+    return fail("per-head norms must be on both the query and the key");
+  if (c.qNorm) {
+    if (!paramOf(c.qNorm.getWeight()) || !paramOf(c.kNorm.getWeight()))
+      return fail("per-head norms must scale by weights");
+    qHeads = c.qNorm.getInput();
+    kHeads = c.kNorm.getInput();
+  }
+  c.qExp = qHeads.getDefiningOp<tensor::ExpandShapeOp>();
+  c.kExp = kHeads.getDefiningOp<tensor::ExpandShapeOp>();
   c.vExp = value.getDefiningOp<tensor::ExpandShapeOp>();
   if (!c.qExp || !c.kExp || !c.vExp)
     return fail("heads must be split by tensor.expand_shape");

@@ -8,9 +8,9 @@
 #ifndef MESHFOLD_LIB_DIALECT_MF_TRANSFORMS_PARTITIONUTILS_H
 #define MESHFOLD_LIB_DIALECT_MF_TRANSFORMS_PARTITIONUTILS_H
 
-#include "meshfold/Support/MeshLayout.h"
 #include "meshfold/Dialect/MF/IR/MF.h"
 #include "meshfold/Dialect/MoE/IR/MoE.h"
+#include "meshfold/Support/MeshLayout.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -45,10 +45,13 @@ void removeDeadOps(mlir::Region &region);
 /// The attention-side chain of one layer, as the importer builds it:
 /// q = rope(expand(linear(x, Wq))), k = rope(expand(linear(x, Wk))),
 /// v = expand(linear(x, Wv)); out = linear(collapse(attention), Wo). In a
-/// decode step the attention reads k and v through a moe.kv_history.
+/// decode step the attention reads k and v through a moe.kv_history. Q and
+/// K may be normalised per head between the split and RoPE (Qwen3-MoE's
+/// q_norm/k_norm: rope(rms_norm(expand(...)))): both or neither.
 struct AttentionChain {
   moe::LinearOp qLin, kLin, vLin, oLin;
   mlir::tensor::ExpandShapeOp qExp, kExp, vExp;
+  moe::RMSNormOp qNorm, kNorm; // null without per-head norms
   moe::RoPEOp qRope, kRope;
   mlir::Operation *attention = nullptr; // AttentionOp or its ring form.
   mlir::tensor::CollapseShapeOp collapse;

@@ -87,6 +87,14 @@ struct MFShardTPPass : public mf::impl::MFShardTPPassBase<MFShardTPPass> {
     Value k = localHeads(b, c.kLin, c.kExp, nkvLocal, dh, kvParts);
     Value v = localHeads(b, c.vLin, c.vExp, nkvLocal, dh, kvParts);
     b.setInsertionPoint(att);
+    // Per-head norms act on each head alone: the same [d_h] weight on the
+    // rank's heads.
+    if (c.qNorm) {
+      q = moe::RMSNormOp::create(b, c.qNorm.getLoc(), q.getType(), q,
+                                 c.qNorm.getWeight(), c.qNorm.getEpsilonAttr());
+      k = moe::RMSNormOp::create(b, c.kNorm.getLoc(), k.getType(), k,
+                                 c.kNorm.getWeight(), c.kNorm.getEpsilonAttr());
+    }
     q = moe::RoPEOp::create(b, c.qRope.getLoc(), q.getType(), q,
                             c.qRope.getPositions(), c.qRope.getThetaAttr());
     k = moe::RoPEOp::create(b, c.kRope.getLoc(), k.getType(), k,
@@ -140,8 +148,10 @@ struct MFShardTPPass : public mf::impl::MFShardTPPassBase<MFShardTPPass> {
       old.push_back(cache);
     if (c.history)
       old.push_back(c.history);
-    old.append(
-        {c.qRope, c.kRope, c.qExp, c.kExp, c.vExp, c.qLin, c.kLin, c.vLin});
+    old.append({c.qRope, c.kRope});
+    if (c.qNorm)
+      old.append({c.qNorm, c.kNorm});
+    old.append({c.qExp, c.kExp, c.vExp, c.qLin, c.kLin, c.vLin});
     eraseAndClean(old);
     return success();
   }

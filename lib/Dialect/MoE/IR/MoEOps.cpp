@@ -127,9 +127,13 @@ LogicalResult RMSNormOp::verify() {
   if (!(getEpsilon().convertToDouble() > 0.0))
     return emitOpError() << "epsilon must be positive, got "
                          << getEpsilon().convertToDouble();
-  if (failed(checkRank(*this, "input", in, 2)) ||
-      failed(checkRank(*this, "weight", w, 1)) ||
-      failed(checkDim(*this, "weight", w, 0, "input", in, 1)) ||
+  int64_t rank = cast<RankedTensorType>(in).getRank();
+  if (rank != 2 && rank != 3)
+    return emitOpError() << "input must have rank 2 ([T, d]) or 3 ([T, "
+                            "heads, d_h]), got "
+                         << in;
+  if (failed(checkRank(*this, "weight", w, 1)) ||
+      failed(checkDim(*this, "weight", w, 0, "input", in, rank - 1)) ||
       failed(checkSameElementType(*this, {in, res})) ||
       failed(checkWeightElementType(*this, in, {w})))
     return failure();

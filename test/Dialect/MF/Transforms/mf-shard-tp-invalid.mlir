@@ -173,3 +173,34 @@ module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
     return %o : tensor<?x8xf32>
   }
 }
+
+// -----
+
+// A per-head norm on the query alone is not a structure the passes know.
+module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
+    attention = [tp = 2], experts = [ep = 2 : (tp)]>} {
+  func.func @query_norm_only(%x: tensor<?x8xf32>, %pos: tensor<?xi64>) -> tensor<?x8xf32> {
+    %c0 = arith.constant 0 : index
+    %t = tensor.dim %x, %c0 : tensor<?x8xf32>
+    %wq = moe.param "q.weight" : tensor<8x8xf32>
+    %ql = moe.linear %x, %wq : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+    %qe = tensor.expand_shape %ql [[0], [1, 2]] output_shape [%t, 4, 2] : tensor<?x8xf32> into tensor<?x4x2xf32>
+    %wk = moe.param "k.weight" : tensor<4x8xf32>
+    %kl = moe.linear %x, %wk : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+    %ke = tensor.expand_shape %kl [[0], [1, 2]] output_shape [%t, 2, 2] : tensor<?x4xf32> into tensor<?x2x2xf32>
+    %wv = moe.param "v.weight" : tensor<4x8xf32>
+    %vl = moe.linear %x, %wv : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+    %ve = tensor.expand_shape %vl [[0], [1, 2]] output_shape [%t, 2, 2] : tensor<?x4xf32> into tensor<?x2x2xf32>
+    %wqn = moe.param "q_norm.weight" : tensor<2xf32>
+    %qn = moe.rms_norm %qe, %wqn {epsilon = 1.0e-6 : f32} : tensor<?x4x2xf32>, tensor<2xf32> -> tensor<?x4x2xf32>
+    %q = moe.rope %qn, %pos {theta = 1.000000e+04 : f32} : tensor<?x4x2xf32>, tensor<?xi64> -> tensor<?x4x2xf32>
+    %k = moe.rope %ke, %pos {theta = 1.000000e+04 : f32} : tensor<?x2x2xf32>, tensor<?xi64> -> tensor<?x2x2xf32>
+    moe.kv_cache %k, %ve, %pos {layer = 0 : i64} : tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64>
+    // expected-error @+1 {{partitioning: unexpected structure around attention: per-head norms must be on both the query and the key}}
+    %a = moe.attention %q, %k, %ve, %pos, %pos {scale = 0.707106769 : f32} : tensor<?x4x2xf32>, tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x4x2xf32>
+    %f = tensor.collapse_shape %a [[0], [1, 2]] : tensor<?x4x2xf32> into tensor<?x8xf32>
+    %wo = moe.param "o.weight" : tensor<8x8xf32>
+    %o = moe.linear %f, %wo : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+    return %o : tensor<?x8xf32>
+  }
+}

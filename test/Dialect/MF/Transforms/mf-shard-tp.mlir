@@ -247,3 +247,47 @@ module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
     return %o : tensor<?x8xf32>
   }
 }
+
+// -----
+
+// Per-head q/k norms between the head split and RoPE (Qwen3-MoE): each
+// rank normalises its own heads with the same, whole [d_h] weights.
+// CHECK-LABEL: func.func @head_norms(
+// CHECK:         %[[QE:.+]] = tensor.expand_shape {{.*}} into tensor<?x2x2xf32>
+// CHECK:         %[[KE:.+]] = tensor.expand_shape {{.*}} into tensor<?x1x2xf32>
+// CHECK:         %[[VE:.+]] = tensor.expand_shape {{.*}} into tensor<?x1x2xf32>
+// CHECK:         %[[QN:.+]] = moe.rms_norm %[[QE]], %[[WQN:[^ ]+]] {epsilon = 9.99999997E-7 : f32} : tensor<?x2x2xf32>, tensor<2xf32> -> tensor<?x2x2xf32>
+// CHECK-NEXT:    %[[KN:.+]] = moe.rms_norm %[[KE]], %[[WKN:[^ ]+]] {epsilon = 9.99999997E-7 : f32} : tensor<?x1x2xf32>, tensor<2xf32> -> tensor<?x1x2xf32>
+// CHECK-NEXT:    %[[Q:.+]] = moe.rope %[[QN]], %{{.+}} : tensor<?x2x2xf32>
+// CHECK-NEXT:    %[[K:.+]] = moe.rope %[[KN]], %{{.+}} : tensor<?x1x2xf32>
+// CHECK:         moe.attention %[[Q]], %[[K]], %[[VE]]
+// CHECK-NOT:     moe.rms_norm
+// CHECK:         return
+module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
+    attention = [tp = 2], experts = [ep = 2 : (tp)]>} {
+  func.func @head_norms(%x: tensor<?x8xf32>, %pos: tensor<?xi64>) -> tensor<?x8xf32> {
+    %c0 = arith.constant 0 : index
+    %t = tensor.dim %x, %c0 : tensor<?x8xf32>
+    %wq = moe.param "q.weight" : tensor<8x8xf32>
+    %ql = moe.linear %x, %wq : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+    %qe = tensor.expand_shape %ql [[0], [1, 2]] output_shape [%t, 4, 2] : tensor<?x8xf32> into tensor<?x4x2xf32>
+    %wk = moe.param "k.weight" : tensor<4x8xf32>
+    %kl = moe.linear %x, %wk : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+    %ke = tensor.expand_shape %kl [[0], [1, 2]] output_shape [%t, 2, 2] : tensor<?x4xf32> into tensor<?x2x2xf32>
+    %wv = moe.param "v.weight" : tensor<4x8xf32>
+    %vl = moe.linear %x, %wv : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+    %ve = tensor.expand_shape %vl [[0], [1, 2]] output_shape [%t, 2, 2] : tensor<?x4xf32> into tensor<?x2x2xf32>
+    %wqn = moe.param "q_norm.weight" : tensor<2xf32>
+    %qn = moe.rms_norm %qe, %wqn {epsilon = 1.0e-6 : f32} : tensor<?x4x2xf32>, tensor<2xf32> -> tensor<?x4x2xf32>
+    %wkn = moe.param "k_norm.weight" : tensor<2xf32>
+    %kn = moe.rms_norm %ke, %wkn {epsilon = 1.0e-6 : f32} : tensor<?x2x2xf32>, tensor<2xf32> -> tensor<?x2x2xf32>
+    %q = moe.rope %qn, %pos {theta = 1.000000e+04 : f32} : tensor<?x4x2xf32>, tensor<?xi64> -> tensor<?x4x2xf32>
+    %k = moe.rope %kn, %pos {theta = 1.000000e+04 : f32} : tensor<?x2x2xf32>, tensor<?xi64> -> tensor<?x2x2xf32>
+    moe.kv_cache %k, %ve, %pos {layer = 0 : i64} : tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64>
+    %a = moe.attention %q, %k, %ve, %pos, %pos {scale = 0.707106769 : f32} : tensor<?x4x2xf32>, tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x4x2xf32>
+    %f = tensor.collapse_shape %a [[0], [1, 2]] : tensor<?x4x2xf32> into tensor<?x8xf32>
+    %wo = moe.param "o.weight" : tensor<8x8xf32>
+    %o = moe.linear %f, %wo : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+    return %o : tensor<?x8xf32>
+  }
+}

@@ -74,9 +74,12 @@ def MoE_EmbedOp : MoE_Op<"embed", [Pure]> {
 }
 
 def MoE_RMSNormOp : MoE_Op<"rms_norm", [Pure]> {
-  let summary = "RMSNorm over the last dimension, per token";
+  let summary = "RMSNorm over the last dimension, per token (or token and head)";
   let description = [{
-    `result[t, :] = x[t, :] / sqrt(mean(x[t, :]^2) + epsilon) * weight`.
+    `result[t, :] = x[t, :] / sqrt(mean(x[t, :]^2) + epsilon) * weight` for
+    a `[T, d]` input; on a `[T, heads, d_h]` input each head's vector is
+    normalised on its own with the one `[d_h]` weight (Qwen3-MoE's q_norm
+    and k_norm, before RoPE).
   }];
   let arguments = (ins MoE_FloatTensor:$input, MoE_FloatTensor:$weight,
                        F32Attr:$epsilon);
