@@ -242,6 +242,7 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
     f.rejectIfSet("sliding_window", "sliding-window attention is");
   f.rejectIfSet("mlp_only_layers", "dense (non-MoE) layers are");
   f.rejectIfSet("quantization_config", "quantized checkpoints are");
+  f.rejectIfSet("clip_qkv", "clipping q/k/v is");
   if (failure.failed())
     return false;
   // The experts' activation: SiLU (SwiGLU) is the one implemented.
@@ -257,21 +258,21 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
     failure.fail(path + ": field 'decoder_sparse_step': dense (non-MoE) "
                         "layers are not supported");
   bool mixtral = c.arch == "MixtralForCausalLM",
-       qwen3 = c.arch == "Qwen3MoeForCausalLM";
-  if (c.arch == "OlmoeForCausalLM")
-    failure.fail(path + ": architecture 'OlmoeForCausalLM': OLMoE's QK-norm "
-                        "(q_norm/k_norm) is not supported");
+       qwen3 = c.arch == "Qwen3MoeForCausalLM",
+       olmoe = c.arch == "OlmoeForCausalLM";
   if (c.arch.rfind("Deepseek", 0) == 0)
     failure.fail(path + ": architecture '" + c.arch +
                  "': MLA attention and shared experts are not supported");
   if (c.arch == "Qwen2MoeForCausalLM")
     failure.fail(path + ": architecture 'Qwen2MoeForCausalLM': Qwen2-MoE's "
                         "q/k/v biases and shared experts are not supported");
-  if (!mixtral && !qwen3)
+  if (!mixtral && !qwen3 && !olmoe)
     failure.fail(path + ": unsupported architecture '" + c.arch +
-                 "' (supported: MixtralForCausalLM, Qwen3MoeForCausalLM)");
-  if (qwen3) {
-    c.qkNorm = true;
+                 "' (supported: MixtralForCausalLM, Qwen3MoeForCausalLM, "
+                 "OlmoeForCausalLM)");
+  if (qwen3 || olmoe) {
+    c.qkNorm = qwen3;
+    c.qkProjectionNorm = olmoe;
     c.moeBlock = "mlp";
     c.expertGate = "gate_proj";
     c.expertDown = "down_proj";
@@ -346,7 +347,7 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
                   "an expert projection (experts x intermediate_size x "
                   "hidden_size)",
                   {c.experts, c.ffn, c.hidden}, failure);
-  c.eps = f.positiveNumber("rms_norm_eps", mixtral ? 1e-5 : 1e-6);
+  c.eps = f.positiveNumber("rms_norm_eps", qwen3 ? 1e-6 : 1e-5);
   c.theta = f.positiveNumber("rope_theta", mixtral ? 1e6 : 10000.0);
   // transformers 5 writes RoPE as rope_parameters {rope_theta, rope_type}.
   if (const json::Value *rp = obj->get("rope_parameters");

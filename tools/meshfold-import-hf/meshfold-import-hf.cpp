@@ -3,8 +3,8 @@
 // meshfold-import-hf CONFIG.json -o model.mlir [--num-layers N]
 //
 // Reads a Hugging Face config of a supported MoE architecture (Mixtral,
-// Qwen3-MoE; MeshfoldImporter's HFConfig) and writes the model as `moe` ops
-// on global shapes, weights named as in that architecture's checkpoint.
+// Qwen3-MoE, OLMoE; MeshfoldImporter's HFConfig) and writes the model as `moe`
+// ops on global shapes, weights named as in that architecture's checkpoint.
 //
 //===----------------------------------------------------------------------===//
 
@@ -112,12 +112,21 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
     Value x = moe::RMSNormOp::create(
         b, loc, hType, x0, param(pre + "input_layernorm.weight", {c.hidden}),
         eps);
-    Value q = heads(
-        linear(x, "self_attn.q_proj.weight", c.heads * c.headDim, c.hidden),
-        c.heads);
-    Value k = heads(
-        linear(x, "self_attn.k_proj.weight", c.kvHeads * c.headDim, c.hidden),
-        c.kvHeads);
+    // q and k, normalised over the whole projection where the
+    // architecture does (OLMoE), then split into heads.
+    auto projection = [&](StringRef name, int64_t n) -> Value {
+      Value y = linear(x, ("self_attn." + name + "_proj.weight").str(),
+                       n * c.headDim, c.hidden);
+      if (c.qkProjectionNorm)
+        y = moe::RMSNormOp::create(
+            b, loc, y.getType(), y,
+            param(pre + "self_attn." + name.str() + "_norm.weight",
+                  {n * c.headDim}),
+            eps);
+      return heads(y, n);
+    };
+    Value q = projection("q", c.heads);
+    Value k = projection("k", c.kvHeads);
     Value v = heads(
         linear(x, "self_attn.v_proj.weight", c.kvHeads * c.headDim, c.hidden),
         c.kvHeads);

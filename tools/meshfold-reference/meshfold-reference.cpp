@@ -5,8 +5,9 @@
 //===----------------------------------------------------------------------===//
 //
 // A plain, independent reference implementation of the prefill forward pass
-// of HF MixtralForCausalLM and Qwen3MoeForCausalLM (whose q and k are
-// RMS-normalised per head before RoPE), used as the test oracle for the
+// of HF MixtralForCausalLM, Qwen3MoeForCausalLM (whose q and k are
+// RMS-normalised per head before RoPE) and OlmoeForCausalLM (whose q and k
+// projections are RMS-normalised whole), used as the test oracle for the
 // compiler. It shares no code with the compiler: loops over std::vector<float>
 // with double accumulation, one request at a time, no partitioning.
 //
@@ -142,6 +143,9 @@ struct Config {
   /// Qwen3-MoE: q and k RMS-normalised per head (self_attn.q_norm/k_norm)
   /// before RoPE.
   bool qkNorm = false;
+  /// OLMoE: q and k RMS-normalised over the whole projection (all heads)
+  /// before the head split.
+  bool qkProjectionNorm = false;
   /// Names under model.layers.N.: the MoE block and the experts' gate,
   /// down and up projections.
   std::string moeBlock = "block_sparse_moe";
@@ -379,21 +383,33 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
   // does not renormalise.
   // Qwen3-MoE (HF Qwen3MoeConfig) likewise, with eps 1e-6, per-head q/k
   // norms and its own weight names.
-  bool qwen2 = false, qwen3 = false;
+  // OLMoE (HF OlmoeConfig) too, with q/k norms over the projections.
+  bool qwen2 = false, qwen3 = false, olmoe = false;
   if (const json::Array *archs = object->getArray("architectures"))
     for (const json::Value &a : *archs)
       if (std::optional<StringRef> name = a.getAsString()) {
         qwen2 |= *name == "Qwen2MoeForCausalLM";
         qwen3 |= *name == "Qwen3MoeForCausalLM";
+        olmoe |= *name == "OlmoeForCausalLM";
       }
   if (std::optional<StringRef> type = object->getString("model_type")) {
     qwen2 |= *type == "qwen2_moe";
     qwen3 |= *type == "qwen3_moe";
+    olmoe |= *type == "olmoe";
   }
-  if (qwen2 || qwen3) {
+  if (qwen2 || qwen3 || olmoe) {
     config.ropeTheta = 10000.0;
     config.normTopKProb = false;
   }
+  if (olmoe) {
+    config.qkProjectionNorm = true;
+    config.moeBlock = "mlp";
+    config.expertGate = "gate_proj";
+    config.expertDown = "down_proj";
+    config.expertUp = "up_proj";
+  }
+  if (reader.isPresent("clip_qkv"))
+    return fail(failure, path + ": field 'clip_qkv' is not supported");
   if (qwen3 && !moeIntermediate)
     return fail(failure, path + ": missing field 'moe_intermediate_size' "
                                 "(Qwen3-MoE's experts' width)");
@@ -590,6 +606,10 @@ bool checkWeights(const Config &c, Weights &weights) {
         (!weights.check(layerName(i, "self_attn.q_norm.weight"), {c.headDim}) ||
          !weights.check(layerName(i, "self_attn.k_norm.weight"), {c.headDim})))
       return false;
+    if (c.qkProjectionNorm &&
+        (!weights.check(layerName(i, "self_attn.q_norm.weight"), {qDim}) ||
+         !weights.check(layerName(i, "self_attn.k_norm.weight"), {kvDim})))
+      return false;
     for (int64_t e = 0; e < c.numExperts; ++e)
       if (!weights.check(expertName(c, i, e, c.expertGate), {ffn, d}) ||
           !weights.check(expertName(c, i, e, c.expertDown), {d, ffn}) ||
@@ -758,7 +778,7 @@ bool runAttention(const Config &c, int64_t layer, Weights &weights,
       !weights.load(layerName(layer, "self_attn.o_proj.weight"), wo))
     return false;
   std::vector<float> qNorm, kNorm;
-  if (c.qkNorm &&
+  if ((c.qkNorm || c.qkProjectionNorm) &&
       (!weights.load(layerName(layer, "self_attn.q_norm.weight"), qNorm) ||
        !weights.load(layerName(layer, "self_attn.k_norm.weight"), kNorm)))
     return false;
@@ -772,6 +792,11 @@ bool runAttention(const Config &c, int64_t layer, Weights &weights,
     linear(x.data(), T, d, wq.data(), qDim, q.data());
     linear(x.data(), T, d, wk.data(), kvDim, k.data());
     linear(x.data(), T, d, wv.data(), kvDim, v.data());
+    if (c.qkProjectionNorm) {
+      // Each token's whole projection, in place.
+      rmsNorm(q.data(), T, qDim, qNorm, c.rmsNormEps, q.data());
+      rmsNorm(k.data(), T, kvDim, kNorm, c.rmsNormEps, k.data());
+    }
     if (c.qkNorm) {
       // Each head's vector on its own, in place.
       rmsNorm(q.data(), T * c.numHeads, c.headDim, qNorm, c.rmsNormEps,
@@ -1131,8 +1156,8 @@ int main(int argc, char **argv) {
   cl::ParseCommandLineOptions(
       argc, argv,
       "meshfold reference MoE prefill\n\n"
-      "  A plain CPU implementation of HF MixtralForCausalLM and\n"
-      "  Qwen3MoeForCausalLM prefill (f32\n"
+      "  A plain CPU implementation of HF MixtralForCausalLM,\n"
+      "  Qwen3MoeForCausalLM and OlmoeForCausalLM prefill (f32\n"
       "  weights or BF16 converted to f32, double accumulation), used as the\n"
       "  oracle for compiled programs. Writes, for each request r:\n"
       "  req{r}.logits [V] (last position) and req{r}.layers.{i}.k / .v\n"

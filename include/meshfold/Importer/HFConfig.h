@@ -6,8 +6,9 @@
 //===----------------------------------------------------------------------===//
 ///
 /// \file
-/// The model a Hugging Face `config.json` describes (Mixtral, and Qwen3-MoE
-/// with its per-head q/k RMSNorm and its weight names; the field names
+/// The model a Hugging Face `config.json` describes (Mixtral; Qwen3-MoE with
+/// its per-head q/k RMSNorm and OLMoE with its q/k RMSNorm over the whole
+/// projections, each with its weight names; the field names
 /// num_experts, moe_intermediate_size and norm_topk_prob are read where they
 /// mean the same thing), with every field
 /// that changes the math and is not implemented refused, sizes counted
@@ -39,6 +40,10 @@ struct HFConfig {
   /// Per-head RMSNorm of q and k before RoPE (self_attn.q_norm / k_norm,
   /// [head_dim] weights, Qwen3-MoE).
   bool qkNorm = false;
+  /// RMSNorm of the whole q and k projections before the head split
+  /// (self_attn.q_norm / k_norm, [heads * head_dim] and [kv_heads *
+  /// head_dim] weights, OLMoE).
+  bool qkProjectionNorm = false;
   /// The checkpoint's names under model.layers.N.: the MoE block (its router
   /// is `<moeBlock>.gate`) and each expert's gate, down and up projections
   /// (`<moeBlock>.experts.E.<name>.weight`).

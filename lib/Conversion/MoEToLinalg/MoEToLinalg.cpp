@@ -106,51 +106,102 @@ struct EmbedLowering : OpConversionPattern<EmbedOp> {
   }
 };
 
+/// Maps over an input of rank `rank` normalised over its last dim: every
+/// dim, all but the last, and the last.
+struct NormMaps {
+  SmallVector<unsigned> all, outer, last;
+  SmallVector<utils::IteratorType> par, red;
+  explicit NormMaps(int64_t rank) : last{unsigned(rank - 1)} {
+    for (unsigned i = 0; i < rank; ++i)
+      all.push_back(i);
+    outer.assign(all.begin(), all.end() - 1);
+    par.assign(rank, kPar);
+    red = par;
+    red.back() = kRed;
+  }
+};
+
+/// sum_j x[.., j]^2 over the last dim of `x`.
+Value buildSumSquares(OpBuilder &b, Location loc, Value x) {
+  auto type = cast<RankedTensorType>(x.getType());
+  int64_t rank = type.getRank();
+  NormMaps m(rank);
+  MLIRContext *ctx = b.getContext();
+  return generic(
+      b, loc, {x},
+      {zeros(b, loc,
+             tensorOf(type.getShape().drop_back(), type.getElementType()),
+             {{x, 0}})},
+      {pick(ctx, rank, m.all), pick(ctx, rank, m.outer)}, m.red,
+      [](OpBuilder &nb, Location l, ValueRange a) {
+        Value sq = arith::MulFOp::create(nb, l, a[0], a[0]);
+        linalg::YieldOp::create(nb, l,
+                                Value(arith::AddFOp::create(nb, l, a[1], sq)));
+      })[0];
+}
+
+/// x * rsqrt(sumsq / count + eps) * w, w over the last dim.
+Value buildRMSScale(OpBuilder &b, Location loc, Value x, Value sumsq, Value w,
+                    double eps, int64_t count) {
+  auto type = cast<RankedTensorType>(x.getType());
+  Type elt = type.getElementType();
+  int64_t rank = type.getRank();
+  NormMaps m(rank);
+  MLIRContext *ctx = b.getContext();
+  return generic(
+      b, loc, {x, sumsq, w}, {makeEmpty(b, loc, type, {{x, 0}})},
+      {pick(ctx, rank, m.all), pick(ctx, rank, m.outer),
+       pick(ctx, rank, m.last), pick(ctx, rank, m.all)},
+      m.par, [&](OpBuilder &nb, Location l, ValueRange a) {
+        Value mean =
+            arith::DivFOp::create(nb, l, a[1], cstF(nb, l, elt, double(count)));
+        Value var = arith::AddFOp::create(nb, l, mean, cstF(nb, l, elt, eps));
+        Value inv = math::RsqrtOp::create(nb, l, var);
+        Value y = arith::MulFOp::create(nb, l, a[0], inv);
+        linalg::YieldOp::create(
+            nb, l,
+            Value(arith::MulFOp::create(nb, l, y, widen(nb, l, a[2], elt))));
+      })[0];
+}
+
+/// Over the last dim of a [T, d] or [T, heads, d_h] input.
 struct RMSNormLowering : OpConversionPattern<RMSNormOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
   matchAndRewrite(RMSNormOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    MLIRContext *ctx = getContext();
-    Value x = adaptor.getInput(), w = adaptor.getWeight();
+    Value x = adaptor.getInput();
     auto type = op.getType();
-    Type elt = type.getElementType();
-    // Over the last dim of a [T, d] or [T, heads, d_h] input.
-    int64_t rank = type.getRank(), d = type.getDimSize(rank - 1);
-    SmallVector<unsigned> all, outer, last = {unsigned(rank - 1)};
-    for (unsigned i = 0; i < rank; ++i)
-      all.push_back(i);
-    outer.assign(all.begin(), all.end() - 1);
-    SmallVector<utils::IteratorType> par(rank, kPar), red(par);
-    red.back() = kRed;
-    Value sumsq =
-        generic(rewriter, loc, {x},
-                {zeros(rewriter, loc,
-                       tensorOf(type.getShape().drop_back(), elt), {{x, 0}})},
-                {pick(ctx, rank, all), pick(ctx, rank, outer)}, red,
-                [](OpBuilder &nb, Location l, ValueRange a) {
-                  Value sq = arith::MulFOp::create(nb, l, a[0], a[0]);
-                  linalg::YieldOp::create(
-                      nb, l, Value(arith::AddFOp::create(nb, l, a[1], sq)));
-                })[0];
-    double eps = op.getEpsilon().convertToDouble();
-    Value res = generic(
-        rewriter, loc, {x, sumsq, w},
-        {makeEmpty(rewriter, loc, type, {{x, 0}})},
-        {pick(ctx, rank, all), pick(ctx, rank, outer), pick(ctx, rank, last),
-         pick(ctx, rank, all)},
-        par, [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value mean =
-              arith::DivFOp::create(nb, l, a[1], cstF(nb, l, elt, double(d)));
-          Value var = arith::AddFOp::create(nb, l, mean, cstF(nb, l, elt, eps));
-          Value inv = math::RsqrtOp::create(nb, l, var);
-          Value y = arith::MulFOp::create(nb, l, a[0], inv);
-          linalg::YieldOp::create(
-              nb, l,
-              Value(arith::MulFOp::create(nb, l, y, widen(nb, l, a[2], elt))));
-        })[0];
-    rewriter.replaceOp(op, res);
+    Value sumsq = buildSumSquares(rewriter, loc, x);
+    rewriter.replaceOp(op, buildRMSScale(rewriter, loc, x, sumsq,
+                                         adaptor.getWeight(),
+                                         op.getEpsilon().convertToDouble(),
+                                         type.getDimSize(type.getRank() - 1)));
+    return success();
+  }
+};
+
+struct SumSquaresLowering : OpConversionPattern<SumSquaresOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(SumSquaresOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOp(
+        op, buildSumSquares(rewriter, op.getLoc(), adaptor.getInput()));
+    return success();
+  }
+};
+
+struct RMSScaleLowering : OpConversionPattern<RMSScaleOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(RMSScaleOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    rewriter.replaceOp(
+        op, buildRMSScale(rewriter, op.getLoc(), adaptor.getInput(),
+                          adaptor.getSumSquares(), adaptor.getWeight(),
+                          op.getEpsilon().convertToDouble(), op.getCount()));
     return success();
   }
 };
@@ -449,10 +500,10 @@ struct ConvertMoEToLinalgPass
     ConversionTarget target(*ctx);
     target.addLegalDialect<linalg::LinalgDialect, tensor::TensorDialect,
                            arith::ArithDialect, math::MathDialect>();
-    target.addIllegalOp<PositionsOp, EmbedOp, RMSNormOp, LinearOp, RoPEOp,
-                        AttentionOp, AttentionPartialOp, AttentionMergeOp,
-                        RouterOp, ExpertsOp, ExpertFFNOp, LMHeadOp, LayerOp,
-                        TakePositionOp>();
+    target.addIllegalOp<
+        PositionsOp, EmbedOp, RMSNormOp, SumSquaresOp, RMSScaleOp, LinearOp,
+        RoPEOp, AttentionOp, AttentionPartialOp, AttentionMergeOp, RouterOp,
+        ExpertsOp, ExpertFFNOp, LMHeadOp, LayerOp, TakePositionOp>();
     inlineLayers(getOperation());
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
@@ -474,8 +525,9 @@ void meshfold::populateMoEToLinalgConversionPatterns(
     RewritePatternSet &patterns, bool groupExperts, bool fuseAttention,
     int64_t attentionTile) {
   patterns
-      .add<PositionsLowering, EmbedLowering, RMSNormLowering, LinearLowering,
-           RoPELowering, RouterLowering, LMHeadLowering, TakePositionLowering>(
+      .add<PositionsLowering, EmbedLowering, RMSNormLowering,
+           SumSquaresLowering, RMSScaleLowering, LinearLowering, RoPELowering,
+           RouterLowering, LMHeadLowering, TakePositionLowering>(
           patterns.getContext());
   moe_to_linalg::populateAttentionPatterns(patterns, fuseAttention,
                                            attentionTile);

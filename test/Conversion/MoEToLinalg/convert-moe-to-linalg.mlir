@@ -163,6 +163,23 @@ func.func @rms_norm_heads(%x: tensor<?x4x16xf32>, %w: tensor<16xf32>) -> tensor<
 
 // -----
 
+// The two halves of a TP-split RMSNorm: the rows' sums of squares; the scale
+// by the given sums over `count` squares (64 here, the whole row's, not the
+// 32 of this rank's columns).
+// CHECK-LABEL: func.func @rms_halves
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%arg0 : tensor<?x32xf32>) outs(%{{.+}} : tensor<?xf32>)
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel"]} ins(%arg0, %arg1, %arg2 : tensor<?x32xf32>, tensor<?xf32>, tensor<32xf32>)
+// CHECK: arith.constant 6.400000e+01 : f32
+// CHECK: math.rsqrt
+// CHECK-NOT: moe.
+func.func @rms_halves(%x: tensor<?x32xf32>, %ss: tensor<?xf32>, %w: tensor<32xf32>) -> (tensor<?xf32>, tensor<?x32xf32>) {
+  %s = moe.sum_squares %x : tensor<?x32xf32> -> tensor<?xf32>
+  %y = moe.rms_scale %x, %ss, %w {count = 64 : i64, epsilon = 1.0e-5 : f32} : tensor<?x32xf32>, tensor<?xf32>, tensor<32xf32> -> tensor<?x32xf32>
+  return %s, %y : tensor<?xf32>, tensor<?x32xf32>
+}
+
+// -----
+
 // RoPE: one [T, d_h] table of cos and signed sin from the positions, then
 // each element reads the table and its partner element j +- d_h/2.
 // CHECK-LABEL: func.func @rope

@@ -190,6 +190,40 @@ func.func @rms_norm_head_weight_dim(%x: tensor<?x8x16xf32>, %w: tensor<8xf32>) {
 
 // -----
 
+// moe.sum_squares: one sum per row of a [T, n] input.
+func.func @sum_squares_rank(%x: tensor<?x4x8xf32>) {
+  // expected-error @+1 {{input must have rank 2, got 'tensor<?x4x8xf32>'}}
+  %0 = moe.sum_squares %x : tensor<?x4x8xf32> -> tensor<?xf32>
+  return
+}
+
+// -----
+
+func.func @sum_squares_rows(%x: tensor<5x8xf32>) {
+  // expected-error @+1 {{result dim 0 (4) must equal input dim 0 (5)}}
+  %0 = moe.sum_squares %x : tensor<5x8xf32> -> tensor<4xf32>
+  return
+}
+
+// -----
+
+// moe.rms_scale: a positive count of squares, and a weight as wide as a row.
+func.func @rms_scale_count(%x: tensor<?x8xf32>, %ss: tensor<?xf32>, %w: tensor<8xf32>) {
+  // expected-error @+1 {{count must be positive, got 0}}
+  %0 = moe.rms_scale %x, %ss, %w {count = 0 : i64, epsilon = 1.0e-5 : f32} : tensor<?x8xf32>, tensor<?xf32>, tensor<8xf32> -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
+func.func @rms_scale_weight(%x: tensor<?x8xf32>, %ss: tensor<?xf32>, %w: tensor<16xf32>) {
+  // expected-error @+1 {{weight dim 0 (16) must equal input dim 1 (8)}}
+  %0 = moe.rms_scale %x, %ss, %w {count = 16 : i64, epsilon = 1.0e-5 : f32} : tensor<?x8xf32>, tensor<?xf32>, tensor<16xf32> -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
 // The weight is [d].
 func.func @rms_norm_weight_rank(%x: tensor<?x64xf32>, %w: tensor<1x64xf32>) {
   // expected-error @+1 {{weight must have rank 1, got 'tensor<1x64xf32>'}}

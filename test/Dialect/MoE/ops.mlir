@@ -69,6 +69,17 @@ func.func @rms_norm_heads(%q: tensor<?x4x16xf32>, %w: tensor<16xf32>) -> tensor<
   return %0 : tensor<?x4x16xf32>
 }
 
+// An RMSNorm in two halves (a TP-split projection's): the rows' sums of
+// squares, then the scale by them over `count` squares.
+// CHECK-LABEL: func.func @rms_halves
+// CHECK: %[[SS:.+]] = moe.sum_squares %arg0 : tensor<?x32xf32> -> tensor<?xf32>
+// CHECK: moe.rms_scale %arg0, %[[SS]], %arg1 {count = 64 : i64, epsilon = 9.99999974E-6 : f32} : tensor<?x32xf32>, tensor<?xf32>, tensor<32xbf16> -> tensor<?x32xf32>
+func.func @rms_halves(%x: tensor<?x32xf32>, %w: tensor<32xbf16>) -> tensor<?x32xf32> {
+  %ss = moe.sum_squares %x : tensor<?x32xf32> -> tensor<?xf32>
+  %y = moe.rms_scale %x, %ss, %w {count = 64 : i64, epsilon = 1.0e-5 : f32} : tensor<?x32xf32>, tensor<?xf32>, tensor<32xbf16> -> tensor<?x32xf32>
+  return %y : tensor<?x32xf32>
+}
+
 // Linear with an [out, in] weight; f32 dynamic, bf16 static.
 // CHECK-LABEL: func.func @linear
 // CHECK-SAME: ([[X:%.+]]: tensor<?x64xf32>, [[XB:%.+]]: tensor<5x64xbf16>)

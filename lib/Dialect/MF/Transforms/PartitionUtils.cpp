@@ -124,8 +124,26 @@ FailureOr<AttentionChain> mf::matchAttentionChain(moe::AttentionOp att) {
   c.vExp = value.getDefiningOp<tensor::ExpandShapeOp>();
   if (!c.qExp || !c.kExp || !c.vExp)
     return fail("heads must be split by tensor.expand_shape");
-  c.qLin = c.qExp.getSrc().getDefiningOp<moe::LinearOp>();
-  c.kLin = c.kExp.getSrc().getDefiningOp<moe::LinearOp>();
+  // A norm over the whole projection, whole or TP-split: its input.
+  auto projection = [](tensor::ExpandShapeOp exp, Operation *&norm) -> Value {
+    Value src = exp.getSrc();
+    norm = src.getDefiningOp();
+    if (auto n = dyn_cast_or_null<moe::RMSNormOp>(norm))
+      return n.getInput();
+    if (auto n = dyn_cast_or_null<moe::RMSScaleOp>(norm))
+      return n.getInput();
+    norm = nullptr;
+    return src;
+  };
+  Value qProj = projection(c.qExp, c.qProjNorm);
+  Value kProj = projection(c.kExp, c.kProjNorm);
+  if (bool(c.qProjNorm) != bool(c.kProjNorm))
+    return fail("projection norms must be on both the query and the key");
+  for (Operation *norm : {c.qProjNorm, c.kProjNorm})
+    if (norm && !paramOf(norm->getOperands().back()))
+      return fail("projection norms must scale by weights");
+  c.qLin = qProj.getDefiningOp<moe::LinearOp>();
+  c.kLin = kProj.getDefiningOp<moe::LinearOp>();
   c.vLin = c.vExp.getSrc().getDefiningOp<moe::LinearOp>();
   if (!c.qLin || !c.kLin || !c.vLin || !paramOf(c.qLin.getWeight()) ||
       !paramOf(c.kLin.getWeight()) || !paramOf(c.vLin.getWeight()))

@@ -47,11 +47,16 @@ void removeDeadOps(mlir::Region &region);
 /// v = expand(linear(x, Wv)); out = linear(collapse(attention), Wo). In a
 /// decode step the attention reads k and v through a moe.kv_history. Q and
 /// K may be normalised per head between the split and RoPE (Qwen3-MoE's
-/// q_norm/k_norm: rope(rms_norm(expand(...)))): both or neither.
+/// q_norm/k_norm: rope(rms_norm(expand(...)))), or over the whole
+/// projection before the split (OLMoE's: expand(rms_norm(linear(...))), or
+/// its TP form expand(rms_scale(linear, all_reduce(sum_squares(linear))))):
+/// each kind on both or neither.
 struct AttentionChain {
   moe::LinearOp qLin, kLin, vLin, oLin;
   mlir::tensor::ExpandShapeOp qExp, kExp, vExp;
   moe::RMSNormOp qNorm, kNorm; // null without per-head norms
+  /// moe.rms_norm, or moe.rms_scale once TP-split; null without.
+  mlir::Operation *qProjNorm = nullptr, *kProjNorm = nullptr;
   moe::RoPEOp qRope, kRope;
   mlir::Operation *attention = nullptr; // AttentionOp or its ring form.
   mlir::tensor::CollapseShapeOp collapse;

@@ -23,9 +23,18 @@ RankedTensorType withDim(Type t, int64_t dim, int64_t size) {
 }
 
 /// Rebuilds one projection with `heads` local heads: the weight slice, the
-/// linear and the head split.
-Value localHeads(OpBuilder &b, moe::LinearOp lin, tensor::ExpandShapeOp exp,
-                 int64_t heads, int64_t headDim, int64_t parts) {
+/// linear, the norm over the whole projection if it has one, and the head
+/// split. `parts` ranks hold distinct heads, each `tp / parts` times.
+///
+/// The norm (OLMoE's q_norm / k_norm, an `moe.rms_norm` over all heads)
+/// needs the whole row's sum of squares: each rank sums its columns'
+/// (moe.sum_squares), the TP group all-reduces the sums, and moe.rms_scale
+/// normalises the rank's columns with them and its slice of the weight. A
+/// head held by several ranks is summed once per holder: the count of
+/// squares is the projection's width times that.
+Value localHeads(OpBuilder &b, moe::LinearOp lin, Operation *norm,
+                 tensor::ExpandShapeOp exp, int64_t heads, int64_t headDim,
+                 int64_t parts, int64_t tp) {
   moe::ParamOp w = paramOf(lin.getWeight());
   RankedTensorType wType = w.getType();
   auto local = shardParam(b, w, withDim(wType, 0, heads * headDim), 0,
@@ -33,6 +42,22 @@ Value localHeads(OpBuilder &b, moe::LinearOp lin, tensor::ExpandShapeOp exp,
   Value y = moe::LinearOp::create(b, lin.getLoc(),
                                   withDim(lin.getType(), 1, heads * headDim),
                                   lin.getInput(), local);
+  if (auto whole = dyn_cast_or_null<moe::RMSNormOp>(norm)) {
+    Location loc = whole.getLoc();
+    moe::ParamOp nw = paramOf(whole.getWeight());
+    auto localW = shardParam(b, nw, withDim(nw.getType(), 0, heads * headDim),
+                             0, "attention", "tp", parts);
+    auto yType = cast<RankedTensorType>(y.getType());
+    auto sumsType =
+        RankedTensorType::get({yType.getDimSize(0)}, yType.getElementType());
+    Value sums = moe::SumSquaresOp::create(b, loc, sumsType, y);
+    sums = AllReduceOp::create(b, loc, ValueRange{sums}, "attention", {"tp"})
+               .getResult(0);
+    int64_t width = whole.getType().getDimSize(1);
+    y = moe::RMSScaleOp::create(b, loc, yType, y, sums, localW,
+                                whole.getEpsilonAttr(),
+                                b.getI64IntegerAttr(width * (tp / parts)));
+  }
   SmallVector<OpFoldResult> shape = exp.getMixedOutputShape();
   shape[1] = b.getIndexAttr(heads);
   return tensor::ExpandShapeOp::create(b, exp.getLoc(),
@@ -83,9 +108,10 @@ struct MFShardTPPass : public mf::impl::MFShardTPPassBase<MFShardTPPass> {
     OpBuilder b(att);
     Location loc = att.getLoc();
     b.setInsertionPoint(c.qLin);
-    Value q = localHeads(b, c.qLin, c.qExp, nhLocal, dh, tp);
-    Value k = localHeads(b, c.kLin, c.kExp, nkvLocal, dh, kvParts);
-    Value v = localHeads(b, c.vLin, c.vExp, nkvLocal, dh, kvParts);
+    Value q = localHeads(b, c.qLin, c.qProjNorm, c.qExp, nhLocal, dh, tp, tp);
+    Value k =
+        localHeads(b, c.kLin, c.kProjNorm, c.kExp, nkvLocal, dh, kvParts, tp);
+    Value v = localHeads(b, c.vLin, nullptr, c.vExp, nkvLocal, dh, kvParts, tp);
     b.setInsertionPoint(att);
     // Per-head norms act on each head alone: the same [d_h] weight on the
     // rank's heads.
@@ -151,7 +177,10 @@ struct MFShardTPPass : public mf::impl::MFShardTPPassBase<MFShardTPPass> {
     old.append({c.qRope, c.kRope});
     if (c.qNorm)
       old.append({c.qNorm, c.kNorm});
-    old.append({c.qExp, c.kExp, c.vExp, c.qLin, c.kLin, c.vLin});
+    old.append({c.qExp, c.kExp, c.vExp});
+    if (c.qProjNorm)
+      old.append({c.qProjNorm, c.kProjNorm});
+    old.append({c.qLin, c.kLin, c.vLin});
     eraseAndClean(old);
     return success();
   }

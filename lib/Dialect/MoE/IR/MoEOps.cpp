@@ -143,6 +143,38 @@ LogicalResult RMSNormOp::verify() {
   return success();
 }
 
+LogicalResult SumSquaresOp::verify() {
+  Type in = getInput().getType(), res = getType();
+  if (failed(checkRank(*this, "input", in, 2)) ||
+      failed(checkRank(*this, "result", res, 1)) ||
+      failed(checkDim(*this, "result", res, 0, "input", in, 0)) ||
+      failed(checkSameElementType(*this, {in, res})))
+    return failure();
+  return success();
+}
+
+LogicalResult RMSScaleOp::verify() {
+  Type in = getInput().getType(), ss = getSumSquares().getType(),
+       w = getWeight().getType(), res = getType();
+  if (!(getEpsilon().convertToDouble() > 0.0))
+    return emitOpError() << "epsilon must be positive, got "
+                         << getEpsilon().convertToDouble();
+  if (getCount() <= 0)
+    return emitOpError() << "count must be positive, got " << getCount();
+  if (failed(checkRank(*this, "input", in, 2)) ||
+      failed(checkRank(*this, "sum_squares", ss, 1)) ||
+      failed(checkRank(*this, "weight", w, 1)) ||
+      failed(checkDim(*this, "sum_squares", ss, 0, "input", in, 0)) ||
+      failed(checkDim(*this, "weight", w, 0, "input", in, 1)) ||
+      failed(checkSameElementType(*this, {in, ss, res})) ||
+      failed(checkWeightElementType(*this, in, {w})))
+    return failure();
+  if (in != res)
+    return emitOpError() << "result type " << res
+                         << " must equal the input type " << in;
+  return success();
+}
+
 LogicalResult LinearOp::verify() {
   Type in = getInput().getType(), w = getWeight().getType(), res = getType();
   if (failed(checkRank(*this, "input", in, 2)) ||

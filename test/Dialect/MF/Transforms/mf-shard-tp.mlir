@@ -291,3 +291,54 @@ module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
     return %o : tensor<?x8xf32>
   }
 }
+
+// -----
+
+// Norms over the whole q and k projections (OLMoE), TP=4 with 2 KV heads:
+// each rank sums the squares of its columns, the TP group all-reduces the
+// sums, and the rank scales its columns by its slice of the norm weight.
+// The query's 4 ranks hold 2 columns each of 8 (count 8); the key's 2 heads
+// are each held by 2 ranks, so the sum holds every square twice (count 2 x
+// 4 = 8).
+// CHECK-LABEL: func.func @projection_norms(
+// CHECK:         %[[QL:.+]] = moe.linear %{{.+}} -> tensor<?x2xf32>
+// CHECK-NEXT:    %[[WQN:.+]] = moe.param "q_norm.weight" {mf.shard = #mf.shard<dim = 0, mesh = "attention", axis = "tp", parts = 4>} : tensor<2xf32>
+// CHECK-NEXT:    %[[QSS:.+]] = moe.sum_squares %[[QL]] : tensor<?x2xf32> -> tensor<?xf32>
+// CHECK-NEXT:    %[[QSUM:.+]] = mf.all_reduce %[[QSS]] on "attention" ["tp"] : tensor<?xf32> -> tensor<?xf32>
+// CHECK-NEXT:    %[[QN:.+]] = moe.rms_scale %[[QL]], %[[QSUM]], %[[WQN]] {count = 8 : i64, epsilon = 9.99999974E-6 : f32}
+// CHECK-NEXT:    tensor.expand_shape %[[QN]]
+// CHECK:         %[[KL:.+]] = moe.linear %{{.+}} -> tensor<?x2xf32>
+// CHECK-NEXT:    %[[WKN:.+]] = moe.param "k_norm.weight" {mf.shard = #mf.shard<dim = 0, mesh = "attention", axis = "tp", parts = 2>} : tensor<2xf32>
+// CHECK-NEXT:    %[[KSS:.+]] = moe.sum_squares %[[KL]]
+// CHECK-NEXT:    %[[KSUM:.+]] = mf.all_reduce %[[KSS]] on "attention" ["tp"]
+// CHECK-NEXT:    moe.rms_scale %[[KL]], %[[KSUM]], %[[WKN]] {count = 8 : i64, epsilon = 9.99999974E-6 : f32}
+// CHECK-NOT:     moe.rms_norm
+// CHECK:         return
+module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 8,
+    attention = [tp = 4], experts = [ep = 4 : (tp)]>} {
+  func.func @projection_norms(%x: tensor<?x8xf32>, %pos: tensor<?xi64>) -> tensor<?x8xf32> {
+    %c0 = arith.constant 0 : index
+    %t = tensor.dim %x, %c0 : tensor<?x8xf32>
+    %wq = moe.param "q.weight" : tensor<8x8xf32>
+    %ql = moe.linear %x, %wq : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+    %wqn = moe.param "q_norm.weight" : tensor<8xf32>
+    %qn = moe.rms_norm %ql, %wqn {epsilon = 1.0e-5 : f32} : tensor<?x8xf32>, tensor<8xf32> -> tensor<?x8xf32>
+    %qe = tensor.expand_shape %qn [[0], [1, 2]] output_shape [%t, 4, 2] : tensor<?x8xf32> into tensor<?x4x2xf32>
+    %wk = moe.param "k.weight" : tensor<4x8xf32>
+    %kl = moe.linear %x, %wk : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+    %wkn = moe.param "k_norm.weight" : tensor<4xf32>
+    %kn = moe.rms_norm %kl, %wkn {epsilon = 1.0e-5 : f32} : tensor<?x4xf32>, tensor<4xf32> -> tensor<?x4xf32>
+    %ke = tensor.expand_shape %kn [[0], [1, 2]] output_shape [%t, 2, 2] : tensor<?x4xf32> into tensor<?x2x2xf32>
+    %wv = moe.param "v.weight" : tensor<4x8xf32>
+    %vl = moe.linear %x, %wv : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+    %ve = tensor.expand_shape %vl [[0], [1, 2]] output_shape [%t, 2, 2] : tensor<?x4xf32> into tensor<?x2x2xf32>
+    %q = moe.rope %qe, %pos {theta = 1.000000e+04 : f32} : tensor<?x4x2xf32>, tensor<?xi64> -> tensor<?x4x2xf32>
+    %k = moe.rope %ke, %pos {theta = 1.000000e+04 : f32} : tensor<?x2x2xf32>, tensor<?xi64> -> tensor<?x2x2xf32>
+    moe.kv_cache %k, %ve, %pos {layer = 0 : i64} : tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64>
+    %a = moe.attention %q, %k, %ve, %pos, %pos {scale = 0.707106769 : f32} : tensor<?x4x2xf32>, tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x4x2xf32>
+    %f = tensor.collapse_shape %a [[0], [1, 2]] : tensor<?x4x2xf32> into tensor<?x8xf32>
+    %wo = moe.param "o.weight" : tensor<8x8xf32>
+    %o = moe.linear %f, %wo : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+    return %o : tensor<?x8xf32>
+  }
+}

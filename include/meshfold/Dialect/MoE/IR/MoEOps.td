@@ -90,6 +90,42 @@ def MoE_RMSNormOp : MoE_Op<"rms_norm", [Pure]> {
   let hasVerifier = 1;
 }
 
+def MoE_SumSquaresOp : MoE_Op<"sum_squares", [Pure]> {
+  let summary = "the sum of squares of each row: an RMSNorm's first half";
+  let description = [{
+    `result[t] = sum_j x[t, j]^2` (accumulated in f32). With the columns of
+    `x` split over a group, the partial sums all-reduced over the group give
+    the whole row's: how an RMSNorm over a TP-split projection (OLMoE's
+    q_norm / k_norm) normalises with `moe.rms_scale`.
+  }];
+  let arguments = (ins MoE_FloatTensor:$input);
+  let results = (outs MoE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input attr-dict `:` type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_RMSScaleOp : MoE_Op<"rms_scale", [Pure]> {
+  let summary = "an RMSNorm's second half, from given sums of squares";
+  let description = [{
+    `result[t, j] = x[t, j] / sqrt(sum_squares[t] / count + epsilon) *
+    weight[j]`: `moe.rms_norm` of a row whose squares, `count` of them, were
+    summed elsewhere (over every rank's columns of the row). `count` is the
+    number of squares the sum holds: the whole row's width, times the number
+    of ranks that hold the same columns where some do.
+  }];
+  let arguments = (ins MoE_FloatTensor:$input, MoE_FloatTensor:$sum_squares,
+                       MoE_FloatTensor:$weight, F32Attr:$epsilon,
+                       I64Attr:$count);
+  let results = (outs MoE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $sum_squares `,` $weight attr-dict `:` type($input) `,`
+    type($sum_squares) `,` type($weight) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def MoE_LinearOp : MoE_Op<"linear", [Pure]> {
   let summary = "a linear layer without bias: x W^T";
   let description = [{
