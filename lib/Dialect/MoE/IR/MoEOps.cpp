@@ -38,6 +38,22 @@ LogicalResult checkDim(Operation *op, StringRef what, Type a, int64_t da,
   return success();
 }
 
+/// An RMSNorm's epsilon: positive.
+LogicalResult checkEpsilon(Operation *op, const APFloat &epsilon) {
+  if (!(epsilon.convertToDouble() > 0.0))
+    return op->emitOpError()
+           << "epsilon must be positive, got " << epsilon.convertToDouble();
+  return success();
+}
+
+/// An elementwise op's result: of the input's type.
+LogicalResult checkResultIsInput(Operation *op, Type in, Type res) {
+  if (in != res)
+    return op->emitOpError()
+           << "result type " << res << " must equal the input type " << in;
+  return success();
+}
+
 LogicalResult checkSameElementType(Operation *op, ArrayRef<Type> types) {
   Type first = cast<RankedTensorType>(types.front()).getElementType();
   for (Type t : types.drop_front())
@@ -124,9 +140,8 @@ LogicalResult EmbedOp::verify() {
 
 LogicalResult RMSNormOp::verify() {
   Type in = getInput().getType(), w = getWeight().getType(), res = getType();
-  if (!(getEpsilon().convertToDouble() > 0.0))
-    return emitOpError() << "epsilon must be positive, got "
-                         << getEpsilon().convertToDouble();
+  if (failed(checkEpsilon(*this, getEpsilon())))
+    return failure();
   int64_t rank = cast<RankedTensorType>(in).getRank();
   if (rank != 2 && rank != 3)
     return emitOpError() << "input must have rank 2 ([T, d]) or 3 ([T, "
@@ -137,10 +152,7 @@ LogicalResult RMSNormOp::verify() {
       failed(checkSameElementType(*this, {in, res})) ||
       failed(checkWeightElementType(*this, in, {w})))
     return failure();
-  if (in != res)
-    return emitOpError() << "result type " << res
-                         << " must equal the input type " << in;
-  return success();
+  return checkResultIsInput(*this, in, res);
 }
 
 LogicalResult SumSquaresOp::verify() {
@@ -156,9 +168,8 @@ LogicalResult SumSquaresOp::verify() {
 LogicalResult RMSScaleOp::verify() {
   Type in = getInput().getType(), ss = getSumSquares().getType(),
        w = getWeight().getType(), res = getType();
-  if (!(getEpsilon().convertToDouble() > 0.0))
-    return emitOpError() << "epsilon must be positive, got "
-                         << getEpsilon().convertToDouble();
+  if (failed(checkEpsilon(*this, getEpsilon())))
+    return failure();
   if (getCount() <= 0)
     return emitOpError() << "count must be positive, got " << getCount();
   if (failed(checkRank(*this, "input", in, 2)) ||
@@ -169,10 +180,7 @@ LogicalResult RMSScaleOp::verify() {
       failed(checkSameElementType(*this, {in, ss, res})) ||
       failed(checkWeightElementType(*this, in, {w})))
     return failure();
-  if (in != res)
-    return emitOpError() << "result type " << res
-                         << " must equal the input type " << in;
-  return success();
+  return checkResultIsInput(*this, in, res);
 }
 
 LogicalResult LinearOp::verify() {
