@@ -454,7 +454,7 @@ void _mlir_ciface_mfrt_step_logits_f32(StridedMemRefType<float, 2> *logits,
 void _mlir_ciface_mfrt_cg_set_layer(int64_t layer) {
   mfrt_set_layer(layer);
   ProgramRank &rs = programRank();
-  if (layer < 0 && rs.inLayer) {
+  if (layer < 0 && rs.inLayer && countsCompute(rs)) {
     // The layer's queries were its last named CP rows, each attending to
     // the positions of its sequence up to its own.
     uint64_t pairs = 0;
@@ -480,11 +480,13 @@ void _mlir_ciface_mfrt_cg_layer_rows(int64_t layer,
                                      UnrankedMemRefType<int64_t> *cp) {
   // The dispatch reads the SP rows' positions too (it leaves padding rows
   // home); the CP rows' serve tracing, the routing hooks and the compute
-  // counters.
+  // counters only.
   ProgramRank &rs = programRank();
   copyPositions(sp, rs.spRows);
-  copyPositions(cp, rs.cpRows);
-  if (!traceConfig().needsPositions())
+  bool tracing = traceConfig().needsPositions();
+  if (tracing || countsCompute(rs))
+    copyPositions(cp, rs.cpRows);
+  if (!tracing)
     return;
   if (layer == 0 &&
       !tracedRows(rs, rs.spRows.data(), int64_t(rs.spRows.size())).empty()) {

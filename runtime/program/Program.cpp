@@ -52,11 +52,13 @@ ProgramRank &mfrt::programRank() {
   return *rank->program;
 }
 
+bool mfrt::countsCompute(const ProgramRank &rs) {
+  return program().reportTraffic && !rs.stepping;
+}
+
 void mfrt::countCompute(ProgramRank &rs, int64_t layer, ComputeCounter c,
                         uint64_t n) {
-  const Program &prog = program();
-  if (!prog.reportTraffic || rs.stepping || layer < 0 ||
-      layer >= rs.manifest->layers)
+  if (!countsCompute(rs) || layer < 0 || layer >= rs.manifest->layers)
     return;
   rs.compute.resize(size_t(rs.manifest->layers * kComputeCounters), 0);
   rs.compute[size_t(layer * kComputeCounters + c)] += n;

@@ -205,7 +205,10 @@ enum ComputeCounter {
   kComputeCounters
 };
 
-/// Adds `n` to counter `c` of `layer` (prefill only, with --report traffic).
+/// Whether the rank counts compute now: prefill, with --report traffic.
+bool countsCompute(const ProgramRank &rs);
+
+/// Adds `n` to counter `c` of `layer` when the rank counts compute.
 void countCompute(ProgramRank &rs, int64_t layer, ComputeCounter c, uint64_t n);
 
 /// The program's part of the calling rank's state. Only inside the rank's
