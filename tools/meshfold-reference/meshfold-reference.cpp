@@ -401,26 +401,21 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
     config.ropeTheta = 10000.0;
     config.normTopKProb = false;
   }
-  if (olmoe) {
-    config.qkProjectionNorm = true;
+  if (qwen3 || olmoe) {
+    config.qkNorm = qwen3;
+    config.qkProjectionNorm = olmoe;
     config.moeBlock = "mlp";
     config.expertGate = "gate_proj";
     config.expertDown = "down_proj";
     config.expertUp = "up_proj";
   }
+  if (qwen3)
+    config.rmsNormEps = 1e-6;
   if (reader.isPresent("clip_qkv"))
     return fail(failure, path + ": field 'clip_qkv' is not supported");
   if (qwen3 && !moeIntermediate)
     return fail(failure, path + ": missing field 'moe_intermediate_size' "
                                 "(Qwen3-MoE's experts' width)");
-  if (qwen3) {
-    config.rmsNormEps = 1e-6;
-    config.qkNorm = true;
-    config.moeBlock = "mlp";
-    config.expertGate = "gate_proj";
-    config.expertDown = "down_proj";
-    config.expertUp = "up_proj";
-  }
 
   if (!reader.optionalNumber("rms_norm_eps", config.rmsNormEps) ||
       !reader.optionalNumber("rope_theta", config.ropeTheta) ||
@@ -432,8 +427,9 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
   if (!reader.optionalInt("sliding_window", value))
     return false;
   config.slidingWindow = value;
-  // Qwen3-MoE applies sliding_window only with use_sliding_window.
-  if (qwen3 && object->getBoolean("use_sliding_window") != true)
+  // Qwen3-MoE applies sliding_window only with use_sliding_window (refused
+  // below when set).
+  if (qwen3)
     config.slidingWindow.reset();
 
   if (reader.isPresent("rope_scaling"))
@@ -602,13 +598,12 @@ bool checkWeights(const Config &c, Weights &weights) {
         !weights.check(layerName(i, c.moeBlock + ".gate.weight"),
                        {c.numExperts, d}))
       return false;
-    if (c.qkNorm &&
-        (!weights.check(layerName(i, "self_attn.q_norm.weight"), {c.headDim}) ||
-         !weights.check(layerName(i, "self_attn.k_norm.weight"), {c.headDim})))
-      return false;
-    if (c.qkProjectionNorm &&
-        (!weights.check(layerName(i, "self_attn.q_norm.weight"), {qDim}) ||
-         !weights.check(layerName(i, "self_attn.k_norm.weight"), {kvDim})))
+    // q/k norms: per head ([d_h]) or over the whole projection.
+    if ((c.qkNorm || c.qkProjectionNorm) &&
+        (!weights.check(layerName(i, "self_attn.q_norm.weight"),
+                        {c.qkNorm ? c.headDim : qDim}) ||
+         !weights.check(layerName(i, "self_attn.k_norm.weight"),
+                        {c.qkNorm ? c.headDim : kvDim})))
       return false;
     for (int64_t e = 0; e < c.numExperts; ++e)
       if (!weights.check(expertName(c, i, e, c.expertGate), {ffn, d}) ||
