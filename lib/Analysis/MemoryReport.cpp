@@ -73,6 +73,12 @@ static int64_t transientBytes(Operation *op, int64_t tokens, int64_t rows,
     auto w1 = ffn.getW1().getType();
     return grouped(rows, w1.getDimSize(0), w1.getDimSize(1), w1.getDimSize(2));
   }
+  if (auto mlp = dyn_cast<moe::MLPOp>(op)) {
+    // Its two hidden states (g, which then holds silu(g) * u, and u) and
+    // the gate's one column.
+    int64_t ffn = mlp.getW1().getType().getDimSize(0);
+    return 2 * tokens * ffn * f32 + (mlp.getGate() ? tokens * f32 : 0);
+  }
   if (auto norm = dyn_cast<moe::RMSNormOp>(op)) {
     // One sum of squares per normalised vector (per token, or per token and
     // head).
@@ -204,6 +210,22 @@ meshfold::computeMemoryReport(ModuleOp module, int64_t maxPrompt,
       m.kvBytes +=
           2 * cached * k.getDimSize(1) * k.getDimSize(2) * bytesPerElement;
     });
+    // The shared experts' weights (whole on every rank: each runs them on
+    // its own rows), and what splitting them over TP would cost instead:
+    // the CP rank's rows all-gathered before and reduce-scattered after,
+    // each rank sending (TP-1)/TP of them both times.
+    llvm::StringSet<> sharedSeen;
+    fn.walk([&](moe::MLPOp mlp) {
+      ++m.sharedLayers;
+      for (Value w : mlp->getOperands().drop_front())
+        if (auto p = w.getDefiningOp<moe::ParamOp>();
+            p && sharedSeen.insert(p.getName()).second)
+          m.sharedBytes += p.getType().getNumElements() * bytesPerElement;
+      int64_t d = mlp.getType().getDimSize(1);
+      m.sharedSplitBytesPerLayer =
+          2 * (tp - 1) * tokens / tp * d * bytesPerElement;
+    });
+    m.sharedTP = tp;
     m.activationBytes = estimateActivationPeak(fn, tokens);
     out.push_back(m);
   }
@@ -245,6 +267,24 @@ void meshfold::printMemoryReport(raw_ostream &os, ArrayRef<RankMemory> memory,
                        (long long)m.kvBytes, (long long)m.activationBytes,
                        toGB(m.totalBytes()));
   }
+  // The shared experts' placement: the rank holding the most of them.
+  const RankMemory *shared = nullptr;
+  for (const RankMemory &m : memory)
+    if (m.sharedBytes > 0 && m.sharedTP > 1 &&
+        (!shared || m.sharedBytes > shared->sharedBytes))
+      shared = &m;
+  if (!shared)
+    return;
+  os << llvm::format(
+      "shared experts: whole on every rank, each running them on its own "
+      "rows (no communication): %lld bytes of rank %lld's weights (%lld "
+      "layers); split over TP=%lld like the attention linears they would "
+      "take %lld bytes and add an all-gather and a reduce-scatter of the "
+      "rows, %lld bytes sent per rank per layer\n",
+      (long long)shared->sharedBytes, (long long)shared->rank,
+      (long long)shared->sharedLayers, (long long)shared->sharedTP,
+      (long long)(shared->sharedBytes / shared->sharedTP),
+      (long long)shared->sharedSplitBytesPerLayer);
 }
 
 LogicalResult meshfold::checkDeviceMemory(ArrayRef<RankMemory> memory,

@@ -230,13 +230,16 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
   // Unsupported features first, so that the message names the real reason.
   f.rejectIfSet("kv_lora_rank", "MLA (latent) attention is");
   f.rejectIfSet("q_lora_rank", "MLA (latent) attention is");
-  f.rejectIfSet("shared_expert_intermediate_size", "shared experts are");
+  bool qwen2 = c.arch == "Qwen2MoeForCausalLM";
+  if (!qwen2)
+    f.rejectIfSet("shared_expert_intermediate_size", "shared experts are");
   f.rejectIfSet("n_shared_experts", "shared experts are");
   f.rejectIfSet("attention_bias", "attention biases are");
   f.rejectIfSet("rope_scaling", "RoPE scaling is");
-  // Qwen3-MoE's sliding_window applies only with use_sliding_window (its
-  // published configs may name a window they do not use).
-  if (c.arch == "Qwen3MoeForCausalLM")
+  // Qwen3-MoE's and Qwen2-MoE's sliding_window applies only with
+  // use_sliding_window (their published configs name a window they do not
+  // use).
+  if (c.arch == "Qwen3MoeForCausalLM" || qwen2)
     f.rejectIfSet("use_sliding_window", "sliding-window attention is");
   else
     f.rejectIfSet("sliding_window", "sliding-window attention is");
@@ -263,14 +266,11 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
   if (c.arch.rfind("Deepseek", 0) == 0)
     failure.fail(path + ": architecture '" + c.arch +
                  "': MLA attention and shared experts are not supported");
-  if (c.arch == "Qwen2MoeForCausalLM")
-    failure.fail(path + ": architecture 'Qwen2MoeForCausalLM': Qwen2-MoE's "
-                        "q/k/v biases and shared experts are not supported");
-  if (!mixtral && !qwen3 && !olmoe)
+  if (!mixtral && !qwen3 && !olmoe && !qwen2)
     failure.fail(path + ": unsupported architecture '" + c.arch +
                  "' (supported: MixtralForCausalLM, Qwen3MoeForCausalLM, "
-                 "OlmoeForCausalLM)");
-  if (qwen3 || olmoe) {
+                 "OlmoeForCausalLM, Qwen2MoeForCausalLM)");
+  if (qwen3 || olmoe || qwen2) {
     c.qkNorm = qwen3;
     c.qkProjectionNorm = olmoe;
     c.moeBlock = "mlp";
@@ -325,10 +325,16 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
            false;
   // Qwen3-MoE's intermediate_size is its dense MLPs' width, not the
   // experts': there moe_intermediate_size is required.
-  c.ffn = f.has("moe_intermediate_size") || qwen3
+  c.ffn = f.has("moe_intermediate_size") || qwen3 || qwen2
               ? f.positiveInt("moe_intermediate_size")
               : f.positiveInt("intermediate_size");
   c.vocab = f.positiveInt("vocab_size");
+  if (qwen2) {
+    // Qwen2-MoE: biased q/k/v projections (transformers' qkv_bias, on
+    // unless a config turns it off) and a gated shared expert.
+    c.qkvBias = f.boolean("qkv_bias", true);
+    c.sharedFfn = f.positiveInt("shared_expert_intermediate_size");
+  }
   if (failure.failed())
     return false;
   if (c.layers > kMaxLayers)
@@ -337,6 +343,10 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
                         llvm::Twine(kMaxLayers) + " layers meshfold supports"),
            false;
   // Every weight's size, counted without overflow.
+  checkTensorSize(path,
+                  "the shared expert's projection "
+                  "(shared_expert_intermediate_size x hidden_size)",
+                  {c.sharedFfn, c.hidden}, failure);
   checkTensorSize(path, "the embedding (vocab_size x hidden_size)",
                   {c.vocab, c.hidden}, failure);
   checkTensorSize(path,
@@ -347,7 +357,7 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
                   "an expert projection (experts x intermediate_size x "
                   "hidden_size)",
                   {c.experts, c.ffn, c.hidden}, failure);
-  c.eps = f.positiveNumber("rms_norm_eps", qwen3 ? 1e-6 : 1e-5);
+  c.eps = f.positiveNumber("rms_norm_eps", qwen3 || qwen2 ? 1e-6 : 1e-5);
   c.theta = f.positiveNumber("rope_theta", mixtral ? 1e6 : 10000.0);
   // transformers 5 writes RoPE as rope_parameters {rope_theta, rope_type}.
   if (const json::Value *rp = obj->get("rope_parameters");

@@ -3,7 +3,7 @@
 // meshfold-import-hf CONFIG.json -o model.mlir [--num-layers N]
 //
 // Reads a Hugging Face config of a supported MoE architecture (Mixtral,
-// Qwen3-MoE, OLMoE; MeshfoldImporter's HFConfig) and writes the model as `moe`
+// Qwen3-MoE, OLMoE, Qwen2-MoE; MeshfoldImporter's HFConfig) and writes the model as `moe`
 // ops on global shapes, weights named as in that architecture's checkpoint.
 //
 //===----------------------------------------------------------------------===//
@@ -104,10 +104,12 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
       return tensor::ExpandShapeOp::create(
           b, loc, tensor({dyn, n, c.headDim}, f32), x2d, re, shape);
     };
+    // `name`.weight, and `name`.bias where `bias`.
     auto linear = [&](Value x, const std::string &name, int64_t out,
-                      int64_t in) -> Value {
-      return moe::LinearOp::create(b, loc, tensor({dyn, out}, f32), x,
-                                   param(pre + name, {out, in}));
+                      int64_t in, bool bias = false) -> Value {
+      Value w = param(pre + name + ".weight", {out, in});
+      Value bv = bias ? param(pre + name + ".bias", {out}) : Value();
+      return moe::LinearOp::create(b, loc, tensor({dyn, out}, f32), x, w, bv);
     };
     Value x = moe::RMSNormOp::create(
         b, loc, hType, x0, param(pre + "input_layernorm.weight", {c.hidden}),
@@ -115,8 +117,8 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
     // q and k, normalised over the whole projection where the
     // architecture does (OLMoE), then split into heads.
     auto projection = [&](StringRef name, int64_t n) -> Value {
-      Value y = linear(x, ("self_attn." + name + "_proj.weight").str(),
-                       n * c.headDim, c.hidden);
+      Value y = linear(x, ("self_attn." + name + "_proj").str(),
+                       n * c.headDim, c.hidden, c.qkvBias);
       if (c.qkProjectionNorm)
         y = moe::RMSNormOp::create(
             b, loc, y.getType(), y,
@@ -128,7 +130,8 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
     Value q = projection("q", c.heads);
     Value k = projection("k", c.kvHeads);
     Value v = heads(
-        linear(x, "self_attn.v_proj.weight", c.kvHeads * c.headDim, c.hidden),
+        linear(x, "self_attn.v_proj", c.kvHeads * c.headDim, c.hidden,
+               c.qkvBias),
         c.kvHeads);
     if (c.qkNorm) {
       // Each head's q and k normalised on its own (one [d_h] weight each).
@@ -151,7 +154,7 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
     Value flat = tensor::CollapseShapeOp::create(
         b, loc, tensor({dyn, c.heads * c.headDim}, f32), attn, re);
     Value o =
-        linear(flat, "self_attn.o_proj.weight", c.hidden, c.heads * c.headDim);
+        linear(flat, "self_attn.o_proj", c.hidden, c.heads * c.headDim);
     Value h1 = arith::AddFOp::create(b, loc, x0, o);
     Value x2 = moe::RMSNormOp::create(
         b, loc, hType, h1,
@@ -168,6 +171,16 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
         param(ex + c.expertGate + ".weight", {c.experts, c.ffn, c.hidden}),
         param(ex + c.expertDown + ".weight", {c.experts, c.hidden, c.ffn}),
         param(ex + c.expertUp + ".weight", {c.experts, c.ffn, c.hidden}));
+    if (c.sharedFfn > 0) {
+      // The shared expert sees every token, scaled by its sigmoid gate.
+      std::string sh = moePre + "shared_expert.";
+      Value w1 = param(sh + "gate_proj.weight", {c.sharedFfn, c.hidden});
+      Value w2 = param(sh + "down_proj.weight", {c.hidden, c.sharedFfn});
+      Value w3 = param(sh + "up_proj.weight", {c.sharedFfn, c.hidden});
+      Value gate = param(moePre + "shared_expert_gate.weight", {1, c.hidden});
+      Value shared = moe::MLPOp::create(b, loc, hType, x2, w1, w2, w3, gate);
+      y = arith::AddFOp::create(b, loc, y, shared);
+    }
     Value h2 = arith::AddFOp::create(b, loc, h1, y);
     moe::YieldOp::create(b, loc, ValueRange{h2});
     h = layer.getResult(0);
@@ -232,7 +245,10 @@ int main(int argc, char **argv) {
   out->os() << "// " << c.arch << ": " << c.layers << " layers, d " << c.hidden
             << ", " << c.heads << " heads (" << c.kvHeads << " KV, d_h "
             << c.headDim << "), " << c.experts << " experts top-" << c.topK
-            << ", ffn " << c.ffn << ", vocab " << c.vocab << "\n";
+            << ", ffn " << c.ffn;
+  if (c.sharedFfn > 0)
+    out->os() << ", shared expert ffn " << c.sharedFfn;
+  out->os() << ", vocab " << c.vocab << "\n";
   module->print(out->os());
   out->keep();
   return 0;

@@ -6,8 +6,9 @@
 //
 // A plain, independent reference implementation of the prefill forward pass
 // of HF MixtralForCausalLM, Qwen3MoeForCausalLM (whose q and k are
-// RMS-normalised per head before RoPE) and OlmoeForCausalLM (whose q and k
-// projections are RMS-normalised whole), used as the test oracle for the
+// RMS-normalised per head before RoPE), OlmoeForCausalLM (whose q and k
+// projections are RMS-normalised whole) and Qwen2MoeForCausalLM (biased q/k/v
+// projections, a gated shared expert beside the routed ones), used as the test oracle for the
 // compiler. It shares no code with the compiler: loops over std::vector<float>
 // with double accumulation, one request at a time, no partitioning.
 //
@@ -146,6 +147,11 @@ struct Config {
   /// OLMoE: q and k RMS-normalised over the whole projection (all heads)
   /// before the head split.
   bool qkProjectionNorm = false;
+  /// Qwen2-MoE: biases on the q, k and v projections.
+  bool qkvBias = false;
+  /// Qwen2-MoE: the shared expert's width (0: none); it sees every token,
+  /// scaled by sigmoid(shared_expert_gate . x).
+  int64_t sharedFfn = 0;
   /// Names under model.layers.N.: the MoE block and the experts' gate,
   /// down and up projections.
   std::string moeBlock = "block_sparse_moe";
@@ -401,7 +407,40 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
     config.ropeTheta = 10000.0;
     config.normTopKProb = false;
   }
-  if (qwen3 || olmoe) {
+  if (qwen2) {
+    std::optional<int64_t> shared;
+    if (!reader.optionalInt("shared_expert_intermediate_size", shared))
+      return false;
+    if (!shared)
+      return fail(failure, path + ": missing field "
+                                  "'shared_expert_intermediate_size' "
+                                  "(Qwen2-MoE's shared expert)");
+    if (!reader.positive("shared_expert_intermediate_size", *shared,
+                         config.sharedFfn))
+      return false;
+    config.qkvBias = true;
+    if (!reader.optionalBool("qkv_bias", config.qkvBias))
+      return false;
+    if (!moeIntermediate)
+      return fail(failure, path + ": missing field 'moe_intermediate_size' "
+                                  "(Qwen2-MoE's experts' width)");
+  } else if (reader.isPresent("shared_expert_intermediate_size") &&
+             object->getInteger("shared_expert_intermediate_size") != 0) {
+    return fail(failure, path + ": field 'shared_expert_intermediate_size': "
+                                "shared experts are supported for "
+                                "Qwen2-MoE only");
+  }
+  // Layers without experts, latent attention and other experts' layouts.
+  for (const char *key : {"mlp_only_layers", "n_shared_experts",
+                          "kv_lora_rank", "q_lora_rank", "attention_bias"})
+    if (reader.isPresent(key) && object->get(key)->getAsBoolean() != false &&
+        !(object->getArray(key) && object->getArray(key)->empty()))
+      return fail(failure, path + ": field '" + key + "' is not supported");
+  if (std::optional<int64_t> step = object->getInteger("decoder_sparse_step");
+      step && *step != 1)
+    return fail(failure, path + ": field 'decoder_sparse_step' is not "
+                                "supported (dense layers)");
+  if (qwen3 || olmoe || qwen2) {
     config.qkNorm = qwen3;
     config.qkProjectionNorm = olmoe;
     config.moeBlock = "mlp";
@@ -409,7 +448,7 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
     config.expertDown = "down_proj";
     config.expertUp = "up_proj";
   }
-  if (qwen3)
+  if (qwen3 || qwen2)
     config.rmsNormEps = 1e-6;
   if (reader.isPresent("clip_qkv"))
     return fail(failure, path + ": field 'clip_qkv' is not supported");
@@ -427,9 +466,9 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
   if (!reader.optionalInt("sliding_window", value))
     return false;
   config.slidingWindow = value;
-  // Qwen3-MoE applies sliding_window only with use_sliding_window (refused
-  // below when set).
-  if (qwen3)
+  // Qwen3-MoE and Qwen2-MoE apply sliding_window only with
+  // use_sliding_window (refused below when set).
+  if (qwen3 || qwen2)
     config.slidingWindow.reset();
 
   if (reader.isPresent("rope_scaling"))
@@ -578,6 +617,10 @@ std::string expertName(const Config &c, int64_t layer, int64_t expert,
                               "." + which + ".weight");
 }
 
+std::string sharedName(const Config &c, int64_t layer, const char *which) {
+  return layerName(layer, c.moeBlock + ".shared_expert." + which + ".weight");
+}
+
 const char *embedName = "model.embed_tokens.weight";
 const char *normName = "model.norm.weight";
 const char *lmHeadName = "lm_head.weight";
@@ -604,6 +647,18 @@ bool checkWeights(const Config &c, Weights &weights) {
                         {c.qkNorm ? c.headDim : qDim}) ||
          !weights.check(layerName(i, "self_attn.k_norm.weight"),
                         {c.qkNorm ? c.headDim : kvDim})))
+      return false;
+    if (c.qkvBias &&
+        (!weights.check(layerName(i, "self_attn.q_proj.bias"), {qDim}) ||
+         !weights.check(layerName(i, "self_attn.k_proj.bias"), {kvDim}) ||
+         !weights.check(layerName(i, "self_attn.v_proj.bias"), {kvDim})))
+      return false;
+    if (c.sharedFfn > 0 &&
+        (!weights.check(sharedName(c, i, "gate_proj"), {c.sharedFfn, d}) ||
+         !weights.check(sharedName(c, i, "up_proj"), {c.sharedFfn, d}) ||
+         !weights.check(sharedName(c, i, "down_proj"), {d, c.sharedFfn}) ||
+         !weights.check(layerName(i, c.moeBlock + ".shared_expert_gate.weight"),
+                        {1, d})))
       return false;
     for (int64_t e = 0; e < c.numExperts; ++e)
       if (!weights.check(expertName(c, i, e, c.expertGate), {ffn, d}) ||
@@ -748,6 +803,13 @@ void route(const float *logits, int64_t numExperts, int64_t topK,
 
 double silu(double x) { return x / (1.0 + std::exp(-x)); }
 
+/// y[t, o] += bias[o] for every row t of y ([rows, out]).
+void addBias(std::vector<float> &y, const std::vector<float> &bias) {
+  size_t out = bias.size();
+  for (size_t i = 0; i < y.size(); ++i)
+    y[i] += bias[i % out];
+}
+
 //===----------------------------------------------------------------------===//
 // Forward
 //===----------------------------------------------------------------------===//
@@ -772,6 +834,12 @@ bool runAttention(const Config &c, int64_t layer, Weights &weights,
       !weights.load(layerName(layer, "self_attn.v_proj.weight"), wv) ||
       !weights.load(layerName(layer, "self_attn.o_proj.weight"), wo))
     return false;
+  std::vector<float> qBias, kBias, vBias;
+  if (c.qkvBias &&
+      (!weights.load(layerName(layer, "self_attn.q_proj.bias"), qBias) ||
+       !weights.load(layerName(layer, "self_attn.k_proj.bias"), kBias) ||
+       !weights.load(layerName(layer, "self_attn.v_proj.bias"), vBias)))
+    return false;
   std::vector<float> qNorm, kNorm;
   if ((c.qkNorm || c.qkProjectionNorm) &&
       (!weights.load(layerName(layer, "self_attn.q_norm.weight"), qNorm) ||
@@ -787,6 +855,11 @@ bool runAttention(const Config &c, int64_t layer, Weights &weights,
     linear(x.data(), T, d, wq.data(), qDim, q.data());
     linear(x.data(), T, d, wk.data(), kvDim, k.data());
     linear(x.data(), T, d, wv.data(), kvDim, v.data());
+    if (c.qkvBias) {
+      addBias(q, qBias);
+      addBias(k, kBias);
+      addBias(v, vBias);
+    }
     if (c.qkProjectionNorm) {
       // Each token's whole projection, in place.
       rmsNorm(q.data(), T, qDim, qNorm, c.rmsNormEps, q.data());
@@ -877,6 +950,36 @@ bool runMoE(const Config &c, int64_t layer, Weights &weights,
       double *y = &outputs[a.request][a.token * d];
       for (int64_t j = 0; j < d; ++j)
         y[j] += a.weight * down[j];
+    }
+  }
+  if (c.sharedFfn > 0) {
+    // The shared expert on every token: y += sigmoid(g . x) * W2 (silu(W1 x)
+    // * W3 x).
+    int64_t sffn = c.sharedFfn;
+    std::vector<float> sGate;
+    if (!weights.load(sharedName(c, layer, "gate_proj"), w1) ||
+        !weights.load(sharedName(c, layer, "down_proj"), w2) ||
+        !weights.load(sharedName(c, layer, "up_proj"), w3) ||
+        !weights.load(layerName(layer, c.moeBlock + ".shared_expert_gate.weight"),
+                      sGate))
+      return false;
+    std::vector<float> g(static_cast<size_t>(sffn)), u(g.size()), a(g.size());
+    for (size_t r = 0; r < requests.size(); ++r) {
+      int64_t T = static_cast<int64_t>(requests[r].tokens.size());
+      for (int64_t t = 0; t < T; ++t) {
+        const float *x = &inputs[r][t * d];
+        linear(x, 1, d, w1.data(), sffn, g.data());
+        linear(x, 1, d, w3.data(), sffn, u.data());
+        for (int64_t j = 0; j < sffn; ++j)
+          a[j] = static_cast<float>(silu(g[j]) * u[j]);
+        linear(a.data(), 1, sffn, w2.data(), d, down.data());
+        float s;
+        linear(x, 1, d, sGate.data(), 1, &s);
+        double scale = 1.0 / (1.0 + std::exp(-static_cast<double>(s)));
+        double *y = &outputs[r][t * d];
+        for (int64_t j = 0; j < d; ++j)
+          y[j] += scale * down[j];
+      }
     }
   }
   for (size_t r = 0; r < requests.size(); ++r)
@@ -1152,7 +1255,8 @@ int main(int argc, char **argv) {
       argc, argv,
       "meshfold reference MoE prefill\n\n"
       "  A plain CPU implementation of HF MixtralForCausalLM,\n"
-      "  Qwen3MoeForCausalLM and OlmoeForCausalLM prefill (f32\n"
+      "  Qwen3MoeForCausalLM, OlmoeForCausalLM and Qwen2MoeForCausalLM\n"
+      "  prefill (f32\n"
       "  weights or BF16 converted to f32, double accumulation), used as the\n"
       "  oracle for compiled programs. Writes, for each request r:\n"
       "  req{r}.logits [V] (last position) and req{r}.layers.{i}.k / .v\n"

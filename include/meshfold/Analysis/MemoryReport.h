@@ -23,6 +23,14 @@ struct RankMemory {
   /// the program computes; buffers freed after their last use), see
   /// estimateActivationPeak.
   int64_t activationBytes = 0;
+  /// Shared experts and dense MLPs (moe.mlp): the bytes of their weights
+  /// the rank holds (each whole, part of weightBytes), how many such layers
+  /// its stage runs, and the TP group they could be split over instead. Split
+  /// like the attention linears they would take 1/TP of the bytes and add,
+  /// per layer, an all-gather and a reduce-scatter of the CP rank's rows
+  /// over TP: `sharedSplitBytesPerLayer` sent by each rank.
+  int64_t sharedBytes = 0, sharedLayers = 0, sharedTP = 1,
+          sharedSplitBytesPerLayer = 0;
   int64_t totalBytes() const { return weightBytes + kvBytes + activationBytes; }
 };
 
@@ -50,7 +58,9 @@ computeMemoryReport(mlir::ModuleOp module, int64_t maxPrompt,
 /// Prints `memory` as the table of `meshfold-compile --report memory`: a
 /// heading naming `dtype` (the element type the bytes assume) and
 /// `maxPrompt`, then one line per rank with its stage, weight, KV-cache and
-/// activation bytes and their total in GB. Two pools (meshfold-compile
+/// activation bytes and their total in GB; where ranks hold shared experts
+/// (or dense MLPs) and TP > 1, a line weighing the two placements of them.
+/// Two pools (meshfold-compile
 /// --decode-plan): the ranks from `decodeBase` on are the decode pool's,
 /// and a column names each rank's pool (0: one pool, no column).
 void printMemoryReport(llvm::raw_ostream &os, llvm::ArrayRef<RankMemory> memory,

@@ -7,8 +7,9 @@
 ///
 /// \file
 /// The model a Hugging Face `config.json` describes (Mixtral; Qwen3-MoE with
-/// its per-head q/k RMSNorm and OLMoE with its q/k RMSNorm over the whole
-/// projections, each with its weight names; the field names
+/// its per-head q/k RMSNorm, OLMoE with its q/k RMSNorm over the whole
+/// projections, Qwen2-MoE with its q/k/v biases and gated shared expert, each
+/// with its weight names; the field names
 /// num_experts, moe_intermediate_size and norm_topk_prob are read where they
 /// mean the same thing), with every field
 /// that changes the math and is not implemented refused, sizes counted
@@ -44,6 +45,13 @@ struct HFConfig {
   /// (self_attn.q_norm / k_norm, [heads * head_dim] and [kv_heads *
   /// head_dim] weights, OLMoE).
   bool qkProjectionNorm = false;
+  /// Biases on the q, k and v projections (self_attn.{q,k,v}_proj.bias,
+  /// Qwen2-MoE).
+  bool qkvBias = false;
+  /// A shared expert beside the routed ones (Qwen2-MoE): a dense SwiGLU of
+  /// this width at `<moeBlock>.shared_expert.{gate,up,down}_proj`, scaled
+  /// per token by sigmoid(`<moeBlock>.shared_expert_gate` . x); 0: none.
+  int64_t sharedFfn = 0;
   /// The checkpoint's names under model.layers.N.: the MoE block (its router
   /// is `<moeBlock>.gate`) and each expert's gate, down and up projections
   /// (`<moeBlock>.experts.E.<name>.weight`).

@@ -21,6 +21,50 @@ func.func @linear(%x: tensor<?x64xf32>, %w: tensor<128x64xf32>) -> tensor<?x128x
 
 // -----
 
+// A bias is added to the product's rows by a second generic, in place.
+// CHECK-DAG: #[[$ROW:.+]] = affine_map<(d0, d1) -> (d1)>
+// CHECK-DAG: #[[$ID:.+]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func @linear_bias
+// CHECK-SAME: (%[[X:.+]]: tensor<?x64xf32>, %[[W:.+]]: tensor<128x64xf32>, %[[B:.+]]: tensor<128xbf16>)
+// CHECK: %[[P:.+]] = linalg.generic {{.*}} ins(%[[X]], %[[W]] : tensor<?x64xf32>, tensor<128x64xf32>)
+// CHECK: %[[Y:.+]] = linalg.generic {indexing_maps = [#[[$ROW]], #[[$ID]]], iterator_types = ["parallel", "parallel"]} ins(%[[B]] : tensor<128xbf16>) outs(%[[P]] : tensor<?x128xf32>)
+// CHECK: arith.extf
+// CHECK: arith.addf
+// CHECK: return %[[Y]]
+// CHECK-NOT: moe.
+func.func @linear_bias(%x: tensor<?x64xf32>, %w: tensor<128x64xf32>, %b: tensor<128xbf16>) -> tensor<?x128xf32> {
+  %y = moe.linear %x, %w bias %b : tensor<?x64xf32>, tensor<128x64xf32>, tensor<128xbf16> -> tensor<?x128xf32>
+  return %y : tensor<?x128xf32>
+}
+
+// -----
+
+// A dense MLP: the gate and up products (the moe.linear form), silu(g) * u
+// into g, the down product, and, where gated, the one-column product of the
+// gate whose sigmoid scales each row.
+// CHECK-DAG: #[[$ID:.+]] = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-DAG: #[[$COL:.+]] = affine_map<(d0, d1) -> (d0, 0)>
+// CHECK-LABEL: func.func @mlp
+// CHECK-SAME: (%[[X:[^:]+]]: tensor<?x64xf32>, %[[W1:[^:]+]]: tensor<96x64xf32>, %[[W2:[^:]+]]: tensor<64x96xf32>, %[[W3:[^:]+]]: tensor<96x64xf32>, %[[G:[^:]+]]: tensor<1x64xf32>)
+// CHECK: %[[H1:.+]] = linalg.generic {{.*}} ins(%[[X]], %[[W1]] : tensor<?x64xf32>, tensor<96x64xf32>)
+// CHECK: %[[H3:.+]] = linalg.generic {{.*}} ins(%[[X]], %[[W3]] : tensor<?x64xf32>, tensor<96x64xf32>)
+// CHECK: %[[ACT:.+]] = linalg.generic {indexing_maps = [#[[$ID]], #[[$ID]]], {{.*}} ins(%[[H3]] : tensor<?x96xf32>) outs(%[[H1]] : tensor<?x96xf32>)
+// CHECK: math.exp
+// CHECK: %[[Y:.+]] = linalg.generic {{.*}} ins(%[[ACT]], %[[W2]] : tensor<?x96xf32>, tensor<64x96xf32>)
+// CHECK: %[[S:.+]] = linalg.generic {{.*}} ins(%[[X]], %[[G]] : tensor<?x64xf32>, tensor<1x64xf32>)
+// CHECK: %[[OUT:.+]] = linalg.generic {indexing_maps = [#[[$COL]], #[[$ID]]], {{.*}} ins(%[[S]] : tensor<?x1xf32>) outs(%[[Y]] : tensor<?x64xf32>)
+// CHECK: math.exp
+// CHECK: arith.divf
+// CHECK: arith.mulf
+// CHECK: return %[[OUT]]
+// CHECK-NOT: moe.
+func.func @mlp(%x: tensor<?x64xf32>, %w1: tensor<96x64xf32>, %w2: tensor<64x96xf32>, %w3: tensor<96x64xf32>, %g: tensor<1x64xf32>) -> tensor<?x64xf32> {
+  %y = moe.mlp %x, %w1, %w2, %w3 gate %g : tensor<?x64xf32>, tensor<96x64xf32>, tensor<64x96xf32>, tensor<96x64xf32>, tensor<1x64xf32> -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}
+
+// -----
+
 // Fused attention (docs/design.md, 9. The compiler): scf.forall over (head,
 // query tile of 64 rows), an scf.for over key tiles of 64 keys carrying the
 // running max, sum and accumulator; the KV head of query head h is picked by

@@ -291,6 +291,56 @@ func.func @linear_weight_static(%x: tensor<?x64xf32>, %w: tensor<32x?xf32>) {
 
 // -----
 
+// A bias is [out].
+func.func @linear_bias_dim(%x: tensor<?x64xf32>, %w: tensor<32x64xf32>, %b: tensor<64xf32>) {
+  // expected-error @+1 {{bias dim 0 (64) must equal weight dim 0 (32)}}
+  %0 = moe.linear %x, %w bias %b : tensor<?x64xf32>, tensor<32x64xf32>, tensor<64xf32> -> tensor<?x32xf32>
+  return
+}
+
+// -----
+
+func.func @linear_bias_rank(%x: tensor<?x64xf32>, %w: tensor<32x64xf32>, %b: tensor<1x32xf32>) {
+  // expected-error @+1 {{bias must have rank 1, got 'tensor<1x32xf32>'}}
+  %0 = moe.linear %x, %w bias %b : tensor<?x64xf32>, tensor<32x64xf32>, tensor<1x32xf32> -> tensor<?x32xf32>
+  return
+}
+
+// -----
+
+// moe.mlp: w1 and w3 [ffn, d], w2 [d, ffn], the gate one row [1, d].
+func.func @mlp_w2(%x: tensor<?x64xf32>, %w1: tensor<96x64xf32>, %w2: tensor<64x32xf32>, %w3: tensor<96x64xf32>) {
+  // expected-error @+1 {{w2 dim 1 (32) must equal w1 dim 0 (96)}}
+  %0 = moe.mlp %x, %w1, %w2, %w3 : tensor<?x64xf32>, tensor<96x64xf32>, tensor<64x32xf32>, tensor<96x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+func.func @mlp_w3(%x: tensor<?x64xf32>, %w1: tensor<96x64xf32>, %w2: tensor<64x96xf32>, %w3: tensor<32x64xf32>) {
+  // expected-error @+1 {{w3 type 'tensor<32x64xf32>' must equal the w1 type 'tensor<96x64xf32>'}}
+  %0 = moe.mlp %x, %w1, %w2, %w3 : tensor<?x64xf32>, tensor<96x64xf32>, tensor<64x96xf32>, tensor<32x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+func.func @mlp_gate(%x: tensor<?x64xf32>, %w1: tensor<96x64xf32>, %w2: tensor<64x96xf32>, %g: tensor<2x64xf32>) {
+  // expected-error @+1 {{gate must be one row ([1, d]), got 'tensor<2x64xf32>'}}
+  %0 = moe.mlp %x, %w1, %w2, %w1 gate %g : tensor<?x64xf32>, tensor<96x64xf32>, tensor<64x96xf32>, tensor<96x64xf32>, tensor<2x64xf32> -> tensor<?x64xf32>
+  return
+}
+
+// -----
+
+func.func @mlp_result(%x: tensor<?x64xf32>, %w1: tensor<96x64xf32>, %w2: tensor<64x96xf32>) {
+  // expected-error @+1 {{result type 'tensor<?x96xf32>' must equal the input type 'tensor<?x64xf32>'}}
+  %0 = moe.mlp %x, %w1, %w2, %w1 : tensor<?x64xf32>, tensor<96x64xf32>, tensor<64x96xf32>, tensor<96x64xf32> -> tensor<?x96xf32>
+  return
+}
+
+// -----
+
 // The result is [T, out].
 func.func @linear_result_rank(%x: tensor<?x64xf32>, %w: tensor<32x64xf32>) {
   // expected-error @+1 {{result must have rank 2, got 'tensor<?x4x8xf32>'}}

@@ -95,6 +95,35 @@ func.func @linear(%x: tensor<?x64xf32>, %xb: tensor<5x64xbf16>) -> (tensor<?x32x
   return %0, %1 : tensor<?x32xf32>, tensor<5x32xbf16>
 }
 
+// A linear with a bias (Qwen2-MoE's q/k/v), the bias stored in bf16.
+// CHECK-LABEL: func.func @linear_bias
+// CHECK-SAME: ([[X:%.+]]: tensor<?x64xf32>)
+// CHECK: [[W:%.+]] = moe.param "model.layers.0.self_attn.q_proj.weight" : tensor<32x64xf32>
+// CHECK: [[B:%.+]] = moe.param "model.layers.0.self_attn.q_proj.bias" : tensor<32xbf16>
+// CHECK: moe.linear [[X]], [[W]] bias [[B]] : tensor<?x64xf32>, tensor<32x64xf32>, tensor<32xbf16> -> tensor<?x32xf32>
+// GENERIC-LABEL: sym_name = "linear_bias"
+// GENERIC: "moe.linear"(%{{.*}}, %{{.*}}, %{{.*}}) : (tensor<?x64xf32>, tensor<32x64xf32>, tensor<32xbf16>) -> tensor<?x32xf32>
+func.func @linear_bias(%x: tensor<?x64xf32>) -> tensor<?x32xf32> {
+  %w = moe.param "model.layers.0.self_attn.q_proj.weight" : tensor<32x64xf32>
+  %b = moe.param "model.layers.0.self_attn.q_proj.bias" : tensor<32xbf16>
+  %0 = moe.linear %x, %w bias %b : tensor<?x64xf32>, tensor<32x64xf32>, tensor<32xbf16> -> tensor<?x32xf32>
+  return %0 : tensor<?x32xf32>
+}
+
+// A dense SwiGLU MLP: gated (Qwen2-MoE's shared expert) and not.
+// CHECK-LABEL: func.func @mlp
+// CHECK-SAME: ([[X:%.+]]: tensor<?x64xf32>, [[W1:%.+]]: tensor<96x64xf32>, [[W2:%.+]]: tensor<64x96xf32>, [[W3:%.+]]: tensor<96x64xf32>, [[G:%.+]]: tensor<1x64xf32>)
+// CHECK: moe.mlp [[X]], [[W1]], [[W2]], [[W3]] gate [[G]] : tensor<?x64xf32>, tensor<96x64xf32>, tensor<64x96xf32>, tensor<96x64xf32>, tensor<1x64xf32> -> tensor<?x64xf32>
+// CHECK: moe.mlp [[X]], [[W1]], [[W2]], [[W3]] : tensor<?x64xf32>, tensor<96x64xf32>, tensor<64x96xf32>, tensor<96x64xf32> -> tensor<?x64xf32>
+// GENERIC-LABEL: sym_name = "mlp"
+// GENERIC: "moe.mlp"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (tensor<?x64xf32>, tensor<96x64xf32>, tensor<64x96xf32>, tensor<96x64xf32>, tensor<1x64xf32>) -> tensor<?x64xf32>
+// GENERIC: "moe.mlp"(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : (tensor<?x64xf32>, tensor<96x64xf32>, tensor<64x96xf32>, tensor<96x64xf32>) -> tensor<?x64xf32>
+func.func @mlp(%x: tensor<?x64xf32>, %w1: tensor<96x64xf32>, %w2: tensor<64x96xf32>, %w3: tensor<96x64xf32>, %g: tensor<1x64xf32>) -> (tensor<?x64xf32>, tensor<?x64xf32>) {
+  %0 = moe.mlp %x, %w1, %w2, %w3 gate %g : tensor<?x64xf32>, tensor<96x64xf32>, tensor<64x96xf32>, tensor<96x64xf32>, tensor<1x64xf32> -> tensor<?x64xf32>
+  %1 = moe.mlp %x, %w1, %w2, %w3 : tensor<?x64xf32>, tensor<96x64xf32>, tensor<64x96xf32>, tensor<96x64xf32> -> tensor<?x64xf32>
+  return %0, %1 : tensor<?x64xf32>, tensor<?x64xf32>
+}
+
 // RoPE keeps its theta; f32 dynamic, bf16 static.
 // CHECK-LABEL: func.func @rope
 // CHECK-SAME: ([[Q:%.+]]: tensor<?x8x8xf32>, [[P:%.+]]: tensor<?xi64>, [[QB:%.+]]: tensor<5x4x8xbf16>, [[PB:%.+]]: tensor<5xi64>)

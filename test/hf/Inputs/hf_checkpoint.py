@@ -6,7 +6,8 @@ own forward on it:
 
 builds the config's architecture (its model_type: MixtralForCausalLM,
 Qwen3MoeForCausalLM, ...) with LAYERS layers (seeded random weights, the
-RMSNorm weights drawn in [1, 1.1) rather than left at 1), saves it to DIR in the given dtype (default float32) with
+RMSNorm weights drawn in [1, 1.1) rather than left at 1, biases drawn
+rather than zero), saves it to DIR in the given dtype (default float32) with
 save_pretrained(max_shard_size=SHARD_SIZE) (shards and
 model.safetensors.index.json, as users download them), then runs its
 forward in f32 on the saved values on each prompt line and writes what the
@@ -46,6 +47,10 @@ def main():
         for name, p in model.named_parameters():
             if name.endswith("norm.weight"):
                 p.copy_(1 + 0.1 * torch.rand_like(p))
+            elif name.endswith(".bias"):
+                # transformers zeroes biases at init: draw them, so that
+                # the check sees them.
+                p.copy_(0.5 * torch.randn_like(p))
     model = model.to(dtype)
     model.save_pretrained(out_dir, max_shard_size=shard_size)
     # The forward runs in f32 on the values as saved (rounded to dtype), the

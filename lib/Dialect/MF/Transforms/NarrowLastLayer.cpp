@@ -244,7 +244,7 @@ FailureOr<Value> Narrower::narrow(Value v) {
     return map.lookup(v);
   };
   return llvm::TypeSwitch<Operation *, FailureOr<Value>>(op)
-      .Case<moe::RMSNormOp, moe::LinearOp, moe::RouterOp>(
+      .Case<moe::RMSNormOp, moe::LinearOp, moe::RouterOp, moe::MLPOp>(
           [&](Operation *o) { return done(cloneNarrowed(o, {0}, {})); })
       .Case<moe::RoPEOp>(
           [&](Operation *o) { return done(cloneNarrowed(o, {0}, 1u)); })

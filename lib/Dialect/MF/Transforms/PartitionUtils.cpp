@@ -148,6 +148,9 @@ FailureOr<AttentionChain> mf::matchAttentionChain(moe::AttentionOp att) {
   if (!c.qLin || !c.kLin || !c.vLin || !paramOf(c.qLin.getWeight()) ||
       !paramOf(c.kLin.getWeight()) || !paramOf(c.vLin.getWeight()))
     return fail("Q, K and V must be moe.linear of weights");
+  for (moe::LinearOp lin : {c.qLin, c.kLin, c.vLin})
+    if (lin.getBias() && !paramOf(lin.getBias()))
+      return fail("Q, K and V biases must be weights");
   if (!att->hasOneUse())
     return fail("the attention output must feed one collapse");
   c.collapse = dyn_cast<tensor::CollapseShapeOp>(*att->user_begin());
@@ -156,6 +159,10 @@ FailureOr<AttentionChain> mf::matchAttentionChain(moe::AttentionOp att) {
   c.oLin = dyn_cast<moe::LinearOp>(*c.collapse->user_begin());
   if (!c.oLin || !paramOf(c.oLin.getWeight()))
     return fail("the output projection must be a moe.linear of a weight");
+  // Its partial sums are all-reduced over TP: a bias there would be added
+  // once per rank.
+  if (c.oLin.getBias())
+    return fail("the output projection must have no bias");
   for (Operation *user : c.kRope->getUsers())
     if (auto cache = dyn_cast<moe::KVCacheOp>(user))
       c.caches.push_back(cache);

@@ -22,8 +22,8 @@ RankedTensorType withDim(Type t, int64_t dim, int64_t size) {
   return RankedTensorType::get(shape, rt.getElementType());
 }
 
-/// Rebuilds one projection with `heads` local heads: the weight slice, the
-/// linear, the norm over the whole projection if it has one, and the head
+/// Rebuilds one projection with `heads` local heads: the weight (and bias)
+/// slice, the linear, the norm over the whole projection if it has one, and the head
 /// split. `parts` ranks hold distinct heads, each `tp / parts` times.
 ///
 /// The norm (OLMoE's q_norm / k_norm, an `moe.rms_norm` over all heads)
@@ -39,9 +39,15 @@ Value localHeads(OpBuilder &b, moe::LinearOp lin, Operation *norm,
   RankedTensorType wType = w.getType();
   auto local = shardParam(b, w, withDim(wType, 0, heads * headDim), 0,
                           "attention", "tp", parts);
+  // A bias (Qwen2-MoE) is split like the weight's rows.
+  Value localBias;
+  if (moe::ParamOp bias = paramOf(lin.getBias()))
+    localBias =
+        shardParam(b, bias, withDim(bias.getType(), 0, heads * headDim), 0,
+                   "attention", "tp", parts);
   Value y = moe::LinearOp::create(b, lin.getLoc(),
                                   withDim(lin.getType(), 1, heads * headDim),
-                                  lin.getInput(), local);
+                                  lin.getInput(), local, localBias);
   if (auto whole = dyn_cast_or_null<moe::RMSNormOp>(norm)) {
     Location loc = whole.getLoc();
     moe::ParamOp nw = paramOf(whole.getWeight());

@@ -196,7 +196,44 @@ LogicalResult LinearOp::verify() {
       failed(checkSameElementType(*this, {in, res})) ||
       failed(checkWeightElementType(*this, in, {w})))
     return failure();
+  if (Value bias = getBias()) {
+    Type bt = bias.getType();
+    if (failed(checkRank(*this, "bias", bt, 1)) ||
+        failed(checkDim(*this, "bias", bt, 0, "weight", w, 0)) ||
+        failed(checkWeightElementType(*this, in, {bt})))
+      return failure();
+  }
   return success();
+}
+
+LogicalResult MLPOp::verify() {
+  Type in = getInput().getType(), w1 = getW1().getType(),
+       w2 = getW2().getType(), w3 = getW3().getType(), res = getType();
+  if (failed(checkRank(*this, "input", in, 2)) ||
+      failed(checkStatic(*this, "input", in, 1)) ||
+      failed(checkRank(*this, "w1", w1, 2)) ||
+      failed(checkRank(*this, "w2", w2, 2)) ||
+      failed(checkStatic(*this, "w1", w1)) ||
+      failed(checkStatic(*this, "w2", w2)) ||
+      failed(checkDim(*this, "w1", w1, 1, "input", in, 1)) ||
+      failed(checkDim(*this, "w2", w2, 0, "input", in, 1)) ||
+      failed(checkDim(*this, "w2", w2, 1, "w1", w1, 0)) ||
+      failed(checkSameElementType(*this, {in, res})) ||
+      failed(checkWeightElementType(*this, in, {w1, w2, w3})))
+    return failure();
+  if (w3 != w1)
+    return emitOpError() << "w3 type " << w3 << " must equal the w1 type "
+                         << w1;
+  if (Value gate = getGate()) {
+    Type g = gate.getType();
+    if (failed(checkRank(*this, "gate", g, 2)) ||
+        failed(checkDim(*this, "gate", g, 1, "input", in, 1)) ||
+        failed(checkWeightElementType(*this, in, {g})))
+      return failure();
+    if (cast<RankedTensorType>(g).getDimSize(0) != 1)
+      return emitOpError() << "gate must be one row ([1, d]), got " << g;
+  }
+  return checkResultIsInput(*this, in, res);
 }
 
 LogicalResult RoPEOp::verify() {

@@ -127,15 +127,24 @@ def MoE_RMSScaleOp : MoE_Op<"rms_scale", [Pure]> {
 }
 
 def MoE_LinearOp : MoE_Op<"linear", [Pure]> {
-  let summary = "a linear layer without bias: x W^T";
+  let summary = "a linear layer: x W^T, plus a bias where given";
   let description = [{
-    `result[t, o] = sum_i x[t, i] * weight[o, i]` with the weight `[out, in]`
-    as stored by Hugging Face.
+    `result[t, o] = sum_i x[t, i] * weight[o, i] (+ bias[o])` with the weight
+    `[out, in]` and the bias `[out]` as stored by Hugging Face (Qwen2-MoE's
+    q/k/v projections have biases).
   }];
-  let arguments = (ins MoE_FloatTensor:$input, MoE_FloatTensor:$weight);
+  let arguments = (ins MoE_FloatTensor:$input, MoE_FloatTensor:$weight,
+                       Optional<MoE_FloatTensor>:$bias);
   let results = (outs MoE_FloatTensor:$result);
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$input,
+                   "::mlir::Value":$weight), [{
+      build($_builder, $_state, result, input, weight, ::mlir::Value());
+    }]>
+  ];
   let assemblyFormat = [{
-    $input `,` $weight attr-dict `:` type($input) `,` type($weight) `->` type($result)
+    $input `,` $weight (`bias` $bias^)? attr-dict `:` type($input) `,`
+    type($weight) (`,` type($bias)^)? `->` type($result)
   }];
   let hasVerifier = 1;
 }
@@ -219,6 +228,27 @@ def MoE_ExpertsOp : MoE_Op<"experts", [Pure]> {
     $input `,` $weights `,` $indices `,` $w1 `,` $w2 `,` $w3 attr-dict `:`
     type($input) `,` type($weights) `,` type($indices) `,` type($w1) `,`
     type($w2) `,` type($w3) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_MLPOp : MoE_Op<"mlp", [Pure]> {
+  let summary = "a dense SwiGLU MLP, optionally scaled by a sigmoid gate";
+  let description = [{
+    `result[t] = w2 (silu(w1 x[t]) * w3 x[t])`, times `sigmoid(gate . x[t])`
+    where a gate is given; `w1`, `w3`: `[ffn, d]`, `w2`: `[d, ffn]`, `gate`:
+    `[1, d]`. A shared expert (Qwen2-MoE's `mlp.shared_expert`, gated by
+    `mlp.shared_expert_gate`; DeepSeek's, ungated) and the MLP of a dense
+    layer. Each row is its own: a rank applies it to the rows it holds.
+  }];
+  let arguments = (ins MoE_FloatTensor:$input, MoE_FloatTensor:$w1,
+                       MoE_FloatTensor:$w2, MoE_FloatTensor:$w3,
+                       Optional<MoE_FloatTensor>:$gate);
+  let results = (outs MoE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $w1 `,` $w2 `,` $w3 (`gate` $gate^)? attr-dict `:`
+    type($input) `,` type($w1) `,` type($w2) `,` type($w3)
+    (`,` type($gate)^)? `->` type($result)
   }];
   let hasVerifier = 1;
 }
