@@ -170,6 +170,68 @@ func.func @one_layout(%h: tensor<?x8xf32>, %pos: tensor<?xi64>) -> (tensor<1x8xf
 
 // -----
 
+// A shared expert (moe.mlp) acts on each row alone: it runs on the surviving
+// rows, those the dispatch sends.
+// CHECK-LABEL: func.func @shared_expert(
+// CHECK:         moe.layer 0(%{{.+}}) {mf.narrowed}
+// CHECK:           %{{.+}}, %{{.+}}, %{{.+}} = mf.dispatch %[[N:[^,]+]],
+// CHECK:           %[[C:.+]] = mf.combine
+// CHECK:           %[[S:.+]] = moe.mlp %[[N]], {{.*}} gate
+// CHECK:           arith.addf %[[C]], %[[S]]
+func.func @shared_expert(%h: tensor<?x8xf32>, %pos: tensor<?xi64>) -> (tensor<1x8xf32>, tensor<1xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %T = tensor.dim %pos, %c0 : tensor<?xi64>
+  %out = moe.layer 0(%h, %pos) : (tensor<?x8xf32>, tensor<?xi64>) -> tensor<?x8xf32> {
+  ^bb0(%a: tensor<?x8xf32>, %p: tensor<?xi64>):
+    %z = arith.constant 0 : index
+    %n1w = moe.param "model.layers.0.input_layernorm.weight" : tensor<8xf32>
+    %x = moe.rms_norm %a, %n1w {epsilon = 1.0e-5 : f32} : tensor<?x8xf32>, tensor<8xf32> -> tensor<?x8xf32>
+    %rows = tensor.dim %x, %z : tensor<?x8xf32>
+    %wq = moe.param "model.layers.0.self_attn.q_proj.weight" : tensor<8x8xf32>
+    %q = moe.linear %x, %wq : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+    %q3 = tensor.expand_shape %q [[0], [1, 2]] output_shape [%rows, 2, 4] : tensor<?x8xf32> into tensor<?x2x4xf32>
+    %wk = moe.param "model.layers.0.self_attn.k_proj.weight" : tensor<4x8xf32>
+    %k = moe.linear %x, %wk : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+    %k3 = tensor.expand_shape %k [[0], [1, 2]] output_shape [%rows, 1, 4] : tensor<?x4xf32> into tensor<?x1x4xf32>
+    %wv = moe.param "model.layers.0.self_attn.v_proj.weight" : tensor<4x8xf32>
+    %v = moe.linear %x, %wv : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+    %v3 = tensor.expand_shape %v [[0], [1, 2]] output_shape [%rows, 1, 4] : tensor<?x4xf32> into tensor<?x1x4xf32>
+    %qr = moe.rope %q3, %p {theta = 1.0e4 : f32} : tensor<?x2x4xf32>, tensor<?xi64> -> tensor<?x2x4xf32>
+    %kr = moe.rope %k3, %p {theta = 1.0e4 : f32} : tensor<?x1x4xf32>, tensor<?xi64> -> tensor<?x1x4xf32>
+    moe.kv_cache %kr, %v3, %p {layer = 0 : i64} : tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64>
+    %o = moe.attention %qr, %kr, %v3, %p, %p {scale = 0.5 : f32} : tensor<?x2x4xf32>, tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x2x4xf32>
+    %o2 = tensor.collapse_shape %o [[0], [1, 2]] : tensor<?x2x4xf32> into tensor<?x8xf32>
+    %wo = moe.param "model.layers.0.self_attn.o_proj.weight" : tensor<8x8xf32>
+    %proj = moe.linear %o2, %wo : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+    %r1 = arith.addf %a, %proj : tensor<?x8xf32>
+    %n2w = moe.param "model.layers.0.post_attention_layernorm.weight" : tensor<8xf32>
+    %n2 = moe.rms_norm %r1, %n2w {epsilon = 1.0e-5 : f32} : tensor<?x8xf32>, tensor<8xf32> -> tensor<?x8xf32>
+    %gw = moe.param "model.layers.0.block_sparse_moe.gate.weight" : tensor<4x8xf32>
+    %wts, %idx = moe.router %n2, %gw {top_k = 1 : i64} : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x1xf32>, tensor<?x1xi64>
+    %er, %el, %route = mf.dispatch %n2, %idx, %wts on "experts" ["ep"] experts 4 flat : tensor<?x8xf32>, tensor<?x1xi64>, tensor<?x1xf32> -> tensor<?x8xf32>, tensor<?xi64>, !mf.dispatch
+    %w1 = moe.param "model.layers.0.block_sparse_moe.experts.{e}.w1.weight" : tensor<1x16x8xf32>
+    %w2 = moe.param "model.layers.0.block_sparse_moe.experts.{e}.w2.weight" : tensor<1x8x16xf32>
+    %w3 = moe.param "model.layers.0.block_sparse_moe.experts.{e}.w3.weight" : tensor<1x16x8xf32>
+    %y = moe.expert_ffn %er, %el, %w1, %w2, %w3 : tensor<?x8xf32>, tensor<?xi64>, tensor<1x16x8xf32>, tensor<1x8x16xf32>, tensor<1x16x8xf32> -> tensor<?x8xf32>
+    %t = tensor.dim %n2, %z : tensor<?x8xf32>
+    %comb = mf.combine %route, %y tokens %t : !mf.dispatch, tensor<?x8xf32> -> tensor<?x8xf32>
+    %s1 = moe.param "model.layers.0.mlp.shared_expert.gate_proj.weight" : tensor<16x8xf32>
+    %s2 = moe.param "model.layers.0.mlp.shared_expert.down_proj.weight" : tensor<8x16xf32>
+    %s3 = moe.param "model.layers.0.mlp.shared_expert.up_proj.weight" : tensor<16x8xf32>
+    %sg = moe.param "model.layers.0.mlp.shared_expert_gate.weight" : tensor<1x8xf32>
+    %sh = moe.mlp %n2, %s1, %s2, %s3 gate %sg : tensor<?x8xf32>, tensor<16x8xf32>, tensor<8x16xf32>, tensor<16x8xf32>, tensor<1x8xf32> -> tensor<?x8xf32>
+    %ys = arith.addf %comb, %sh : tensor<?x8xf32>
+    %r2 = arith.addf %r1, %ys : tensor<?x8xf32>
+    moe.yield %r2 : tensor<?x8xf32>
+  }
+  %last = arith.subi %T, %c1 : index
+  %row, %found = moe.take_position %out, %pos, %last : tensor<?x8xf32>, tensor<?xi64> -> tensor<1x8xf32>, tensor<1xf32>
+  return %row, %found : tensor<1x8xf32>, tensor<1xf32>
+}
+
+// -----
+
 // Every row's result is used (prompt logprobs' LM head over all rows): the
 // layer stays whole, with no remark (it is not a candidate).
 // CHECK-LABEL: func.func @all_rows_used(

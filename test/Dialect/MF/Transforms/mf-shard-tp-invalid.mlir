@@ -204,3 +204,33 @@ module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
     return %o : tensor<?x8xf32>
   }
 }
+
+// -----
+
+// The output projection's partial sums are all-reduced over TP: a bias on it
+// would be added once per rank.
+module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
+    attention = [tp = 2], experts = [ep = 2 : (tp)]>} {
+  func.func @o_bias(%x: tensor<?x8xf32>, %pos: tensor<?xi64>) -> tensor<?x8xf32> {
+    %c0 = arith.constant 0 : index
+    %t = tensor.dim %x, %c0 : tensor<?x8xf32>
+    %wq = moe.param "q.weight" : tensor<8x8xf32>
+    %ql = moe.linear %x, %wq : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+    %qe = tensor.expand_shape %ql [[0], [1, 2]] output_shape [%t, 4, 2] : tensor<?x8xf32> into tensor<?x4x2xf32>
+    %wk = moe.param "k.weight" : tensor<4x8xf32>
+    %kl = moe.linear %x, %wk : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+    %ke = tensor.expand_shape %kl [[0], [1, 2]] output_shape [%t, 2, 2] : tensor<?x4xf32> into tensor<?x2x2xf32>
+    %wv = moe.param "v.weight" : tensor<4x8xf32>
+    %vl = moe.linear %x, %wv : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+    %ve = tensor.expand_shape %vl [[0], [1, 2]] output_shape [%t, 2, 2] : tensor<?x4xf32> into tensor<?x2x2xf32>
+    %q = moe.rope %qe, %pos {theta = 1.000000e+04 : f32} : tensor<?x4x2xf32>, tensor<?xi64> -> tensor<?x4x2xf32>
+    %k = moe.rope %ke, %pos {theta = 1.000000e+04 : f32} : tensor<?x2x2xf32>, tensor<?xi64> -> tensor<?x2x2xf32>
+    // expected-error @+1 {{partitioning: unexpected structure around attention: the output projection must have no bias}}
+    %a = moe.attention %q, %k, %ve, %pos, %pos {scale = 0.707106769 : f32} : tensor<?x4x2xf32>, tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x4x2xf32>
+    %f = tensor.collapse_shape %a [[0], [1, 2]] : tensor<?x4x2xf32> into tensor<?x8xf32>
+    %wo = moe.param "o.weight" : tensor<8x8xf32>
+    %bo = moe.param "o.bias" : tensor<8xf32>
+    %o = moe.linear %f, %wo bias %bo : tensor<?x8xf32>, tensor<8x8xf32>, tensor<8xf32> -> tensor<?x8xf32>
+    return %o : tensor<?x8xf32>
+  }
+}

@@ -342,3 +342,43 @@ module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 8,
     return %o : tensor<?x8xf32>
   }
 }
+
+// -----
+
+// Biased Q/K/V projections (Qwen2-MoE): each bias is split like its
+// weight's rows, the rank's heads' entries.
+// CHECK-LABEL: func.func @bias(
+// CHECK:         %[[WQ:.+]] = moe.param "q.weight" {mf.shard = #mf.shard<dim = 0, mesh = "attention", axis = "tp", parts = 2>} : tensor<4x8xf32>
+// CHECK-NEXT:    %[[BQ:.+]] = moe.param "q.bias" {mf.shard = #mf.shard<dim = 0, mesh = "attention", axis = "tp", parts = 2>} : tensor<4xf32>
+// CHECK-NEXT:    moe.linear %{{.+}}, %[[WQ]] bias %[[BQ]] : tensor<?x8xf32>, tensor<4x8xf32>, tensor<4xf32> -> tensor<?x4xf32>
+// CHECK:         %[[BK:.+]] = moe.param "k.bias" {mf.shard = #mf.shard<dim = 0, mesh = "attention", axis = "tp", parts = 2>} : tensor<2xf32>
+// CHECK-NEXT:    moe.linear %{{.+}}, %{{.+}} bias %[[BK]] : tensor<?x8xf32>, tensor<2x8xf32>, tensor<2xf32> -> tensor<?x2xf32>
+// CHECK:         %[[BV:.+]] = moe.param "v.bias" {mf.shard = #mf.shard<dim = 0, mesh = "attention", axis = "tp", parts = 2>} : tensor<2xf32>
+// CHECK-NEXT:    moe.linear %{{.+}}, %{{.+}} bias %[[BV]] : tensor<?x8xf32>, tensor<2x8xf32>, tensor<2xf32> -> tensor<?x2xf32>
+// CHECK:         mf.all_reduce
+module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
+    attention = [tp = 2], experts = [ep = 2 : (tp)]>} {
+  func.func @bias(%x: tensor<?x8xf32>, %pos: tensor<?xi64>) -> tensor<?x8xf32> {
+    %c0 = arith.constant 0 : index
+    %t = tensor.dim %x, %c0 : tensor<?x8xf32>
+    %wq = moe.param "q.weight" : tensor<8x8xf32>
+    %bq = moe.param "q.bias" : tensor<8xf32>
+    %ql = moe.linear %x, %wq bias %bq : tensor<?x8xf32>, tensor<8x8xf32>, tensor<8xf32> -> tensor<?x8xf32>
+    %qe = tensor.expand_shape %ql [[0], [1, 2]] output_shape [%t, 4, 2] : tensor<?x8xf32> into tensor<?x4x2xf32>
+    %wk = moe.param "k.weight" : tensor<4x8xf32>
+    %bk = moe.param "k.bias" : tensor<4xf32>
+    %kl = moe.linear %x, %wk bias %bk : tensor<?x8xf32>, tensor<4x8xf32>, tensor<4xf32> -> tensor<?x4xf32>
+    %ke = tensor.expand_shape %kl [[0], [1, 2]] output_shape [%t, 2, 2] : tensor<?x4xf32> into tensor<?x2x2xf32>
+    %wv = moe.param "v.weight" : tensor<4x8xf32>
+    %bv = moe.param "v.bias" : tensor<4xf32>
+    %vl = moe.linear %x, %wv bias %bv : tensor<?x8xf32>, tensor<4x8xf32>, tensor<4xf32> -> tensor<?x4xf32>
+    %ve = tensor.expand_shape %vl [[0], [1, 2]] output_shape [%t, 2, 2] : tensor<?x4xf32> into tensor<?x2x2xf32>
+    %q = moe.rope %qe, %pos {theta = 1.000000e+04 : f32} : tensor<?x4x2xf32>, tensor<?xi64> -> tensor<?x4x2xf32>
+    %k = moe.rope %ke, %pos {theta = 1.000000e+04 : f32} : tensor<?x2x2xf32>, tensor<?xi64> -> tensor<?x2x2xf32>
+    %a = moe.attention %q, %k, %ve, %pos, %pos {scale = 0.707106769 : f32} : tensor<?x4x2xf32>, tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x4x2xf32>
+    %f = tensor.collapse_shape %a [[0], [1, 2]] : tensor<?x4x2xf32> into tensor<?x8xf32>
+    %wo = moe.param "o.weight" : tensor<8x8xf32>
+    %o = moe.linear %f, %wo : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+    return %o : tensor<?x8xf32>
+  }
+}
