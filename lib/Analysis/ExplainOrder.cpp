@@ -13,9 +13,11 @@ FailureOr<TrafficModelInput> meshfold::getTrafficModelInput(ModuleOp module,
   FailureOr<moe::ModelInfo> info = moe::getModelInfo(module);
   if (failed(info) || info->numLayers == 0)
     return failure();
-  return TrafficModelInput{info->hidden,     info->numKVHeads, info->headDim,
-                           info->numExperts, info->topK,       info->numLayers,
-                           hierarchical};
+  TrafficModelInput input{info->hidden,     info->numKVHeads, info->headDim,
+                          info->numExperts, info->topK,       info->numLayers,
+                          hierarchical};
+  input.numMoELayers = info->numMoELayers;
+  return input;
 }
 
 void meshfold::printOrderExplanation(raw_ostream &os, const PlanFlags &flags,

@@ -116,9 +116,10 @@ FailureOr<std::vector<PlanCandidate>> meshfold::searchPlans(
     const std::function<FailureOr<RankMemory>(const PlanSpec &)> &exactMemory,
     std::string &error) {
   const double tokens = double(o.maxPrompt), bytes = double(o.bytesPerElement);
-  const TrafficModelInput traffic{
-      model.hidden, model.numKVHeads, model.headDim, model.numExperts,
-      model.topK,   model.numLayers,  o.hierarchical};
+  TrafficModelInput traffic{model.hidden,     model.numKVHeads, model.headDim,
+                            model.numExperts, model.topK,       model.numLayers,
+                            o.hierarchical};
+  traffic.numMoELayers = model.numMoELayers;
   const double scale = tokens * double(model.hidden) * bytes / 1e9;
   std::vector<PlanCandidate> all;
   int64_t sized = 0, passRules = 0;

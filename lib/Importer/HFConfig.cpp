@@ -243,7 +243,8 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
     f.rejectIfSet("use_sliding_window", "sliding-window attention is");
   else
     f.rejectIfSet("sliding_window", "sliding-window attention is");
-  f.rejectIfSet("mlp_only_layers", "dense (non-MoE) layers are");
+  if (!qwen2 && c.arch != "Qwen3MoeForCausalLM")
+    f.rejectIfSet("mlp_only_layers", "dense (non-MoE) layers are");
   f.rejectIfSet("quantization_config", "quantized checkpoints are");
   f.rejectIfSet("clip_qkv", "clipping q/k/v is");
   if (failure.failed())
@@ -257,12 +258,13 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
                                  "activation meshfold implements)"),
              false;
   }
-  if (f.has("decoder_sparse_step") && f.positiveInt("decoder_sparse_step") != 1)
-    failure.fail(path + ": field 'decoder_sparse_step': dense (non-MoE) "
-                        "layers are not supported");
   bool mixtral = c.arch == "MixtralForCausalLM",
        qwen3 = c.arch == "Qwen3MoeForCausalLM",
        olmoe = c.arch == "OlmoeForCausalLM";
+  if (!qwen2 && !qwen3 && f.has("decoder_sparse_step") &&
+      f.positiveInt("decoder_sparse_step") != 1)
+    failure.fail(path + ": field 'decoder_sparse_step': dense (non-MoE) "
+                        "layers are not supported");
   if (c.arch.rfind("Deepseek", 0) == 0)
     failure.fail(path + ": architecture '" + c.arch +
                  "': MLA attention and shared experts are not supported");
@@ -329,6 +331,35 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
               ? f.positiveInt("moe_intermediate_size")
               : f.positiveInt("intermediate_size");
   c.vocab = f.positiveInt("vocab_size");
+  if (qwen2 || qwen3) {
+    // Dense layers: those in mlp_only_layers, and those whose number is not
+    // a multiple of decoder_sparse_step.
+    c.sparseStep = f.positiveInt("decoder_sparse_step", 1);
+    if (const json::Value *v = obj->get("mlp_only_layers");
+        v && v->kind() != json::Value::Null) {
+      const json::Array *list = v->getAsArray();
+      if (!list)
+        return failure.fail(path + ": field 'mlp_only_layers' must be a list "
+                                   "of layer numbers"),
+               false;
+      for (const json::Value &item : *list) {
+        std::optional<int64_t> i = item.getAsInteger();
+        if (!i || *i < 0 || *i >= c.layers)
+          return failure.fail(path +
+                              ": field 'mlp_only_layers': each entry "
+                              "must be a layer number below "
+                              "num_hidden_layers (" +
+                              llvm::Twine(c.layers) + ")"),
+                 false;
+        c.mlpOnlyLayers.push_back(*i);
+      }
+    }
+    bool anyDense = false;
+    for (int64_t i = 0; i < c.layers; ++i)
+      anyDense |= c.isDense(i);
+    if (anyDense)
+      c.denseFfn = f.positiveInt("intermediate_size");
+  }
   if (qwen2) {
     // Qwen2-MoE: biased q/k/v projections (transformers' qkv_bias, on
     // unless a config turns it off) and a gated shared expert.
@@ -347,6 +378,10 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
                   "the shared expert's projection "
                   "(shared_expert_intermediate_size x hidden_size)",
                   {c.sharedFfn, c.hidden}, failure);
+  checkTensorSize(path,
+                  "a dense layer's projection (intermediate_size x "
+                  "hidden_size)",
+                  {c.denseFfn, c.hidden}, failure);
   checkTensorSize(path, "the embedding (vocab_size x hidden_size)",
                   {c.vocab, c.hidden}, failure);
   checkTensorSize(path,

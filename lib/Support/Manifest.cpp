@@ -36,6 +36,8 @@ std::string meshfold::formatManifest(const Manifest &m) {
      << "ffn " << m.ffn << "\n";
   if (m.maxPositions > 0)
     os << "max_positions " << m.maxPositions << "\n";
+  if (m.moeLayers > 0)
+    os << "moe_layers " << m.moeLayers << "\n";
   if (m.narrowedLast)
     os << "narrowed_last 1\n";
   if (!m.decode.empty())
@@ -197,6 +199,8 @@ bool meshfold::parseManifest(const char *text, Manifest &out,
       out.ffn = value;
     else if (key == "max_positions")
       out.maxPositions = value;
+    else if (key == "moe_layers")
+      out.moeLayers = value;
     else if (key == "narrowed_last")
       out.narrowedLast = value != 0;
     // Unknown keys are ignored so newer compilers stay readable.

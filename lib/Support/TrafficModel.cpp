@@ -102,15 +102,26 @@ std::vector<TrafficRow> meshfold::analyticTraffic(const MeshLayout &layout,
       add(send, layout.link(r, peer), s * double(pp) / double(m.numLayers));
     }
   }
+  // Dense layers dispatch nothing: dispatch and combine average over the
+  // layers with experts.
+  double moe = m.numMoELayers > 0 && m.numLayers > 0
+                   ? double(m.numMoELayers) / double(m.numLayers)
+                   : 1.0;
   if (m.survivingRows >= 0 && m.numLayers > 0) {
     // A stage's layers average: the last layer (1/L of the GPU-layers) has
     // no reduce-scatter, and its dispatch and combine carry a share of the
     // rows.
     double last = 1.0 / double(m.numLayers);
     for (TrafficRow *row : {&rs, &disp, &comb}) {
-      double keep = 1.0 - last + (row == &rs ? 0.0 : last * m.survivingRows);
+      double keep =
+          row == &rs ? 1.0 - last : moe - last + last * m.survivingRows;
       row->nvlink *= keep;
       row->ib *= keep;
+    }
+  } else {
+    for (TrafficRow *row : {&disp, &comb}) {
+      row->nvlink *= moe;
+      row->ib *= moe;
     }
   }
   std::vector<TrafficRow> rows = {ag, ring, rs, disp, comb, send};

@@ -76,6 +76,7 @@ std::vector<TrafficRow> printAnalytic(const Program &prog,
   const Manifest &m = prog.manifest;
   TrafficModelInput model{m.hidden, m.kvHeads, m.headDim, m.experts,
                           m.topK,   m.layers,  true};
+  model.numMoELayers = m.moeLayers;
   // A narrowed last layer computes each request's last row only.
   if (m.narrowedLast && u.perReplica > 0)
     model.survivingRows = double(prog.requests.size()) /

@@ -3,8 +3,9 @@
 // meshfold-import-hf CONFIG.json -o model.mlir [--num-layers N]
 //
 // Reads a Hugging Face config of a supported MoE architecture (Mixtral,
-// Qwen3-MoE, OLMoE, Qwen2-MoE; MeshfoldImporter's HFConfig) and writes the model as `moe`
-// ops on global shapes, weights named as in that architecture's checkpoint.
+// Qwen3-MoE, OLMoE, Qwen2-MoE; MeshfoldImporter's HFConfig) and writes the
+// model as `moe` ops on global shapes, weights named as in that architecture's
+// checkpoint.
 //
 //===----------------------------------------------------------------------===//
 
@@ -105,8 +106,8 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
           b, loc, tensor({dyn, n, c.headDim}, f32), x2d, re, shape);
     };
     // `name`.weight, and `name`.bias where `bias`.
-    auto linear = [&](Value x, const std::string &name, int64_t out,
-                      int64_t in, bool bias = false) -> Value {
+    auto linear = [&](Value x, const std::string &name, int64_t out, int64_t in,
+                      bool bias = false) -> Value {
       Value w = param(pre + name + ".weight", {out, in});
       Value bv = bias ? param(pre + name + ".bias", {out}) : Value();
       return moe::LinearOp::create(b, loc, tensor({dyn, out}, f32), x, w, bv);
@@ -117,8 +118,8 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
     // q and k, normalised over the whole projection where the
     // architecture does (OLMoE), then split into heads.
     auto projection = [&](StringRef name, int64_t n) -> Value {
-      Value y = linear(x, ("self_attn." + name + "_proj").str(),
-                       n * c.headDim, c.hidden, c.qkvBias);
+      Value y = linear(x, ("self_attn." + name + "_proj").str(), n * c.headDim,
+                       c.hidden, c.qkvBias);
       if (c.qkProjectionNorm)
         y = moe::RMSNormOp::create(
             b, loc, y.getType(), y,
@@ -129,10 +130,9 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
     };
     Value q = projection("q", c.heads);
     Value k = projection("k", c.kvHeads);
-    Value v = heads(
-        linear(x, "self_attn.v_proj", c.kvHeads * c.headDim, c.hidden,
-               c.qkvBias),
-        c.kvHeads);
+    Value v = heads(linear(x, "self_attn.v_proj", c.kvHeads * c.headDim,
+                           c.hidden, c.qkvBias),
+                    c.kvHeads);
     if (c.qkNorm) {
       // Each head's q and k normalised on its own (one [d_h] weight each).
       q = moe::RMSNormOp::create(
@@ -153,13 +153,23 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
     SmallVector<ReassociationIndices> re = {{0}, {1, 2}};
     Value flat = tensor::CollapseShapeOp::create(
         b, loc, tensor({dyn, c.heads * c.headDim}, f32), attn, re);
-    Value o =
-        linear(flat, "self_attn.o_proj", c.hidden, c.heads * c.headDim);
+    Value o = linear(flat, "self_attn.o_proj", c.hidden, c.heads * c.headDim);
     Value h1 = arith::AddFOp::create(b, loc, x0, o);
     Value x2 = moe::RMSNormOp::create(
         b, loc, hType, h1,
         param(pre + "post_attention_layernorm.weight", {c.hidden}), eps);
     std::string moePre = pre + c.moeBlock + ".";
+    if (c.isDense(i)) {
+      // A dense layer: one SwiGLU MLP, no router.
+      Value w1 = param(moePre + "gate_proj.weight", {c.denseFfn, c.hidden});
+      Value w2 = param(moePre + "down_proj.weight", {c.hidden, c.denseFfn});
+      Value w3 = param(moePre + "up_proj.weight", {c.denseFfn, c.hidden});
+      Value y = moe::MLPOp::create(b, loc, hType, x2, w1, w2, w3, Value());
+      moe::YieldOp::create(b, loc,
+                           ValueRange{arith::AddFOp::create(b, loc, h1, y)});
+      h = layer.getResult(0);
+      continue;
+    }
     auto router = moe::RouterOp::create(
         b, loc, tensor({dyn, c.topK}, f32), tensor({dyn, c.topK}, i64), x2,
         param(moePre + "gate.weight", {c.experts, c.hidden}),
@@ -248,6 +258,11 @@ int main(int argc, char **argv) {
             << ", ffn " << c.ffn;
   if (c.sharedFfn > 0)
     out->os() << ", shared expert ffn " << c.sharedFfn;
+  int64_t dense = 0;
+  for (int64_t i = 0; i < c.layers; ++i)
+    dense += c.isDense(i);
+  if (dense > 0)
+    out->os() << ", " << dense << " dense layers (ffn " << c.denseFfn << ")";
   out->os() << ", vocab " << c.vocab << "\n";
   module->print(out->os());
   out->keep();

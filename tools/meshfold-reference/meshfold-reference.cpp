@@ -152,6 +152,16 @@ struct Config {
   /// Qwen2-MoE: the shared expert's width (0: none); it sees every token,
   /// scaled by sigmoid(shared_expert_gate . x).
   int64_t sharedFfn = 0;
+  /// Qwen2-MoE and Qwen3-MoE: layer i is dense (one SwiGLU MLP of
+  /// denseFfn at mlp.{gate,up,down}_proj, no router) when it is in
+  /// mlp_only_layers or (i + 1) is not a multiple of decoder_sparse_step.
+  std::vector<int64_t> mlpOnlyLayers;
+  int64_t sparseStep = 1, denseFfn = 0;
+  bool dense(int64_t layer) const {
+    return std::find(mlpOnlyLayers.begin(), mlpOnlyLayers.end(), layer) !=
+               mlpOnlyLayers.end() ||
+           (layer + 1) % sparseStep != 0;
+  }
   /// Names under model.layers.N.: the MoE block and the experts' gate,
   /// down and up projections.
   std::string moeBlock = "block_sparse_moe";
@@ -430,16 +440,44 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
                                 "shared experts are supported for "
                                 "Qwen2-MoE only");
   }
-  // Layers without experts, latent attention and other experts' layouts.
-  for (const char *key : {"mlp_only_layers", "n_shared_experts",
-                          "kv_lora_rank", "q_lora_rank", "attention_bias"})
-    if (reader.isPresent(key) && object->get(key)->getAsBoolean() != false &&
-        !(object->getArray(key) && object->getArray(key)->empty()))
+  if (qwen2 || qwen3) {
+    // Dense layers, as transformers' Qwen2-MoE and Qwen3-MoE pick them.
+    if (const json::Array *only = object->getArray("mlp_only_layers"))
+      for (const json::Value &v : *only) {
+        std::optional<int64_t> i = v.getAsInteger();
+        if (!i || *i < 0 || *i >= numHiddenLayers)
+          return fail(failure, path + ": field 'mlp_only_layers' must list "
+                                      "layer numbers below num_hidden_layers");
+        config.mlpOnlyLayers.push_back(*i);
+      }
+    std::optional<int64_t> step;
+    if (!reader.optionalInt("decoder_sparse_step", step))
+      return false;
+    if (step && !reader.positive("decoder_sparse_step", *step,
+                                 config.sparseStep))
+      return false;
+    bool anyDense = false;
+    for (int64_t i = 0; i < numHiddenLayers; ++i)
+      anyDense |= config.dense(i);
+    if (anyDense && !reader.requiredPositive("intermediate_size",
+                                             config.denseFfn))
+      return false;
+  } else {
+    if (std::optional<int64_t> step =
+            object->getInteger("decoder_sparse_step");
+        step && *step != 1)
+      return fail(failure, path + ": field 'decoder_sparse_step' is not "
+                                  "supported (dense layers)");
+    if (const json::Array *only = object->getArray("mlp_only_layers");
+        only && !only->empty())
+      return fail(failure, path + ": field 'mlp_only_layers' is not "
+                                  "supported (dense layers)");
+  }
+  // Latent attention and other experts' layouts.
+  for (const char *key :
+       {"n_shared_experts", "kv_lora_rank", "q_lora_rank", "attention_bias"})
+    if (reader.isPresent(key) && object->get(key)->getAsBoolean() != false)
       return fail(failure, path + ": field '" + key + "' is not supported");
-  if (std::optional<int64_t> step = object->getInteger("decoder_sparse_step");
-      step && *step != 1)
-    return fail(failure, path + ": field 'decoder_sparse_step' is not "
-                                "supported (dense layers)");
   if (qwen3 || olmoe || qwen2) {
     config.qkNorm = qwen3;
     config.qkProjectionNorm = olmoe;
@@ -637,10 +675,21 @@ bool checkWeights(const Config &c, Weights &weights) {
         !weights.check(layerName(i, "self_attn.k_proj.weight"), {kvDim, d}) ||
         !weights.check(layerName(i, "self_attn.v_proj.weight"), {kvDim, d}) ||
         !weights.check(layerName(i, "self_attn.o_proj.weight"), {d, qDim}) ||
-        !weights.check(layerName(i, "post_attention_layernorm.weight"), {d}) ||
-        !weights.check(layerName(i, c.moeBlock + ".gate.weight"),
-                       {c.numExperts, d}))
+        !weights.check(layerName(i, "post_attention_layernorm.weight"), {d}))
       return false;
+    if (c.dense(i)) {
+      int64_t f = c.denseFfn;
+      if (!weights.check(layerName(i, c.moeBlock + ".gate_proj.weight"),
+                         {f, d}) ||
+          !weights.check(layerName(i, c.moeBlock + ".up_proj.weight"),
+                         {f, d}) ||
+          !weights.check(layerName(i, c.moeBlock + ".down_proj.weight"),
+                         {d, f}))
+        return false;
+    } else if (!weights.check(layerName(i, c.moeBlock + ".gate.weight"),
+                              {c.numExperts, d})) {
+      return false;
+    }
     // q/k norms: per head ([d_h]) or over the whole projection.
     if ((c.qkNorm || c.qkProjectionNorm) &&
         (!weights.check(layerName(i, "self_attn.q_norm.weight"),
@@ -653,14 +702,14 @@ bool checkWeights(const Config &c, Weights &weights) {
          !weights.check(layerName(i, "self_attn.k_proj.bias"), {kvDim}) ||
          !weights.check(layerName(i, "self_attn.v_proj.bias"), {kvDim})))
       return false;
-    if (c.sharedFfn > 0 &&
+    if (c.sharedFfn > 0 && !c.dense(i) &&
         (!weights.check(sharedName(c, i, "gate_proj"), {c.sharedFfn, d}) ||
          !weights.check(sharedName(c, i, "up_proj"), {c.sharedFfn, d}) ||
          !weights.check(sharedName(c, i, "down_proj"), {d, c.sharedFfn}) ||
          !weights.check(layerName(i, c.moeBlock + ".shared_expert_gate.weight"),
                         {1, d})))
       return false;
-    for (int64_t e = 0; e < c.numExperts; ++e)
+    for (int64_t e = 0; e < (c.dense(i) ? 0 : c.numExperts); ++e)
       if (!weights.check(expertName(c, i, e, c.expertGate), {ffn, d}) ||
           !weights.check(expertName(c, i, e, c.expertDown), {d, ffn}) ||
           !weights.check(expertName(c, i, e, c.expertUp), {ffn, d}))
@@ -988,6 +1037,36 @@ bool runMoE(const Config &c, int64_t layer, Weights &weights,
   return true;
 }
 
+/// A dense layer's MLP (no experts): h += W2 (silu(W1 x) * W3 x) with x the
+/// post-attention RMSNorm of h.
+bool runDenseMLP(const Config &c, int64_t layer, Weights &weights,
+                 std::vector<Request> &requests) {
+  int64_t d = c.hidden, f = c.denseFfn;
+  std::vector<float> norm, w1, w2, w3;
+  if (!weights.load(layerName(layer, "post_attention_layernorm.weight"),
+                    norm) ||
+      !weights.load(layerName(layer, c.moeBlock + ".gate_proj.weight"), w1) ||
+      !weights.load(layerName(layer, c.moeBlock + ".down_proj.weight"), w2) ||
+      !weights.load(layerName(layer, c.moeBlock + ".up_proj.weight"), w3))
+    return false;
+  std::vector<float> x(static_cast<size_t>(d)), g(static_cast<size_t>(f)),
+      u(g.size()), a(g.size()), y(x.size());
+  for (Request &r : requests) {
+    int64_t T = static_cast<int64_t>(r.tokens.size());
+    for (int64_t t = 0; t < T; ++t) {
+      rmsNorm(&r.hidden[t * d], 1, d, norm, c.rmsNormEps, x.data());
+      linear(x.data(), 1, d, w1.data(), f, g.data());
+      linear(x.data(), 1, d, w3.data(), f, u.data());
+      for (int64_t j = 0; j < f; ++j)
+        a[j] = static_cast<float>(silu(g[j]) * u[j]);
+      linear(a.data(), 1, f, w2.data(), d, y.data());
+      for (int64_t j = 0; j < d; ++j)
+        r.hidden[t * d + j] += y[j];
+    }
+  }
+  return true;
+}
+
 /// Prefill of `requests`: their K/V, last-position logits and, with
 /// `allLogits`, every position's (prompt logprobs).
 bool runModel(const Config &c, const mfrt::Checkpoint &file,
@@ -1020,7 +1099,8 @@ bool runModel(const Config &c, const mfrt::Checkpoint &file,
 
   for (int64_t layer = 0; layer < c.numLayers; ++layer)
     if (!runAttention(c, layer, weights, requests) ||
-        !runMoE(c, layer, weights, requests, failure))
+        !(c.dense(layer) ? runDenseMLP(c, layer, weights, requests)
+                         : runMoE(c, layer, weights, requests, failure)))
       return false;
 
   std::vector<float> norm;

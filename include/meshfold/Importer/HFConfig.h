@@ -52,6 +52,18 @@ struct HFConfig {
   /// this width at `<moeBlock>.shared_expert.{gate,up,down}_proj`, scaled
   /// per token by sigmoid(`<moeBlock>.shared_expert_gate` . x); 0: none.
   int64_t sharedFfn = 0;
+  /// Dense layers (Qwen3-MoE, Qwen2-MoE): layer i has routed experts unless
+  /// it is in mlp_only_layers or (i + 1) is not a multiple of
+  /// decoder_sparse_step, as transformers decides; a dense layer's MLP is a
+  /// SwiGLU of denseFfn (intermediate_size) at mlp.{gate,up,down}_proj.
+  std::vector<int64_t> mlpOnlyLayers;
+  int64_t sparseStep = 1, denseFfn = 0;
+  bool isDense(int64_t layer) const {
+    for (int64_t i : mlpOnlyLayers)
+      if (i == layer)
+        return true;
+    return (layer + 1) % sparseStep != 0;
+  }
   /// The checkpoint's names under model.layers.N.: the MoE block (its router
   /// is `<moeBlock>.gate`) and each expert's gate, down and up projections
   /// (`<moeBlock>.experts.E.<name>.weight`).

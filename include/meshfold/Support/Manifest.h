@@ -59,6 +59,8 @@ struct Manifest {
   /// The model's max_position_embeddings; 0 when the config had none (or
   /// the manifest predates the field): prompts are then not checked.
   int64_t maxPositions = 0;
+  /// The layers with routed experts where some are dense; 0: every layer.
+  int64_t moeLayers = 0;
   /// Whether the entry's last layer computes attention and MoE only for the
   /// rows that reach an output (mf-narrow-last-layer).
   bool narrowedLast = false;

@@ -29,6 +29,9 @@ struct TrafficModelInput {
   /// all-reduce of those rows (not a reduce-scatter row), and its dispatch
   /// and combine carry them only. Negative: not narrowed.
   double survivingRows = -1;
+  /// The layers with routed experts (the others are dense: no dispatch or
+  /// combine); 0: every layer. The last layer is taken to be one of them.
+  int64_t numMoELayers = 0;
 };
 
 /// One collective's traffic, averaged over the GPUs, per layer, in units of

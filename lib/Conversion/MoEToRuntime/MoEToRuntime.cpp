@@ -324,6 +324,7 @@ struct ConvertMoEToRuntimePass
     manifest.headDim = info->headDim;
     manifest.experts = info->numExperts;
     manifest.topK = info->topK;
+    manifest.moeLayers = info->numMoELayers;
     manifest.ffn = info->ffn;
     // The traffic report's model of a narrowed last layer (only prefill's
     // can be: a decode step's logits read every row).

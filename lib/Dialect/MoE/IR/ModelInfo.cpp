@@ -33,6 +33,7 @@ const std::pair<StringRef, int64_t ModelInfo::*> kFields[] = {
     {"top_k", &ModelInfo::topK},
     {"ffn", &ModelInfo::ffn},
     {"layers", &ModelInfo::numLayers},
+    {"moe_layers", &ModelInfo::numMoELayers},
     {"vocab", &ModelInfo::vocab}};
 
 int64_t dim(Value v, unsigned i) {
@@ -56,7 +57,7 @@ FailureOr<ModelInfo> meshfold::moe::getModelInfo(ModuleOp module) {
   ModelInfo info;
   // A module may hold several functions of one model (prefill and its
   // decode step): layers count by index, attentions per function.
-  std::set<int64_t> layers;
+  std::set<int64_t> layers, moeLayers;
   llvm::DenseMap<Operation *, int64_t> attentionsIn;
   WalkResult result = module.walk([&](Operation *op) -> WalkResult {
     LogicalResult ok = success();
@@ -71,6 +72,8 @@ FailureOr<ModelInfo> meshfold::moe::getModelInfo(ModuleOp module) {
     } else if (auto layer = dyn_cast<LayerOp>(op)) {
       layers.insert(layer.getIndex());
     } else if (auto router = dyn_cast<RouterOp>(op)) {
+      if (auto layer = router->getParentOfType<LayerOp>())
+        moeLayers.insert(layer.getIndex());
       ok = success(succeeded(agree(op, "n_experts", info.numExperts,
                                    dim(router.getGate(), 0))) &&
                    succeeded(agree(op, "top_k", info.topK, router.getTopK())));
@@ -97,6 +100,9 @@ FailureOr<ModelInfo> meshfold::moe::getModelInfo(ModuleOp module) {
   for (auto [fn, count] : attentionsIn)
     attentions = std::max(attentions, count);
   info.numLayers = !layers.empty() ? int64_t(layers.size()) : attentions;
+  // Recorded only where some layers are dense.
+  if (!layers.empty() && moeLayers.size() < layers.size())
+    info.numMoELayers = int64_t(moeLayers.size());
   return info;
 }
 
@@ -107,6 +113,7 @@ void meshfold::moe::setModelInfoAttr(ModuleOp module, const ModelInfo &info) {
     entries.push_back(b.getNamedAttr(key, b.getI64IntegerAttr(v)));
   };
   for (auto [key, field] : kFields)
-    add(key, info.*field);
+    if (info.*field != 0 || field != &ModelInfo::numMoELayers)
+      add(key, info.*field);
   module->setAttr(getModelInfoAttrName(), b.getDictionaryAttr(entries));
 }

@@ -29,6 +29,14 @@ namespace meshfold::moe {
 struct ModelInfo {
   int64_t hidden = 0, numHeads = 0, numKVHeads = 0, headDim = 0;
   int64_t numExperts = 0, topK = 0, ffn = 0, numLayers = 0, vocab = 0;
+  /// The layers with routed experts, where some layers are dense (their MLP
+  /// an moe.mlp: Qwen's mlp_only_layers, DeepSeek's first layers); 0: every
+  /// layer.
+  int64_t numMoELayers = 0;
+  /// The layers that dispatch tokens to experts.
+  int64_t moeLayers() const {
+    return numMoELayers > 0 ? numMoELayers : numLayers;
+  }
 };
 
 /// Reads the model's dimensions off `module`'s ops. Emits an error naming the
