@@ -8,9 +8,10 @@
 // of HF MixtralForCausalLM, Qwen3MoeForCausalLM (whose q and k are
 // RMS-normalised per head before RoPE), OlmoeForCausalLM (whose q and k
 // projections are RMS-normalised whole) and Qwen2MoeForCausalLM (biased q/k/v
-// projections, a gated shared expert beside the routed ones), used as the test oracle for the
-// compiler. It shares no code with the compiler: loops over std::vector<float>
-// with double accumulation, one request at a time, no partitioning.
+// projections, a gated shared expert beside the routed ones), used as the test
+// oracle for the compiler. It shares no code with the compiler: loops over
+// std::vector<float> with double accumulation, one request at a time, no
+// partitioning.
 //
 // Outputs (F32 safetensors), for each request r in prompt order:
 //   req{r}.logits            [V]              logits of the last position
@@ -453,18 +454,17 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
     std::optional<int64_t> step;
     if (!reader.optionalInt("decoder_sparse_step", step))
       return false;
-    if (step && !reader.positive("decoder_sparse_step", *step,
-                                 config.sparseStep))
+    if (step &&
+        !reader.positive("decoder_sparse_step", *step, config.sparseStep))
       return false;
     bool anyDense = false;
     for (int64_t i = 0; i < numHiddenLayers; ++i)
       anyDense |= config.dense(i);
-    if (anyDense && !reader.requiredPositive("intermediate_size",
-                                             config.denseFfn))
+    if (anyDense &&
+        !reader.requiredPositive("intermediate_size", config.denseFfn))
       return false;
   } else {
-    if (std::optional<int64_t> step =
-            object->getInteger("decoder_sparse_step");
+    if (std::optional<int64_t> step = object->getInteger("decoder_sparse_step");
         step && *step != 1)
       return fail(failure, path + ": field 'decoder_sparse_step' is not "
                                   "supported (dense layers)");
@@ -1009,8 +1009,8 @@ bool runMoE(const Config &c, int64_t layer, Weights &weights,
     if (!weights.load(sharedName(c, layer, "gate_proj"), w1) ||
         !weights.load(sharedName(c, layer, "down_proj"), w2) ||
         !weights.load(sharedName(c, layer, "up_proj"), w3) ||
-        !weights.load(layerName(layer, c.moeBlock + ".shared_expert_gate.weight"),
-                      sGate))
+        !weights.load(
+            layerName(layer, c.moeBlock + ".shared_expert_gate.weight"), sGate))
       return false;
     std::vector<float> g(static_cast<size_t>(sffn)), u(g.size()), a(g.size());
     for (size_t r = 0; r < requests.size(); ++r) {

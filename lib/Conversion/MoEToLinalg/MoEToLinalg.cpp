@@ -223,8 +223,9 @@ struct LinearLowering : OpConversionPattern<LinearOp> {
   /// y[t, o] + bias[o] (a narrower bias widened), in place of y.
   static Value addBias(OpBuilder &b, Location loc, Value y, Value bias) {
     MLIRContext *ctx = b.getContext();
-    return generic(b, loc, {bias}, {y}, {pick(ctx, 2, {1}), pick(ctx, 2, {0, 1})},
-                   {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+    return generic(b, loc, {bias}, {y},
+                   {pick(ctx, 2, {1}), pick(ctx, 2, {0, 1})}, {kPar, kPar},
+                   [&](OpBuilder &nb, Location l, ValueRange a) {
                      Value v = widen(nb, l, a[0], a[1].getType());
                      linalg::YieldOp::create(
                          nb, l, Value(arith::AddFOp::create(nb, l, a[1], v)));
@@ -250,34 +251,31 @@ struct MLPLowering : OpConversionPattern<MLPOp> {
     Value g = buildLinear(rewriter, loc, x, adaptor.getW1(), hType);
     Value u = buildLinear(rewriter, loc, x, adaptor.getW3(), hType);
     // act = silu(g) * u, into g.
-    Value act = generic(rewriter, loc, {u}, {g},
-                        {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0, 1})},
-                        {kPar, kPar}, [&](OpBuilder &nb, Location l,
-                                          ValueRange a) {
-                          linalg::YieldOp::create(
-                              nb, l, buildSwiGLU(nb, l, elt, a[1], a[0]));
-                        })[0];
+    Value act = generic(
+        rewriter, loc, {u}, {g}, {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0, 1})},
+        {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          linalg::YieldOp::create(nb, l, buildSwiGLU(nb, l, elt, a[1], a[0]));
+        })[0];
     Value y = buildLinear(rewriter, loc, act, adaptor.getW2(), type);
     if (Value gate = adaptor.getGate()) {
       // y[t] *= sigmoid(gate . x[t]) = 1 / (1 + exp(-s)).
       Value s = buildLinear(rewriter, loc, x, gate,
                             tensorOf({type.getDimSize(0), 1}, elt));
-      y = generic(rewriter, loc, {s}, {y},
-                  {AffineMap::get(2, 0,
-                                  {getAffineDimExpr(0, ctx),
-                                   getAffineConstantExpr(0, ctx)},
-                                  ctx),
-                   pick(ctx, 2, {0, 1})},
-                  {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
-                    Value one = cstF(nb, l, elt, 1.0);
-                    Value den = arith::AddFOp::create(
-                        nb, l, one,
-                        math::ExpOp::create(
-                            nb, l, arith::NegFOp::create(nb, l, a[0])));
-                    Value sig = arith::DivFOp::create(nb, l, one, den);
-                    linalg::YieldOp::create(
-                        nb, l, Value(arith::MulFOp::create(nb, l, a[1], sig)));
-                  })[0];
+      y = generic(
+          rewriter, loc, {s}, {y},
+          {AffineMap::get(
+               2, 0, {getAffineDimExpr(0, ctx), getAffineConstantExpr(0, ctx)},
+               ctx),
+           pick(ctx, 2, {0, 1})},
+          {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+            Value one = cstF(nb, l, elt, 1.0);
+            Value den = arith::AddFOp::create(
+                nb, l, one,
+                math::ExpOp::create(nb, l, arith::NegFOp::create(nb, l, a[0])));
+            Value sig = arith::DivFOp::create(nb, l, one, den);
+            linalg::YieldOp::create(
+                nb, l, Value(arith::MulFOp::create(nb, l, a[1], sig)));
+          })[0];
     }
     rewriter.replaceOp(op, y);
     return success();
@@ -568,8 +566,8 @@ struct ConvertMoEToLinalgPass
                            arith::ArithDialect, math::MathDialect>();
     target.addIllegalOp<
         PositionsOp, EmbedOp, RMSNormOp, SumSquaresOp, RMSScaleOp, LinearOp,
-        MLPOp, RoPEOp, AttentionOp, AttentionPartialOp, AttentionMergeOp, RouterOp,
-        ExpertsOp, ExpertFFNOp, LMHeadOp, LayerOp, TakePositionOp>();
+        MLPOp, RoPEOp, AttentionOp, AttentionPartialOp, AttentionMergeOp,
+        RouterOp, ExpertsOp, ExpertFFNOp, LMHeadOp, LayerOp, TakePositionOp>();
     inlineLayers(getOperation());
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
@@ -593,8 +591,7 @@ void meshfold::populateMoEToLinalgConversionPatterns(
   patterns
       .add<PositionsLowering, EmbedLowering, RMSNormLowering,
            SumSquaresLowering, RMSScaleLowering, LinearLowering, MLPLowering,
-           RoPELowering,
-           RouterLowering, LMHeadLowering, TakePositionLowering>(
+           RoPELowering, RouterLowering, LMHeadLowering, TakePositionLowering>(
           patterns.getContext());
   moe_to_linalg::populateAttentionPatterns(patterns, fuseAttention,
                                            attentionTile);

@@ -23,8 +23,8 @@ RankedTensorType withDim(Type t, int64_t dim, int64_t size) {
 }
 
 /// Rebuilds one projection with `heads` local heads: the weight (and bias)
-/// slice, the linear, the norm over the whole projection if it has one, and the head
-/// split. `parts` ranks hold distinct heads, each `tp / parts` times.
+/// slice, the linear, the norm over the whole projection if it has one, and the
+/// head split. `parts` ranks hold distinct heads, each `tp / parts` times.
 ///
 /// The norm (OLMoE's q_norm / k_norm, an `moe.rms_norm` over all heads)
 /// needs the whole row's sum of squares: each rank sums its columns'
@@ -42,9 +42,8 @@ Value localHeads(OpBuilder &b, moe::LinearOp lin, Operation *norm,
   // A bias (Qwen2-MoE) is split like the weight's rows.
   Value localBias;
   if (moe::ParamOp bias = paramOf(lin.getBias()))
-    localBias =
-        shardParam(b, bias, withDim(bias.getType(), 0, heads * headDim), 0,
-                   "attention", "tp", parts);
+    localBias = shardParam(b, bias, withDim(bias.getType(), 0, heads * headDim),
+                           0, "attention", "tp", parts);
   Value y = moe::LinearOp::create(b, lin.getLoc(),
                                   withDim(lin.getType(), 1, heads * headDim),
                                   lin.getInput(), local, localBias);
