@@ -246,7 +246,8 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
   if (!qwen2 && c.arch != "Qwen3MoeForCausalLM")
     f.rejectIfSet("mlp_only_layers", "dense (non-MoE) layers are");
   f.rejectIfSet("quantization_config", "quantized checkpoints are");
-  f.rejectIfSet("clip_qkv", "clipping q/k/v is");
+  if (c.arch != "OlmoeForCausalLM")
+    f.rejectIfSet("clip_qkv", "clipping q/k/v is");
   if (failure.failed())
     return false;
   // The experts' activation: SiLU (SwiGLU) is the one implemented.
@@ -430,6 +431,13 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
                           ") is not representable as a positive f32"),
              false;
     }
+  if (olmoe) {
+    c.clipQKV = f.positiveNumber("clip_qkv", 0);
+    if (c.clipQKV > 0 && !std::isfinite(float(c.clipQKV)))
+      return failure.fail(path + ": field 'clip_qkv' is not representable as "
+                                 "a positive f32"),
+             false;
+  }
   c.renormalize = f.boolean("norm_topk_prob", mixtral);
   c.tieEmbeddings = f.boolean("tie_word_embeddings", false);
   c.maxPositions = f.has("max_position_embeddings")

@@ -115,6 +115,13 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
     Value x = moe::RMSNormOp::create(
         b, loc, hType, x0, param(pre + "input_layernorm.weight", {c.hidden}),
         eps);
+    // OLMoE's clip_qkv: every element of q, k (normalised) and v clamped.
+    auto clip = [&](Value y) -> Value {
+      if (c.clipQKV <= 0)
+        return y;
+      return moe::ClipOp::create(b, loc, y,
+                                 b.getF32FloatAttr(float(c.clipQKV)));
+    };
     // q and k, normalised over the whole projection where the
     // architecture does (OLMoE), then split into heads.
     auto projection = [&](StringRef name, int64_t n) -> Value {
@@ -126,12 +133,12 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
             param(pre + "self_attn." + name.str() + "_norm.weight",
                   {n * c.headDim}),
             eps);
-      return heads(y, n);
+      return heads(clip(y), n);
     };
     Value q = projection("q", c.heads);
     Value k = projection("k", c.kvHeads);
-    Value v = heads(linear(x, "self_attn.v_proj", c.kvHeads * c.headDim,
-                           c.hidden, c.qkvBias),
+    Value v = heads(clip(linear(x, "self_attn.v_proj", c.kvHeads * c.headDim,
+                                c.hidden, c.qkvBias)),
                     c.kvHeads);
     if (c.qkNorm) {
       // Each head's q and k normalised on its own (one [d_h] weight each).

@@ -148,6 +148,9 @@ struct Config {
   /// OLMoE: q and k RMS-normalised over the whole projection (all heads)
   /// before the head split.
   bool qkProjectionNorm = false;
+  /// OLMoE's clip_qkv: q and k (after their norms) and v clamped to
+  /// [-clipQKV, clipQKV]; 0: none.
+  double clipQKV = 0;
   /// Qwen2-MoE: biases on the q, k and v projections.
   bool qkvBias = false;
   /// Qwen2-MoE: the shared expert's width (0: none); it sees every token,
@@ -488,8 +491,15 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
   }
   if (qwen3 || qwen2)
     config.rmsNormEps = 1e-6;
-  if (reader.isPresent("clip_qkv"))
-    return fail(failure, path + ": field 'clip_qkv' is not supported");
+  if (reader.isPresent("clip_qkv")) {
+    if (!olmoe)
+      return fail(failure, path + ": field 'clip_qkv' is not supported");
+    if (!reader.optionalNumber("clip_qkv", config.clipQKV))
+      return false;
+    if (!(config.clipQKV > 0) || !std::isfinite(config.clipQKV))
+      return fail(failure, path + ": field 'clip_qkv' must be a positive "
+                                  "number");
+  }
   if (qwen3 && !moeIntermediate)
     return fail(failure, path + ": missing field 'moe_intermediate_size' "
                                 "(Qwen3-MoE's experts' width)");
@@ -921,6 +931,11 @@ bool runAttention(const Config &c, int64_t layer, Weights &weights,
       rmsNorm(k.data(), T * c.numKVHeads, c.headDim, kNorm, c.rmsNormEps,
               k.data());
     }
+    if (c.clipQKV > 0)
+      for (std::vector<float> *p : {&q, &k, &v})
+        for (float &e : *p)
+          e = static_cast<float>(
+              std::clamp(static_cast<double>(e), -c.clipQKV, c.clipQKV));
     applyRope(q, T, c.numHeads, c.headDim, c.ropeTheta);
     applyRope(k, T, c.numKVHeads, c.headDim, c.ropeTheta);
     std::vector<float> attn;

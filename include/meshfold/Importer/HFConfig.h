@@ -45,6 +45,9 @@ struct HFConfig {
   /// (self_attn.q_norm / k_norm, [heads * head_dim] and [kv_heads *
   /// head_dim] weights, OLMoE).
   bool qkProjectionNorm = false;
+  /// OLMoE's clip_qkv: q, k (after their norms) and v clamped to
+  /// [-clipQKV, clipQKV]; 0: none.
+  double clipQKV = 0;
   /// Biases on the q, k and v projections (self_attn.{q,k,v}_proj.bias,
   /// Qwen2-MoE).
   bool qkvBias = false;

@@ -206,6 +206,36 @@ struct RMSScaleLowering : OpConversionPattern<RMSScaleOp> {
   }
 };
 
+struct ClipLowering : OpConversionPattern<ClipOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(ClipOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    RankedTensorType type = op.getType();
+    Type elt = type.getElementType();
+    unsigned rank = type.getRank();
+    double limit = op.getLimit().convertToDouble();
+    SmallVector<std::pair<Value, int64_t>> dims;
+    for (unsigned i = 0; i < rank; ++i)
+      dims.push_back({adaptor.getInput(), i});
+    AffineMap id = rewriter.getMultiDimIdentityMap(rank);
+    Value y = generic(
+        rewriter, loc, {adaptor.getInput()},
+        {makeEmpty(rewriter, loc, type, dims)}, {id, id},
+        SmallVector<IT>(rank, kPar),
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value lo =
+              arith::MaximumFOp::create(nb, l, a[0], cstF(nb, l, elt, -limit));
+          linalg::YieldOp::create(nb, l,
+                                  Value(arith::MinimumFOp::create(
+                                      nb, l, lo, cstF(nb, l, elt, limit))));
+        })[0];
+    rewriter.replaceOp(op, y);
+    return success();
+  }
+};
+
 struct LinearLowering : OpConversionPattern<LinearOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
@@ -564,10 +594,11 @@ struct ConvertMoEToLinalgPass
     ConversionTarget target(*ctx);
     target.addLegalDialect<linalg::LinalgDialect, tensor::TensorDialect,
                            arith::ArithDialect, math::MathDialect>();
-    target.addIllegalOp<
-        PositionsOp, EmbedOp, RMSNormOp, SumSquaresOp, RMSScaleOp, LinearOp,
-        MLPOp, RoPEOp, AttentionOp, AttentionPartialOp, AttentionMergeOp,
-        RouterOp, ExpertsOp, ExpertFFNOp, LMHeadOp, LayerOp, TakePositionOp>();
+    target
+        .addIllegalOp<PositionsOp, EmbedOp, RMSNormOp, SumSquaresOp, RMSScaleOp,
+                      ClipOp, LinearOp, MLPOp, RoPEOp, AttentionOp,
+                      AttentionPartialOp, AttentionMergeOp, RouterOp, ExpertsOp,
+                      ExpertFFNOp, LMHeadOp, LayerOp, TakePositionOp>();
     inlineLayers(getOperation());
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
@@ -588,11 +619,10 @@ struct ConvertMoEToLinalgPass
 void meshfold::populateMoEToLinalgConversionPatterns(
     RewritePatternSet &patterns, bool groupExperts, bool fuseAttention,
     int64_t attentionTile) {
-  patterns
-      .add<PositionsLowering, EmbedLowering, RMSNormLowering,
-           SumSquaresLowering, RMSScaleLowering, LinearLowering, MLPLowering,
-           RoPELowering, RouterLowering, LMHeadLowering, TakePositionLowering>(
-          patterns.getContext());
+  patterns.add<PositionsLowering, EmbedLowering, RMSNormLowering,
+               SumSquaresLowering, RMSScaleLowering, ClipLowering,
+               LinearLowering, MLPLowering, RoPELowering, RouterLowering,
+               LMHeadLowering, TakePositionLowering>(patterns.getContext());
   moe_to_linalg::populateAttentionPatterns(patterns, fuseAttention,
                                            attentionTile);
   moe_to_linalg::populateExpertPatterns(patterns, groupExperts);

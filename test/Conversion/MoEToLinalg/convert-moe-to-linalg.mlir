@@ -21,6 +21,20 @@ func.func @linear(%x: tensor<?x64xf32>, %w: tensor<128x64xf32>) -> tensor<?x128x
 
 // -----
 
+// A clip is one elementwise generic: max with -limit, then min with limit.
+// CHECK-LABEL: func.func @clip
+// CHECK-SAME: (%[[X:.+]]: tensor<?x2x8xf32>)
+// CHECK: linalg.generic {{.*}} iterator_types = ["parallel", "parallel", "parallel"]} ins(%[[X]] : tensor<?x2x8xf32>)
+// CHECK: arith.maximumf %{{.+}}, %{{.+}} : f32
+// CHECK: arith.minimumf %{{.+}}, %{{.+}} : f32
+// CHECK-NOT: moe.
+func.func @clip(%x: tensor<?x2x8xf32>) -> tensor<?x2x8xf32> {
+  %y = moe.clip %x {limit = 0.5 : f32} : tensor<?x2x8xf32>
+  return %y : tensor<?x2x8xf32>
+}
+
+// -----
+
 // A bias is added to the product's rows by a second generic, in place.
 // CHECK-DAG: #[[$ROW:.+]] = affine_map<(d0, d1) -> (d1)>
 // CHECK-DAG: #[[$ID:.+]] = affine_map<(d0, d1) -> (d0, d1)>

@@ -291,6 +291,15 @@ func.func @linear_weight_static(%x: tensor<?x64xf32>, %w: tensor<32x?xf32>) {
 
 // -----
 
+// moe.clip: a positive limit.
+func.func @clip_limit(%x: tensor<?x64xf32>) {
+  // expected-error @+1 {{limit must be positive and finite, got -1}}
+  %0 = moe.clip %x {limit = -1.0 : f32} : tensor<?x64xf32>
+  return
+}
+
+// -----
+
 // A bias is [out].
 func.func @linear_bias_dim(%x: tensor<?x64xf32>, %w: tensor<32x64xf32>, %b: tensor<64xf32>) {
   // expected-error @+1 {{bias dim 0 (64) must equal weight dim 0 (32)}}

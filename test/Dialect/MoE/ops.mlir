@@ -95,6 +95,16 @@ func.func @linear(%x: tensor<?x64xf32>, %xb: tensor<5x64xbf16>) -> (tensor<?x32x
   return %0, %1 : tensor<?x32xf32>, tensor<5x32xbf16>
 }
 
+// A clip of every element (OLMoE's clip_qkv), on any shape.
+// CHECK-LABEL: func.func @clip
+// CHECK: moe.clip %{{.+}} {limit = 8.000000e+00 : f32} : tensor<?x64xf32>
+// GENERIC-LABEL: sym_name = "clip"
+// GENERIC: "moe.clip"(%{{.*}}) <{limit = 8.000000e+00 : f32}> : (tensor<?x64xf32>) -> tensor<?x64xf32>
+func.func @clip(%x: tensor<?x64xf32>) -> tensor<?x64xf32> {
+  %0 = moe.clip %x {limit = 8.0 : f32} : tensor<?x64xf32>
+  return %0 : tensor<?x64xf32>
+}
+
 // A linear with a bias (Qwen2-MoE's q/k/v), the bias stored in bf16.
 // CHECK-LABEL: func.func @linear_bias
 // CHECK-SAME: ([[X:%.+]]: tensor<?x64xf32>)

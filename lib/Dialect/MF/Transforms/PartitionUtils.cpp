@@ -124,9 +124,16 @@ FailureOr<AttentionChain> mf::matchAttentionChain(moe::AttentionOp att) {
   c.vExp = value.getDefiningOp<tensor::ExpandShapeOp>();
   if (!c.qExp || !c.kExp || !c.vExp)
     return fail("heads must be split by tensor.expand_shape");
-  // A norm over the whole projection, whole or TP-split: its input.
-  auto projection = [](tensor::ExpandShapeOp exp, Operation *&norm) -> Value {
-    Value src = exp.getSrc();
+  // A clip of the split's input (clip_qkv), then a norm over the whole
+  // projection, whole or TP-split: its input.
+  auto unclip = [](Value src, moe::ClipOp &clip) -> Value {
+    if ((clip = src.getDefiningOp<moe::ClipOp>()))
+      return clip.getInput();
+    return src;
+  };
+  auto projection = [&](tensor::ExpandShapeOp exp, Operation *&norm,
+                        moe::ClipOp &clip) -> Value {
+    Value src = unclip(exp.getSrc(), clip);
     norm = src.getDefiningOp();
     if (auto n = dyn_cast_or_null<moe::RMSNormOp>(norm))
       return n.getInput();
@@ -135,8 +142,11 @@ FailureOr<AttentionChain> mf::matchAttentionChain(moe::AttentionOp att) {
     norm = nullptr;
     return src;
   };
-  Value qProj = projection(c.qExp, c.qProjNorm);
-  Value kProj = projection(c.kExp, c.kProjNorm);
+  Value qProj = projection(c.qExp, c.qProjNorm, c.qClip);
+  Value kProj = projection(c.kExp, c.kProjNorm, c.kClip);
+  Value vProj = unclip(c.vExp.getSrc(), c.vClip);
+  if (bool(c.qClip) != bool(c.kClip) || bool(c.kClip) != bool(c.vClip))
+    return fail("clips must be on the query, the key and the value, or none");
   if (bool(c.qProjNorm) != bool(c.kProjNorm))
     return fail("projection norms must be on both the query and the key");
   for (Operation *norm : {c.qProjNorm, c.kProjNorm})
@@ -144,7 +154,7 @@ FailureOr<AttentionChain> mf::matchAttentionChain(moe::AttentionOp att) {
       return fail("projection norms must scale by weights");
   c.qLin = qProj.getDefiningOp<moe::LinearOp>();
   c.kLin = kProj.getDefiningOp<moe::LinearOp>();
-  c.vLin = c.vExp.getSrc().getDefiningOp<moe::LinearOp>();
+  c.vLin = vProj.getDefiningOp<moe::LinearOp>();
   if (!c.qLin || !c.kLin || !c.vLin || !paramOf(c.qLin.getWeight()) ||
       !paramOf(c.kLin.getWeight()) || !paramOf(c.vLin.getWeight()))
     return fail("Q, K and V must be moe.linear of weights");

@@ -50,13 +50,15 @@ void removeDeadOps(mlir::Region &region);
 /// q_norm/k_norm: rope(rms_norm(expand(...)))), or over the whole
 /// projection before the split (OLMoE's: expand(rms_norm(linear(...))), or
 /// its TP form expand(rms_scale(linear, all_reduce(sum_squares(linear))))):
-/// each kind on both or neither.
+/// each kind on both or neither. OLMoE's clip_qkv clamps q and k (after
+/// their norms) and v just before the split: moe.clip, on all three or none.
 struct AttentionChain {
   moe::LinearOp qLin, kLin, vLin, oLin;
   mlir::tensor::ExpandShapeOp qExp, kExp, vExp;
   moe::RMSNormOp qNorm, kNorm; // null without per-head norms
   /// moe.rms_norm, or moe.rms_scale once TP-split; null without.
   mlir::Operation *qProjNorm = nullptr, *kProjNorm = nullptr;
+  moe::ClipOp qClip, kClip, vClip; // null without clip_qkv
   moe::RoPEOp qRope, kRope;
   mlir::Operation *attention = nullptr; // AttentionOp or its ring form.
   mlir::tensor::CollapseShapeOp collapse;

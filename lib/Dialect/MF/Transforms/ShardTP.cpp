@@ -23,8 +23,9 @@ RankedTensorType withDim(Type t, int64_t dim, int64_t size) {
 }
 
 /// Rebuilds one projection with `heads` local heads: the weight (and bias)
-/// slice, the linear, the norm over the whole projection if it has one, and the
-/// head split. `parts` ranks hold distinct heads, each `tp / parts` times.
+/// slice, the linear, the norm over the whole projection if it has one, the
+/// clip if it has one, and the head split. `parts` ranks hold distinct heads,
+/// each `tp / parts` times.
 ///
 /// The norm (OLMoE's q_norm / k_norm, an `moe.rms_norm` over all heads)
 /// needs the whole row's sum of squares: each rank sums its columns'
@@ -33,8 +34,8 @@ RankedTensorType withDim(Type t, int64_t dim, int64_t size) {
 /// head held by several ranks is summed once per holder: the count of
 /// squares is the projection's width times that.
 Value localHeads(OpBuilder &b, moe::LinearOp lin, Operation *norm,
-                 tensor::ExpandShapeOp exp, int64_t heads, int64_t headDim,
-                 int64_t parts, int64_t tp) {
+                 moe::ClipOp clip, tensor::ExpandShapeOp exp, int64_t heads,
+                 int64_t headDim, int64_t parts, int64_t tp) {
   moe::ParamOp w = paramOf(lin.getWeight());
   RankedTensorType wType = w.getType();
   auto local = shardParam(b, w, withDim(wType, 0, heads * headDim), 0,
@@ -63,6 +64,9 @@ Value localHeads(OpBuilder &b, moe::LinearOp lin, Operation *norm,
                                 whole.getEpsilonAttr(),
                                 b.getI64IntegerAttr(width * (tp / parts)));
   }
+  // A clip (clip_qkv) acts on each element: the same on the rank's columns.
+  if (clip)
+    y = moe::ClipOp::create(b, clip.getLoc(), y, clip.getLimitAttr());
   SmallVector<OpFoldResult> shape = exp.getMixedOutputShape();
   shape[1] = b.getIndexAttr(heads);
   return tensor::ExpandShapeOp::create(b, exp.getLoc(),
@@ -113,10 +117,12 @@ struct MFShardTPPass : public mf::impl::MFShardTPPassBase<MFShardTPPass> {
     OpBuilder b(att);
     Location loc = att.getLoc();
     b.setInsertionPoint(c.qLin);
-    Value q = localHeads(b, c.qLin, c.qProjNorm, c.qExp, nhLocal, dh, tp, tp);
-    Value k =
-        localHeads(b, c.kLin, c.kProjNorm, c.kExp, nkvLocal, dh, kvParts, tp);
-    Value v = localHeads(b, c.vLin, nullptr, c.vExp, nkvLocal, dh, kvParts, tp);
+    Value q = localHeads(b, c.qLin, c.qProjNorm, c.qClip, c.qExp, nhLocal, dh,
+                         tp, tp);
+    Value k = localHeads(b, c.kLin, c.kProjNorm, c.kClip, c.kExp, nkvLocal, dh,
+                         kvParts, tp);
+    Value v = localHeads(b, c.vLin, nullptr, c.vClip, c.vExp, nkvLocal, dh,
+                         kvParts, tp);
     b.setInsertionPoint(att);
     // Per-head norms act on each head alone: the same [d_h] weight on the
     // rank's heads.
@@ -183,6 +189,8 @@ struct MFShardTPPass : public mf::impl::MFShardTPPassBase<MFShardTPPass> {
     if (c.qNorm)
       old.append({c.qNorm, c.kNorm});
     old.append({c.qExp, c.kExp, c.vExp});
+    if (c.qClip)
+      old.append({c.qClip, c.kClip, c.vClip});
     if (c.qProjNorm)
       old.append({c.qProjNorm, c.kProjNorm});
     old.append({c.qLin, c.kLin, c.vLin});

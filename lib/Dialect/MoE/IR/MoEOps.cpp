@@ -4,6 +4,8 @@
 
 #include "mlir/IR/Builders.h"
 
+#include <cmath>
+
 using namespace mlir;
 using namespace meshfold::moe;
 
@@ -181,6 +183,13 @@ LogicalResult RMSScaleOp::verify() {
       failed(checkWeightElementType(*this, in, {w})))
     return failure();
   return checkResultIsInput(*this, in, res);
+}
+
+LogicalResult ClipOp::verify() {
+  double limit = getLimit().convertToDouble();
+  if (!(limit > 0.0) || !std::isfinite(limit))
+    return emitOpError() << "limit must be positive and finite, got " << limit;
+  return success();
 }
 
 LogicalResult LinearOp::verify() {

@@ -126,6 +126,21 @@ def MoE_RMSScaleOp : MoE_Op<"rms_scale", [Pure]> {
   let hasVerifier = 1;
 }
 
+def MoE_ClipOp : MoE_Op<"clip", [Pure, Elementwise, SameOperandsAndResultType]> {
+  let summary = "clamps every element to [-limit, limit]";
+  let description = [{
+    `result = min(max(x, -limit), limit)`: OLMoE's `clip_qkv` on the q, k and
+    v projections (q and k after their norms). Each element is its own, so
+    any split of `x` applies it unchanged.
+  }];
+  let arguments = (ins MoE_FloatTensor:$input, F32Attr:$limit);
+  let results = (outs MoE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input attr-dict `:` type($input)
+  }];
+  let hasVerifier = 1;
+}
+
 def MoE_LinearOp : MoE_Op<"linear", [Pure]> {
   let summary = "a linear layer: x W^T, plus a bias where given";
   let description = [{
