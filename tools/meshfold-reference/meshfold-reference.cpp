@@ -446,7 +446,11 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
   }
   if (qwen2 || qwen3) {
     // Dense layers, as transformers' Qwen2-MoE and Qwen3-MoE pick them.
-    if (const json::Array *only = object->getArray("mlp_only_layers"))
+    const json::Array *only = object->getArray("mlp_only_layers");
+    if (reader.isPresent("mlp_only_layers") && !only)
+      return fail(failure, path + ": field 'mlp_only_layers' must list "
+                                  "layer numbers below num_hidden_layers");
+    if (only)
       for (const json::Value &v : *only) {
         std::optional<int64_t> i = v.getAsInteger();
         if (!i || *i < 0 || *i >= numHiddenLayers)
