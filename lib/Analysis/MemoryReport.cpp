@@ -215,17 +215,18 @@ meshfold::computeMemoryReport(ModuleOp module, int64_t maxPrompt,
     // the CP rank's rows all-gathered before and reduce-scattered after,
     // each rank sending (TP-1)/TP of them both times.
     llvm::StringSet<> sharedSeen;
+    int64_t d = 0;
     fn.walk([&](moe::MLPOp mlp) {
       ++m.sharedLayers;
+      d = mlp.getType().getDimSize(1);
       for (Value w : mlp->getOperands().drop_front())
         if (auto p = w.getDefiningOp<moe::ParamOp>();
             p && sharedSeen.insert(p.getName()).second)
           m.sharedBytes += p.getType().getNumElements() * bytesPerElement;
-      int64_t d = mlp.getType().getDimSize(1);
-      m.sharedSplitBytesPerLayer =
-          2 * (tp - 1) * tokens / tp * d * bytesPerElement;
     });
     m.sharedTP = tp;
+    m.sharedSplitBytesPerLayer =
+        2 * (tp - 1) * tokens / tp * d * bytesPerElement;
     m.activationBytes = estimateActivationPeak(fn, tokens);
     out.push_back(m);
   }
@@ -276,7 +277,8 @@ void meshfold::printMemoryReport(raw_ostream &os, ArrayRef<RankMemory> memory,
   if (!shared)
     return;
   os << llvm::format(
-      "shared experts: whole on every rank, each running them on its own "
+      "shared experts and dense MLPs: whole on every rank, each running them "
+      "on its own "
       "rows (no communication): %lld bytes of rank %lld's weights (%lld "
       "layers); split over TP=%lld like the attention linears they would "
       "take %lld bytes and add an all-gather and a reduce-scatter of the "

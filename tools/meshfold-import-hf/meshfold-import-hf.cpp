@@ -166,12 +166,19 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
         b, loc, hType, h1,
         param(pre + "post_attention_layernorm.weight", {c.hidden}), eps);
     std::string moePre = pre + c.moeBlock + ".";
+    // A SwiGLU MLP of `ffn` at `prefix`{gate,up,down}_proj, scaled by the
+    // sigmoid of `gate` (a [1, d] weight's name) where one is named.
+    auto mlp = [&](const std::string &prefix, int64_t ffn,
+                   const std::string &gate) -> Value {
+      Value w1 = param(prefix + "gate_proj.weight", {ffn, c.hidden});
+      Value w2 = param(prefix + "down_proj.weight", {c.hidden, ffn});
+      Value w3 = param(prefix + "up_proj.weight", {ffn, c.hidden});
+      Value g = gate.empty() ? Value() : param(gate, {1, c.hidden});
+      return moe::MLPOp::create(b, loc, hType, x2, w1, w2, w3, g);
+    };
     if (c.isDense(i)) {
       // A dense layer: one SwiGLU MLP, no router.
-      Value w1 = param(moePre + "gate_proj.weight", {c.denseFfn, c.hidden});
-      Value w2 = param(moePre + "down_proj.weight", {c.hidden, c.denseFfn});
-      Value w3 = param(moePre + "up_proj.weight", {c.denseFfn, c.hidden});
-      Value y = moe::MLPOp::create(b, loc, hType, x2, w1, w2, w3, Value());
+      Value y = mlp(moePre, c.denseFfn, "");
       moe::YieldOp::create(b, loc,
                            ValueRange{arith::AddFOp::create(b, loc, h1, y)});
       h = layer.getResult(0);
@@ -190,12 +197,8 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
         param(ex + c.expertUp + ".weight", {c.experts, c.ffn, c.hidden}));
     if (c.sharedFfn > 0) {
       // The shared expert sees every token, scaled by its sigmoid gate.
-      std::string sh = moePre + "shared_expert.";
-      Value w1 = param(sh + "gate_proj.weight", {c.sharedFfn, c.hidden});
-      Value w2 = param(sh + "down_proj.weight", {c.hidden, c.sharedFfn});
-      Value w3 = param(sh + "up_proj.weight", {c.sharedFfn, c.hidden});
-      Value gate = param(moePre + "shared_expert_gate.weight", {1, c.hidden});
-      Value shared = moe::MLPOp::create(b, loc, hType, x2, w1, w2, w3, gate);
+      Value shared = mlp(moePre + "shared_expert.", c.sharedFfn,
+                         moePre + "shared_expert_gate.weight");
       y = arith::AddFOp::create(b, loc, y, shared);
     }
     Value h2 = arith::AddFOp::create(b, loc, h1, y);

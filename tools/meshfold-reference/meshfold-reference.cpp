@@ -866,6 +866,21 @@ void route(const float *logits, int64_t numExperts, int64_t topK,
 
 double silu(double x) { return x / (1.0 + std::exp(-x)); }
 
+/// One row through a SwiGLU MLP: out [d] = W2 (silu(W1 x) * W3 x), with W1
+/// and W3 [ffn, d] and W2 [d, ffn]; `g` and `u` are scratch.
+void swiGLU(const float *x, int64_t d, int64_t ffn,
+            const std::vector<float> &w1, const std::vector<float> &w2,
+            const std::vector<float> &w3, std::vector<float> &g,
+            std::vector<float> &u, float *out) {
+  g.resize(static_cast<size_t>(ffn));
+  u.resize(static_cast<size_t>(ffn));
+  linear(x, 1, d, w1.data(), ffn, g.data());
+  linear(x, 1, d, w3.data(), ffn, u.data());
+  for (int64_t j = 0; j < ffn; ++j)
+    g[j] = static_cast<float>(silu(g[j]) * u[j]);
+  linear(g.data(), 1, ffn, w2.data(), d, out);
+}
+
 /// y[t, o] += bias[o] for every row t of y ([rows, out]).
 void addBias(std::vector<float> &y, const std::vector<float> &bias) {
   size_t out = bias.size();
@@ -998,8 +1013,7 @@ bool runMoE(const Config &c, int64_t layer, Weights &weights,
   }
 
   // Each expert in turn: y += w * W2 (silu(W1 x) * W3 x).
-  std::vector<float> w1, w2, w3;
-  std::vector<float> up(static_cast<size_t>(ffn)), gateProj(ffn), act(ffn);
+  std::vector<float> w1, w2, w3, g, u;
   std::vector<float> down(static_cast<size_t>(d));
   for (int64_t e = 0; e < c.numExperts; ++e) {
     if (perExpert[e].empty())
@@ -1010,11 +1024,7 @@ bool runMoE(const Config &c, int64_t layer, Weights &weights,
       return false;
     for (const Assignment &a : perExpert[e]) {
       const float *x = &inputs[a.request][a.token * d];
-      linear(x, 1, d, w1.data(), ffn, gateProj.data());
-      linear(x, 1, d, w3.data(), ffn, up.data());
-      for (int64_t j = 0; j < ffn; ++j)
-        act[j] = static_cast<float>(silu(gateProj[j]) * up[j]);
-      linear(act.data(), 1, ffn, w2.data(), d, down.data());
+      swiGLU(x, d, ffn, w1, w2, w3, g, u, down.data());
       double *y = &outputs[a.request][a.token * d];
       for (int64_t j = 0; j < d; ++j)
         y[j] += a.weight * down[j];
@@ -1023,7 +1033,6 @@ bool runMoE(const Config &c, int64_t layer, Weights &weights,
   if (c.sharedFfn > 0) {
     // The shared expert on every token: y += sigmoid(g . x) * W2 (silu(W1 x)
     // * W3 x).
-    int64_t sffn = c.sharedFfn;
     std::vector<float> sGate;
     if (!weights.load(sharedName(c, layer, "gate_proj"), w1) ||
         !weights.load(sharedName(c, layer, "down_proj"), w2) ||
@@ -1031,16 +1040,11 @@ bool runMoE(const Config &c, int64_t layer, Weights &weights,
         !weights.load(
             layerName(layer, c.moeBlock + ".shared_expert_gate.weight"), sGate))
       return false;
-    std::vector<float> g(static_cast<size_t>(sffn)), u(g.size()), a(g.size());
     for (size_t r = 0; r < requests.size(); ++r) {
       int64_t T = static_cast<int64_t>(requests[r].tokens.size());
       for (int64_t t = 0; t < T; ++t) {
         const float *x = &inputs[r][t * d];
-        linear(x, 1, d, w1.data(), sffn, g.data());
-        linear(x, 1, d, w3.data(), sffn, u.data());
-        for (int64_t j = 0; j < sffn; ++j)
-          a[j] = static_cast<float>(silu(g[j]) * u[j]);
-        linear(a.data(), 1, sffn, w2.data(), d, down.data());
+        swiGLU(x, d, c.sharedFfn, w1, w2, w3, g, u, down.data());
         float s;
         linear(x, 1, d, sGate.data(), 1, &s);
         double scale = 1.0 / (1.0 + std::exp(-static_cast<double>(s)));
@@ -1068,17 +1072,12 @@ bool runDenseMLP(const Config &c, int64_t layer, Weights &weights,
       !weights.load(layerName(layer, c.moeBlock + ".down_proj.weight"), w2) ||
       !weights.load(layerName(layer, c.moeBlock + ".up_proj.weight"), w3))
     return false;
-  std::vector<float> x(static_cast<size_t>(d)), g(static_cast<size_t>(f)),
-      u(g.size()), a(g.size()), y(x.size());
+  std::vector<float> x(static_cast<size_t>(d)), y(x.size()), g, u;
   for (Request &r : requests) {
     int64_t T = static_cast<int64_t>(r.tokens.size());
     for (int64_t t = 0; t < T; ++t) {
       rmsNorm(&r.hidden[t * d], 1, d, norm, c.rmsNormEps, x.data());
-      linear(x.data(), 1, d, w1.data(), f, g.data());
-      linear(x.data(), 1, d, w3.data(), f, u.data());
-      for (int64_t j = 0; j < f; ++j)
-        a[j] = static_cast<float>(silu(g[j]) * u[j]);
-      linear(a.data(), 1, f, w2.data(), d, y.data());
+      swiGLU(x.data(), d, f, w1, w2, w3, g, u, y.data());
       for (int64_t j = 0; j < d; ++j)
         r.hidden[t * d + j] += y[j];
     }
