@@ -14,6 +14,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <optional>
@@ -67,6 +68,21 @@ public:
       ids.push_back(*id);
     }
     return ids;
+  }
+
+  /// The key is in the object, null or not.
+  bool present(StringRef key) const { return obj.get(key) != nullptr; }
+
+  int64_t nonNegativeInt(StringRef key) const {
+    const json::Value *v = obj.get(key);
+    if (!v || v->kind() == json::Value::Null)
+      return die(file + ": missing field '" + key + "'"), 0;
+    std::optional<int64_t> i = v->getAsInteger();
+    if (!i || *i < 0)
+      return die(file + ": field '" + key +
+                 "' must be a non-negative integer"),
+             0;
+    return *i;
   }
 
   bool has(StringRef key) const {
@@ -198,6 +214,120 @@ std::optional<std::string> readText(StringRef path, Failure &failure) {
   return (*buf)->getBuffer().str();
 }
 
+/// DeepSeek-V3's MLA dims: the latent's width is the attention's head dim,
+/// with one (latent) KV head.
+bool readMLA(const Fields &f, StringRef path, HFConfig &c, Failure &failure) {
+  c.mla = true;
+  // q_lora_rank null: the query from q_proj (transformers' default when the
+  // field is absent is 1536, so it must be named).
+  if (!f.present("q_lora_rank"))
+    return failure.fail(path + ": missing field 'q_lora_rank' (null for a "
+                               "query without LoRA)"),
+           false;
+  c.qLoraRank = f.has("q_lora_rank") ? f.positiveInt("q_lora_rank") : 0;
+  c.kvLoraRank = f.positiveInt("kv_lora_rank");
+  c.qkNopeDim = f.positiveInt("qk_nope_head_dim");
+  c.qkRopeDim = f.positiveInt("qk_rope_head_dim");
+  c.vHeadDim = f.positiveInt("v_head_dim");
+  if (failure.failed())
+    return false;
+  // MLA's K and V come per head from the latent: transformers repeats no
+  // KV head, so num_key_value_heads must name every head.
+  if (c.kvHeads != c.heads)
+    return failure.fail(path + ": field 'num_key_value_heads' (" +
+                        llvm::Twine(c.kvHeads) +
+                        ") must equal num_attention_heads (" +
+                        llvm::Twine(c.heads) + ") for MLA attention"),
+           false;
+  if (c.qkRopeDim % 2 != 0)
+    return failure.fail(path + ": field 'qk_rope_head_dim' must be even for "
+                               "RoPE, got " +
+                        llvm::Twine(c.qkRopeDim)),
+           false;
+  for (auto [key, value] : {std::pair<StringRef, int64_t>{"kv_lora_rank",
+                                                          c.kvLoraRank},
+                            {"q_lora_rank", c.qLoraRank},
+                            {"qk_nope_head_dim", c.qkNopeDim},
+                            {"qk_rope_head_dim", c.qkRopeDim},
+                            {"v_head_dim", c.vHeadDim}})
+    if (value > (int64_t(1) << 20))
+      return failure.fail(path + ": field '" + key +
+                          "' is more than meshfold supports (2^20)"),
+             false;
+  checkTensorSize(path,
+                  "the query's projection (num_attention_heads x "
+                  "(qk_nope_head_dim + qk_rope_head_dim) x q_lora_rank)",
+                  {c.heads, c.qkNopeDim + c.qkRopeDim,
+                   std::max(c.qLoraRank, c.hidden)},
+                  failure);
+  checkTensorSize(path,
+                  "kv_b_proj (num_attention_heads x (qk_nope_head_dim + "
+                  "v_head_dim) x kv_lora_rank)",
+                  {c.heads, c.qkNopeDim + c.vHeadDim, c.kvLoraRank}, failure);
+  checkTensorSize(path,
+                  "o_proj (hidden_size x num_attention_heads x v_head_dim)",
+                  {c.hidden, c.heads, c.vHeadDim}, failure);
+  c.headDim = c.kvLoraRank + c.qkRopeDim;
+  c.kvHeads = 1;
+  return !failure.failed();
+}
+
+/// DeepSeekMoE: sigmoid, bias-corrected, group-limited routing, shared
+/// experts and dense first layers.
+bool readDeepSeekMoE(const Fields &f, StringRef path, HFConfig &c,
+                     Failure &failure) {
+  c.sigmoidRouting = true;
+  c.nGroup = f.positiveInt("n_group");
+  c.topkGroup = f.positiveInt("topk_group");
+  c.routedScaling = f.positiveNumber("routed_scaling_factor", -1);
+  if (!f.has("routed_scaling_factor"))
+    failure.fail(path + ": missing field 'routed_scaling_factor'");
+  c.firstDense = f.nonNegativeInt("first_k_dense_replace");
+  int64_t shared = f.nonNegativeInt("n_shared_experts");
+  if (failure.failed())
+    return false;
+  if (c.experts % c.nGroup != 0)
+    return failure.fail(path + ": field 'n_group' (" + llvm::Twine(c.nGroup) +
+                        ") must divide n_routed_experts (" +
+                        llvm::Twine(c.experts) + ")"),
+           false;
+  if (c.nGroup > 1 && c.experts / c.nGroup < 2)
+    return failure.fail(path + ": field 'n_group' (" + llvm::Twine(c.nGroup) +
+                        "): each group needs at least 2 experts (a group "
+                        "scores its top two)"),
+           false;
+  if (c.topkGroup > c.nGroup)
+    return failure.fail(path + ": field 'topk_group' (" +
+                        llvm::Twine(c.topkGroup) + ") exceeds n_group (" +
+                        llvm::Twine(c.nGroup) + ")"),
+           false;
+  if (c.topK > c.topkGroup * (c.experts / c.nGroup))
+    return failure.fail(path + ": field 'num_experts_per_tok' (" +
+                        llvm::Twine(c.topK) +
+                        ") exceeds the experts of the topk_group kept "
+                        "groups (" +
+                        llvm::Twine(c.topkGroup * (c.experts / c.nGroup)) +
+                        ")"),
+           false;
+  if (!std::isfinite(float(c.routedScaling)))
+    return failure.fail(path + ": field 'routed_scaling_factor' is not "
+                               "representable as a positive f32"),
+           false;
+  if (c.firstDense > c.layers)
+    c.firstDense = c.layers;
+  if (c.firstDense > 0)
+    c.denseFfn = f.positiveInt("intermediate_size");
+  int64_t width = 0;
+  if (llvm::MulOverflow(shared, c.ffn, width) || width > (int64_t(1) << 40))
+    return failure.fail(path + ": field 'n_shared_experts' is more than "
+                               "meshfold supports"),
+           false;
+  c.sharedFfn = width;
+  c.sharedName = "shared_experts";
+  c.sharedGate = false;
+  return !failure.failed();
+}
+
 } // namespace
 
 bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
@@ -221,19 +351,23 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
              : *type == "qwen3_moe" ? "Qwen3MoeForCausalLM"
              : *type == "qwen2_moe" ? "Qwen2MoeForCausalLM"
              : *type == "olmoe"     ? "OlmoeForCausalLM"
-                                    : type->str();
+             : *type == "deepseek_v3" ? "DeepseekV3ForCausalLM"
+                                      : type->str();
   else
     return failure.fail(path +
                         ": missing field 'architectures' (or 'model_type')"),
            false;
 
   // Unsupported features first, so that the message names the real reason.
-  f.rejectIfSet("kv_lora_rank", "MLA (latent) attention is");
-  f.rejectIfSet("q_lora_rank", "MLA (latent) attention is");
-  bool qwen2 = c.arch == "Qwen2MoeForCausalLM";
+  bool qwen2 = c.arch == "Qwen2MoeForCausalLM",
+       deepseek = c.arch == "DeepseekV3ForCausalLM";
+  if (!deepseek) {
+    f.rejectIfSet("kv_lora_rank", "MLA (latent) attention is");
+    f.rejectIfSet("q_lora_rank", "MLA (latent) attention is");
+    f.rejectIfSet("n_shared_experts", "shared experts are");
+  }
   if (!qwen2)
     f.rejectIfSet("shared_expert_intermediate_size", "shared experts are");
-  f.rejectIfSet("n_shared_experts", "shared experts are");
   f.rejectIfSet("attention_bias", "attention biases are");
   f.rejectIfSet("rope_scaling", "RoPE scaling is");
   // Qwen3-MoE's and Qwen2-MoE's sliding_window applies only with
@@ -266,14 +400,31 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
       f.positiveInt("decoder_sparse_step") != 1)
     failure.fail(path + ": field 'decoder_sparse_step': dense (non-MoE) "
                         "layers are not supported");
-  if (c.arch.rfind("Deepseek", 0) == 0)
-    failure.fail(path + ": architecture '" + c.arch +
-                 "': MLA attention and shared experts are not supported");
-  if (!mixtral && !qwen3 && !olmoe && !qwen2)
+  if (!mixtral && !qwen3 && !olmoe && !qwen2 && !deepseek)
     failure.fail(path + ": unsupported architecture '" + c.arch +
                  "' (supported: MixtralForCausalLM, Qwen3MoeForCausalLM, "
-                 "OlmoeForCausalLM, Qwen2MoeForCausalLM)");
-  if (qwen3 || olmoe || qwen2) {
+                 "OlmoeForCausalLM, Qwen2MoeForCausalLM, "
+                 "DeepseekV3ForCausalLM)");
+  if (deepseek) {
+    // transformers' DeepseekV3 implements one routing (sigmoid scores,
+    // bias-corrected choice: "noaux_tc") and MoE in every layer from
+    // first_k_dense_replace on; a config asking for another is refused.
+    if (const json::Value *v = obj->get("topk_method");
+        v && v->kind() != json::Value::Null &&
+        v->getAsString() != std::optional<StringRef>("noaux_tc"))
+      failure.fail(path + ": field 'topk_method' must be \"noaux_tc\" (the "
+                          "DeepSeek-V3 routing meshfold implements)");
+    if (const json::Value *v = obj->get("scoring_func");
+        v && v->kind() != json::Value::Null &&
+        v->getAsString() != std::optional<StringRef>("sigmoid"))
+      failure.fail(path + ": field 'scoring_func' must be \"sigmoid\" (the "
+                          "DeepSeek-V3 routing meshfold implements)");
+    if (f.has("moe_layer_freq") && f.positiveInt("moe_layer_freq") != 1)
+      failure.fail(path + ": field 'moe_layer_freq': MoE layers other than "
+                          "every layer from first_k_dense_replace on are not "
+                          "supported");
+  }
+  if (qwen3 || olmoe || qwen2 || deepseek) {
     c.qkNorm = qwen3;
     c.qkProjectionNorm = olmoe;
     c.moeBlock = "mlp";
@@ -290,16 +441,19 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
   c.kvHeads = f.positiveInt("num_key_value_heads", c.heads);
   if (failure.failed())
     return false;
-  if (c.hidden % c.heads != 0 && !f.has("head_dim"))
+  if (deepseek && !readMLA(f, path, c, failure))
+    return false;
+  if (!deepseek && c.hidden % c.heads != 0 && !f.has("head_dim"))
     return failure.fail(path + ": field 'head_dim' is needed: hidden_size (" +
                         llvm::Twine(c.hidden) +
                         ") is not a multiple of num_attention_heads (" +
                         llvm::Twine(c.heads) + ")"),
            false;
-  c.headDim = f.positiveInt("head_dim", c.hidden / c.heads);
+  if (!deepseek)
+    c.headDim = f.positiveInt("head_dim", c.hidden / c.heads);
   if (failure.failed())
     return false;
-  if (c.headDim % 2 != 0)
+  if (!deepseek && c.headDim % 2 != 0)
     return failure.fail(path + ": field 'head_dim' must be even for RoPE, " +
                         "got " + llvm::Twine(c.headDim)),
            false;
@@ -309,7 +463,9 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
                         ") must divide num_attention_heads (" +
                         llvm::Twine(c.heads) + ")"),
            false;
-  if (f.has("num_local_experts"))
+  if (deepseek)
+    c.experts = f.positiveInt("n_routed_experts");
+  else if (f.has("num_local_experts"))
     c.experts = f.positiveInt("num_local_experts");
   else if (f.has("num_experts"))
     c.experts = f.positiveInt("num_experts");
@@ -328,7 +484,7 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
            false;
   // Qwen3-MoE's intermediate_size is its dense MLPs' width, not the
   // experts': there moe_intermediate_size is required.
-  c.ffn = f.has("moe_intermediate_size") || qwen3 || qwen2
+  c.ffn = f.has("moe_intermediate_size") || qwen3 || qwen2 || deepseek
               ? f.positiveInt("moe_intermediate_size")
               : f.positiveInt("intermediate_size");
   c.vocab = f.positiveInt("vocab_size");
@@ -361,6 +517,8 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
     if (anyDense)
       c.denseFfn = f.positiveInt("intermediate_size");
   }
+  if (deepseek && !readDeepSeekMoE(f, path, c, failure))
+    return false;
   if (qwen2) {
     // Qwen2-MoE: biased q/k/v projections (transformers' qkv_bias, on
     // unless a config turns it off) and a gated shared expert.
@@ -393,7 +551,8 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
                   "an expert projection (experts x intermediate_size x "
                   "hidden_size)",
                   {c.experts, c.ffn, c.hidden}, failure);
-  c.eps = f.positiveNumber("rms_norm_eps", qwen3 || qwen2 ? 1e-6 : 1e-5);
+  c.eps = f.positiveNumber("rms_norm_eps",
+                           qwen3 || qwen2 || deepseek ? 1e-6 : 1e-5);
   c.theta = f.positiveNumber("rope_theta", mixtral ? 1e6 : 10000.0);
   // transformers 5 writes RoPE as rope_parameters {rope_theta, rope_type}.
   if (const json::Value *rp = obj->get("rope_parameters");
@@ -438,7 +597,9 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
                                  "a positive f32"),
              false;
   }
-  c.renormalize = f.boolean("norm_topk_prob", mixtral);
+  c.renormalize = f.boolean("norm_topk_prob", mixtral || deepseek);
+  if (deepseek)
+    c.ropeInterleave = f.boolean("rope_interleave", true);
   c.tieEmbeddings = f.boolean("tie_word_embeddings", false);
   c.maxPositions = f.has("max_position_embeddings")
                        ? f.positiveInt("max_position_embeddings")

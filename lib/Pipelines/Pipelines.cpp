@@ -106,6 +106,9 @@ void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
     kernels.batchInvariant = options.batchInvariant;
     pm.addNestedPass<func::FuncOp>(
         createMFLinalgContractionKernelsPass(kernels));
+    // Copies into strided views (a concatenation's parts) as linalg ops,
+    // not calls of the runner library's memrefCopy.
+    pm.addNestedPass<func::FuncOp>(createMFStridedCopiesToLinalgPass());
     // The rest (gathers, SiLU, norms) in blocks of rows over the threads.
     pm.addNestedPass<func::FuncOp>(createMFLinalgParallelRowsPass());
     pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());

@@ -3,7 +3,7 @@
 // meshfold-import-hf CONFIG.json -o model.mlir [--num-layers N]
 //
 // Reads a Hugging Face config of a supported MoE architecture (Mixtral,
-// Qwen3-MoE, OLMoE, Qwen2-MoE; MeshfoldImporter's HFConfig) and writes the
+// Qwen3-MoE, OLMoE, Qwen2-MoE, DeepSeek-V3; MeshfoldImporter's HFConfig) and writes the
 // model as `moe` ops on global shapes, weights named as in that architecture's
 // checkpoint.
 //
@@ -115,53 +115,168 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
     Value x = moe::RMSNormOp::create(
         b, loc, hType, x0, param(pre + "input_layernorm.weight", {c.hidden}),
         eps);
-    // OLMoE's clip_qkv: every element of q, k (normalised) and v clamped.
-    auto clip = [&](Value y) -> Value {
-      if (c.clipQKV <= 0)
-        return y;
-      return moe::ClipOp::create(b, loc, y,
-                                 b.getF32FloatAttr(float(c.clipQKV)));
+    auto attention = [&]() -> Value {
+      // OLMoE's clip_qkv: every element of q, k (normalised) and v clamped.
+      auto clip = [&](Value y) -> Value {
+        if (c.clipQKV <= 0)
+          return y;
+        return moe::ClipOp::create(b, loc, y,
+                                   b.getF32FloatAttr(float(c.clipQKV)));
+      };
+      // q and k, normalised over the whole projection where the
+      // architecture does (OLMoE), then split into heads.
+      auto projection = [&](StringRef name, int64_t n) -> Value {
+        Value y = linear(x, ("self_attn." + name + "_proj").str(), n * c.headDim,
+                         c.hidden, c.qkvBias);
+        if (c.qkProjectionNorm)
+          y = moe::RMSNormOp::create(
+              b, loc, y.getType(), y,
+              param(pre + "self_attn." + name.str() + "_norm.weight",
+                    {n * c.headDim}),
+              eps);
+        return heads(clip(y), n);
+      };
+      Value q = projection("q", c.heads);
+      Value k = projection("k", c.kvHeads);
+      Value v = heads(clip(linear(x, "self_attn.v_proj", c.kvHeads * c.headDim,
+                                  c.hidden, c.qkvBias)),
+                      c.kvHeads);
+      if (c.qkNorm) {
+        // Each head's q and k normalised on its own (one [d_h] weight each).
+        q = moe::RMSNormOp::create(
+            b, loc, q.getType(), q,
+            param(pre + "self_attn.q_norm.weight", {c.headDim}), eps);
+        k = moe::RMSNormOp::create(
+            b, loc, k.getType(), k,
+            param(pre + "self_attn.k_norm.weight", {c.headDim}), eps);
+      }
+      FloatAttr theta = b.getF32FloatAttr(float(c.theta));
+      q = moe::RoPEOp::create(b, loc, q.getType(), q, p, theta);
+      k = moe::RoPEOp::create(b, loc, k.getType(), k, p, theta);
+      moe::KVCacheOp::create(b, loc, k, v, p, /*head_offset=*/Value(),
+                             b.getI64IntegerAttr(i));
+      Value attn = moe::AttentionOp::create(
+          b, loc, q.getType(), q, k, v, p, p,
+          b.getF32FloatAttr(float(1.0 / std::sqrt(double(c.headDim)))));
+      SmallVector<ReassociationIndices> re = {{0}, {1, 2}};
+      Value flat = tensor::CollapseShapeOp::create(
+          b, loc, tensor({dyn, c.heads * c.headDim}, f32), attn, re);
+      Value o = linear(flat, "self_attn.o_proj", c.hidden, c.heads * c.headDim);
+      return o;
     };
-    // q and k, normalised over the whole projection where the
-    // architecture does (OLMoE), then split into heads.
-    auto projection = [&](StringRef name, int64_t n) -> Value {
-      Value y = linear(x, ("self_attn." + name + "_proj").str(), n * c.headDim,
-                       c.hidden, c.qkvBias);
-      if (c.qkProjectionNorm)
-        y = moe::RMSNormOp::create(
-            b, loc, y.getType(), y,
-            param(pre + "self_attn." + name.str() + "_norm.weight",
-                  {n * c.headDim}),
-            eps);
-      return heads(clip(y), n);
+    // DeepSeek-V3's MLA, run in the latent space: each token's keys and
+    // values are one latent [kv_lora_rank] (normalised) and one RoPE key
+    // [qk_rope_head_dim] that all heads share; a query head's no-RoPE part
+    // is absorbed into the latent through its slice W_UK of kv_b_proj, so
+    // attention is multi-query over the latent (one KV head of
+    // kv_lora_rank + qk_rope_head_dim, that latent its key and value), and
+    // each head's output is brought back to v_head_dim through W_UV. The
+    // KV cache holds the latent, not per-head K and V.
+    auto latentAttention = [&]() -> Value {
+      int64_t nope = c.qkNopeDim, rope = c.qkRopeDim, r = c.kvLoraRank,
+              qDim = nope + rope;
+      auto slice = [&](Value v, ArrayRef<int64_t> offsets,
+                       ArrayRef<int64_t> sizes) -> Value {
+        // Rows (dim 0) whole; the other dims as given.
+        auto type = cast<RankedTensorType>(v.getType());
+        SmallVector<OpFoldResult> off = {b.getIndexAttr(0)}, sz, st;
+        SmallVector<int64_t> shape = {type.getDimSize(0)};
+        sz.push_back(type.isDynamicDim(0)
+                         ? OpFoldResult(tensor::DimOp::create(b, loc, v, 0))
+                         : OpFoldResult(b.getIndexAttr(type.getDimSize(0))));
+        for (auto [o, n] : llvm::zip(offsets, sizes)) {
+          off.push_back(b.getIndexAttr(o));
+          sz.push_back(b.getIndexAttr(n));
+          shape.push_back(n);
+        }
+        st.assign(off.size(), b.getIndexAttr(1));
+        return tensor::ExtractSliceOp::create(
+            b, loc, RankedTensorType::get(shape, type.getElementType()), v,
+            off, sz, st);
+      };
+      auto expand3 = [&](Value v, Value rows, int64_t n, int64_t d) -> Value {
+        auto type = cast<RankedTensorType>(v.getType());
+        SmallVector<ReassociationIndices> re = {{0}, {1, 2}};
+        SmallVector<OpFoldResult> shape = {
+            type.isDynamicDim(0) ? OpFoldResult(rows)
+                                 : OpFoldResult(b.getIndexAttr(
+                                       type.getDimSize(0))),
+            b.getIndexAttr(n), b.getIndexAttr(d)};
+        return tensor::ExpandShapeOp::create(
+            b, loc,
+            RankedTensorType::get({type.getDimSize(0), n, d},
+                                  type.getElementType()),
+            v, re, shape);
+      };
+      // The query [T, H, nope + rope].
+      Value qf;
+      if (c.qLoraRank > 0) {
+        Value qa = linear(x, "self_attn.q_a_proj", c.qLoraRank, c.hidden);
+        qa = moe::RMSNormOp::create(
+            b, loc, qa.getType(), qa,
+            param(pre + "self_attn.q_a_layernorm.weight", {c.qLoraRank}), eps);
+        qf = linear(qa, "self_attn.q_b_proj", c.heads * qDim, c.qLoraRank);
+      } else {
+        qf = linear(x, "self_attn.q_proj", c.heads * qDim, c.hidden);
+      }
+      Value q3 = expand3(qf, t, c.heads, qDim);
+      Value qNope = slice(q3, {0, 0}, {c.heads, nope});
+      Value qRope = slice(q3, {0, nope}, {c.heads, rope});
+      // The latent [T, r] (normalised) and the shared RoPE key [T, rope].
+      Value kva = linear(x, "self_attn.kv_a_proj_with_mqa", r + rope, c.hidden);
+      Value latent = moe::RMSNormOp::create(
+          b, loc, tensor({dyn, r}, f32), slice(kva, {0}, {r}),
+          param(pre + "self_attn.kv_a_layernorm.weight", {r}), eps);
+      Value kRope = expand3(slice(kva, {r}, {rope}), t, 1, rope);
+      FloatAttr theta = b.getF32FloatAttr(float(c.theta));
+      UnitAttr interleaved = c.ropeInterleave ? b.getUnitAttr() : UnitAttr();
+      qRope = moe::RoPEOp::create(b, loc, qRope.getType(), qRope, p, theta,
+                                  interleaved);
+      kRope = moe::RoPEOp::create(b, loc, kRope.getType(), kRope, p, theta,
+                                  interleaved);
+      // kv_b_proj per head: W_UK [H, nope, r] and W_UV [H, v, r].
+      Value wkv = param(pre + "self_attn.kv_b_proj.weight",
+                        {c.heads * (nope + c.vHeadDim), r});
+      Value wkv3 = tensor::ExpandShapeOp::create(
+          b, loc, tensor({c.heads, nope + c.vHeadDim, r}, f32), wkv,
+          SmallVector<ReassociationIndices>{{0, 1}, {2}});
+      auto weightSlice = [&](int64_t offset, int64_t size) -> Value {
+        SmallVector<OpFoldResult> off = {b.getIndexAttr(0),
+                                         b.getIndexAttr(offset),
+                                         b.getIndexAttr(0)},
+                                  sz = {b.getIndexAttr(c.heads),
+                                        b.getIndexAttr(size),
+                                        b.getIndexAttr(r)},
+                                  st(3, b.getIndexAttr(1));
+        return tensor::ExtractSliceOp::create(
+            b, loc, tensor({c.heads, size, r}, f32), wkv3, off, sz, st);
+      };
+      Value wUK = weightSlice(0, nope), wUV = weightSlice(nope, c.vHeadDim);
+      // q in the latent space: [q_nope W_UK, q_rope], [T, H, r + rope].
+      Value qLatent = moe::HeadLinearOp::create(
+          b, loc, tensor({dyn, c.heads, r}, f32), qNope, wUK,
+          /*transpose_weight=*/b.getUnitAttr());
+      Value q = tensor::ConcatOp::create(b, loc, 2, ValueRange{qLatent, qRope});
+      // The cached key and value: [latent, RoPE key], [T, 1, r + rope].
+      Value kv = tensor::ConcatOp::create(
+          b, loc, 2, ValueRange{expand3(latent, t, 1, r), kRope});
+      moe::KVCacheOp::create(b, loc, kv, kv, p, /*head_offset=*/Value(),
+                             b.getI64IntegerAttr(i));
+      // Scores scaled as the per-head form's: by 1/sqrt(nope + rope).
+      Value attn = moe::AttentionOp::create(
+          b, loc, q.getType(), q, kv, kv, p, p,
+          b.getF32FloatAttr(float(1.0 / std::sqrt(double(qDim)))));
+      Value values = moe::HeadLinearOp::create(
+          b, loc, tensor({dyn, c.heads, c.vHeadDim}, f32),
+          slice(attn, {0, 0}, {c.heads, r}), wUV, UnitAttr());
+      Value flat = tensor::CollapseShapeOp::create(
+          b, loc, tensor({dyn, c.heads * c.vHeadDim}, f32), values,
+          SmallVector<ReassociationIndices>{{0}, {1, 2}});
+      return linear(flat, "self_attn.o_proj", c.hidden,
+                    c.heads * c.vHeadDim);
     };
-    Value q = projection("q", c.heads);
-    Value k = projection("k", c.kvHeads);
-    Value v = heads(clip(linear(x, "self_attn.v_proj", c.kvHeads * c.headDim,
-                                c.hidden, c.qkvBias)),
-                    c.kvHeads);
-    if (c.qkNorm) {
-      // Each head's q and k normalised on its own (one [d_h] weight each).
-      q = moe::RMSNormOp::create(
-          b, loc, q.getType(), q,
-          param(pre + "self_attn.q_norm.weight", {c.headDim}), eps);
-      k = moe::RMSNormOp::create(
-          b, loc, k.getType(), k,
-          param(pre + "self_attn.k_norm.weight", {c.headDim}), eps);
-    }
-    FloatAttr theta = b.getF32FloatAttr(float(c.theta));
-    q = moe::RoPEOp::create(b, loc, q.getType(), q, p, theta);
-    k = moe::RoPEOp::create(b, loc, k.getType(), k, p, theta);
-    moe::KVCacheOp::create(b, loc, k, v, p, /*head_offset=*/Value(),
-                           b.getI64IntegerAttr(i));
-    Value attn = moe::AttentionOp::create(
-        b, loc, q.getType(), q, k, v, p, p,
-        b.getF32FloatAttr(float(1.0 / std::sqrt(double(c.headDim)))));
-    SmallVector<ReassociationIndices> re = {{0}, {1, 2}};
-    Value flat = tensor::CollapseShapeOp::create(
-        b, loc, tensor({dyn, c.heads * c.headDim}, f32), attn, re);
-    Value o = linear(flat, "self_attn.o_proj", c.hidden, c.heads * c.headDim);
-    Value h1 = arith::AddFOp::create(b, loc, x0, o);
+    Value h1 = arith::AddFOp::create(b, loc, x0,
+                                     c.mla ? latentAttention() : attention());
     Value x2 = moe::RMSNormOp::create(
         b, loc, hType, h1,
         param(pre + "post_attention_layernorm.weight", {c.hidden}), eps);
@@ -184,11 +299,18 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
       h = layer.getResult(0);
       continue;
     }
+    Value gateW = param(moePre + "gate.weight", {c.experts, c.hidden});
+    Value bias = c.sigmoidRouting
+                     ? param(moePre + "gate.e_score_correction_bias",
+                             {c.experts})
+                     : Value();
     auto router = moe::RouterOp::create(
         b, loc, tensor({dyn, c.topK}, f32), tensor({dyn, c.topK}, i64), x2,
-        param(moePre + "gate.weight", {c.experts, c.hidden}),
-        b.getI64IntegerAttr(c.topK),
-        c.renormalize ? b.getUnitAttr() : UnitAttr());
+        gateW, bias, b.getI64IntegerAttr(c.topK),
+        c.renormalize ? b.getUnitAttr() : UnitAttr(),
+        c.sigmoidRouting ? b.getUnitAttr() : UnitAttr(),
+        b.getI64IntegerAttr(c.nGroup), b.getI64IntegerAttr(c.topkGroup),
+        b.getF32FloatAttr(float(c.routedScaling)));
     std::string ex = moePre + "experts.{e}.";
     Value y = moe::ExpertsOp::create(
         b, loc, hType, x2, router.getWeights(), router.getIndices(),
@@ -196,9 +318,11 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
         param(ex + c.expertDown + ".weight", {c.experts, c.hidden, c.ffn}),
         param(ex + c.expertUp + ".weight", {c.experts, c.ffn, c.hidden}));
     if (c.sharedFfn > 0) {
-      // The shared expert sees every token, scaled by its sigmoid gate.
-      Value shared = mlp(moePre + "shared_expert.", c.sharedFfn,
-                         moePre + "shared_expert_gate.weight");
+      // The shared expert sees every token, scaled by its sigmoid gate
+      // where it has one.
+      Value shared = mlp(moePre + c.sharedName + ".", c.sharedFfn,
+                         c.sharedGate ? moePre + "shared_expert_gate.weight"
+                                      : std::string());
       y = arith::AddFOp::create(b, loc, y, shared);
     }
     Value h2 = arith::AddFOp::create(b, loc, h1, y);
@@ -263,9 +387,17 @@ int main(int argc, char **argv) {
   if (!out)
     die(error);
   out->os() << "// " << c.arch << ": " << c.layers << " layers, d " << c.hidden
-            << ", " << c.heads << " heads (" << c.kvHeads << " KV, d_h "
-            << c.headDim << "), " << c.experts << " experts top-" << c.topK
-            << ", ffn " << c.ffn;
+            << ", " << c.heads << " heads (";
+  if (c.mla)
+    out->os() << "MLA: latent " << c.kvLoraRank << " + RoPE key "
+              << c.qkRopeDim << ", q_lora " << c.qLoraRank << ", nope "
+              << c.qkNopeDim << ", v " << c.vHeadDim;
+  else
+    out->os() << c.kvHeads << " KV, d_h " << c.headDim;
+  out->os() << "), " << c.experts << " experts top-" << c.topK;
+  if (c.nGroup > 1)
+    out->os() << " (" << c.topkGroup << " of " << c.nGroup << " groups)";
+  out->os() << ", ffn " << c.ffn;
   if (c.sharedFfn > 0)
     out->os() << ", shared expert ffn " << c.sharedFfn;
   int64_t dense = 0;

@@ -161,11 +161,32 @@ struct Config {
   /// mlp_only_layers or (i + 1) is not a multiple of decoder_sparse_step.
   std::vector<int64_t> mlpOnlyLayers;
   int64_t sparseStep = 1, denseFfn = 0;
+  /// DeepSeek-V3: layers before first_k_dense_replace are dense.
+  int64_t firstDense = 0;
   bool dense(int64_t layer) const {
-    return std::find(mlpOnlyLayers.begin(), mlpOnlyLayers.end(), layer) !=
+    return layer < firstDense ||
+           std::find(mlpOnlyLayers.begin(), mlpOnlyLayers.end(), layer) !=
                mlpOnlyLayers.end() ||
            (layer + 1) % sparseStep != 0;
   }
+  /// DeepSeek-V3's multi-head latent attention, computed here per head as
+  /// transformers writes it: q from q_a_proj / q_a_layernorm / q_b_proj (or
+  /// q_proj when qLoraRank is 0), [q_nope, q_rope] per head; K and V per
+  /// head from kv_b_proj of the normalised latent, the RoPE key shared.
+  /// The cache outputs are the latent and the RoPE key, [T, 1, r + rope].
+  bool mla = false;
+  int64_t qLoraRank = 0, kvLoraRank = 0, qkNope = 0, qkRope = 0, vHead = 0;
+  bool ropeInterleave = false;
+  /// DeepSeek-V3's routing: sigmoid scores, e_score_correction_bias for
+  /// the choice only, n_group groups of which topk_group are kept, the
+  /// weights times routed_scaling_factor.
+  bool sigmoidRouting = false;
+  int64_t nGroup = 1, topkGroup = 1;
+  double routedScaling = 1.0;
+  /// The shared expert's block name and whether a sigmoid gate scales it
+  /// (Qwen2-MoE's shared_expert is gated, DeepSeek-V3's shared_experts not).
+  std::string sharedBlock = "shared_expert";
+  bool sharedGated = true;
   /// Names under model.layers.N.: the MoE block and the experts' gate,
   /// down and up projections.
   std::string moeBlock = "block_sparse_moe";
@@ -320,6 +341,83 @@ bool readEosTokens(const std::string &path, const json::Object &object,
   return true;
 }
 
+/// DeepSeek-V3's fields: MLA's dims, its routing, shared experts and dense
+/// first layers; what transformers' DeepseekV3 does not implement is refused.
+bool readDeepSeek(ConfigReader &reader, const json::Object &object,
+                  const std::string &path, int64_t numHiddenLayers,
+                  Config &config, Failure &failure) {
+  config.mla = true;
+  if (!object.get("q_lora_rank"))
+    return fail(failure, path + ": missing field 'q_lora_rank' (null for a "
+                                "query without LoRA)");
+  std::optional<int64_t> qLora;
+  if (!reader.optionalInt("q_lora_rank", qLora) ||
+      (qLora && !reader.positive("q_lora_rank", *qLora, config.qLoraRank)) ||
+      !reader.requiredPositive("kv_lora_rank", config.kvLoraRank) ||
+      !reader.requiredPositive("qk_nope_head_dim", config.qkNope) ||
+      !reader.requiredPositive("qk_rope_head_dim", config.qkRope) ||
+      !reader.requiredPositive("v_head_dim", config.vHead) ||
+      !reader.requiredPositive("n_group", config.nGroup) ||
+      !reader.requiredPositive("topk_group", config.topkGroup))
+    return false;
+  if (config.numKVHeads != config.numHeads)
+    return fail(failure, path + ": field 'num_key_value_heads' must equal "
+                                "num_attention_heads for MLA");
+  if (config.qkRope % 2 != 0)
+    return fail(failure, path + ": qk_rope_head_dim must be even for RoPE");
+  if (!reader.isPresent("routed_scaling_factor"))
+    return fail(failure, path + ": missing field 'routed_scaling_factor'");
+  if (!reader.optionalNumber("routed_scaling_factor", config.routedScaling))
+    return false;
+  if (!(config.routedScaling > 0) || !std::isfinite(config.routedScaling))
+    return fail(failure, path + ": field 'routed_scaling_factor' must be a "
+                                "finite positive number");
+  for (const char *key : {"first_k_dense_replace", "n_shared_experts"})
+    if (!reader.isPresent(key))
+      return fail(failure, path + ": missing field '" + std::string(key) + "'");
+  std::optional<int64_t> firstDense, shared;
+  if (!reader.optionalInt("first_k_dense_replace", firstDense) ||
+      !reader.optionalInt("n_shared_experts", shared))
+    return false;
+  if (*firstDense < 0 || *shared < 0)
+    return fail(failure, path + ": fields 'first_k_dense_replace' and "
+                                "'n_shared_experts' must not be negative");
+  config.firstDense = std::min(*firstDense, numHiddenLayers);
+  config.sharedFfn = *shared * config.expertFfn;
+  config.sharedBlock = "shared_experts";
+  config.sharedGated = false;
+  if (config.firstDense > 0 &&
+      !reader.requiredPositive("intermediate_size", config.denseFfn))
+    return false;
+  if (std::optional<StringRef> m = object.getString("topk_method");
+      m && *m != "noaux_tc")
+    return fail(failure, path + ": field 'topk_method' must be \"noaux_tc\"");
+  if (std::optional<StringRef> f = object.getString("scoring_func");
+      f && *f != "sigmoid")
+    return fail(failure, path + ": field 'scoring_func' must be \"sigmoid\"");
+  if (std::optional<int64_t> freq = object.getInteger("moe_layer_freq");
+      freq && *freq != 1)
+    return fail(failure, path + ": field 'moe_layer_freq' must be 1");
+  if (config.numExperts % config.nGroup != 0 ||
+      (config.nGroup > 1 && config.numExperts / config.nGroup < 2) ||
+      config.topkGroup > config.nGroup ||
+      config.topK > config.topkGroup * (config.numExperts / config.nGroup))
+    return fail(failure, path + ": n_group " + std::to_string(config.nGroup) +
+                             ", topk_group " +
+                             std::to_string(config.topkGroup) +
+                             " and num_experts_per_tok " +
+                             std::to_string(config.topK) +
+                             " do not fit n_routed_experts " +
+                             std::to_string(config.numExperts));
+  config.ropeInterleave = true;
+  if (!reader.optionalBool("rope_interleave", config.ropeInterleave))
+    return false;
+  config.sigmoidRouting = true;
+  config.headDim = config.kvLoraRank + config.qkRope;
+  config.numKVHeads = 1;
+  return true;
+}
+
 bool readConfig(const std::string &path, int numLayersLimit, Config &config,
                 Failure &failure) {
   ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
@@ -336,6 +434,21 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
     return fail(failure, path + ": not a JSON object");
 
   ConfigReader reader(path, *object, failure);
+  bool qwen2 = false, qwen3 = false, olmoe = false, deepseek = false;
+  if (const json::Array *archs = object->getArray("architectures"))
+    for (const json::Value &a : *archs)
+      if (std::optional<StringRef> name = a.getAsString()) {
+        deepseek |= *name == "DeepseekV3ForCausalLM";
+        qwen2 |= *name == "Qwen2MoeForCausalLM";
+        qwen3 |= *name == "Qwen3MoeForCausalLM";
+        olmoe |= *name == "OlmoeForCausalLM";
+      }
+  if (std::optional<StringRef> type = object->getString("model_type")) {
+    qwen2 |= *type == "qwen2_moe";
+    qwen3 |= *type == "qwen3_moe";
+    olmoe |= *type == "olmoe";
+    deepseek |= *type == "deepseek_v3";
+  }
   int64_t numHiddenLayers = 0, intermediate = 0;
   if (!reader.requiredPositive("hidden_size", config.hidden) ||
       !reader.requiredPositive("num_hidden_layers", numHiddenLayers) ||
@@ -359,8 +472,11 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
   }
 
   std::optional<int64_t> value;
-  if (!reader.optionalInt("num_local_experts", value))
+  if (!reader.optionalInt(deepseek ? "n_routed_experts" : "num_local_experts",
+                          value))
     return false;
+  if (deepseek && !value)
+    return fail(failure, path + ": missing field 'n_routed_experts'");
   if (value) {
     if (!reader.positive("num_local_experts", *value, config.numExperts))
       return false;
@@ -388,7 +504,7 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
   if (value) {
     if (!reader.positive("head_dim", *value, config.headDim))
       return false;
-  } else {
+  } else if (!deepseek) {
     if (config.hidden % config.numHeads != 0)
       return fail(failure, path + ": hidden_size " +
                                std::to_string(config.hidden) +
@@ -404,19 +520,6 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
   // Qwen3-MoE (HF Qwen3MoeConfig) likewise, with eps 1e-6, per-head q/k
   // norms and its own weight names.
   // OLMoE (HF OlmoeConfig) too, with q/k norms over the projections.
-  bool qwen2 = false, qwen3 = false, olmoe = false;
-  if (const json::Array *archs = object->getArray("architectures"))
-    for (const json::Value &a : *archs)
-      if (std::optional<StringRef> name = a.getAsString()) {
-        qwen2 |= *name == "Qwen2MoeForCausalLM";
-        qwen3 |= *name == "Qwen3MoeForCausalLM";
-        olmoe |= *name == "OlmoeForCausalLM";
-      }
-  if (std::optional<StringRef> type = object->getString("model_type")) {
-    qwen2 |= *type == "qwen2_moe";
-    qwen3 |= *type == "qwen3_moe";
-    olmoe |= *type == "olmoe";
-  }
   if (qwen2 || qwen3 || olmoe) {
     config.ropeTheta = 10000.0;
     config.normTopKProb = false;
@@ -483,9 +586,13 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
   // Latent attention and other experts' layouts.
   for (const char *key :
        {"n_shared_experts", "kv_lora_rank", "q_lora_rank", "attention_bias"})
-    if (reader.isPresent(key) && object->get(key)->getAsBoolean() != false)
+    if (reader.isPresent(key) && object->get(key)->getAsBoolean() != false &&
+        !(deepseek && StringRef(key) != "attention_bias"))
       return fail(failure, path + ": field '" + key + "' is not supported");
-  if (qwen3 || olmoe || qwen2) {
+  if (deepseek && !readDeepSeek(reader, *object, path, numHiddenLayers,
+                                config, failure))
+    return false;
+  if (qwen3 || olmoe || qwen2 || deepseek) {
     config.qkNorm = qwen3;
     config.qkProjectionNorm = olmoe;
     config.moeBlock = "mlp";
@@ -493,8 +600,10 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
     config.expertDown = "down_proj";
     config.expertUp = "up_proj";
   }
-  if (qwen3 || qwen2)
+  if (qwen3 || qwen2 || deepseek)
     config.rmsNormEps = 1e-6;
+  if (deepseek)
+    config.ropeTheta = 10000.0;
   if (reader.isPresent("clip_qkv")) {
     if (!olmoe)
       return fail(failure, path + ": field 'clip_qkv' is not supported");
@@ -504,6 +613,9 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
       return fail(failure, path + ": field 'clip_qkv' must be a positive "
                                   "number");
   }
+  if (deepseek && !moeIntermediate)
+    return fail(failure, path + ": missing field 'moe_intermediate_size' "
+                                "(DeepSeek-V3's experts' width)");
   if (qwen3 && !moeIntermediate)
     return fail(failure, path + ": missing field 'moe_intermediate_size' "
                                 "(Qwen3-MoE's experts' width)");
@@ -565,7 +677,7 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
   if (!(config.ropeTheta > 0) || !std::isfinite(config.ropeTheta))
     return fail(failure,
                 path + ": field 'rope_theta' must be a finite positive number");
-  if (config.headDim % 2 != 0)
+  if (config.headDim % 2 != 0 && !config.mla)
     return fail(failure, path + ": head_dim " + std::to_string(config.headDim) +
                              " must be even for rotate-half RoPE");
   if (config.numHeads % config.numKVHeads != 0)
@@ -670,7 +782,12 @@ std::string expertName(const Config &c, int64_t layer, int64_t expert,
 }
 
 std::string sharedName(const Config &c, int64_t layer, const char *which) {
-  return layerName(layer, c.moeBlock + ".shared_expert." + which + ".weight");
+  return layerName(layer, c.moeBlock + "." + c.sharedBlock + "." + which +
+                              ".weight");
+}
+
+std::string attnName(int64_t layer, const char *which) {
+  return layerName(layer, std::string("self_attn.") + which + ".weight");
 }
 
 const char *embedName = "model.embed_tokens.weight";
@@ -683,12 +800,34 @@ bool checkWeights(const Config &c, Weights &weights) {
           kvDim = c.numKVHeads * c.headDim, ffn = c.expertFfn;
   if (!weights.check(embedName, {c.vocab, d}))
     return false;
+  int64_t qkDim = c.qkNope + c.qkRope, r = c.kvLoraRank;
   for (int64_t i = 0; i < c.numLayers; ++i) {
+    if (c.mla) {
+      // MLA's projections in place of q/k/v/o.
+      bool ok =
+          (c.qLoraRank > 0
+               ? weights.check(attnName(i, "q_a_proj"), {c.qLoraRank, d}) &&
+                     weights.check(attnName(i, "q_a_layernorm"),
+                                   {c.qLoraRank}) &&
+                     weights.check(attnName(i, "q_b_proj"),
+                                   {c.numHeads * qkDim, c.qLoraRank})
+               : weights.check(attnName(i, "q_proj"),
+                               {c.numHeads * qkDim, d})) &&
+          weights.check(attnName(i, "kv_a_proj_with_mqa"), {r + c.qkRope, d}) &&
+          weights.check(attnName(i, "kv_a_layernorm"), {r}) &&
+          weights.check(attnName(i, "kv_b_proj"),
+                        {c.numHeads * (c.qkNope + c.vHead), r}) &&
+          weights.check(attnName(i, "o_proj"), {d, c.numHeads * c.vHead});
+      if (!ok)
+        return false;
+    }
     if (!weights.check(layerName(i, "input_layernorm.weight"), {d}) ||
-        !weights.check(layerName(i, "self_attn.q_proj.weight"), {qDim, d}) ||
+        (!c.mla &&
+         (!weights.check(layerName(i, "self_attn.q_proj.weight"), {qDim, d}) ||
         !weights.check(layerName(i, "self_attn.k_proj.weight"), {kvDim, d}) ||
         !weights.check(layerName(i, "self_attn.v_proj.weight"), {kvDim, d}) ||
-        !weights.check(layerName(i, "self_attn.o_proj.weight"), {d, qDim}) ||
+         !weights.check(layerName(i, "self_attn.o_proj.weight"),
+                        {d, qDim}))) ||
         !weights.check(layerName(i, "post_attention_layernorm.weight"), {d}))
       return false;
     if (c.dense(i)) {
@@ -701,7 +840,11 @@ bool checkWeights(const Config &c, Weights &weights) {
                          {d, f}))
         return false;
     } else if (!weights.check(layerName(i, c.moeBlock + ".gate.weight"),
-                              {c.numExperts, d})) {
+                              {c.numExperts, d}) ||
+               (c.sigmoidRouting &&
+                !weights.check(layerName(i, c.moeBlock +
+                                                ".gate.e_score_correction_bias"),
+                               {c.numExperts}))) {
       return false;
     }
     // q/k norms: per head ([d_h]) or over the whole projection.
@@ -720,8 +863,10 @@ bool checkWeights(const Config &c, Weights &weights) {
         (!weights.check(sharedName(c, i, "gate_proj"), {c.sharedFfn, d}) ||
          !weights.check(sharedName(c, i, "up_proj"), {c.sharedFfn, d}) ||
          !weights.check(sharedName(c, i, "down_proj"), {d, c.sharedFfn}) ||
-         !weights.check(layerName(i, c.moeBlock + ".shared_expert_gate.weight"),
-                        {1, d})))
+         (c.sharedGated &&
+          !weights.check(
+              layerName(i, c.moeBlock + ".shared_expert_gate.weight"),
+              {1, d}))))
       return false;
     for (int64_t e = 0; e < (c.dense(i) ? 0 : c.numExperts); ++e)
       if (!weights.check(expertName(c, i, e, c.expertGate), {ffn, d}) ||
@@ -796,16 +941,18 @@ void applyRope(std::vector<float> &x, int64_t tokens, int64_t heads,
   }
 }
 
-/// Causal GQA attention. q: [T, n_h, d_h]; k, v: [T, n_kv, d_h];
-/// out: [T, n_h, d_h]. Query head h reads KV head h / (n_h / n_kv).
+/// Causal GQA attention. q, k: [T, n_h | n_kv, d_qk]; v: [T, n_kv, d_v];
+/// out: [T, n_h, d_v]; scores scaled by 1/sqrt(d_qk). Query head h reads
+/// KV head h / (n_h / n_kv).
 void attention(const std::vector<float> &q, const std::vector<float> &k,
                const std::vector<float> &v, int64_t tokens, int64_t numHeads,
-               int64_t numKVHeads, int64_t headDim, std::vector<float> &out) {
+               int64_t numKVHeads, int64_t headDim, int64_t valueDim,
+               std::vector<float> &out) {
   int64_t group = numHeads / numKVHeads;
   double scale = 1.0 / std::sqrt(static_cast<double>(headDim));
-  out.assign(static_cast<size_t>(tokens * numHeads * headDim), 0.0f);
+  out.assign(static_cast<size_t>(tokens * numHeads * valueDim), 0.0f);
   std::vector<double> scores(static_cast<size_t>(tokens));
-  std::vector<double> acc(static_cast<size_t>(headDim));
+  std::vector<double> acc(static_cast<size_t>(valueDim));
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t h = 0; h < numHeads; ++h) {
       int64_t kvh = h / group;
@@ -826,13 +973,13 @@ void attention(const std::vector<float> &q, const std::vector<float> &k,
       }
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int64_t s = 0; s <= t; ++s) {
-        const float *vRow = &v[(s * numKVHeads + kvh) * headDim];
+        const float *vRow = &v[(s * numKVHeads + kvh) * valueDim];
         double p = scores[s] / denominator;
-        for (int64_t j = 0; j < headDim; ++j)
+        for (int64_t j = 0; j < valueDim; ++j)
           acc[j] += p * vRow[j];
       }
-      float *outRow = &out[(t * numHeads + h) * headDim];
-      for (int64_t j = 0; j < headDim; ++j)
+      float *outRow = &out[(t * numHeads + h) * valueDim];
+      for (int64_t j = 0; j < valueDim; ++j)
         outRow[j] = static_cast<float>(acc[j]);
     }
   }
@@ -862,6 +1009,55 @@ void route(const float *logits, int64_t numExperts, int64_t topK,
   weights.clear();
   for (int64_t e : experts)
     weights.push_back(std::exp(logits[e] - maxLogit) / denominator);
+}
+
+/// DeepSeek-V3's router, as transformers' DeepseekV3MoE: s = sigmoid(logit);
+/// experts are chosen by s + bias within the topk_group groups with the best
+/// sum of their two best choice scores (other groups' experts count 0);
+/// the weights are s at the chosen, over their sum (norm_topk_prob), times
+/// routed_scaling_factor. Ties go to the lower index.
+void routeSigmoid(const Config &c, const float *logits,
+                  const std::vector<float> &bias, std::vector<int64_t> &experts,
+                  std::vector<double> &weights) {
+  int64_t n = c.numExperts, size = n / c.nGroup;
+  std::vector<float> s(static_cast<size_t>(n)), choice(s.size());
+  for (int64_t e = 0; e < n; ++e) {
+    s[e] = static_cast<float>(1.0 / (1.0 + std::exp(-double(logits[e]))));
+    choice[e] = s[e] + bias[e];
+  }
+  auto byScore = [](const std::vector<float> &v) {
+    std::vector<int64_t> order(v.size());
+    for (size_t i = 0; i < v.size(); ++i)
+      order[i] = static_cast<int64_t>(i);
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return v[a] > v[b]; });
+    return order;
+  };
+  if (c.nGroup > 1) {
+    std::vector<float> groupScore(static_cast<size_t>(c.nGroup));
+    for (int64_t g = 0; g < c.nGroup; ++g) {
+      std::vector<float> members(choice.begin() + g * size,
+                                 choice.begin() + (g + 1) * size);
+      std::vector<int64_t> order = byScore(members);
+      groupScore[g] = members[order[0]] + members[order[1]];
+    }
+    std::vector<int64_t> groups = byScore(groupScore);
+    std::vector<bool> kept(static_cast<size_t>(c.nGroup), false);
+    for (int64_t i = 0; i < c.topkGroup; ++i)
+      kept[groups[i]] = true;
+    for (int64_t e = 0; e < n; ++e)
+      if (!kept[e / size])
+        choice[e] = 0.0f;
+  }
+  std::vector<int64_t> order = byScore(choice);
+  experts.assign(order.begin(), order.begin() + c.topK);
+  double sum = 0.0;
+  for (int64_t e : experts)
+    sum += s[e];
+  weights.clear();
+  for (int64_t e : experts)
+    weights.push_back((c.normTopKProb ? s[e] / (sum + 1e-20) : s[e]) *
+                      c.routedScaling);
 }
 
 double silu(double x) { return x / (1.0 + std::exp(-x)); }
@@ -901,8 +1097,112 @@ struct Request {
   std::vector<float> promptLogits;              ///< [T, V] (optional)
 };
 
+/// The pairs (x[2j], x[2j + 1]) of each [dim] vector moved to (j, j + dim/2),
+/// as transformers' apply_rotary_pos_emb_interleave does before rotate-half.
+void deinterleave(std::vector<float> &x, int64_t dim) {
+  std::vector<float> tmp(static_cast<size_t>(dim));
+  for (size_t at = 0; at < x.size(); at += static_cast<size_t>(dim)) {
+    for (int64_t j = 0; j < dim / 2; ++j) {
+      tmp[j] = x[at + 2 * j];
+      tmp[j + dim / 2] = x[at + 2 * j + 1];
+    }
+    std::copy(tmp.begin(), tmp.end(), x.begin() + at);
+  }
+}
+
+/// DeepSeek-V3's MLA as transformers' DeepseekV3Attention computes it, per
+/// head: q = q_b(norm(q_a(x))) split [q_nope, q_rope]; the latent
+/// c = norm(kv_a(x)[:r]) and the RoPE key kv_a(x)[r:]; [k_nope, v] per head
+/// from kv_b(c); K = [k_nope, rope key], Q = [q_nope, q_rope], both roped
+/// parts rotated; attention over d_qk = nope + rope, values of v_head_dim.
+/// Records the cache as the program holds it: [c, roped key], [T, 1, r +
+/// rope].
+bool runLatentAttention(const Config &c, int64_t layer, Weights &weights,
+                        std::vector<Request> &requests) {
+  int64_t d = c.hidden, H = c.numHeads, nope = c.qkNope, rope = c.qkRope,
+          vd = c.vHead, r = c.kvLoraRank, qk = nope + rope;
+  std::vector<float> norm, qa, qaNorm, qb, kva, kvaNorm, kvb, wo;
+  bool ok =
+      weights.load(layerName(layer, "input_layernorm.weight"), norm) &&
+      (c.qLoraRank > 0
+           ? weights.load(attnName(layer, "q_a_proj"), qa) &&
+                 weights.load(attnName(layer, "q_a_layernorm"), qaNorm) &&
+                 weights.load(attnName(layer, "q_b_proj"), qb)
+           : weights.load(attnName(layer, "q_proj"), qb)) &&
+      weights.load(attnName(layer, "kv_a_proj_with_mqa"), kva) &&
+      weights.load(attnName(layer, "kv_a_layernorm"), kvaNorm) &&
+      weights.load(attnName(layer, "kv_b_proj"), kvb) &&
+      weights.load(attnName(layer, "o_proj"), wo);
+  if (!ok)
+    return false;
+  for (Request &req : requests) {
+    int64_t T = static_cast<int64_t>(req.tokens.size());
+    std::vector<float> x(static_cast<size_t>(T * d));
+    rmsNorm(req.hidden.data(), T, d, norm, c.rmsNormEps, x.data());
+    std::vector<float> q(static_cast<size_t>(T * H * qk));
+    if (c.qLoraRank > 0) {
+      std::vector<float> a(static_cast<size_t>(T * c.qLoraRank));
+      linear(x.data(), T, d, qa.data(), c.qLoraRank, a.data());
+      rmsNorm(a.data(), T, c.qLoraRank, qaNorm, c.rmsNormEps, a.data());
+      linear(a.data(), T, c.qLoraRank, qb.data(), H * qk, q.data());
+    } else {
+      linear(x.data(), T, d, qb.data(), H * qk, q.data());
+    }
+    std::vector<float> kvA(static_cast<size_t>(T * (r + rope)));
+    linear(x.data(), T, d, kva.data(), r + rope, kvA.data());
+    std::vector<float> latent(static_cast<size_t>(T * r)),
+        kRope(static_cast<size_t>(T * rope)),
+        qRope(static_cast<size_t>(T * H * rope));
+    for (int64_t t = 0; t < T; ++t) {
+      std::copy_n(&kvA[t * (r + rope)], r, &latent[t * r]);
+      std::copy_n(&kvA[t * (r + rope) + r], rope, &kRope[t * rope]);
+      for (int64_t h = 0; h < H; ++h)
+        std::copy_n(&q[(t * H + h) * qk + nope], rope,
+                    &qRope[(t * H + h) * rope]);
+    }
+    rmsNorm(latent.data(), T, r, kvaNorm, c.rmsNormEps, latent.data());
+    std::vector<float> kv(static_cast<size_t>(T * H * (nope + vd)));
+    linear(latent.data(), T, r, kvb.data(), H * (nope + vd), kv.data());
+    if (c.ropeInterleave) {
+      deinterleave(qRope, rope);
+      deinterleave(kRope, rope);
+    }
+    applyRope(qRope, T, H, rope, c.ropeTheta);
+    applyRope(kRope, T, 1, rope, c.ropeTheta);
+    // Per head: Q = [q_nope, q_rope], K = [k_nope, k_rope], V.
+    std::vector<float> Q(static_cast<size_t>(T * H * qk)), K(Q.size()),
+        V(static_cast<size_t>(T * H * vd));
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < H; ++h) {
+        const float *kvRow = &kv[(t * H + h) * (nope + vd)];
+        float *qRow = &Q[(t * H + h) * qk], *kRow = &K[(t * H + h) * qk];
+        std::copy_n(&q[(t * H + h) * qk], nope, qRow);
+        std::copy_n(&qRope[(t * H + h) * rope], rope, qRow + nope);
+        std::copy_n(kvRow, nope, kRow);
+        std::copy_n(&kRope[t * rope], rope, kRow + nope);
+        std::copy_n(kvRow + nope, vd, &V[(t * H + h) * vd]);
+      }
+    std::vector<float> attn;
+    attention(Q, K, V, T, H, H, qk, vd, attn);
+    std::vector<float> o(static_cast<size_t>(T * d));
+    linear(attn.data(), T, H * vd, wo.data(), d, o.data());
+    for (size_t i = 0; i < o.size(); ++i)
+      req.hidden[i] += o[i];
+    std::vector<float> cache(static_cast<size_t>(T * (r + rope)));
+    for (int64_t t = 0; t < T; ++t) {
+      std::copy_n(&latent[t * r], r, &cache[t * (r + rope)]);
+      std::copy_n(&kRope[t * rope], rope, &cache[t * (r + rope) + r]);
+    }
+    req.keys.push_back(cache);
+    req.values.push_back(std::move(cache));
+  }
+  return true;
+}
+
 bool runAttention(const Config &c, int64_t layer, Weights &weights,
                   std::vector<Request> &requests) {
+  if (c.mla)
+    return runLatentAttention(c, layer, weights, requests);
   int64_t d = c.hidden, qDim = c.numHeads * c.headDim,
           kvDim = c.numKVHeads * c.headDim;
   std::vector<float> norm, wq, wk, wv, wo;
@@ -958,7 +1258,8 @@ bool runAttention(const Config &c, int64_t layer, Weights &weights,
     applyRope(q, T, c.numHeads, c.headDim, c.ropeTheta);
     applyRope(k, T, c.numKVHeads, c.headDim, c.ropeTheta);
     std::vector<float> attn;
-    attention(q, k, v, T, c.numHeads, c.numKVHeads, c.headDim, attn);
+    attention(q, k, v, T, c.numHeads, c.numKVHeads, c.headDim, c.headDim,
+              attn);
     std::vector<float> o(static_cast<size_t>(T * d));
     linear(attn.data(), T, qDim, wo.data(), d, o.data());
     for (size_t i = 0; i < o.size(); ++i)
@@ -972,10 +1273,14 @@ bool runAttention(const Config &c, int64_t layer, Weights &weights,
 bool runMoE(const Config &c, int64_t layer, Weights &weights,
             std::vector<Request> &requests, Failure &failure) {
   int64_t d = c.hidden, ffn = c.expertFfn;
-  std::vector<float> norm, gate;
+  std::vector<float> norm, gate, bias;
   if (!weights.load(layerName(layer, "post_attention_layernorm.weight"),
                     norm) ||
-      !weights.load(layerName(layer, c.moeBlock + ".gate.weight"), gate))
+      !weights.load(layerName(layer, c.moeBlock + ".gate.weight"), gate) ||
+      (c.sigmoidRouting &&
+       !weights.load(
+           layerName(layer, c.moeBlock + ".gate.e_score_correction_bias"),
+           bias)))
     return false;
 
   // Normalised inputs of every token of every request, and the routing.
@@ -1005,8 +1310,11 @@ bool runMoE(const Config &c, int64_t layer, Weights &weights,
                                    std::to_string(layer) + ", request " +
                                    std::to_string(r) + ", position " +
                                    std::to_string(t));
-      route(logits.data(), c.numExperts, c.topK, c.normTopKProb, chosen,
-            routeWeights);
+      if (c.sigmoidRouting)
+        routeSigmoid(c, logits.data(), bias, chosen, routeWeights);
+      else
+        route(logits.data(), c.numExperts, c.topK, c.normTopKProb, chosen,
+              routeWeights);
       for (size_t k = 0; k < chosen.size(); ++k)
         perExpert[chosen[k]].push_back({r, t, routeWeights[k]});
     }
@@ -1037,17 +1345,22 @@ bool runMoE(const Config &c, int64_t layer, Weights &weights,
     if (!weights.load(sharedName(c, layer, "gate_proj"), w1) ||
         !weights.load(sharedName(c, layer, "down_proj"), w2) ||
         !weights.load(sharedName(c, layer, "up_proj"), w3) ||
-        !weights.load(
-            layerName(layer, c.moeBlock + ".shared_expert_gate.weight"), sGate))
+        (c.sharedGated &&
+         !weights.load(
+             layerName(layer, c.moeBlock + ".shared_expert_gate.weight"),
+             sGate)))
       return false;
     for (size_t r = 0; r < requests.size(); ++r) {
       int64_t T = static_cast<int64_t>(requests[r].tokens.size());
       for (int64_t t = 0; t < T; ++t) {
         const float *x = &inputs[r][t * d];
         swiGLU(x, d, c.sharedFfn, w1, w2, w3, g, u, down.data());
-        float s;
-        linear(x, 1, d, sGate.data(), 1, &s);
-        double scale = 1.0 / (1.0 + std::exp(-static_cast<double>(s)));
+        double scale = 1.0;
+        if (c.sharedGated) {
+          float s;
+          linear(x, 1, d, sGate.data(), 1, &s);
+          scale = 1.0 / (1.0 + std::exp(-static_cast<double>(s)));
+        }
         double *y = &outputs[r][t * d];
         for (int64_t j = 0; j < d; ++j)
           y[j] += scale * down[j];

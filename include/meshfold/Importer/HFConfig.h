@@ -51,10 +51,34 @@ struct HFConfig {
   /// Biases on the q, k and v projections (self_attn.{q,k,v}_proj.bias,
   /// Qwen2-MoE).
   bool qkvBias = false;
-  /// A shared expert beside the routed ones (Qwen2-MoE): a dense SwiGLU of
-  /// this width at `<moeBlock>.shared_expert.{gate,up,down}_proj`, scaled
-  /// per token by sigmoid(`<moeBlock>.shared_expert_gate` . x); 0: none.
+  /// A shared expert beside the routed ones: a dense SwiGLU of this width at
+  /// `<moeBlock>.<sharedName>.{gate,up,down}_proj`, scaled per token by
+  /// sigmoid(`<moeBlock>.shared_expert_gate` . x) where `sharedGate`
+  /// (Qwen2-MoE's shared_expert; DeepSeek-V3's shared_experts, n_shared_experts
+  /// x moe_intermediate_size wide, are ungated); 0: none.
   int64_t sharedFfn = 0;
+  std::string sharedName = "shared_expert";
+  bool sharedGate = true;
+  /// DeepSeek-V3's multi-head latent attention (MLA): the query through
+  /// q_a_proj, q_a_layernorm and q_b_proj (q_proj where qLoraRank is 0),
+  /// the keys and values from one latent of kvLoraRank per token
+  /// (kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj) plus one RoPE key of
+  /// qkRopeDim shared by all heads. `headDim` is then the latent's width
+  /// (kvLoraRank + qkRopeDim) and `kvHeads` 1: the attention runs in the
+  /// latent space (the query's no-RoPE part absorbed through kv_b_proj).
+  bool mla = false;
+  int64_t qLoraRank = 0, kvLoraRank = 0, qkNopeDim = 0, qkRopeDim = 0,
+          vHeadDim = 0;
+  /// RoPE on interleaved pairs (DeepSeek-V3's rope_interleave).
+  bool ropeInterleave = false;
+  /// DeepSeek-V3's routing: sigmoid scores with mlp.gate.e_score_correction_bias
+  /// for the choice, group-limited (nGroup groups, the topkGroup best kept),
+  /// the weights times routedScaling.
+  bool sigmoidRouting = false;
+  int64_t nGroup = 1, topkGroup = 1;
+  double routedScaling = 1.0;
+  /// Layers before firstDense are dense (DeepSeek-V3's first_k_dense_replace).
+  int64_t firstDense = 0;
   /// Dense layers (Qwen3-MoE, Qwen2-MoE): layer i has routed experts unless
   /// it is in mlp_only_layers or (i + 1) is not a multiple of
   /// decoder_sparse_step, as transformers decides; a dense layer's MLP is a
@@ -62,6 +86,8 @@ struct HFConfig {
   std::vector<int64_t> mlpOnlyLayers;
   int64_t sparseStep = 1, denseFfn = 0;
   bool isDense(int64_t layer) const {
+    if (layer < firstDense)
+      return true;
     for (int64_t i : mlpOnlyLayers)
       if (i == layer)
         return true;

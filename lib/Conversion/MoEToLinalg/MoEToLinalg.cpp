@@ -263,6 +263,28 @@ struct LinearLowering : OpConversionPattern<LinearOp> {
   }
 };
 
+/// A linear map per head: one contraction over the head's input dim, the
+/// head a parallel dim.
+struct HeadLinearLowering : OpConversionPattern<HeadLinearOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(HeadLinearOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = getContext();
+    Value x = adaptor.getInput();
+    // Loop dims (t, h, o, i): o the output's last dim, i the contracted one.
+    AffineMap wMap = op.getTransposeWeight() ? pick(ctx, 4, {1, 3, 2})
+                                             : pick(ctx, 4, {1, 2, 3});
+    Value y = generic(rewriter, loc, {x, adaptor.getWeight()},
+                      {zeros(rewriter, loc, op.getType(), {{x, 0}})},
+                      {pick(ctx, 4, {0, 1, 3}), wMap, pick(ctx, 4, {0, 1, 2})},
+                      {kPar, kPar, kPar, kRed}, multiplyAccumulate)[0];
+    rewriter.replaceOp(op, y);
+    return success();
+  }
+};
+
 /// The dense SwiGLU MLP as three linears and the activation between them
 /// (and, where gated, the sigmoid of a fourth, one-column linear scaling each
 /// row): the linears take the contraction kernels of moe.linear.
@@ -324,6 +346,7 @@ struct RoPELowering : OpConversionPattern<RoPEOp> {
     Type elt = type.getElementType();
     int64_t dh = type.getDimSize(2), half = dh / 2;
     double theta = op.getTheta().convertToDouble();
+    bool interleaved = op.getInterleaved();
     // The angles' cosines and (signed) sines per position and dim, once:
     // every head of the op (and, by CSE, every op on the same positions)
     // reads this [T, d_h] table instead of computing powf/sin/cos per
@@ -377,9 +400,29 @@ struct RoPELowering : OpConversionPattern<RoPEOp> {
           Value partnerIdx = arith::SelectOp::create(
               nb, l, lower, arith::AddIOp::create(nb, l, j, cHalf),
               arith::SubIOp::create(nb, l, j, cHalf));
+          Value self = a[0];
+          if (interleaved) {
+            // Element j of the de-interleaved row: x[2j] in the lower half,
+            // x[2(j - half) + 1] in the upper.
+            auto source = [&](Value jj) -> Value {
+              Value low = arith::CmpIOp::create(
+                  nb, l, arith::CmpIPredicate::ult, jj, cHalf);
+              Value two = arith::ConstantIndexOp::create(nb, l, 2);
+              Value even = arith::MulIOp::create(nb, l, jj, two);
+              Value odd = arith::AddIOp::create(
+                  nb, l,
+                  arith::MulIOp::create(
+                      nb, l, arith::SubIOp::create(nb, l, jj, cHalf), two),
+                  arith::ConstantIndexOp::create(nb, l, 1));
+              return arith::SelectOp::create(nb, l, low, even, odd);
+            };
+            self = tensor::ExtractOp::create(
+                nb, l, x, ValueRange{idx(nb, l, 0), idx(nb, l, 1), source(j)});
+            partnerIdx = source(partnerIdx);
+          }
           Value partner = tensor::ExtractOp::create(
               nb, l, x, ValueRange{idx(nb, l, 0), idx(nb, l, 1), partnerIdx});
-          Value xc = arith::MulFOp::create(nb, l, a[0], a[1]);
+          Value xc = arith::MulFOp::create(nb, l, self, a[1]);
           Value ps = arith::MulFOp::create(nb, l, partner, a[2]);
           linalg::YieldOp::create(nb, l,
                                   Value(arith::AddFOp::create(nb, l, xc, ps)));
@@ -388,6 +431,76 @@ struct RoPELowering : OpConversionPattern<RoPEOp> {
     return success();
   }
 };
+
+/// The top `k` columns of each row of `values` [R, N] by k rounds of
+/// arg-max, each excluding the columns already chosen; ties go to the lower
+/// column. Returns the chosen values and columns, each [R], in descending
+/// order.
+std::pair<SmallVector<Value>, SmallVector<Value>>
+buildTopK(OpBuilder &b, Location loc, Value values, int64_t k, Type idxElt) {
+  MLIRContext *ctx = b.getContext();
+  Type elt = cast<RankedTensorType>(values.getType()).getElementType();
+  int64_t rows = dimOf(values, 0);
+  SmallVector<Value> vals, ids;
+  auto colF = tensorOf({rows}, elt);
+  auto colI = tensorOf({rows}, idxElt);
+  for (int64_t r = 0; r < k; ++r) {
+    SmallVector<Value> ins = {values};
+    llvm::append_range(ins, ids);
+    SmallVector<AffineMap> maps = {pick(ctx, 2, {0, 1})};
+    for (size_t p = 0; p < ids.size(); ++p)
+      maps.push_back(pick(ctx, 2, {0}));
+    maps.push_back(pick(ctx, 2, {0}));
+    maps.push_back(pick(ctx, 2, {0}));
+    Value initV = makeFilled(
+        b, loc, colF, {{values, 0}},
+        b.getFloatAttr(elt, -std::numeric_limits<double>::infinity()));
+    Value initI =
+        makeFilled(b, loc, colI, {{values, 0}}, b.getIntegerAttr(idxElt, -1));
+    size_t numPrev = ids.size();
+    ResultRange res = generic(
+        b, loc, ins, {initV, initI}, maps, {kPar, kRed},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value v = a[0];
+          Value e = arith::IndexCastOp::create(nb, l, idxElt, idx(nb, l, 1));
+          Value curV = a[1 + numPrev], curI = a[2 + numPrev];
+          Value excluded =
+              arith::ConstantOp::create(nb, l, nb.getBoolAttr(false));
+          for (size_t p = 0; p < numPrev; ++p)
+            excluded = arith::OrIOp::create(
+                nb, l, excluded,
+                arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, e,
+                                      a[1 + p]));
+          Value none = arith::CmpIOp::create(
+              nb, l, arith::CmpIPredicate::slt, curI,
+              arith::ConstantOp::create(nb, l, nb.getIntegerAttr(idxElt, 0)));
+          Value greater =
+              arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OGT, v, curV);
+          Value better = arith::AndIOp::create(
+              nb, l, arith::OrIOp::create(nb, l, none, greater),
+              arith::XOrIOp::create(
+                  nb, l, excluded,
+                  arith::ConstantOp::create(nb, l, nb.getBoolAttr(true))));
+          linalg::YieldOp::create(
+              nb, l,
+              ValueRange{arith::SelectOp::create(nb, l, better, v, curV),
+                         arith::SelectOp::create(nb, l, better, e, curI)});
+        });
+    vals.push_back(res[0]);
+    ids.push_back(res[1]);
+  }
+  return {vals, ids};
+}
+
+/// 1 / (1 + exp(-x)).
+Value sigmoid(OpBuilder &b, Location loc, Type elt, Value x) {
+  Value one = cstF(b, loc, elt, 1.0);
+  return arith::DivFOp::create(
+      b, loc, one,
+      arith::AddFOp::create(
+          b, loc, one,
+          math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x))));
+}
 
 struct RouterLowering : OpConversionPattern<RouterOp> {
   using OpConversionPattern::OpConversionPattern;
@@ -404,57 +517,13 @@ struct RouterLowering : OpConversionPattern<RouterOp> {
     Type idxElt = iType.getElementType();
     int64_t t = dimOf(x, 0), numExperts = dimOf(gate, 0), k = op.getTopK();
     Value logits = buildLinear(b, loc, x, gate, tensorOf({t, numExperts}, elt));
-
-    // k rounds of arg-max, each excluding the experts already chosen; ties go
-    // to the lower expert index.
-    SmallVector<Value> vals, ids;
-    auto colF = tensorOf({t}, elt);
-    auto colI = tensorOf({t}, idxElt);
-    for (int64_t r = 0; r < k; ++r) {
-      SmallVector<Value> ins = {logits};
-      llvm::append_range(ins, ids);
-      SmallVector<AffineMap> maps = {pick(ctx, 2, {0, 1})};
-      for (size_t p = 0; p < ids.size(); ++p)
-        maps.push_back(pick(ctx, 2, {0}));
-      maps.push_back(pick(ctx, 2, {0}));
-      maps.push_back(pick(ctx, 2, {0}));
-      Value initV = makeFilled(
-          b, loc, colF, {{x, 0}},
-          b.getFloatAttr(elt, -std::numeric_limits<double>::infinity()));
-      Value initI =
-          makeFilled(b, loc, colI, {{x, 0}}, b.getIntegerAttr(idxElt, -1));
-      size_t numPrev = ids.size();
-      ResultRange res = generic(
-          b, loc, ins, {initV, initI}, maps, {kPar, kRed},
-          [&](OpBuilder &nb, Location l, ValueRange a) {
-            Value v = a[0];
-            Value e = arith::IndexCastOp::create(nb, l, idxElt, idx(nb, l, 1));
-            Value curV = a[1 + numPrev], curI = a[2 + numPrev];
-            Value excluded =
-                arith::ConstantOp::create(nb, l, nb.getBoolAttr(false));
-            for (size_t p = 0; p < numPrev; ++p)
-              excluded = arith::OrIOp::create(
-                  nb, l, excluded,
-                  arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, e,
-                                        a[1 + p]));
-            Value none = arith::CmpIOp::create(
-                nb, l, arith::CmpIPredicate::slt, curI,
-                arith::ConstantOp::create(nb, l, nb.getIntegerAttr(idxElt, 0)));
-            Value greater = arith::CmpFOp::create(
-                nb, l, arith::CmpFPredicate::OGT, v, curV);
-            Value better = arith::AndIOp::create(
-                nb, l, arith::OrIOp::create(nb, l, none, greater),
-                arith::XOrIOp::create(
-                    nb, l, excluded,
-                    arith::ConstantOp::create(nb, l, nb.getBoolAttr(true))));
-            linalg::YieldOp::create(
-                nb, l,
-                ValueRange{arith::SelectOp::create(nb, l, better, v, curV),
-                           arith::SelectOp::create(nb, l, better, e, curI)});
-          });
-      vals.push_back(res[0]);
-      ids.push_back(res[1]);
+    if (op.getSigmoid()) {
+      rewriter.replaceOp(op, lowerSigmoid(b, loc, op, adaptor, logits));
+      return success();
     }
+
+    auto [vals, ids] = buildTopK(b, loc, logits, k, idxElt);
+    auto colF = tensorOf({t}, elt);
 
     // Softmax denominator: over the chosen k (renormalize) or over all experts.
     Value top = vals.front();
@@ -517,6 +586,145 @@ struct RouterLowering : OpConversionPattern<RouterOp> {
         });
     rewriter.replaceOp(op, out);
     return success();
+  }
+
+  /// DeepSeek-V3's scoring: sigmoid scores s, choice scores s + bias,
+  /// group-limited, weights s at the chosen experts (renormalised) times
+  /// the scaling.
+  static SmallVector<Value> lowerSigmoid(OpBuilder &b, Location loc,
+                                         RouterOp op, OpAdaptor adaptor,
+                                         Value logits) {
+    MLIRContext *ctx = b.getContext();
+    Value x = adaptor.getInput(), bias = adaptor.getBias();
+    auto wType = op.getWeights().getType();
+    auto iType = op.getIndices().getType();
+    Type elt = wType.getElementType();
+    Type idxElt = iType.getElementType();
+    auto scoresType = cast<RankedTensorType>(logits.getType());
+    int64_t t = scoresType.getDimSize(0), numExperts = scoresType.getDimSize(1);
+    int64_t k = op.getTopK(), groups = op.getNGroup(),
+            keep = op.getTopkGroup(), size = numExperts / groups;
+    double scaling = op.getScaling().convertToDouble();
+    // s and the choice scores c = s + bias.
+    SmallVector<Value> ins = {logits};
+    SmallVector<AffineMap> maps = {pick(ctx, 2, {0, 1})};
+    if (bias) {
+      ins.push_back(bias);
+      maps.push_back(pick(ctx, 2, {1}));
+    }
+    maps.append(2, pick(ctx, 2, {0, 1}));
+    ResultRange sc = generic(
+        b, loc, ins,
+        {makeEmpty(b, loc, scoresType, {{x, 0}}),
+         makeEmpty(b, loc, scoresType, {{x, 0}})},
+        maps, {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value s = sigmoid(nb, l, elt, a[0]);
+          Value c = bias ? arith::AddFOp::create(
+                               nb, l, s, widen(nb, l, a[1], elt))
+                         : s;
+          linalg::YieldOp::create(nb, l, ValueRange{s, c});
+        });
+    Value scores = sc[0], choice = sc[1];
+    if (groups > 1) {
+      // Each group's score, the sum of its two best choice scores: the
+      // [T, E] scores as [T * groups, size] rows.
+      Value rows = tensor::CollapseShapeOp::create(
+          b, loc,
+          tensor::ExpandShapeOp::create(
+              b, loc, tensorOf({t, groups, size}, elt), choice,
+              SmallVector<ReassociationIndices>{{0}, {1, 2}}),
+          SmallVector<ReassociationIndices>{{0, 1}, {2}});
+      auto [best, unused] = buildTopK(b, loc, rows, 2, idxElt);
+      int64_t tg = t == ShapedType::kDynamic ? t : t * groups;
+      Value groupSum =
+          generic(b, loc, {best[0], best[1]},
+                  {makeEmpty(b, loc, tensorOf({tg}, elt), {{rows, 0}})},
+                  SmallVector<AffineMap>(3, pick(ctx, 1, {0})), {kPar},
+                  [&](OpBuilder &nb, Location l, ValueRange a) {
+                    linalg::YieldOp::create(
+                        nb, l, Value(arith::AddFOp::create(nb, l, a[0], a[1])));
+                  })[0];
+      Value groupScores = tensor::ExpandShapeOp::create(
+          b, loc, tensorOf({t, groups}, elt), groupSum,
+          SmallVector<ReassociationIndices>{{0, 1}});
+      auto [unusedV, kept] = buildTopK(b, loc, groupScores, keep, idxElt);
+      // Experts of the groups not kept score 0.
+      SmallVector<Value> mIns = {choice};
+      llvm::append_range(mIns, kept);
+      SmallVector<AffineMap> mMaps = {pick(ctx, 2, {0, 1})};
+      mMaps.append(kept.size(), pick(ctx, 2, {0}));
+      mMaps.push_back(pick(ctx, 2, {0, 1}));
+      choice = generic(
+          b, loc, mIns, {makeEmpty(b, loc, scoresType, {{x, 0}})}, mMaps,
+          {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+            Value g = arith::IndexCastOp::create(
+                nb, l, idxElt,
+                arith::DivUIOp::create(
+                    nb, l, idx(nb, l, 1),
+                    arith::ConstantIndexOp::create(nb, l, size)));
+            Value in = arith::ConstantOp::create(nb, l, nb.getBoolAttr(false));
+            for (int64_t r = 0; r < keep; ++r)
+              in = arith::OrIOp::create(
+                  nb, l, in,
+                  arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, g,
+                                        a[1 + r]));
+            linalg::YieldOp::create(
+                nb, l,
+                Value(arith::SelectOp::create(nb, l, in, a[0],
+                                              cstF(nb, l, elt, 0.0))));
+          })[0];
+    }
+    auto [unusedC, ids] = buildTopK(b, loc, choice, k, idxElt);
+    // [T, k] indices, then the weights: s at each, over their sum.
+    SmallVector<Value> iIns(ids);
+    SmallVector<AffineMap> iMaps(k, pick(ctx, 2, {0}));
+    iMaps.push_back(pick(ctx, 2, {0, 1}));
+    Value indices = generic(
+        b, loc, iIns, {makeEmpty(b, loc, iType, {{x, 0}})}, iMaps,
+        {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value col = idx(nb, l, 1), e = a[0];
+          for (int64_t r = 1; r < k; ++r)
+            e = arith::SelectOp::create(
+                nb, l,
+                arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, col,
+                                      arith::ConstantIndexOp::create(nb, l, r)),
+                a[r], e);
+          linalg::YieldOp::create(nb, l, e);
+        })[0];
+    auto gathered = [&](OpBuilder &nb, Location l, Value row, Value e) {
+      Value col = arith::IndexCastOp::create(nb, l, nb.getIndexType(), e);
+      return Value(tensor::ExtractOp::create(nb, l, scores, ValueRange{row, col}));
+    };
+    Value denom;
+    auto colF = tensorOf({t}, elt);
+    if (op.getRenormalize())
+      denom = generic(
+          b, loc, {indices}, {zeros(b, loc, colF, {{x, 0}})},
+          {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0})}, {kPar, kRed},
+          [&](OpBuilder &nb, Location l, ValueRange a) {
+            Value s = gathered(nb, l, idx(nb, l, 0), a[0]);
+            linalg::YieldOp::create(
+                nb, l, Value(arith::AddFOp::create(nb, l, a[1], s)));
+          })[0];
+    SmallVector<Value> wIns = {indices};
+    SmallVector<AffineMap> wMaps = {pick(ctx, 2, {0, 1})};
+    if (denom) {
+      wIns.push_back(denom);
+      wMaps.push_back(pick(ctx, 2, {0}));
+    }
+    wMaps.push_back(pick(ctx, 2, {0, 1}));
+    Value weights = generic(
+        b, loc, wIns, {makeEmpty(b, loc, wType, {{x, 0}})}, wMaps,
+        {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value w = gathered(nb, l, idx(nb, l, 0), a[0]);
+          if (denom)
+            w = arith::DivFOp::create(
+                nb, l, w,
+                arith::AddFOp::create(nb, l, a[1], cstF(nb, l, elt, 1e-20)));
+          w = arith::MulFOp::create(nb, l, w, cstF(nb, l, elt, scaling));
+          linalg::YieldOp::create(nb, l, w);
+        })[0];
+    return {weights, indices};
   }
 };
 
@@ -596,7 +804,7 @@ struct ConvertMoEToLinalgPass
                            arith::ArithDialect, math::MathDialect>();
     target
         .addIllegalOp<PositionsOp, EmbedOp, RMSNormOp, SumSquaresOp, RMSScaleOp,
-                      ClipOp, LinearOp, MLPOp, RoPEOp, AttentionOp,
+                      ClipOp, LinearOp, HeadLinearOp, MLPOp, RoPEOp, AttentionOp,
                       AttentionPartialOp, AttentionMergeOp, RouterOp, ExpertsOp,
                       ExpertFFNOp, LMHeadOp, LayerOp, TakePositionOp>();
     inlineLayers(getOperation());
@@ -621,7 +829,7 @@ void meshfold::populateMoEToLinalgConversionPatterns(
     int64_t attentionTile) {
   patterns.add<PositionsLowering, EmbedLowering, RMSNormLowering,
                SumSquaresLowering, RMSScaleLowering, ClipLowering,
-               LinearLowering, MLPLowering, RoPELowering, RouterLowering,
+               LinearLowering, HeadLinearLowering, MLPLowering, RoPELowering, RouterLowering,
                LMHeadLowering, TakePositionLowering>(patterns.getContext());
   moe_to_linalg::populateAttentionPatterns(patterns, fuseAttention,
                                            attentionTile);

@@ -335,6 +335,58 @@ LogicalResult RouterOp::verify() {
     if (cast<RankedTensorType>(t).getDimSize(1) != k)
       return emitOpError() << "weights and indices must be [T, top_k = " << k
                            << "], got " << t;
+  if (Value bias = getBias()) {
+    if (!getSigmoid())
+      return emitOpError() << "a bias (e_score_correction_bias) needs sigmoid "
+                              "scoring";
+    if (failed(checkRank(*this, "bias", bias.getType(), 1)) ||
+        failed(checkDim(*this, "bias", bias.getType(), 0, "gate", gate, 0)) ||
+        failed(checkWeightElementType(*this, in, {bias.getType()})))
+      return failure();
+  }
+  int64_t groups = getNGroup(), keep = getTopkGroup();
+  if ((groups > 1 || keep > 1 ||
+       getScaling().convertToDouble() != 1.0) &&
+      !getSigmoid())
+    return emitOpError() << "n_group, topk_group and scaling need sigmoid "
+                            "scoring";
+  if (experts % groups != 0)
+    return emitOpError() << "n_group (" << groups << ") must divide the "
+                         << "number of experts (" << experts << ")";
+  if (groups > 1 && experts / groups < 2)
+    return emitOpError() << "each of the n_group (" << groups
+                         << ") groups needs at least 2 experts (a group "
+                            "scores its top two), got "
+                         << experts / groups;
+  if (keep > groups)
+    return emitOpError() << "topk_group (" << keep << ") must not exceed "
+                         << "n_group (" << groups << ")";
+  if (k > keep * (experts / groups))
+    return emitOpError() << "top_k (" << k << ") exceeds the experts of the "
+                         << "topk_group (" << keep << ") kept groups ("
+                         << keep * (experts / groups) << ")";
+  if (!std::isfinite(getScaling().convertToDouble()) ||
+      !(getScaling().convertToDouble() > 0.0))
+    return emitOpError() << "scaling must be positive and finite";
+  return success();
+}
+
+LogicalResult HeadLinearOp::verify() {
+  Type in = getInput().getType(), w = getWeight().getType(), res = getType();
+  if (failed(checkRank(*this, "input", in, 3)) ||
+      failed(checkRank(*this, "weight", w, 3)) ||
+      failed(checkStatic(*this, "weight", w)) ||
+      failed(checkRank(*this, "result", res, 3)) ||
+      failed(checkDim(*this, "weight", w, 0, "input", in, 1)) ||
+      failed(checkDim(*this, "result", res, 0, "input", in, 0)) ||
+      failed(checkDim(*this, "result", res, 1, "input", in, 1)) ||
+      failed(checkSameElementType(*this, {in, res})) ||
+      failed(checkWeightElementType(*this, in, {w})))
+    return failure();
+  bool t = getTransposeWeight();
+  if (failed(checkDim(*this, "weight", w, t ? 1 : 2, "input", in, 2)) ||
+      failed(checkDim(*this, "result", res, 2, "weight", w, t ? 2 : 1)))
+    return failure();
   return success();
 }
 

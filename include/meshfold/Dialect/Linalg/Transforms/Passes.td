@@ -115,6 +115,28 @@ def MFLinalgParallelRowsPass
   ];
 }
 
+def MFStridedCopiesToLinalgPass
+    : Pass<"mf-strided-copies-to-linalg", "::mlir::func::FuncOp"> {
+  let summary = "rewrite memref.copy between strided buffers as linalg.copy";
+  let description = [{
+    Bufferization copies a tensor into a slice of another (a
+    `tensor.concat`, a value inserted into a strided view) with
+    `memref.copy`. Between contiguous buffers that lowers to a `memcpy`; with
+    a strided layout on either side it lowers to a call of the MLIR runner
+    library's `memrefCopy`, which emitted programs do not link. This pass
+    turns those copies into `linalg.copy`, which the CPU pipeline splits
+    over the threads and lowers to loops like any other linalg op.
+    Copies between identity layouts are left alone.
+
+    ```mlir
+    memref.copy %a, %b : memref<?x8x32xf32> to memref<?x8x32xf32, strided<[320, 40, 1]>>
+    // becomes
+    linalg.copy ins(%a : ...) outs(%b : ...)
+    ```
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
 def MFMathPolynomialExpPass
     : Pass<"mf-math-polynomial-exp", "::mlir::func::FuncOp"> {
   let summary = "rewrite f32 math.exp as a polynomial approximation in "

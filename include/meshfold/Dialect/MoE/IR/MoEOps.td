@@ -164,6 +164,28 @@ def MoE_LinearOp : MoE_Op<"linear", [Pure]> {
   let hasVerifier = 1;
 }
 
+def MoE_HeadLinearOp : MoE_Op<"head_linear", [Pure]> {
+  let summary = "a linear map per attention head";
+  let description = [{
+    Input `[T, H, a]`, weight `[H, m, n]` (a head's slice of a projection as
+    stored, e.g. DeepSeek-V3's `kv_b_proj` viewed per head). By default
+    `result[t, h, i] = sum_j x[t, h, j] * weight[h, i, j]` (`a = n`, result
+    `[T, H, m]`, x W^T per head); with `transpose_weight`,
+    `result[t, h, j] = sum_i x[t, h, i] * weight[h, i, j]` (`a = m`, result
+    `[T, H, n]`). MLA uses both: the query's no-RoPE part is absorbed into
+    the latent space with `W_UK` (transposed), and attention over the latent
+    is brought back to each head's values with `W_UV`.
+  }];
+  let arguments = (ins MoE_FloatTensor:$input, MoE_FloatTensor:$weight,
+                       UnitAttr:$transpose_weight);
+  let results = (outs MoE_FloatTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $weight attr-dict `:` type($input) `,` type($weight) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def MoE_RoPEOp : MoE_Op<"rope", [Pure]> {
   let summary = "rotary position embedding (rotate-half) at global positions";
   let description = [{
@@ -173,9 +195,20 @@ def MoE_RoPEOp : MoE_Op<"rope", [Pure]> {
     low 32 bits, see `moe.attention`):
     `out[j] = x[j] cos a - x[j + half] sin a`,
     `out[j + half] = x[j + half] cos a + x[j] sin a`.
+    With `interleaved` (DeepSeek-V3's `rope_interleave`) the rotated pairs
+    are `(x[2j], x[2j + 1])`, and the result holds them de-interleaved as
+    transformers leaves them: `out[j] = x[2j] cos a - x[2j + 1] sin a`,
+    `out[j + half] = x[2j + 1] cos a + x[2j] sin a`.
   }];
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$input,
+                   "::mlir::Value":$positions, "::mlir::FloatAttr":$theta), [{
+      build($_builder, $_state, result, input, positions, theta,
+            ::mlir::UnitAttr());
+    }]>
+  ];
   let arguments = (ins MoE_FloatTensor:$input, MoE_IndexTensor:$positions,
-                       F32Attr:$theta);
+                       F32Attr:$theta, UnitAttr:$interleaved);
   let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $positions attr-dict `:` type($input) `,` type($positions) `->` type($result)
@@ -212,18 +245,49 @@ def MoE_RouterOp : MoE_Op<"router", [Pure]> {
   let summary = "MoE router: gate logits, top-k, routing weights";
   let description = [{
     `logits = x gate^T` (gate `[n_experts, d]`), then the `top_k` experts per
-    token (ties go to the lower expert index), returned in descending logit
-    order as `indices [T, k]`. With `renormalize` (Mixtral), `weights [T, k]`
-    are the softmax over the chosen k logits; without it (Qwen2-MoE / OLMoE
-    `norm_topk_prob = false`), the softmax over all experts at the chosen ones.
+    token (ties go to the lower expert index), returned in descending order
+    of their choice score as `indices [T, k]`.
+
+    Softmax scoring (the default): the choice score is the logit. With
+    `renormalize` (Mixtral), `weights [T, k]` are the softmax over the chosen
+    k logits; without it (Qwen2-MoE / OLMoE `norm_topk_prob = false`), the
+    softmax over all experts at the chosen ones.
+
+    `sigmoid` scoring (DeepSeek-V3): `s = sigmoid(logits)`, and the choice
+    score is `s + bias` (`e_score_correction_bias`, `[n_experts]`; 0 where
+    no bias is given), which selects experts but does not weigh them. With
+    `n_group` > 1 the experts form `n_group` groups of consecutive indices;
+    each group scores the sum of its two highest choice scores, the
+    `topk_group` best groups are kept (ties to the lower group), and every
+    expert of another group has its choice score replaced by 0 (as
+    transformers' `masked_fill(..., 0.0)` does). `weights` are `s` at the
+    chosen experts, divided by their sum (plus 1e-20) with `renormalize`,
+    times `scaling` (`routed_scaling_factor`).
   }];
   let arguments = (ins MoE_FloatTensor:$input, MoE_FloatTensor:$gate,
+                       Optional<MoE_FloatTensor>:$bias,
                        ConfinedAttr<I64Attr, [IntPositive]>:$top_k,
-                       UnitAttr:$renormalize);
+                       UnitAttr:$renormalize, UnitAttr:$sigmoid,
+                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntPositive]>,
+                                         "1">:$n_group,
+                       DefaultValuedAttr<ConfinedAttr<I64Attr, [IntPositive]>,
+                                         "1">:$topk_group,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$scaling);
   let results = (outs MoE_FloatTensor:$weights, MoE_IndexTensor:$indices);
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$weights, "::mlir::Type":$indices,
+                   "::mlir::Value":$input, "::mlir::Value":$gate,
+                   "::mlir::IntegerAttr":$top_k,
+                   "::mlir::UnitAttr":$renormalize), [{
+      build($_builder, $_state, weights, indices, input, gate,
+            ::mlir::Value(), top_k, renormalize, ::mlir::UnitAttr(),
+            $_builder.getI64IntegerAttr(1), $_builder.getI64IntegerAttr(1),
+            $_builder.getF32FloatAttr(1.0f));
+    }]>
+  ];
   let assemblyFormat = [{
-    $input `,` $gate attr-dict `:` type($input) `,` type($gate) `->`
-    type($weights) `,` type($indices)
+    $input `,` $gate (`bias` $bias^)? attr-dict `:` type($input) `,`
+    type($gate) (`,` type($bias)^)? `->` type($weights) `,` type($indices)
   }];
   let hasVerifier = 1;
 }
