@@ -12,7 +12,8 @@ save_pretrained(max_shard_size=SHARD_SIZE) (shards and
 model.safetensors.index.json, as users download them), then runs its
 forward in f32 on the saved values on each prompt line and writes what the
 emitted program writes: req{r}.logits [V] (last position) and
-req{r}.layers.{i}.k / .v [T, n_kv, d_h] (K after RoPE, from its KV cache).
+req{r}.layers.{i}.k / .v [T, n_kv, d_h] (K after RoPE, from its KV cache;
+for MLA the latent and RoPE key meshfold caches, [T, 1, r + rope], as both).
 """
 
 import json
@@ -51,6 +52,10 @@ def main():
                 # transformers zeroes biases at init: draw them, so that
                 # the check sees them.
                 p.copy_(0.5 * torch.randn_like(p))
+        for name, b in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):
+                # DeepSeek-V3's routing bias (a buffer, zero at init).
+                b.copy_(0.1 * torch.randn_like(b))
     model = model.to(dtype)
     model.save_pretrained(out_dir, max_shard_size=shard_size)
     # The forward runs in f32 on the values as saved (rounded to dtype), the
@@ -60,6 +65,15 @@ def main():
            if int(transformers.__version__.split(".")[0]) >= 5
            else {"torch_dtype": torch.float32})
     model = AutoModelForCausalLM.from_pretrained(out_dir, **f32).eval()
+    # MLA (DeepSeek-V3): the cache meshfold keeps is each token's latent
+    # (kv_a_layernorm's output) and roped RoPE key, [T, 1, kv_lora_rank +
+    # qk_rope_head_dim], as both k and v.
+    mla = getattr(config, "kv_lora_rank", None)
+    latents = {}
+    if mla:
+        for i, layer in enumerate(model.model.layers):
+            layer.self_attn.kv_a_layernorm.register_forward_hook(
+                lambda m, args, out, i=i: latents.__setitem__(i, out))
     tensors = {}
     for r, line in enumerate(open(prompts).read().splitlines()):
         ids = torch.tensor([[int(t) for t in line.split()]])
@@ -68,6 +82,16 @@ def main():
         tensors[f"req{r}.logits"] = out.logits[0, -1].contiguous()
         for i in range(int(layers)):
             k, v = cache_layer(out.past_key_values, i)
+            if mla:
+                # transformers >= 5.x caches the latent and the RoPE key
+                # themselves (k [1, 1, T, r], v [1, 1, T, rope]); earlier
+                # versions cache per-head K and V, the RoPE key K's tail.
+                rope = (v[0, 0] if k.shape[-1] == mla
+                        else k[0, 0, :, config.qk_nope_head_dim:])
+                kv = torch.cat([latents[i][0], rope], dim=-1)[:, None, :]
+                tensors[f"req{r}.layers.{i}.k"] = kv.contiguous()
+                tensors[f"req{r}.layers.{i}.v"] = kv.clone()
+                continue
             tensors[f"req{r}.layers.{i}.k"] = k[0].transpose(0, 1).contiguous()
             tensors[f"req{r}.layers.{i}.v"] = v[0].transpose(0, 1).contiguous()
     save_file(tensors, ref)

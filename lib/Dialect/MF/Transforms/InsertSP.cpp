@@ -87,33 +87,54 @@ struct MFInsertSPPass : public mf::impl::MFInsertSPPassBase<MFInsertSPPass> {
   }
 
   LogicalResult rewriteAttention(moe::AttentionOp att) {
-    FailureOr<AttentionChain> chain = matchAttentionChain(att);
-    if (failed(chain))
-      return failure();
-    AttentionChain &c = *chain;
-    Value x = c.qLin.getInput();
-    if (c.kLin.getInput() != x || c.vLin.getInput() != x)
-      return att.emitError("mf-insert-sp: Q, K and V must read one input");
-    // All-gather the TP group's tokens before QKV.
-    OpBuilder b(c.qLin);
+    // The linears that read the layer's normalised input, the splits into
+    // heads (their token dim), and the output projection.
+    SmallVector<moe::LinearOp> inputs;
+    SmallVector<tensor::ExpandShapeOp> splits;
+    moe::LinearOp oLin;
+    if (isLatentAttention(att)) {
+      FailureOr<LatentAttentionChain> chain = matchLatentAttention(att);
+      if (failed(chain))
+        return failure();
+      LatentAttentionChain &c = *chain;
+      inputs = {c.qInLin ? c.qInLin : c.qLin, c.kvLin};
+      splits = {c.qExp};
+      llvm::append_range(splits, c.kvExps);
+      oLin = c.oLin;
+    } else {
+      FailureOr<AttentionChain> chain = matchAttentionChain(att);
+      if (failed(chain))
+        return failure();
+      AttentionChain &c = *chain;
+      inputs = {c.qLin, c.kLin, c.vLin};
+      splits = {c.qExp, c.kExp, c.vExp};
+      oLin = c.oLin;
+    }
+    Value x = inputs.front().getInput();
+    for (moe::LinearOp lin : inputs)
+      if (lin.getInput() != x)
+        return att.emitError("mf-insert-sp: the attention's projections must "
+                             "read one input");
+    // All-gather the TP group's tokens before the projections.
+    OpBuilder b(inputs.front());
     b.setInsertionPointAfterValue(x);
-    Location loc = c.qLin.getLoc();
+    Location loc = inputs.front().getLoc();
     Value gathered = AllGatherOp::create(
         b, loc, x.getType(), x, b.getStringAttr("attention"),
         b.getStrArrayAttr({"tp"}), b.getI64IntegerAttr(0));
     Value rows = tensor::DimOp::create(b, loc, gathered, 0);
-    for (moe::LinearOp lin : {c.qLin, c.kLin, c.vLin})
+    for (moe::LinearOp lin : inputs)
       lin.getInputMutable().assign(gathered);
-    for (tensor::ExpandShapeOp exp : {c.qExp, c.kExp, c.vExp}) {
+    for (tensor::ExpandShapeOp exp : splits) {
       if (exp.getOutputShape().size() != 1)
         return exp.emitError("mf-insert-sp: expected one dynamic token dim");
       exp.getOutputShapeMutable().assign(rows);
     }
     // The partial sums come back reduce-scattered: each rank gets its
     // tokens whole. Without TP sharding they are whole already: slice.
-    Value out = c.oLin.getResult();
+    Value out = oLin.getResult();
     Operation *user = out.hasOneUse() ? *out.user_begin() : nullptr;
-    b.setInsertionPointAfter(user ? user : c.oLin.getOperation());
+    b.setInsertionPointAfter(user ? user : oLin.getOperation());
     auto ar = dyn_cast_or_null<AllReduceOp>(user);
     if (ar && ar.getInputs().size() == 1) {
       Value rs = ReduceScatterOp::create(b, ar.getLoc(), out.getType(), out,
@@ -122,8 +143,8 @@ struct MFInsertSPPass : public mf::impl::MFInsertSPPassBase<MFInsertSPPass> {
       ar.getResult(0).replaceAllUsesWith(rs);
       ar.erase();
     } else {
-      b.setInsertionPointAfter(c.oLin);
-      Value s = sliceTP(b, c.oLin.getLoc(), out);
+      b.setInsertionPointAfter(oLin);
+      Value s = sliceTP(b, oLin.getLoc(), out);
       out.replaceAllUsesExcept(s, s.getDefiningOp());
     }
     return success();

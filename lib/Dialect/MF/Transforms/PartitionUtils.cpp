@@ -179,6 +179,108 @@ FailureOr<AttentionChain> mf::matchAttentionChain(moe::AttentionOp att) {
   return c;
 }
 
+bool mf::isLatentAttention(moe::AttentionOp att) {
+  return bool(att.getQuery().getDefiningOp<tensor::ConcatOp>());
+}
+
+FailureOr<LatentAttentionChain>
+mf::matchLatentAttention(moe::AttentionOp att) {
+  LatentAttentionChain c;
+  c.attention = att;
+  auto fail = [&](StringRef what) -> FailureOr<LatentAttentionChain> {
+    return att.emitError() << "partitioning: unexpected structure around "
+                              "latent attention: "
+                           << what;
+  };
+  // The query: [absorbed no-RoPE part, roped part].
+  c.qCat = att.getQuery().getDefiningOp<tensor::ConcatOp>();
+  if (!c.qCat || c.qCat.getInputs().size() != 2 || c.qCat.getDim() != 2)
+    return fail("the query must concatenate two parts along the head dim");
+  c.absorb = c.qCat.getInputs()[0].getDefiningOp<moe::HeadLinearOp>();
+  c.qRope = c.qCat.getInputs()[1].getDefiningOp<moe::RoPEOp>();
+  if (!c.absorb || !c.absorb.getTransposeWeight() || !c.qRope)
+    return fail("the query must be [head_linear(q_nope, W_UK), rope(q_rope)]");
+  c.qNope = c.absorb.getInput().getDefiningOp<tensor::ExtractSliceOp>();
+  c.qRopeIn = c.qRope.getInput().getDefiningOp<tensor::ExtractSliceOp>();
+  if (!c.qNope || !c.qRopeIn || c.qNope.getSource() != c.qRopeIn.getSource())
+    return fail("q_nope and q_rope must be slices of one query");
+  c.qExp = c.qNope.getSource().getDefiningOp<tensor::ExpandShapeOp>();
+  if (!c.qExp)
+    return fail("the query's heads must be split by tensor.expand_shape");
+  c.qLin = c.qExp.getSrc().getDefiningOp<moe::LinearOp>();
+  if (!c.qLin || !paramOf(c.qLin.getWeight()) || c.qLin.getBias())
+    return fail("the query must be a moe.linear of a weight");
+  // With a query LoRA, Wq reads the normalised q_a_proj.
+  if (auto norm = c.qLin.getInput().getDefiningOp<moe::RMSNormOp>()) {
+    c.qInLin = norm.getInput().getDefiningOp<moe::LinearOp>();
+    if (!c.qInLin)
+      return fail("a query LoRA must be a moe.linear, normalised");
+  }
+  // W_UK and W_UV: slices of kv_b_proj per head.
+  c.wUK = c.absorb.getWeight().getDefiningOp<tensor::ExtractSliceOp>();
+  if (!c.wUK)
+    return fail("W_UK must be a slice of kv_b_proj");
+  c.wkvExp = c.wUK.getSource().getDefiningOp<tensor::ExpandShapeOp>();
+  if (!c.wkvExp || !paramOf(c.wkvExp.getSrc()))
+    return fail("kv_b_proj must be a weight split per head");
+  // The key and value: the latent, through a history in decode.
+  Value key = att.getKey();
+  if ((c.history = key.getDefiningOp<moe::KVHistoryOp>())) {
+    if (att.getValue() != c.history.getValue() ||
+        c.history.getStepKey() != c.history.getStepValue())
+      return fail("a K/V history must give the latent as key and value");
+    key = c.history.getStepKey();
+  } else if (att.getValue() != key) {
+    return fail("the latent must be both the key and the value");
+  }
+  auto kvCat = key.getDefiningOp<tensor::ConcatOp>();
+  if (!kvCat || kvCat.getInputs().size() != 2)
+    return fail("the latent must concatenate the latent and the RoPE key");
+  for (Value part : kvCat.getInputs()) {
+    Value v = part;
+    if (auto rope = v.getDefiningOp<moe::RoPEOp>())
+      v = rope.getInput();
+    auto exp = v.getDefiningOp<tensor::ExpandShapeOp>();
+    if (!exp)
+      return fail("the latent's parts must be split by tensor.expand_shape");
+    c.kvExps.push_back(exp);
+    Value src = exp.getSrc();
+    if (auto norm = src.getDefiningOp<moe::RMSNormOp>())
+      src = norm.getInput();
+    auto slice = src.getDefiningOp<tensor::ExtractSliceOp>();
+    auto lin = slice ? slice.getSource().getDefiningOp<moe::LinearOp>()
+                     : moe::LinearOp();
+    if (!lin || (c.kvLin && lin != c.kvLin))
+      return fail("the latent must be slices of one moe.linear");
+    c.kvLin = lin;
+  }
+  // The output: each head's latent part up-projected, then Wo.
+  // (Beside the slice, only reads of its token count.)
+  for (Operation *user : att->getUsers()) {
+    if (isa<tensor::DimOp>(user))
+      continue;
+    if (c.outSlice || !isa<tensor::ExtractSliceOp>(user))
+      return fail("the attention output must feed one slice");
+    c.outSlice = cast<tensor::ExtractSliceOp>(user);
+  }
+  c.up = c.outSlice && c.outSlice->hasOneUse()
+             ? dyn_cast<moe::HeadLinearOp>(*c.outSlice->user_begin())
+             : moe::HeadLinearOp();
+  if (!c.up || c.up.getTransposeWeight() || !c.up->hasOneUse())
+    return fail("the output must be head_linear(attention[.., :r], W_UV)");
+  c.wUV = c.up.getWeight().getDefiningOp<tensor::ExtractSliceOp>();
+  if (!c.wUV || c.wUV.getSource() != c.wkvExp.getResult())
+    return fail("W_UV must be a slice of the same kv_b_proj");
+  c.collapse = dyn_cast<tensor::CollapseShapeOp>(*c.up->user_begin());
+  if (!c.collapse || !c.collapse->hasOneUse())
+    return fail("the values must be collapsed into one linear");
+  c.oLin = dyn_cast<moe::LinearOp>(*c.collapse->user_begin());
+  if (!c.oLin || !paramOf(c.oLin.getWeight()) || c.oLin.getBias())
+    return fail("the output projection must be a moe.linear of a weight, "
+                "with no bias");
+  return c;
+}
+
 SmallVector<moe::AttentionOp> mf::attentionsOf(ModuleOp module,
                                                bool overHistory) {
   SmallVector<moe::AttentionOp> attentions;

@@ -70,6 +70,42 @@ struct AttentionChain {
 /// structure is not the one the passes know.
 mlir::FailureOr<AttentionChain> matchAttentionChain(moe::AttentionOp attention);
 
+/// DeepSeek-V3's multi-head latent attention (MLA) as the importer builds
+/// it, in the latent space:
+///   q3 = expand(linear(xq, Wq)) [T, H, nope + rope] (xq = x, or the
+///        normalised q_a_proj(x) with a query LoRA);
+///   q = concat(head_linear(q3[.., :nope], W_UK, transposed),
+///              rope(q3[.., nope:]))                       [T, H, r + rope];
+///   kv = concat(expand(rms_norm(kva[:, :r])), rope(expand(kva[:, r:])))
+///        with kva = linear(x, W_kva): the latent, [T, 1, r + rope], the
+///        attention's key and value (through a moe.kv_history in decode);
+///   out = linear(collapse(head_linear(attention[.., :r], W_UV)), Wo);
+/// W_UK and W_UV are slices of expand(kv_b_proj) [H, nope + v, r].
+/// Per-head are Wq's rows, kv_b_proj's rows and Wo's columns; the latent is
+/// shared by every head.
+struct LatentAttentionChain {
+  moe::LinearOp qLin, kvLin, oLin;
+  moe::LinearOp qInLin; // q_a_proj, null without a query LoRA
+  mlir::tensor::ExpandShapeOp qExp, wkvExp;
+  mlir::tensor::ExtractSliceOp qNope, qRopeIn, wUK, wUV, outSlice;
+  moe::RoPEOp qRope;
+  moe::HeadLinearOp absorb, up;
+  mlir::tensor::ConcatOp qCat;
+  /// The latent's row splits ([T, 1, r] and [T, 1, rope]).
+  llvm::SmallVector<mlir::tensor::ExpandShapeOp> kvExps;
+  moe::AttentionOp attention;
+  moe::KVHistoryOp history; // null in prefill
+  mlir::tensor::CollapseShapeOp collapse;
+};
+
+/// Whether `attention` is the latent form (its query a tensor.concat).
+bool isLatentAttention(moe::AttentionOp attention);
+
+/// Matches the latent chain around `attention`; emits an error and fails
+/// when the structure is not the one the passes know.
+mlir::FailureOr<LatentAttentionChain>
+matchLatentAttention(moe::AttentionOp attention);
+
 /// The module's attentions: prefill's (`overHistory` false) or decode
 /// steps', whose K/V are a moe.kv_history (`overHistory` true).
 llvm::SmallVector<moe::AttentionOp> attentionsOf(mlir::ModuleOp module,

@@ -90,7 +90,100 @@ struct MFShardTPPass : public mf::impl::MFShardTPPassBase<MFShardTPPass> {
         return signalPassFailure();
   }
 
+  /// MLA: each rank holds nh / TP heads: their rows of Wq and kv_b_proj
+  /// and their columns of Wo. The latent (kv_a_proj_with_mqa, its norm, the
+  /// RoPE key) and the query LoRA (q_a_proj) are shared by every head: each
+  /// rank computes them whole, and caches the whole latent. Splitting them
+  /// would save little (kv_lora_rank + qk_rope_head_dim and q_lora_rank
+  /// columns against the heads' nh x (nope + rope + v)) and cost an
+  /// all-gather of the latent before every attention.
+  LogicalResult shardLatent(moe::AttentionOp att, int64_t tp) {
+    FailureOr<LatentAttentionChain> chain = matchLatentAttention(att);
+    if (failed(chain))
+      return failure();
+    LatentAttentionChain &c = *chain;
+    if (paramOf(c.qLin.getWeight())->hasAttr(MFDialect::getShardAttrName()))
+      return success();
+    int64_t nh = att.getQuery().getType().getDimSize(1);
+    if (nh % tp != 0)
+      return att.emitError() << "plan rule 'tp-heads': TP=" << tp
+                             << " must divide n_heads=" << nh;
+    int64_t nhLocal = nh / tp;
+    OpBuilder b(att);
+    Location loc = att.getLoc();
+    // A slice of the rank's heads (dim `dim`), offsets as before; a dynamic
+    // token count read from the new source.
+    auto reslice = [&](tensor::ExtractSliceOp s, Value src,
+                       int64_t dim) -> Value {
+      SmallVector<OpFoldResult> sizes = s.getMixedSizes();
+      sizes[dim] = b.getIndexAttr(nhLocal);
+      if (isa<Value>(sizes[0]))
+        sizes[0] = tensor::DimOp::create(b, s.getLoc(), src, 0).getResult();
+      return tensor::ExtractSliceOp::create(
+          b, s.getLoc(), withDim(s.getType(), dim, nhLocal), src,
+          s.getMixedOffsets(), sizes, s.getMixedStrides());
+    };
+    // The query's rows of the rank's heads.
+    moe::ParamOp wq = paramOf(c.qLin.getWeight());
+    int64_t qk = c.qExp.getType().getDimSize(2);
+    Value q = moe::LinearOp::create(
+        b, c.qLin.getLoc(), withDim(c.qLin.getType(), 1, nhLocal * qk),
+        c.qLin.getInput(),
+        shardParam(b, wq, withDim(wq.getType(), 0, nhLocal * qk), 0,
+                   "attention", "tp", tp));
+    SmallVector<OpFoldResult> shape = c.qExp.getMixedOutputShape();
+    shape[1] = b.getIndexAttr(nhLocal);
+    q = tensor::ExpandShapeOp::create(b, c.qExp.getLoc(),
+                                      withDim(c.qExp.getType(), 1, nhLocal), q,
+                                      c.qExp.getReassociationIndices(), shape);
+    // kv_b_proj's rows of the rank's heads: its W_UK and W_UV.
+    moe::ParamOp wkv = paramOf(c.wkvExp.getSrc());
+    int64_t perHead = c.wkvExp.getType().getDimSize(1);
+    Value wkvLocal = tensor::ExpandShapeOp::create(
+        b, c.wkvExp.getLoc(), withDim(c.wkvExp.getType(), 0, nhLocal),
+        shardParam(b, wkv, withDim(wkv.getType(), 0, nhLocal * perHead), 0,
+                   "attention", "tp", tp),
+        c.wkvExp.getReassociationIndices());
+    Value wUK = reslice(c.wUK, wkvLocal, 0), wUV = reslice(c.wUV, wkvLocal, 0);
+    Value absorbed = moe::HeadLinearOp::create(
+        b, c.absorb.getLoc(), withDim(c.absorb.getType(), 1, nhLocal),
+        reslice(c.qNope, q, 1), wUK, c.absorb.getTransposeWeightAttr());
+    Value qRopeIn = reslice(c.qRopeIn, q, 1);
+    Value qRope = moe::RoPEOp::create(
+        b, c.qRope.getLoc(), qRopeIn.getType(), qRopeIn,
+        c.qRope.getPositions(), c.qRope.getThetaAttr(),
+        c.qRope.getInterleavedAttr());
+    Value query = tensor::ConcatOp::create(b, c.qCat.getLoc(), 2,
+                                           ValueRange{absorbed, qRope});
+    Value out = moe::AttentionOp::create(
+        b, loc, query.getType(), query, att.getKey(), att.getValue(),
+        att.getQPositions(), att.getKvPositions(), att.getScaleAttr());
+    Value values = moe::HeadLinearOp::create(
+        b, c.up.getLoc(), withDim(c.up.getType(), 1, nhLocal),
+        reslice(c.outSlice, out, 1), wUV, c.up.getTransposeWeightAttr());
+    int64_t v = c.up.getType().getDimSize(2);
+    Value flat = tensor::CollapseShapeOp::create(
+        b, c.collapse.getLoc(), withDim(c.collapse.getType(), 1, nhLocal * v),
+        values, c.collapse.getReassociationIndices());
+    b.setInsertionPoint(c.oLin);
+    moe::ParamOp wo = paramOf(c.oLin.getWeight());
+    Value partial = moe::LinearOp::create(
+        b, c.oLin.getLoc(), c.oLin.getType(), flat,
+        shardParam(b, wo, withDim(wo.getType(), 1, nhLocal * v), 1,
+                   "attention", "tp", tp));
+    Value sum = AllReduceOp::create(b, c.oLin.getLoc(), ValueRange{partial},
+                                    "attention", {"tp"})
+                    .getResult(0);
+    c.oLin.getResult().replaceAllUsesWith(sum);
+    eraseAndClean({c.oLin, c.collapse, c.up, c.outSlice, att, c.qCat, c.qRope,
+                   c.absorb, c.wUK, c.wUV, c.wkvExp, c.qNope, c.qRopeIn,
+                   c.qExp, c.qLin});
+    return success();
+  }
+
   LogicalResult shard(moe::AttentionOp att, int64_t tp) {
+    if (isLatentAttention(att))
+      return shardLatent(att, tp);
     FailureOr<AttentionChain> chain = matchAttentionChain(att);
     if (failed(chain))
       return failure();
