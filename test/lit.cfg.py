@@ -119,6 +119,14 @@ find_python("hf-transformers-qwen3", "%hf_qwen3_python",
              build_python("bench-venv")],
             ["torch", "transformers.models.qwen3_moe", "safetensors"], 120)
 
+# transformers with DeepSeek-V3 (DeepseekV3ForCausalLM, from transformers
+# 4.51): REQUIRES: hf-transformers-deepseek-v3; %hf_deepseek_python. As for
+# Qwen3-MoE, the benchmarks' venv has it and the tests' hf-venv does not.
+find_python("hf-transformers-deepseek-v3", "%hf_deepseek_python",
+            [os.environ.get("MESHFOLD_HF_PYTHON", ""), build_python("hf-venv"),
+             build_python("bench-venv")],
+            ["torch", "transformers.models.deepseek_v3", "safetensors"], 120)
+
 # Hugging Face `tokenizers` and SentencePiece's Python package (PyPI), the
 # independent implementations the tokenizers are checked against
 # (REQUIRES: hf-tokenizers; %tok_python): the Python of MESHFOLD_TOK_PYTHON,
