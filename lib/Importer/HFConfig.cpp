@@ -358,6 +358,13 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
                         ": missing field 'architectures' (or 'model_type')"),
            false;
 
+  // Another DeepSeek (V2's MLA and routing differ from V3's): the
+  // architecture is the reason.
+  if (c.arch.rfind("Deepseek", 0) == 0 && c.arch != "DeepseekV3ForCausalLM")
+    return failure.fail(path + ": unsupported architecture '" + c.arch +
+                        "' (of DeepSeek's, DeepseekV3ForCausalLM is "
+                        "supported)"),
+           false;
   // Unsupported features first, so that the message names the real reason.
   bool qwen2 = c.arch == "Qwen2MoeForCausalLM",
        deepseek = c.arch == "DeepseekV3ForCausalLM";

@@ -304,13 +304,17 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
                      ? param(moePre + "gate.e_score_correction_bias",
                              {c.experts})
                      : Value();
+    // Group-limited sigmoid routing (DeepSeek-V3) where the config asks for
+    // it; the attributes at their defaults otherwise.
     auto router = moe::RouterOp::create(
         b, loc, tensor({dyn, c.topK}, f32), tensor({dyn, c.topK}, i64), x2,
         gateW, bias, b.getI64IntegerAttr(c.topK),
         c.renormalize ? b.getUnitAttr() : UnitAttr(),
         c.sigmoidRouting ? b.getUnitAttr() : UnitAttr(),
-        b.getI64IntegerAttr(c.nGroup), b.getI64IntegerAttr(c.topkGroup),
-        b.getF32FloatAttr(float(c.routedScaling)));
+        c.nGroup > 1 ? b.getI64IntegerAttr(c.nGroup) : IntegerAttr(),
+        c.topkGroup > 1 ? b.getI64IntegerAttr(c.topkGroup) : IntegerAttr(),
+        c.routedScaling != 1.0 ? b.getF32FloatAttr(float(c.routedScaling))
+                               : FloatAttr());
     std::string ex = moePre + "experts.{e}.";
     Value y = moe::ExpertsOp::create(
         b, loc, hType, x2, router.getWeights(), router.getIndices(),

@@ -439,6 +439,9 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
     for (const json::Value &a : *archs)
       if (std::optional<StringRef> name = a.getAsString()) {
         deepseek |= *name == "DeepseekV3ForCausalLM";
+        if (name->starts_with("Deepseek") && !deepseek)
+          return fail(failure, path + ": architecture '" + name->str() +
+                                   "' is not supported");
         qwen2 |= *name == "Qwen2MoeForCausalLM";
         qwen3 |= *name == "Qwen3MoeForCausalLM";
         olmoe |= *name == "OlmoeForCausalLM";

@@ -1599,3 +1599,110 @@ func.func @kv_history_value_type(%k: tensor<1x4x8xf32>, %p: tensor<1xi64>) {
   %hk, %hv, %hp = moe.kv_history %k, %k, %p {layer = 0 : i64} : tensor<1x4x8xf32>, tensor<1x4x8xf32>, tensor<1xi64> -> tensor<?x4x8xf32>, tensor<?x4x9xf32>, tensor<?xi64>
   return
 }
+
+//===----------------------------------------------------------------------===//
+// moe.router: sigmoid scoring (DeepSeek-V3)
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// A choice bias needs sigmoid scores.
+func.func @router_bias_softmax(%x: tensor<?x64xf32>, %g: tensor<32x64xf32>, %b: tensor<32xf32>) {
+  // expected-error @+1 {{a bias (e_score_correction_bias) needs sigmoid scoring}}
+  %w, %i = moe.router %x, %g bias %b {top_k = 2 : i64} : tensor<?x64xf32>, tensor<32x64xf32>, tensor<32xf32> -> tensor<?x2xf32>, tensor<?x2xi64>
+  return
+}
+
+// -----
+
+// One bias per expert.
+func.func @router_bias_size(%x: tensor<?x64xf32>, %g: tensor<32x64xf32>, %b: tensor<16xf32>) {
+  // expected-error @+1 {{bias dim 0 (16) must equal gate dim 0 (32)}}
+  %w, %i = moe.router %x, %g bias %b {sigmoid, top_k = 2 : i64} : tensor<?x64xf32>, tensor<32x64xf32>, tensor<16xf32> -> tensor<?x2xf32>, tensor<?x2xi64>
+  return
+}
+
+// -----
+
+// Groups need sigmoid scores.
+func.func @router_groups_softmax(%x: tensor<?x64xf32>, %g: tensor<32x64xf32>) {
+  // expected-error @+1 {{n_group, topk_group and scaling need sigmoid scoring}}
+  %w, %i = moe.router %x, %g {n_group = 4 : i64, top_k = 2 : i64} : tensor<?x64xf32>, tensor<32x64xf32> -> tensor<?x2xf32>, tensor<?x2xi64>
+  return
+}
+
+// -----
+
+// The groups divide the experts.
+func.func @router_groups_divide(%x: tensor<?x64xf32>, %g: tensor<32x64xf32>) {
+  // expected-error @+1 {{n_group (5) must divide the number of experts (32)}}
+  %w, %i = moe.router %x, %g {n_group = 5 : i64, sigmoid, top_k = 2 : i64} : tensor<?x64xf32>, tensor<32x64xf32> -> tensor<?x2xf32>, tensor<?x2xi64>
+  return
+}
+
+// -----
+
+// A group scores its top two experts.
+func.func @router_groups_of_one(%x: tensor<?x64xf32>, %g: tensor<32x64xf32>) {
+  // expected-error @+1 {{each of the n_group (32) groups needs at least 2 experts (a group scores its top two), got 1}}
+  %w, %i = moe.router %x, %g {n_group = 32 : i64, sigmoid, top_k = 2 : i64} : tensor<?x64xf32>, tensor<32x64xf32> -> tensor<?x2xf32>, tensor<?x2xi64>
+  return
+}
+
+// -----
+
+// No more groups kept than there are.
+func.func @router_keep(%x: tensor<?x64xf32>, %g: tensor<32x64xf32>) {
+  // expected-error @+1 {{topk_group (8) must not exceed n_group (4)}}
+  %w, %i = moe.router %x, %g {n_group = 4 : i64, sigmoid, top_k = 2 : i64, topk_group = 8 : i64} : tensor<?x64xf32>, tensor<32x64xf32> -> tensor<?x2xf32>, tensor<?x2xi64>
+  return
+}
+
+// -----
+
+// The kept groups hold the top k.
+func.func @router_keep_k(%x: tensor<?x64xf32>, %g: tensor<32x64xf32>) {
+  // expected-error @+1 {{top_k (9) exceeds the experts of the topk_group (1) kept groups (8)}}
+  %w, %i = moe.router %x, %g {n_group = 4 : i64, sigmoid, top_k = 9 : i64, topk_group = 1 : i64} : tensor<?x64xf32>, tensor<32x64xf32> -> tensor<?x9xf32>, tensor<?x9xi64>
+  return
+}
+
+// -----
+
+// A positive scaling.
+func.func @router_scaling(%x: tensor<?x64xf32>, %g: tensor<32x64xf32>) {
+  // expected-error @+1 {{scaling must be positive and finite}}
+  %w, %i = moe.router %x, %g {scaling = -1.0 : f32, sigmoid, top_k = 2 : i64} : tensor<?x64xf32>, tensor<32x64xf32> -> tensor<?x2xf32>, tensor<?x2xi64>
+  return
+}
+
+//===----------------------------------------------------------------------===//
+// moe.head_linear
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// One weight slice per head.
+func.func @head_linear_heads(%x: tensor<?x8x16xf32>, %w: tensor<4x32x16xf32>) {
+  // expected-error @+1 {{weight dim 0 (4) must equal input dim 1 (8)}}
+  %0 = moe.head_linear %x, %w : tensor<?x8x16xf32>, tensor<4x32x16xf32> -> tensor<?x8x32xf32>
+  return
+}
+
+// -----
+
+// x W^T: the input's last dim is the weight's last.
+func.func @head_linear_in(%x: tensor<?x8x16xf32>, %w: tensor<8x16x32xf32>) {
+  // expected-error @+1 {{weight dim 2 (32) must equal input dim 2 (16)}}
+  %0 = moe.head_linear %x, %w : tensor<?x8x16xf32>, tensor<8x16x32xf32> -> tensor<?x8x16xf32>
+  return
+}
+
+// -----
+
+// Transposed, the result's last dim is the weight's last.
+func.func @head_linear_out(%x: tensor<?x8x16xf32>, %w: tensor<8x16x32xf32>) {
+  // expected-error @+1 {{result dim 2 (16) must equal weight dim 2 (32)}}
+  %0 = moe.head_linear %x, %w {transpose_weight} : tensor<?x8x16xf32>, tensor<8x16x32xf32> -> tensor<?x8x16xf32>
+  return
+}

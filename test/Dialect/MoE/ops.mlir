@@ -147,6 +147,29 @@ func.func @rope(%q: tensor<?x8x8xf32>, %p: tensor<?xi64>, %qb: tensor<5x4x8xbf16
   return %0, %1 : tensor<?x8x8xf32>, tensor<5x4x8xbf16>
 }
 
+// DeepSeek-V3's interleaved RoPE.
+// CHECK-LABEL: func.func @rope_interleaved
+// CHECK: moe.rope %{{.+}}, %{{.+}} {interleaved, theta = 1.000000e+04 : f32} : tensor<?x1x8xf32>, tensor<?xi64> -> tensor<?x1x8xf32>
+// GENERIC-LABEL: sym_name = "rope_interleaved"
+// GENERIC: "moe.rope"(%{{.*}}, %{{.*}}) <{interleaved, theta = 1.000000e+04 : f32}>
+func.func @rope_interleaved(%k: tensor<?x1x8xf32>, %p: tensor<?xi64>) -> tensor<?x1x8xf32> {
+  %0 = moe.rope %k, %p {interleaved, theta = 1.0e4 : f32} : tensor<?x1x8xf32>, tensor<?xi64> -> tensor<?x1x8xf32>
+  return %0 : tensor<?x1x8xf32>
+}
+
+// A linear per head (MLA's W_UK, transposed, and W_UV), the weight in bf16.
+// CHECK-LABEL: func.func @head_linear
+// CHECK: moe.head_linear %{{.+}}, %{{.+}} {transpose_weight} : tensor<?x8x16xf32>, tensor<8x16x32xbf16> -> tensor<?x8x32xf32>
+// CHECK: moe.head_linear %{{.+}}, %{{.+}} : tensor<?x8x32xf32>, tensor<8x16x32xbf16> -> tensor<?x8x16xf32>
+// GENERIC-LABEL: sym_name = "head_linear"
+// GENERIC: "moe.head_linear"(%{{.*}}, %{{.*}}) <{transpose_weight}> : (tensor<?x8x16xf32>, tensor<8x16x32xbf16>) -> tensor<?x8x32xf32>
+// GENERIC: "moe.head_linear"(%{{.*}}, %{{.*}}) : (tensor<?x8x32xf32>, tensor<8x16x32xbf16>) -> tensor<?x8x16xf32>
+func.func @head_linear(%q: tensor<?x8x16xf32>, %w: tensor<8x16x32xbf16>, %o: tensor<?x8x32xf32>) -> (tensor<?x8x32xf32>, tensor<?x8x16xf32>) {
+  %0 = moe.head_linear %q, %w {transpose_weight} : tensor<?x8x16xf32>, tensor<8x16x32xbf16> -> tensor<?x8x32xf32>
+  %1 = moe.head_linear %o, %w : tensor<?x8x32xf32>, tensor<8x16x32xbf16> -> tensor<?x8x16xf32>
+  return %0, %1 : tensor<?x8x32xf32>, tensor<?x8x16xf32>
+}
+
 // GQA attention (8 query heads, 4 KV heads): dynamic, and static with Tq != Tk in bf16.
 // CHECK-LABEL: func.func @attention
 // CHECK-SAME: ([[Q:%.+]]: tensor<?x8x8xf32>, [[K:%.+]]: tensor<?x4x8xf32>, [[V:%.+]]: tensor<?x4x8xf32>, [[P:%.+]]: tensor<?xi64>,
@@ -171,8 +194,9 @@ func.func @attention(%q: tensor<?x8x8xf32>, %k: tensor<?x4x8xf32>, %v: tensor<?x
 // CHECK: moe.router [[XB]], [[GB]] {top_k = 4 : i64} : tensor<5x64xbf16>, tensor<32x64xbf16> -> tensor<5x4xbf16>, tensor<5x4xi64>
 // CHECK: return [[W]], [[I]]
 // GENERIC-LABEL: sym_name = "router"
-// GENERIC: "moe.router"(%{{.*}}, %{{.*}}) <{renormalize, top_k = 2 : i64}> : (tensor<?x64xf32>, tensor<32x64xf32>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
-// GENERIC: "moe.router"(%{{.*}}, %{{.*}}) <{top_k = 4 : i64}>
+// GENERIC: "moe.router"(%{{.*}}, %{{.*}}) <{n_group = 1 : i64, renormalize, scaling = 1.000000e+00 : f32, top_k = 2 : i64, topk_group = 1 : i64}> : (tensor<?x64xf32>, tensor<32x64xf32>) -> (tensor<?x2xf32>, tensor<?x2xi64>)
+// GENERIC: "moe.router"(%{{.*}}, %{{.*}}) <{n_group = 1 : i64, scaling = 1.000000e+00 : f32, top_k = 4 : i64, topk_group = 1 : i64}>
+
 func.func @router(%x: tensor<?x64xf32>, %xb: tensor<5x64xbf16>)
     -> (tensor<?x2xf32>, tensor<?x2xi64>, tensor<5x4xbf16>, tensor<5x4xi64>) {
   %g = moe.param "model.layers.0.block_sparse_moe.gate.weight" : tensor<32x64xf32>
@@ -180,6 +204,17 @@ func.func @router(%x: tensor<?x64xf32>, %xb: tensor<5x64xbf16>)
   %gb = moe.param "model.layers.0.mlp.gate.weight" : tensor<32x64xbf16>
   %wb, %ib = moe.router %xb, %gb {top_k = 4 : i64} : tensor<5x64xbf16>, tensor<32x64xbf16> -> tensor<5x4xbf16>, tensor<5x4xi64>
   return %w, %i, %wb, %ib : tensor<?x2xf32>, tensor<?x2xi64>, tensor<5x4xbf16>, tensor<5x4xi64>
+}
+
+// DeepSeek-V3's router: sigmoid scores, a bias for the choice, 2 of 4
+// groups, the weights scaled.
+// CHECK-LABEL: func.func @router_sigmoid
+// CHECK: moe.router %{{.+}}, %{{.+}} bias %{{.+}} {n_group = 4 : i64, renormalize, scaling = 2.500000e+00 : f32, sigmoid, top_k = 4 : i64, topk_group = 2 : i64} : tensor<?x64xf32>, tensor<32x64xf32>, tensor<32xf32> -> tensor<?x4xf32>, tensor<?x4xi64>
+// GENERIC-LABEL: sym_name = "router_sigmoid"
+// GENERIC: "moe.router"(%{{.*}}, %{{.*}}, %{{.*}}) <{n_group = 4 : i64, renormalize, scaling = 2.500000e+00 : f32, sigmoid, top_k = 4 : i64, topk_group = 2 : i64}>
+func.func @router_sigmoid(%x: tensor<?x64xf32>, %g: tensor<32x64xf32>, %b: tensor<32xf32>) -> (tensor<?x4xf32>, tensor<?x4xi64>) {
+  %w, %i = moe.router %x, %g bias %b {n_group = 4 : i64, renormalize, scaling = 2.5 : f32, sigmoid, top_k = 4 : i64, topk_group = 2 : i64} : tensor<?x64xf32>, tensor<32x64xf32>, tensor<32xf32> -> tensor<?x4xf32>, tensor<?x4xi64>
+  return %w, %i : tensor<?x4xf32>, tensor<?x4xi64>
 }
 
 // SwiGLU experts over stacked {e} weights, fed by the router.

@@ -142,7 +142,7 @@ module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
       %ve = tensor.expand_shape %vl [[0], [1, 2]] output_shape [%t, 2, 2] : tensor<?x4xf32> into tensor<?x2x2xf32>
       %q = moe.rope %qe, %p0 {theta = 1.000000e+04 : f32} : tensor<?x4x2xf32>, tensor<?xi64> -> tensor<?x4x2xf32>
       %k = moe.rope %ke, %p0 {theta = 1.000000e+04 : f32} : tensor<?x2x2xf32>, tensor<?xi64> -> tensor<?x2x2xf32>
-      // expected-error @+1 {{mf-insert-sp: Q, K and V must read one input}}
+      // expected-error @+1 {{mf-insert-sp: the attention's projections must read one input}}
       %att = moe.attention %q, %k, %ve, %p0, %p0 {scale = 0.707106769 : f32} : tensor<?x4x2xf32>, tensor<?x2x2xf32>, tensor<?x2x2xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x4x2xf32>
       %f = tensor.collapse_shape %att [[0], [1, 2]] : tensor<?x4x2xf32> into tensor<?x8xf32>
       %wo = moe.param "o.weight" : tensor<8x8xf32>

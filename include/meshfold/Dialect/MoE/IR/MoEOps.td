@@ -281,8 +281,7 @@ def MoE_RouterOp : MoE_Op<"router", [Pure]> {
                    "::mlir::UnitAttr":$renormalize), [{
       build($_builder, $_state, weights, indices, input, gate,
             ::mlir::Value(), top_k, renormalize, ::mlir::UnitAttr(),
-            $_builder.getI64IntegerAttr(1), $_builder.getI64IntegerAttr(1),
-            $_builder.getF32FloatAttr(1.0f));
+            ::mlir::IntegerAttr(), ::mlir::IntegerAttr(), ::mlir::FloatAttr());
     }]>
   ];
   let assemblyFormat = [{
