@@ -515,3 +515,22 @@ func.func @layer(%h: tensor<?x64xf32>, %p: tensor<?xi64>, %k: tensor<?x8x8xf32>,
   }
   return %0 : tensor<?x64xf32>
 }
+
+// -----
+
+// moe.head_linear: one contraction per head, the head a parallel dim. Loop
+// dims (t, h, o, i): x W^T reads the weight at (h, o, i); transposed, at
+// (h, i, o).
+// CHECK-DAG: #[[$X:.+]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d3)>
+// CHECK-DAG: #[[$WT:.+]] = affine_map<(d0, d1, d2, d3) -> (d1, d3, d2)>
+// CHECK-DAG: #[[$W:.+]] = affine_map<(d0, d1, d2, d3) -> (d1, d2, d3)>
+// CHECK-DAG: #[[$Y:.+]] = affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>
+// CHECK-LABEL: func.func @head_linear
+// CHECK:         linalg.generic {indexing_maps = [#[[$X]], #[[$WT]], #[[$Y]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%{{.+}}, %{{.+}} : tensor<?x8x16xf32>, tensor<8x16x32xf32>) outs(%{{.+}} : tensor<?x8x32xf32>)
+// CHECK:         linalg.generic {indexing_maps = [#[[$X]], #[[$W]], #[[$Y]]], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%{{.+}}, %{{.+}} : tensor<?x8x32xf32>, tensor<8x16x32xf32>) outs(%{{.+}} : tensor<?x8x16xf32>)
+// CHECK-NOT:     moe.head_linear
+func.func @head_linear(%q: tensor<?x8x16xf32>, %w: tensor<8x16x32xf32>, %o: tensor<?x8x32xf32>) -> (tensor<?x8x32xf32>, tensor<?x8x16xf32>) {
+  %0 = moe.head_linear %q, %w {transpose_weight} : tensor<?x8x16xf32>, tensor<8x16x32xf32> -> tensor<?x8x32xf32>
+  %1 = moe.head_linear %o, %w : tensor<?x8x32xf32>, tensor<8x16x32xf32> -> tensor<?x8x16xf32>
+  return %0, %1 : tensor<?x8x32xf32>, tensor<?x8x16xf32>
+}

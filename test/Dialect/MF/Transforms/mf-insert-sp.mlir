@@ -235,3 +235,75 @@ module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
     return %h : tensor<?x8xf32>
   }
 }
+
+// -----
+
+// MLA (DeepSeek-V3), after -mf-shard-tp (TP=2): the latent's projection
+// (kv_a_proj_with_mqa) and the query's read the all-gathered rows; the
+// splits of the query and of the latent into heads take the gathered token
+// count, and the output projection's all-reduce becomes a reduce-scatter.
+// CHECK-LABEL: func.func @mla(
+// CHECK:         ^bb0(%[[H:[^:]+]]: tensor<?x8xf32>, %{{[^:]+}}: tensor<?xi64>, %{{[^:]+}}: tensor<?xi64>):
+// CHECK-NEXT:      %[[G:.+]] = mf.all_gather %[[H]] on "attention" ["tp"] dim 0 : tensor<?x8xf32> -> tensor<?x8xf32>
+// CHECK-NEXT:      %[[C0:.+]] = arith.constant 0 : index
+// CHECK-NEXT:      %[[ROWS:.+]] = tensor.dim %[[G]], %[[C0]] : tensor<?x8xf32>
+// CHECK:           moe.linear %[[G]], %{{.+}} : tensor<?x8xf32>, tensor<6x8xf32> -> tensor<?x6xf32>
+// CHECK:           tensor.expand_shape {{.+}} output_shape [%[[ROWS]], 1, 2] : tensor<?x2xf32> into tensor<?x1x2xf32>
+// CHECK:           tensor.expand_shape {{.+}} output_shape [%[[ROWS]], 1, 4] : tensor<?x4xf32> into tensor<?x1x4xf32>
+// CHECK:           moe.linear %[[G]], %{{.+}} : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+// CHECK-NEXT:      tensor.expand_shape {{.+}} output_shape [%[[ROWS]], 1, 4] : tensor<?x4xf32> into tensor<?x1x4xf32>
+// CHECK:           %[[PART:.+]] = moe.linear %{{.+}}, %{{.+}} : tensor<?x2xf32>, tensor<8x2xf32> -> tensor<?x8xf32>
+// CHECK-NEXT:      %[[RS:.+]] = mf.reduce_scatter %[[PART]] on "attention" ["tp"] dim 0
+// CHECK-NEXT:      arith.addf %[[H]], %[[RS]]
+module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8, nvlink_gbps = 4.500000e+02, ib_gbps = 5.000000e+01, attention = [tp = 2], experts = [ep = 2 : (tp)]>, moe.model_info = {experts = 0 : i64, ffn = 0 : i64, head_dim = 6 : i64, heads = 2 : i64, hidden = 8 : i64, kv_heads = 1 : i64, layers = 1 : i64, top_k = 0 : i64, vocab = 16 : i64}} {
+  func.func @mla(%arg0: tensor<?xi64>, %arg1: tensor<16x8xf32>) -> tensor<?x8xf32> {
+    %0 = moe.positions %arg0 : tensor<?xi64> -> tensor<?xi64>
+    %1 = moe.embed %arg1, %arg0 : tensor<16x8xf32>, tensor<?xi64> -> tensor<?x8xf32>
+    %2 = moe.layer 0(%1, %0) : (tensor<?x8xf32>, tensor<?xi64>) -> tensor<?x8xf32> {
+    ^bb0(%arg2: tensor<?x8xf32>, %arg3: tensor<?xi64>):
+      %c0 = arith.constant 0 : index
+      %dim = tensor.dim %arg2, %c0 : tensor<?x8xf32>
+      %3 = moe.param "kv_a_proj_with_mqa.weight" : tensor<6x8xf32>
+      %4 = moe.linear %arg2, %3 : tensor<?x8xf32>, tensor<6x8xf32> -> tensor<?x6xf32>
+      %dim_0 = tensor.dim %4, %c0 : tensor<?x6xf32>
+      %extracted_slice = tensor.extract_slice %4[0, 0] [%dim_0, 4] [1, 1] : tensor<?x6xf32> to tensor<?x4xf32>
+      %5 = moe.param "kv_a_layernorm.weight" : tensor<4xf32>
+      %6 = moe.rms_norm %extracted_slice, %5 {epsilon = 9.99999997E-7 : f32} : tensor<?x4xf32>, tensor<4xf32> -> tensor<?x4xf32>
+      %extracted_slice_1 = tensor.extract_slice %4[0, 4] [%dim_0, 2] [1, 1] : tensor<?x6xf32> to tensor<?x2xf32>
+      %expanded = tensor.expand_shape %extracted_slice_1 [[0], [1, 2]] output_shape [%dim, 1, 2] : tensor<?x2xf32> into tensor<?x1x2xf32>
+      %7 = moe.rope %expanded, %arg3 {interleaved, theta = 1.000000e+04 : f32} : tensor<?x1x2xf32>, tensor<?xi64> -> tensor<?x1x2xf32>
+      %expanded_2 = tensor.expand_shape %6 [[0], [1, 2]] output_shape [%dim, 1, 4] : tensor<?x4xf32> into tensor<?x1x4xf32>
+      %concat = tensor.concat dim(2) %expanded_2, %7 : (tensor<?x1x4xf32>, tensor<?x1x2xf32>) -> tensor<?x1x6xf32>
+      moe.kv_cache %concat, %concat, %arg3 {layer = 0 : i64} : tensor<?x1x6xf32>, tensor<?x1x6xf32>, tensor<?xi64>
+      %8 = moe.param "q_proj.weight" {mf.shard = #mf.shard<dim = 0, mesh = "attention", axis = "tp", parts = 2>} : tensor<4x8xf32>
+      %9 = moe.linear %arg2, %8 : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+      %expanded_3 = tensor.expand_shape %9 [[0], [1, 2]] output_shape [%dim, 1, 4] : tensor<?x4xf32> into tensor<?x1x4xf32>
+      %10 = moe.param "kv_b_proj.weight" {mf.shard = #mf.shard<dim = 0, mesh = "attention", axis = "tp", parts = 2>} : tensor<4x4xf32>
+      %expanded_4 = tensor.expand_shape %10 [[0, 1], [2]] output_shape [1, 4, 4] : tensor<4x4xf32> into tensor<1x4x4xf32>
+      %extracted_slice_5 = tensor.extract_slice %expanded_4[0, 0, 0] [1, 2, 4] [1, 1, 1] : tensor<1x4x4xf32> to tensor<1x2x4xf32>
+      %extracted_slice_6 = tensor.extract_slice %expanded_4[0, 2, 0] [1, 2, 4] [1, 1, 1] : tensor<1x4x4xf32> to tensor<1x2x4xf32>
+      %c0_7 = arith.constant 0 : index
+      %dim_8 = tensor.dim %expanded_3, %c0_7 : tensor<?x1x4xf32>
+      %extracted_slice_9 = tensor.extract_slice %expanded_3[0, 0, 0] [%dim_8, 1, 2] [1, 1, 1] : tensor<?x1x4xf32> to tensor<?x1x2xf32>
+      %11 = moe.head_linear %extracted_slice_9, %extracted_slice_5 {transpose_weight} : tensor<?x1x2xf32>, tensor<1x2x4xf32> -> tensor<?x1x4xf32>
+      %c0_10 = arith.constant 0 : index
+      %dim_11 = tensor.dim %expanded_3, %c0_10 : tensor<?x1x4xf32>
+      %extracted_slice_12 = tensor.extract_slice %expanded_3[0, 0, 2] [%dim_11, 1, 2] [1, 1, 1] : tensor<?x1x4xf32> to tensor<?x1x2xf32>
+      %12 = moe.rope %extracted_slice_12, %arg3 {interleaved, theta = 1.000000e+04 : f32} : tensor<?x1x2xf32>, tensor<?xi64> -> tensor<?x1x2xf32>
+      %concat_13 = tensor.concat dim(2) %11, %12 : (tensor<?x1x4xf32>, tensor<?x1x2xf32>) -> tensor<?x1x6xf32>
+      %13 = moe.attention %concat_13, %concat, %concat, %arg3, %arg3 {scale = 5.000000e-01 : f32} : tensor<?x1x6xf32>, tensor<?x1x6xf32>, tensor<?x1x6xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x1x6xf32>
+      %c0_14 = arith.constant 0 : index
+      %dim_15 = tensor.dim %13, %c0_14 : tensor<?x1x6xf32>
+      %extracted_slice_16 = tensor.extract_slice %13[0, 0, 0] [%dim_15, 1, 4] [1, 1, 1] : tensor<?x1x6xf32> to tensor<?x1x4xf32>
+      %14 = moe.head_linear %extracted_slice_16, %extracted_slice_6 : tensor<?x1x4xf32>, tensor<1x2x4xf32> -> tensor<?x1x2xf32>
+      %collapsed = tensor.collapse_shape %14 [[0], [1, 2]] : tensor<?x1x2xf32> into tensor<?x2xf32>
+      %15 = moe.param "o_proj.weight" {mf.shard = #mf.shard<dim = 1, mesh = "attention", axis = "tp", parts = 2>} : tensor<8x2xf32>
+      %16 = moe.linear %collapsed, %15 : tensor<?x2xf32>, tensor<8x2xf32> -> tensor<?x8xf32>
+      %17 = mf.all_reduce %16 on "attention" ["tp"] : tensor<?x8xf32> -> tensor<?x8xf32>
+      %18 = arith.addf %arg2, %17 : tensor<?x8xf32>
+      moe.yield %18 : tensor<?x8xf32>
+    }
+    return %2 : tensor<?x8xf32>
+  }
+}
+

@@ -382,3 +382,72 @@ module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
     return %o : tensor<?x8xf32>
   }
 }
+
+// -----
+
+// MLA (DeepSeek-V3), as the importer builds it (d 8, 2 heads, nope 2, RoPE
+// 2, latent 4, v 2), TP=2: each rank holds one head's rows of q_proj (4)
+// and kv_b_proj (2 + 2) and its columns of o_proj; the latent's projection,
+// its norm and RoPE key, and its cache are whole on every rank, the
+// attention multi-query over it.
+// CHECK-LABEL: func.func @mla(
+// CHECK:         %[[KVA:.+]] = moe.param "kv_a_proj_with_mqa.weight" : tensor<6x8xf32>
+// CHECK:         %[[KV:.+]] = tensor.concat dim(2) {{.+}} -> tensor<?x1x6xf32>
+// CHECK-NEXT:    moe.kv_cache %[[KV]], %[[KV]], %{{.+}} {layer = 0 : i64} : tensor<?x1x6xf32>, tensor<?x1x6xf32>, tensor<?xi64>
+// CHECK-NEXT:    moe.param "q_proj.weight" {mf.shard = #mf.shard<dim = 0, mesh = "attention", axis = "tp", parts = 2>} : tensor<4x8xf32>
+// CHECK:         tensor.expand_shape {{.+}} : tensor<?x4xf32> into tensor<?x1x4xf32>
+// CHECK-NEXT:    moe.param "kv_b_proj.weight" {mf.shard = #mf.shard<dim = 0, mesh = "attention", axis = "tp", parts = 2>} : tensor<4x4xf32>
+// CHECK-NEXT:    %[[W3:.+]] = tensor.expand_shape {{.+}} output_shape [1, 4, 4] : tensor<4x4xf32> into tensor<1x4x4xf32>
+// CHECK-NEXT:    %[[WUK:.+]] = tensor.extract_slice %[[W3]][0, 0, 0] [1, 2, 4] [1, 1, 1]
+// CHECK-NEXT:    %[[WUV:.+]] = tensor.extract_slice %[[W3]][0, 2, 0] [1, 2, 4] [1, 1, 1]
+// CHECK:         %[[QA:.+]] = moe.head_linear %{{.+}}, %[[WUK]] {transpose_weight} : tensor<?x1x2xf32>, tensor<1x2x4xf32> -> tensor<?x1x4xf32>
+// CHECK:         %[[QR:.+]] = moe.rope %{{.+}} {interleaved, theta = 1.000000e+04 : f32} : tensor<?x1x2xf32>
+// CHECK-NEXT:    %[[Q:.+]] = tensor.concat dim(2) %[[QA]], %[[QR]] : (tensor<?x1x4xf32>, tensor<?x1x2xf32>) -> tensor<?x1x6xf32>
+// CHECK-NEXT:    %[[A:.+]] = moe.attention %[[Q]], %[[KV]], %[[KV]], {{.+}} -> tensor<?x1x6xf32>
+// CHECK:         %[[AL:.+]] = tensor.extract_slice %[[A]][0, 0, 0] [%{{.+}}, 1, 4] [1, 1, 1] : tensor<?x1x6xf32> to tensor<?x1x4xf32>
+// CHECK-NEXT:    %[[V:.+]] = moe.head_linear %[[AL]], %[[WUV]] : tensor<?x1x4xf32>, tensor<1x2x4xf32> -> tensor<?x1x2xf32>
+// CHECK-NEXT:    %[[F:.+]] = tensor.collapse_shape %[[V]] {{.+}} into tensor<?x2xf32>
+// CHECK-NEXT:    %[[WO:.+]] = moe.param "o_proj.weight" {mf.shard = #mf.shard<dim = 1, mesh = "attention", axis = "tp", parts = 2>} : tensor<8x2xf32>
+// CHECK-NEXT:    %[[P:.+]] = moe.linear %[[F]], %[[WO]]
+// CHECK-NEXT:    %[[S:.+]] = mf.all_reduce %[[P]] on "attention" ["tp"]
+// CHECK-NEXT:    return %[[S]]
+module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
+    attention = [tp = 2], experts = [ep = 2 : (tp)]>} {
+  func.func @mla(%x: tensor<?x8xf32>, %pos: tensor<?xi64>) -> tensor<?x8xf32> {
+    %c0 = arith.constant 0 : index
+    %t = tensor.dim %x, %c0 : tensor<?x8xf32>
+    %wq = moe.param "q_proj.weight" : tensor<8x8xf32>
+    %ql = moe.linear %x, %wq : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+    %qe = tensor.expand_shape %ql [[0], [1, 2]] output_shape [%t, 2, 4] : tensor<?x8xf32> into tensor<?x2x4xf32>
+    %tq = tensor.dim %qe, %c0 : tensor<?x2x4xf32>
+    %qn = tensor.extract_slice %qe[0, 0, 0] [%tq, 2, 2] [1, 1, 1] : tensor<?x2x4xf32> to tensor<?x2x2xf32>
+    %qr = tensor.extract_slice %qe[0, 0, 2] [%tq, 2, 2] [1, 1, 1] : tensor<?x2x4xf32> to tensor<?x2x2xf32>
+    %wkva = moe.param "kv_a_proj_with_mqa.weight" : tensor<6x8xf32>
+    %kva = moe.linear %x, %wkva : tensor<?x8xf32>, tensor<6x8xf32> -> tensor<?x6xf32>
+    %tk = tensor.dim %kva, %c0 : tensor<?x6xf32>
+    %c = tensor.extract_slice %kva[0, 0] [%tk, 4] [1, 1] : tensor<?x6xf32> to tensor<?x4xf32>
+    %wn = moe.param "kv_a_layernorm.weight" : tensor<4xf32>
+    %cn = moe.rms_norm %c, %wn {epsilon = 1.0e-6 : f32} : tensor<?x4xf32>, tensor<4xf32> -> tensor<?x4xf32>
+    %kr = tensor.extract_slice %kva[0, 4] [%tk, 2] [1, 1] : tensor<?x6xf32> to tensor<?x2xf32>
+    %kre = tensor.expand_shape %kr [[0], [1, 2]] output_shape [%t, 1, 2] : tensor<?x2xf32> into tensor<?x1x2xf32>
+    %qrr = moe.rope %qr, %pos {interleaved, theta = 1.0e4 : f32} : tensor<?x2x2xf32>, tensor<?xi64> -> tensor<?x2x2xf32>
+    %krr = moe.rope %kre, %pos {interleaved, theta = 1.0e4 : f32} : tensor<?x1x2xf32>, tensor<?xi64> -> tensor<?x1x2xf32>
+    %wkv = moe.param "kv_b_proj.weight" : tensor<8x4xf32>
+    %wkv3 = tensor.expand_shape %wkv [[0, 1], [2]] output_shape [2, 4, 4] : tensor<8x4xf32> into tensor<2x4x4xf32>
+    %wuk = tensor.extract_slice %wkv3[0, 0, 0] [2, 2, 4] [1, 1, 1] : tensor<2x4x4xf32> to tensor<2x2x4xf32>
+    %wuv = tensor.extract_slice %wkv3[0, 2, 0] [2, 2, 4] [1, 1, 1] : tensor<2x4x4xf32> to tensor<2x2x4xf32>
+    %qa = moe.head_linear %qn, %wuk {transpose_weight} : tensor<?x2x2xf32>, tensor<2x2x4xf32> -> tensor<?x2x4xf32>
+    %q = tensor.concat dim(2) %qa, %qrr : (tensor<?x2x4xf32>, tensor<?x2x2xf32>) -> tensor<?x2x6xf32>
+    %ce = tensor.expand_shape %cn [[0], [1, 2]] output_shape [%t, 1, 4] : tensor<?x4xf32> into tensor<?x1x4xf32>
+    %kv = tensor.concat dim(2) %ce, %krr : (tensor<?x1x4xf32>, tensor<?x1x2xf32>) -> tensor<?x1x6xf32>
+    moe.kv_cache %kv, %kv, %pos {layer = 0 : i64} : tensor<?x1x6xf32>, tensor<?x1x6xf32>, tensor<?xi64>
+    %a = moe.attention %q, %kv, %kv, %pos, %pos {scale = 0.5 : f32} : tensor<?x2x6xf32>, tensor<?x1x6xf32>, tensor<?x1x6xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x2x6xf32>
+    %ta = tensor.dim %a, %c0 : tensor<?x2x6xf32>
+    %al = tensor.extract_slice %a[0, 0, 0] [%ta, 2, 4] [1, 1, 1] : tensor<?x2x6xf32> to tensor<?x2x4xf32>
+    %v = moe.head_linear %al, %wuv : tensor<?x2x4xf32>, tensor<2x2x4xf32> -> tensor<?x2x2xf32>
+    %f = tensor.collapse_shape %v [[0], [1, 2]] : tensor<?x2x2xf32> into tensor<?x4xf32>
+    %wo = moe.param "o_proj.weight" : tensor<8x4xf32>
+    %o = moe.linear %f, %wo : tensor<?x4xf32>, tensor<8x4xf32> -> tensor<?x8xf32>
+    return %o : tensor<?x8xf32>
+  }
+}
