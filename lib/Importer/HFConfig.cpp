@@ -328,6 +328,96 @@ bool readDeepSeekMoE(const Fields &f, StringRef path, HFConfig &c,
   return !failure.failed();
 }
 
+/// YaRN's parameters (DeepSeek-V3's rope_scaling, or transformers 5's
+/// rope_parameters with rope_type "yarn"), turned into the ramp and scales
+/// transformers computes from them. Needs the RoPE dims (qk_rope_head_dim)
+/// and theta already read.
+bool readYaRN(const json::Object &ro, StringRef path, StringRef field,
+              HFConfig &c, Failure &failure) {
+  std::string where = (path + ": " + field).str();
+  auto bad = [&](const llvm::Twine &why) {
+    failure.fail(path + ": field '" + field + "." + why);
+    return false;
+  };
+  std::optional<StringRef> type = ro.getString("rope_type");
+  if (!type)
+    type = ro.getString("type");
+  if (!type || *type != "yarn")
+    return bad("type': RoPE scaling other than \"yarn\" is not supported");
+  double factor = 0, original = 0, betaFast = 32, betaSlow = 1, mscale = 0,
+         mscaleAll = 0, attention = 0;
+  bool truncate = true;
+  for (const auto &[key, value] : ro) {
+    StringRef k = key;
+    if (k == "type" || k == "rope_type" || k == "rope_theta")
+      continue;
+    if (k == "truncate") {
+      std::optional<bool> t = value.getAsBoolean();
+      if (!t)
+        return bad("truncate' must be true or false");
+      truncate = *t;
+      continue;
+    }
+    double *slot = k == "factor"                             ? &factor
+                   : k == "original_max_position_embeddings" ? &original
+                   : k == "beta_fast"                        ? &betaFast
+                   : k == "beta_slow"                        ? &betaSlow
+                   : k == "mscale"                           ? &mscale
+                   : k == "mscale_all_dim"                   ? &mscaleAll
+                   : k == "attention_factor"                 ? &attention
+                                                             : nullptr;
+    if (!slot)
+      return bad(k + "' is not a YaRN parameter meshfold implements");
+    if (value.kind() == json::Value::Null)
+      continue;
+    std::optional<double> v = value.getAsNumber();
+    if (!v || !std::isfinite(*v) || *v < 0)
+      return bad(k + "' must be a non-negative number");
+    *slot = *v;
+  }
+  if (original <= 0)
+    original = double(c.maxPositions);
+  if (original <= 0)
+    return bad("original_max_position_embeddings' is needed (or "
+               "max_position_embeddings)");
+  if (factor <= 0)
+    factor = double(c.maxPositions) / original;
+  if (!(factor > 0) || betaFast <= 0 || betaSlow <= 0)
+    return bad("factor', 'beta_fast' and 'beta_slow' must be positive");
+  auto getMscale = [](double scale, double m) {
+    return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;
+  };
+  if (attention <= 0)
+    attention = mscale > 0 && mscaleAll > 0
+                    ? getMscale(factor, mscale) / getMscale(factor, mscaleAll)
+                    : getMscale(factor, 1.0);
+  // The ramp's ends: the dims where betaFast and betaSlow rotations fit
+  // the original context.
+  double dim = double(c.qkRopeDim), base = c.theta;
+  auto correction = [&](double rotations) {
+    return dim * std::log(original / (rotations * 2 * M_PI)) /
+           (2 * std::log(base));
+  };
+  double low = correction(betaFast), high = correction(betaSlow);
+  if (truncate) {
+    low = std::floor(low);
+    high = std::ceil(high);
+  }
+  low = std::max(low, 0.0);
+  high = std::min(high, dim - 1);
+  if (low == high)
+    high += 0.001;
+  c.yarnFactor = factor;
+  c.yarnLow = low;
+  c.yarnHigh = high;
+  c.attentionFactor = attention;
+  // MLA scales the softmax too: by the mscale of mscale_all_dim, squared.
+  c.softmaxScale =
+      mscaleAll > 0 ? getMscale(factor, mscaleAll) * getMscale(factor, mscaleAll)
+                    : 1.0;
+  return true;
+}
+
 } // namespace
 
 bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
@@ -376,7 +466,8 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
   if (!qwen2)
     f.rejectIfSet("shared_expert_intermediate_size", "shared experts are");
   f.rejectIfSet("attention_bias", "attention biases are");
-  f.rejectIfSet("rope_scaling", "RoPE scaling is");
+  if (!deepseek)
+    f.rejectIfSet("rope_scaling", "RoPE scaling is");
   // Qwen3-MoE's and Qwen2-MoE's sliding_window applies only with
   // use_sliding_window (their published configs name a window they do not
   // use).
@@ -561,6 +652,9 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
   c.eps = f.positiveNumber("rms_norm_eps",
                            qwen3 || qwen2 || deepseek ? 1e-6 : 1e-5);
   c.theta = f.positiveNumber("rope_theta", mixtral ? 1e6 : 10000.0);
+  c.maxPositions = f.has("max_position_embeddings")
+                       ? f.positiveInt("max_position_embeddings")
+                       : 0;
   // transformers 5 writes RoPE as rope_parameters {rope_theta, rope_type}.
   if (const json::Value *rp = obj->get("rope_parameters");
       rp && rp->kind() != json::Value::Null) {
@@ -571,19 +665,37 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
              false;
     std::string where = (path + ": rope_parameters").str();
     Fields rf(*ro, where, failure);
-    if (const json::Value *type = ro->get("rope_type");
+    if (deepseek && ro->get("rope_type") &&
+        ro->get("rope_type")->getAsString() == std::optional<StringRef>("yarn")) {
+      c.theta = rf.positiveNumber("rope_theta", c.theta);
+      if (failure.failed() ||
+          !readYaRN(*ro, path, "rope_parameters", c, failure))
+        return false;
+    } else if (const json::Value *type = ro->get("rope_type");
         type && type->kind() != json::Value::Null &&
         type->getAsString() != std::optional<StringRef>("default"))
       return failure.fail(path + ": field 'rope_parameters.rope_type': RoPE "
                                  "scaling is not supported (only "
                                  "\"default\")"),
              false;
-    for (const auto &[key, value] : *ro)
-      if (key != "rope_theta" && key != "rope_type")
-        return failure.fail(path + ": field 'rope_parameters." + key.str() +
-                            "': RoPE scaling is not supported"),
-               false;
-    c.theta = rf.positiveNumber("rope_theta", c.theta);
+    else {
+      for (const auto &[key, value] : *ro)
+        if (key != "rope_theta" && key != "rope_type")
+          return failure.fail(path + ": field 'rope_parameters." + key.str() +
+                              "': RoPE scaling is not supported"),
+                 false;
+      c.theta = rf.positiveNumber("rope_theta", c.theta);
+    }
+  }
+  // DeepSeek-V3's rope_scaling (transformers 4's form of the same).
+  if (const json::Value *rs = obj->get("rope_scaling");
+      deepseek && rs && rs->kind() != json::Value::Null) {
+    const json::Object *ro = rs->getAsObject();
+    if (!ro)
+      return failure.fail(path + ": field 'rope_scaling' must be an object"),
+             false;
+    if (!ro->empty() && !readYaRN(*ro, path, "rope_scaling", c, failure))
+      return false;
   }
   if (failure.failed())
     return false;
@@ -608,9 +720,6 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
   if (deepseek)
     c.ropeInterleave = f.boolean("rope_interleave", true);
   c.tieEmbeddings = f.boolean("tie_word_embeddings", false);
-  c.maxPositions = f.has("max_position_embeddings")
-                       ? f.positiveInt("max_position_embeddings")
-                       : 0;
   if (std::optional<std::vector<int64_t>> ids = f.eosTokens(c.vocab))
     c.eosTokens = std::move(*ids);
   if (failure.failed())

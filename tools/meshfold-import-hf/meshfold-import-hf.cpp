@@ -24,6 +24,7 @@
 #include "llvm/ADT/SmallString.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -228,12 +229,21 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
           b, loc, tensor({dyn, r}, f32), slice(kva, {0}, {r}),
           param(pre + "self_attn.kv_a_layernorm.weight", {r}), eps);
       Value kRope = expand3(slice(kva, {r}, {rope}), t, 1, rope);
-      FloatAttr theta = b.getF32FloatAttr(float(c.theta));
-      UnitAttr interleaved = c.ropeInterleave ? b.getUnitAttr() : UnitAttr();
-      qRope = moe::RoPEOp::create(b, loc, qRope.getType(), qRope, p, theta,
-                                  interleaved);
-      kRope = moe::RoPEOp::create(b, loc, kRope.getType(), kRope, p, theta,
-                                  interleaved);
+      // RoPE, interleaved and with YaRN where the config says.
+      auto rotate = [&](Value x) -> Value {
+        bool yarn = c.yarnFactor != 1.0;
+        auto f32Attr = [&](bool set, double v) {
+          return set ? b.getF32FloatAttr(float(v)) : FloatAttr();
+        };
+        return moe::RoPEOp::create(
+            b, loc, x.getType(), x, p, b.getF32FloatAttr(float(c.theta)),
+            c.ropeInterleave ? b.getUnitAttr() : UnitAttr(),
+            f32Attr(yarn, c.yarnFactor), f32Attr(yarn, c.yarnLow),
+            f32Attr(yarn, c.yarnHigh),
+            f32Attr(c.attentionFactor != 1.0, c.attentionFactor));
+      };
+      qRope = rotate(qRope);
+      kRope = rotate(kRope);
       // kv_b_proj per head: W_UK [H, nope, r] and W_UV [H, v, r].
       Value wkv = param(pre + "self_attn.kv_b_proj.weight",
                         {c.heads * (nope + c.vHeadDim), r});
@@ -262,10 +272,12 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
           b, loc, 2, ValueRange{expand3(latent, t, 1, r), kRope});
       moe::KVCacheOp::create(b, loc, kv, kv, p, /*head_offset=*/Value(),
                              b.getI64IntegerAttr(i));
-      // Scores scaled as the per-head form's: by 1/sqrt(nope + rope).
+      // Scores scaled as the per-head form's: by 1/sqrt(nope + rope), and
+      // YaRN's mscale squared.
       Value attn = moe::AttentionOp::create(
           b, loc, q.getType(), q, kv, kv, p, p,
-          b.getF32FloatAttr(float(1.0 / std::sqrt(double(qDim)))));
+          b.getF32FloatAttr(
+              float(c.softmaxScale / std::sqrt(double(qDim)))));
       Value values = moe::HeadLinearOp::create(
           b, loc, tensor({dyn, c.heads, c.vHeadDim}, f32),
           slice(attn, {0, 0}, {c.heads, r}), wUV, UnitAttr());
@@ -402,6 +414,8 @@ int main(int argc, char **argv) {
   if (c.nGroup > 1)
     out->os() << " (" << c.topkGroup << " of " << c.nGroup << " groups)";
   out->os() << ", ffn " << c.ffn;
+  if (c.yarnFactor != 1.0)
+    out->os() << ", YaRN x" << llvm::format("%g", c.yarnFactor);
   if (c.sharedFfn > 0)
     out->os() << ", shared expert ffn " << c.sharedFfn;
   int64_t dense = 0;

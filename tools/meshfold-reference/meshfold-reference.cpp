@@ -177,6 +177,12 @@ struct Config {
   bool mla = false;
   int64_t qLoraRank = 0, kvLoraRank = 0, qkNope = 0, qkRope = 0, vHead = 0;
   bool ropeInterleave = false;
+  /// DeepSeek-V3's YaRN (rope_scaling type "yarn"), as transformers applies
+  /// it: each frequency mixes theta^(-2j/d) and that over `yarnFactor` by a
+  /// ramp over the dims from `yarnLow` to `yarnHigh`; cos and sin times
+  /// `yarnCosScale`; the softmax scale times `yarnSoftmaxScale`.
+  double yarnFactor = 1.0, yarnLow = 0, yarnHigh = 0, yarnCosScale = 1.0,
+         yarnSoftmaxScale = 1.0;
   /// DeepSeek-V3's routing: sigmoid scores, e_score_correction_bias for
   /// the choice only, n_group groups of which topk_group are kept, the
   /// weights times routed_scaling_factor.
@@ -338,6 +344,69 @@ bool readEosTokens(const std::string &path, const json::Object &object,
     return false;
   if (present)
     config.eosTokens = std::move(ids);
+  return true;
+}
+
+/// YaRN's parameters, turned into the ramp and scales as transformers'
+/// _compute_yarn_parameters and yarn_apply_mscale do (read after
+/// qk_rope_head_dim and rope_theta).
+bool readYaRN(const json::Object &yarn, const std::string &path,
+              std::optional<int64_t> maxPositions, Config &config,
+              Failure &failure) {
+  std::optional<StringRef> type = yarn.getString("type");
+  if (!type)
+    type = yarn.getString("rope_type");
+  if (type != "yarn")
+    return fail(failure, path + ": only YaRN RoPE scaling is supported");
+  auto number = [&](StringRef key, double def) {
+    std::optional<double> v = yarn.getNumber(key);
+    return v ? *v : def;
+  };
+  double original = number("original_max_position_embeddings",
+                           maxPositions ? double(*maxPositions) : 0.0);
+  if (!(original > 0))
+    return fail(failure, path + ": YaRN needs "
+                                "original_max_position_embeddings");
+  double factor = number("factor", 0.0);
+  if (!(factor > 0))
+    factor = (maxPositions ? double(*maxPositions) : 0.0) / original;
+  double mscale = number("mscale", 0.0), mscaleAll = number("mscale_all_dim", 0.0);
+  double betaFast = number("beta_fast", 32.0), betaSlow = number("beta_slow", 1.0);
+  if (!(factor > 0) || !(betaFast > 0) || !(betaSlow > 0))
+    return fail(failure, path + ": YaRN's factor, beta_fast and beta_slow "
+                                "must be positive");
+  // 0.1 m ln(s) + 1 for s > 1 (YaRN's Eq. 21).
+  auto yarnMscale = [](double s, double m) {
+    return s <= 1.0 ? 1.0 : 0.1 * m * std::log(s) + 1.0;
+  };
+  double cosScale = number("attention_factor", 0.0);
+  if (!(cosScale > 0))
+    cosScale = (mscale != 0 && mscaleAll != 0)
+                   ? yarnMscale(factor, mscale) / yarnMscale(factor, mscaleAll)
+                   : yarnMscale(factor, 1.0);
+  // Dims whose wavelength fits betaFast (betaSlow) turns in the original
+  // context: below the first, frequencies are kept; past the second, divided.
+  double d = static_cast<double>(config.qkRope);
+  auto dimFor = [&](double turns) {
+    return d * std::log(original / (turns * 2.0 * M_PI)) /
+           (2.0 * std::log(config.ropeTheta));
+  };
+  double lo = dimFor(betaFast), hi = dimFor(betaSlow);
+  if (yarn.getBoolean("truncate").value_or(true)) {
+    lo = std::floor(lo);
+    hi = std::ceil(hi);
+  }
+  lo = std::max(lo, 0.0);
+  hi = std::min(hi, d - 1.0);
+  if (lo == hi)
+    hi += 0.001;
+  config.yarnFactor = factor;
+  config.yarnLow = lo;
+  config.yarnHigh = hi;
+  config.yarnCosScale = cosScale;
+  if (mscaleAll != 0)
+    config.yarnSoftmaxScale =
+        yarnMscale(factor, mscaleAll) * yarnMscale(factor, mscaleAll);
   return true;
 }
 
@@ -638,10 +707,21 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
   if (qwen3 || qwen2)
     config.slidingWindow.reset();
 
-  if (reader.isPresent("rope_scaling"))
+  if (reader.isPresent("rope_scaling") && !deepseek)
     return fail(failure, path + ": field 'rope_scaling' is not supported");
-  if (const json::Value *rope = object->get("rope_parameters");
-      rope && !rope->getAsNull()) {
+  const json::Object *yarn = deepseek ? object->getObject("rope_scaling")
+                                      : nullptr;
+  if (const json::Object *params = object->getObject("rope_parameters");
+      deepseek && params && params->getString("rope_type") == "yarn")
+    yarn = params;
+  if (yarn) {
+    if (std::optional<double> theta = yarn->getNumber("rope_theta"))
+      config.ropeTheta = *theta;
+    if (!readYaRN(*yarn, path, object->getInteger("max_position_embeddings"),
+                  config, failure))
+      return false;
+  } else if (const json::Value *rope = object->get("rope_parameters");
+             rope && !rope->getAsNull()) {
     // transformers 5's form: {"rope_theta": ..., "rope_type": "default"}.
     const json::Object *params = rope->getAsObject();
     if (!params)
@@ -920,7 +1000,7 @@ void rmsNorm(const float *x, int64_t rows, int64_t d,
 /// are rounded to f32 (this matters at large positions); cos and sin are then
 /// taken in double.
 void applyRope(std::vector<float> &x, int64_t tokens, int64_t heads,
-               int64_t headDim, double theta) {
+               int64_t headDim, double theta, const Config *yarn = nullptr) {
   int64_t half = headDim / 2;
   std::vector<float> invFreq(static_cast<size_t>(half));
   for (int64_t j = 0; j < half; ++j) {
@@ -928,12 +1008,23 @@ void applyRope(std::vector<float> &x, int64_t tokens, int64_t heads,
     float base =
         static_cast<float>(std::pow(theta, static_cast<double>(exponent)));
     invFreq[j] = 1.0f / base;
+    if (yarn && yarn->yarnFactor != 1.0) {
+      // YaRN: 1/base (kept) and 1/(s base) (divided), mixed by a ramp over
+      // the dims, in f32 as transformers computes them.
+      float divided = 1.0f / (static_cast<float>(yarn->yarnFactor) * base);
+      float ramp = (static_cast<float>(j) - static_cast<float>(yarn->yarnLow)) /
+                   static_cast<float>(yarn->yarnHigh - yarn->yarnLow);
+      ramp = std::min(std::max(ramp, 0.0f), 1.0f);
+      float kept = 1.0f - ramp;
+      invFreq[j] = divided * (1.0f - kept) + invFreq[j] * kept;
+    }
   }
+  double cosScale = yarn ? yarn->yarnCosScale : 1.0;
   for (int64_t t = 0; t < tokens; ++t) {
     for (int64_t j = 0; j < half; ++j) {
       float angle = static_cast<float>(t) * invFreq[j];
-      double c = std::cos(static_cast<double>(angle));
-      double s = std::sin(static_cast<double>(angle));
+      double c = std::cos(static_cast<double>(angle)) * cosScale;
+      double s = std::sin(static_cast<double>(angle)) * cosScale;
       for (int64_t h = 0; h < heads; ++h) {
         float *v = &x[(t * heads + h) * headDim];
         double a = v[j], b = v[j + half];
@@ -945,14 +1036,14 @@ void applyRope(std::vector<float> &x, int64_t tokens, int64_t heads,
 }
 
 /// Causal GQA attention. q, k: [T, n_h | n_kv, d_qk]; v: [T, n_kv, d_v];
-/// out: [T, n_h, d_v]; scores scaled by 1/sqrt(d_qk). Query head h reads
+/// out: [T, n_h, d_v]; scores scaled by scaleFactor/sqrt(d_qk). Query head h reads
 /// KV head h / (n_h / n_kv).
 void attention(const std::vector<float> &q, const std::vector<float> &k,
                const std::vector<float> &v, int64_t tokens, int64_t numHeads,
                int64_t numKVHeads, int64_t headDim, int64_t valueDim,
-               std::vector<float> &out) {
+               std::vector<float> &out, double scaleFactor = 1.0) {
   int64_t group = numHeads / numKVHeads;
-  double scale = 1.0 / std::sqrt(static_cast<double>(headDim));
+  double scale = scaleFactor / std::sqrt(static_cast<double>(headDim));
   out.assign(static_cast<size_t>(tokens * numHeads * valueDim), 0.0f);
   std::vector<double> scores(static_cast<size_t>(tokens));
   std::vector<double> acc(static_cast<size_t>(valueDim));
@@ -1170,8 +1261,8 @@ bool runLatentAttention(const Config &c, int64_t layer, Weights &weights,
       deinterleave(qRope, rope);
       deinterleave(kRope, rope);
     }
-    applyRope(qRope, T, H, rope, c.ropeTheta);
-    applyRope(kRope, T, 1, rope, c.ropeTheta);
+    applyRope(qRope, T, H, rope, c.ropeTheta, &c);
+    applyRope(kRope, T, 1, rope, c.ropeTheta, &c);
     // Per head: Q = [q_nope, q_rope], K = [k_nope, k_rope], V.
     std::vector<float> Q(static_cast<size_t>(T * H * qk)), K(Q.size()),
         V(static_cast<size_t>(T * H * vd));
@@ -1186,7 +1277,7 @@ bool runLatentAttention(const Config &c, int64_t layer, Weights &weights,
         std::copy_n(kvRow + nope, vd, &V[(t * H + h) * vd]);
       }
     std::vector<float> attn;
-    attention(Q, K, V, T, H, H, qk, vd, attn);
+    attention(Q, K, V, T, H, H, qk, vd, attn, c.yarnSoftmaxScale);
     std::vector<float> o(static_cast<size_t>(T * d));
     linear(attn.data(), T, H * vd, wo.data(), d, o.data());
     for (size_t i = 0; i < o.size(); ++i)

@@ -71,6 +71,12 @@ struct HFConfig {
           vHeadDim = 0;
   /// RoPE on interleaved pairs (DeepSeek-V3's rope_interleave).
   bool ropeInterleave = false;
+  /// YaRN RoPE scaling (DeepSeek-V3's rope_scaling, type "yarn"), as
+  /// transformers computes it: frequencies interpolated by yarnFactor over
+  /// the ramp from dim yarnLow to yarnHigh, cos and sin scaled by
+  /// attentionFactor, and (MLA) the softmax scale by softmaxScale.
+  double yarnFactor = 1.0, yarnLow = 0, yarnHigh = 0, attentionFactor = 1.0,
+         softmaxScale = 1.0;
   /// DeepSeek-V3's routing: sigmoid scores with mlp.gate.e_score_correction_bias
   /// for the choice, group-limited (nGroup groups, the topkGroup best kept),
   /// the weights times routedScaling.

@@ -347,6 +347,10 @@ struct RoPELowering : OpConversionPattern<RoPEOp> {
     int64_t dh = type.getDimSize(2), half = dh / 2;
     double theta = op.getTheta().convertToDouble();
     bool interleaved = op.getInterleaved();
+    double yarnFactor = op.getYarnFactor().convertToDouble(),
+           low = op.getYarnLow().convertToDouble(),
+           high = op.getYarnHigh().convertToDouble(),
+           attentionFactor = op.getAttentionFactor().convertToDouble();
     // The angles' cosines and (signed) sines per position and dim, once:
     // every head of the op (and, by CSE, every op on the same positions)
     // reads this [T, d_h] table instead of computing powf/sin/cos per
@@ -373,6 +377,26 @@ struct RoPELowering : OpConversionPattern<RoPEOp> {
           Value p = math::PowFOp::create(nb, l, cstF(nb, l, elt, theta), expo);
           Value invFreq =
               arith::DivFOp::create(nb, l, cstF(nb, l, elt, 1.0), p);
+          if (yarnFactor != 1.0) {
+            // YaRN: interpolated (1 / (s p)) by the ramp r over the dims,
+            // extrapolated (1 / p) by 1 - r, as transformers mixes them.
+            Value interp = arith::DivFOp::create(
+                nb, l, cstF(nb, l, elt, 1.0),
+                arith::MulFOp::create(nb, l, cstF(nb, l, elt, yarnFactor), p));
+            Value ramp = arith::DivFOp::create(
+                nb, l, arith::SubFOp::create(nb, l, jjF, cstF(nb, l, elt, low)),
+                cstF(nb, l, elt, high - low));
+            ramp = arith::MinimumFOp::create(
+                nb, l, arith::MaximumFOp::create(nb, l, ramp, cstF(nb, l, elt, 0.0)),
+                cstF(nb, l, elt, 1.0));
+            Value extra = arith::SubFOp::create(nb, l, cstF(nb, l, elt, 1.0), ramp);
+            invFreq = arith::AddFOp::create(
+                nb, l,
+                arith::MulFOp::create(
+                    nb, l, interp,
+                    arith::SubFOp::create(nb, l, cstF(nb, l, elt, 1.0), extra)),
+                arith::MulFOp::create(nb, l, invFreq, extra));
+          }
           // The place in its sequence: the position's low 32 bits.
           Value place = arith::AndIOp::create(
               nb, l, a[0],
@@ -383,8 +407,14 @@ struct RoPELowering : OpConversionPattern<RoPEOp> {
           Value sign = arith::SelectOp::create(
               nb, l, lower, cstF(nb, l, elt, -1.0), cstF(nb, l, elt, 1.0));
           Value c = math::CosOp::create(nb, l, angle);
-          Value sn = arith::MulFOp::create(
-              nb, l, math::SinOp::create(nb, l, angle), sign);
+          Value sn = math::SinOp::create(nb, l, angle);
+          if (attentionFactor != 1.0) {
+            c = arith::MulFOp::create(nb, l, c,
+                                      cstF(nb, l, elt, attentionFactor));
+            sn = arith::MulFOp::create(nb, l, sn,
+                                       cstF(nb, l, elt, attentionFactor));
+          }
+          sn = arith::MulFOp::create(nb, l, sn, sign);
           linalg::YieldOp::create(nb, l, ValueRange{c, sn});
         });
     Value res = generic(

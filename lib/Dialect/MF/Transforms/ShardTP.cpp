@@ -74,6 +74,14 @@ Value localHeads(OpBuilder &b, moe::LinearOp lin, Operation *norm,
                                        exp.getReassociationIndices(), shape);
 }
 
+/// `rope`'s rotation (its attributes kept) on `x`, the rank's heads.
+Value reapply(OpBuilder &b, moe::RoPEOp rope, Value x) {
+  Operation *op = b.clone(*rope);
+  op->setOperand(0, x);
+  op->getResult(0).setType(x.getType());
+  return op->getResult(0);
+}
+
 struct MFShardTPPass : public mf::impl::MFShardTPPassBase<MFShardTPPass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
@@ -149,10 +157,7 @@ struct MFShardTPPass : public mf::impl::MFShardTPPassBase<MFShardTPPass> {
         b, c.absorb.getLoc(), withDim(c.absorb.getType(), 1, nhLocal),
         reslice(c.qNope, q, 1), wUK, c.absorb.getTransposeWeightAttr());
     Value qRopeIn = reslice(c.qRopeIn, q, 1);
-    Value qRope = moe::RoPEOp::create(
-        b, c.qRope.getLoc(), qRopeIn.getType(), qRopeIn,
-        c.qRope.getPositions(), c.qRope.getThetaAttr(),
-        c.qRope.getInterleavedAttr());
+    Value qRope = reapply(b, c.qRope, qRopeIn);
     Value query = tensor::ConcatOp::create(b, c.qCat.getLoc(), 2,
                                            ValueRange{absorbed, qRope});
     Value out = moe::AttentionOp::create(
@@ -225,10 +230,8 @@ struct MFShardTPPass : public mf::impl::MFShardTPPassBase<MFShardTPPass> {
       k = moe::RMSNormOp::create(b, c.kNorm.getLoc(), k.getType(), k,
                                  c.kNorm.getWeight(), c.kNorm.getEpsilonAttr());
     }
-    q = moe::RoPEOp::create(b, c.qRope.getLoc(), q.getType(), q,
-                            c.qRope.getPositions(), c.qRope.getThetaAttr());
-    k = moe::RoPEOp::create(b, c.kRope.getLoc(), k.getType(), k,
-                            c.kRope.getPositions(), c.kRope.getThetaAttr());
+    q = reapply(b, c.qRope, q);
+    k = reapply(b, c.kRope, k);
     // This rank's KV heads start at (tp * kvParts / TP) * nkvLocal.
     Value first = scaledCoord(b, loc, "attention", "tp", kvParts, tp);
     Value offset = arith::MulIOp::create(

@@ -256,6 +256,15 @@ LogicalResult RoPEOp::verify() {
       failed(checkRank(*this, "positions", pos, 1)) ||
       failed(checkDim(*this, "positions", pos, 0, "input", in, 0)))
     return failure();
+  double factor = getYarnFactor().convertToDouble(),
+         attention = getAttentionFactor().convertToDouble();
+  if (!std::isfinite(factor) || !(factor > 0.0) ||
+      !std::isfinite(attention) || !(attention > 0.0))
+    return emitOpError() << "yarn_factor and attention_factor must be "
+                            "positive and finite";
+  if (factor != 1.0 && !(getYarnHigh().convertToDouble() >
+                         getYarnLow().convertToDouble()))
+    return emitOpError() << "YaRN needs yarn_high > yarn_low";
   if (cast<RankedTensorType>(in).getDimSize(2) % 2 != 0)
     return emitOpError() << "head dim must be even for rotate-half, got "
                          << cast<RankedTensorType>(in).getDimSize(2);

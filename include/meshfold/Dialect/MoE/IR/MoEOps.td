@@ -199,16 +199,28 @@ def MoE_RoPEOp : MoE_Op<"rope", [Pure]> {
     are `(x[2j], x[2j + 1])`, and the result holds them de-interleaved as
     transformers leaves them: `out[j] = x[2j] cos a - x[2j + 1] sin a`,
     `out[j + half] = x[2j + 1] cos a + x[2j] sin a`.
+
+    YaRN (`yarn_factor` s != 1, DeepSeek-V3's `rope_scaling`): with
+    `r = clamp((j - yarn_low) / (yarn_high - yarn_low), 0, 1)` the frequency
+    is `inv_freq[j] / s * r + inv_freq[j] * (1 - r)` (dims below `yarn_low`
+    keep their frequency, those above `yarn_high` are interpolated), and cos
+    and sin are scaled by `attention_factor`, as transformers' YaRN computes
+    them.
   }];
   let builders = [
     OpBuilder<(ins "::mlir::Type":$result, "::mlir::Value":$input,
                    "::mlir::Value":$positions, "::mlir::FloatAttr":$theta), [{
       build($_builder, $_state, result, input, positions, theta,
-            ::mlir::UnitAttr());
+            ::mlir::UnitAttr(), ::mlir::FloatAttr(), ::mlir::FloatAttr(),
+            ::mlir::FloatAttr(), ::mlir::FloatAttr());
     }]>
   ];
   let arguments = (ins MoE_FloatTensor:$input, MoE_IndexTensor:$positions,
-                       F32Attr:$theta, UnitAttr:$interleaved);
+                       F32Attr:$theta, UnitAttr:$interleaved,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$yarn_factor,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$yarn_low,
+                       DefaultValuedAttr<F32Attr, "0.0f">:$yarn_high,
+                       DefaultValuedAttr<F32Attr, "1.0f">:$attention_factor);
   let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = [{
     $input `,` $positions attr-dict `:` type($input) `,` type($positions) `->` type($result)
