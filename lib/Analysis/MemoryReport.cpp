@@ -289,6 +289,34 @@ void meshfold::printMemoryReport(raw_ostream &os, ArrayRef<RankMemory> memory,
       (long long)shared->sharedSplitBytesPerLayer);
 }
 
+void meshfold::printKVBudget(raw_ostream &os, ArrayRef<RankMemory> memory,
+                             int64_t deviceBytes, StringRef deviceMemory,
+                             int64_t maxPrompt) {
+  const RankMemory *tightest = nullptr;
+  int64_t tokens = 0;
+  for (const RankMemory &m : memory) {
+    int64_t left = deviceBytes - m.weightBytes - m.activationBytes;
+    if (m.kvBytes <= 0 || maxPrompt <= 0 || left < m.kvBytes)
+      continue;
+    // Tokens whose KV cache fits, at the rank's bytes per prompt token.
+    int64_t fit = int64_t(double(left) / double(m.kvBytes) * double(maxPrompt));
+    if (!tightest || fit < tokens) {
+      tightest = &m;
+      tokens = fit;
+    }
+  }
+  if (!tightest)
+    return;
+  int64_t left =
+      deviceBytes - tightest->weightBytes - tightest->activationBytes;
+  os << llvm::format("KV budget on a %s device: %lld bytes left on rank %lld "
+                     "after its weights and activations, the KV cache of "
+                     "%lld prompt tokens (%.1f bytes each on that rank)\n",
+                     deviceMemory.str().c_str(), (long long)left,
+                     (long long)tightest->rank, (long long)tokens,
+                     double(tightest->kvBytes) / double(maxPrompt));
+}
+
 LogicalResult meshfold::checkDeviceMemory(ArrayRef<RankMemory> memory,
                                           int64_t deviceBytes,
                                           StringRef deviceMemory,

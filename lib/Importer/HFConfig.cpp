@@ -477,7 +477,36 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
     f.rejectIfSet("sliding_window", "sliding-window attention is");
   if (!qwen2 && c.arch != "Qwen3MoeForCausalLM")
     f.rejectIfSet("mlp_only_layers", "dense (non-MoE) layers are");
-  f.rejectIfSet("quantization_config", "quantized checkpoints are");
+  // DeepSeek-V3 ships fp8 weights in 128 x 128 blocks, each with its
+  // inverse scale: a storage format of the same model (dequantized, the
+  // math is the config's), which the importer accepts. Other quantizations
+  // change the math and are refused.
+  if (const json::Value *q = obj->get("quantization_config");
+      deepseek && q && q->getAsObject() && !q->getAsObject()->empty()) {
+    const json::Object &qo = *q->getAsObject();
+    const json::Array *block = qo.getArray("weight_block_size");
+    bool fp8 = qo.getString("quant_method") == std::optional<StringRef>("fp8") &&
+               block && block->size() == 2 &&
+               (*block)[0].getAsInteger() == std::optional<int64_t>(128) &&
+               (*block)[1].getAsInteger() == std::optional<int64_t>(128);
+    for (const auto &[key, value] : qo) {
+      StringRef k = key;
+      if (k == "fmt" && value.getAsString() != std::optional<StringRef>("e4m3"))
+        fp8 = false;
+      else if (k == "activation_scheme" &&
+               value.getAsString() != std::optional<StringRef>("dynamic"))
+        fp8 = false;
+      else if (k != "quant_method" && k != "weight_block_size" &&
+               k != "fmt" && k != "activation_scheme")
+        fp8 = false;
+    }
+    if (!fp8)
+      failure.fail(path + ": field 'quantization_config': only DeepSeek-V3's "
+                          "fp8 (e4m3) weights in 128 x 128 blocks are "
+                          "supported");
+  } else {
+    f.rejectIfSet("quantization_config", "quantized checkpoints are");
+  }
   if (c.arch != "OlmoeForCausalLM")
     f.rejectIfSet("clip_qkv", "clipping q/k/v is");
   if (failure.failed())

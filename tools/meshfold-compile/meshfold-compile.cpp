@@ -667,6 +667,8 @@ static LogicalResult reportMemory(ModuleOp module, int64_t deviceBytes,
   std::string error;
   if (failed(checkDeviceMemory(*memory, deviceBytes, deviceMemory, error)))
     return fail(error);
+  if (deviceBytes > 0)
+    printKVBudget(llvm::outs(), *memory, deviceBytes, deviceMemory, maxPrompt);
   return success();
 }
 

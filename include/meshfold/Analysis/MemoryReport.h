@@ -67,6 +67,16 @@ void printMemoryReport(llvm::raw_ostream &os, llvm::ArrayRef<RankMemory> memory,
                        llvm::StringRef dtype, int64_t maxPrompt,
                        int64_t maxNewTokens = 0, int64_t decodeBase = 0);
 
+/// Prints the KV budget on a device of `deviceBytes` (`deviceMemory` as the
+/// user wrote it): on the rank with the least room, the bytes left after
+/// its weights and activations, and how many prompt tokens' KV cache they
+/// hold at that rank's bytes per token (its KV cache for `maxPrompt`
+/// tokens, per token). Nothing when no rank keeps a KV cache or one does
+/// not fit.
+void printKVBudget(llvm::raw_ostream &os, llvm::ArrayRef<RankMemory> memory,
+                   int64_t deviceBytes, llvm::StringRef deviceMemory,
+                   int64_t maxPrompt);
+
 /// Succeeds when every rank of `memory` fits in `deviceBytes` (no limit when
 /// it is not positive). Otherwise fails with `error` naming the rank that
 /// needs the most (the first of them) and `deviceMemory`, the limit as the
