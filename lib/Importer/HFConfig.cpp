@@ -79,8 +79,7 @@ public:
       return die(file + ": missing field '" + key + "'"), 0;
     std::optional<int64_t> i = v->getAsInteger();
     if (!i || *i < 0)
-      return die(file + ": field '" + key +
-                 "' must be a non-negative integer"),
+      return die(file + ": field '" + key + "' must be a non-negative integer"),
              0;
     return *i;
   }
@@ -240,26 +239,27 @@ bool readMLA(const Fields &f, StringRef path, HFConfig &c, Failure &failure) {
                         llvm::Twine(c.heads) + ") for MLA attention"),
            false;
   if (c.qkRopeDim % 2 != 0)
-    return failure.fail(path + ": field 'qk_rope_head_dim' must be even for "
-                               "RoPE, got " +
+    return failure.fail(path +
+                        ": field 'qk_rope_head_dim' must be even for "
+                        "RoPE, got " +
                         llvm::Twine(c.qkRopeDim)),
            false;
-  for (auto [key, value] : {std::pair<StringRef, int64_t>{"kv_lora_rank",
-                                                          c.kvLoraRank},
-                            {"q_lora_rank", c.qLoraRank},
-                            {"qk_nope_head_dim", c.qkNopeDim},
-                            {"qk_rope_head_dim", c.qkRopeDim},
-                            {"v_head_dim", c.vHeadDim}})
+  for (auto [key, value] :
+       {std::pair<StringRef, int64_t>{"kv_lora_rank", c.kvLoraRank},
+        {"q_lora_rank", c.qLoraRank},
+        {"qk_nope_head_dim", c.qkNopeDim},
+        {"qk_rope_head_dim", c.qkRopeDim},
+        {"v_head_dim", c.vHeadDim}})
     if (value > (int64_t(1) << 20))
       return failure.fail(path + ": field '" + key +
                           "' is more than meshfold supports (2^20)"),
              false;
-  checkTensorSize(path,
-                  "the query's projection (num_attention_heads x "
-                  "(qk_nope_head_dim + qk_rope_head_dim) x q_lora_rank)",
-                  {c.heads, c.qkNopeDim + c.qkRopeDim,
-                   std::max(c.qLoraRank, c.hidden)},
-                  failure);
+  checkTensorSize(
+      path,
+      "the query's projection (num_attention_heads x "
+      "(qk_nope_head_dim + qk_rope_head_dim) x q_lora_rank)",
+      {c.heads, c.qkNopeDim + c.qkRopeDim, std::max(c.qLoraRank, c.hidden)},
+      failure);
   checkTensorSize(path,
                   "kv_b_proj (num_attention_heads x (qk_nope_head_dim + "
                   "v_head_dim) x kv_lora_rank)",
@@ -302,12 +302,11 @@ bool readDeepSeekMoE(const Fields &f, StringRef path, HFConfig &c,
                         llvm::Twine(c.nGroup) + ")"),
            false;
   if (c.topK > c.topkGroup * (c.experts / c.nGroup))
-    return failure.fail(path + ": field 'num_experts_per_tok' (" +
-                        llvm::Twine(c.topK) +
-                        ") exceeds the experts of the topk_group kept "
-                        "groups (" +
-                        llvm::Twine(c.topkGroup * (c.experts / c.nGroup)) +
-                        ")"),
+    return failure.fail(
+               path + ": field 'num_experts_per_tok' (" + llvm::Twine(c.topK) +
+               ") exceeds the experts of the topk_group kept "
+               "groups (" +
+               llvm::Twine(c.topkGroup * (c.experts / c.nGroup)) + ")"),
            false;
   if (!std::isfinite(float(c.routedScaling)))
     return failure.fail(path + ": field 'routed_scaling_factor' is not "
@@ -412,9 +411,9 @@ bool readYaRN(const json::Object &ro, StringRef path, StringRef field,
   c.yarnHigh = high;
   c.attentionFactor = attention;
   // MLA scales the softmax too: by the mscale of mscale_all_dim, squared.
-  c.softmaxScale =
-      mscaleAll > 0 ? getMscale(factor, mscaleAll) * getMscale(factor, mscaleAll)
-                    : 1.0;
+  c.softmaxScale = mscaleAll > 0 ? getMscale(factor, mscaleAll) *
+                                       getMscale(factor, mscaleAll)
+                                 : 1.0;
   return true;
 }
 
@@ -437,10 +436,10 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
       archs && !archs->empty() && (*archs)[0].getAsString())
     c.arch = (*archs)[0].getAsString()->str();
   else if (std::optional<StringRef> type = obj->getString("model_type"))
-    c.arch = *type == "mixtral"     ? "MixtralForCausalLM"
-             : *type == "qwen3_moe" ? "Qwen3MoeForCausalLM"
-             : *type == "qwen2_moe" ? "Qwen2MoeForCausalLM"
-             : *type == "olmoe"     ? "OlmoeForCausalLM"
+    c.arch = *type == "mixtral"       ? "MixtralForCausalLM"
+             : *type == "qwen3_moe"   ? "Qwen3MoeForCausalLM"
+             : *type == "qwen2_moe"   ? "Qwen2MoeForCausalLM"
+             : *type == "olmoe"       ? "OlmoeForCausalLM"
              : *type == "deepseek_v3" ? "DeepseekV3ForCausalLM"
                                       : type->str();
   else
@@ -485,10 +484,11 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
       deepseek && q && q->getAsObject() && !q->getAsObject()->empty()) {
     const json::Object &qo = *q->getAsObject();
     const json::Array *block = qo.getArray("weight_block_size");
-    bool fp8 = qo.getString("quant_method") == std::optional<StringRef>("fp8") &&
-               block && block->size() == 2 &&
-               (*block)[0].getAsInteger() == std::optional<int64_t>(128) &&
-               (*block)[1].getAsInteger() == std::optional<int64_t>(128);
+    bool fp8 =
+        qo.getString("quant_method") == std::optional<StringRef>("fp8") &&
+        block && block->size() == 2 &&
+        (*block)[0].getAsInteger() == std::optional<int64_t>(128) &&
+        (*block)[1].getAsInteger() == std::optional<int64_t>(128);
     for (const auto &[key, value] : qo) {
       StringRef k = key;
       if (k == "fmt" && value.getAsString() != std::optional<StringRef>("e4m3"))
@@ -496,8 +496,8 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
       else if (k == "activation_scheme" &&
                value.getAsString() != std::optional<StringRef>("dynamic"))
         fp8 = false;
-      else if (k != "quant_method" && k != "weight_block_size" &&
-               k != "fmt" && k != "activation_scheme")
+      else if (k != "quant_method" && k != "weight_block_size" && k != "fmt" &&
+               k != "activation_scheme")
         fp8 = false;
     }
     if (!fp8)
@@ -695,14 +695,15 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
     std::string where = (path + ": rope_parameters").str();
     Fields rf(*ro, where, failure);
     if (deepseek && ro->get("rope_type") &&
-        ro->get("rope_type")->getAsString() == std::optional<StringRef>("yarn")) {
+        ro->get("rope_type")->getAsString() ==
+            std::optional<StringRef>("yarn")) {
       c.theta = rf.positiveNumber("rope_theta", c.theta);
       if (failure.failed() ||
           !readYaRN(*ro, path, "rope_parameters", c, failure))
         return false;
     } else if (const json::Value *type = ro->get("rope_type");
-        type && type->kind() != json::Value::Null &&
-        type->getAsString() != std::optional<StringRef>("default"))
+               type && type->kind() != json::Value::Null &&
+               type->getAsString() != std::optional<StringRef>("default"))
       return failure.fail(path + ": field 'rope_parameters.rope_type': RoPE "
                                  "scaling is not supported (only "
                                  "\"default\")"),

@@ -3,9 +3,9 @@
 // meshfold-import-hf CONFIG.json -o model.mlir [--num-layers N]
 //
 // Reads a Hugging Face config of a supported MoE architecture (Mixtral,
-// Qwen3-MoE, OLMoE, Qwen2-MoE, DeepSeek-V3; MeshfoldImporter's HFConfig) and writes the
-// model as `moe` ops on global shapes, weights named as in that architecture's
-// checkpoint.
+// Qwen3-MoE, OLMoE, Qwen2-MoE, DeepSeek-V3; MeshfoldImporter's HFConfig) and
+// writes the model as `moe` ops on global shapes, weights named as in that
+// architecture's checkpoint.
 //
 //===----------------------------------------------------------------------===//
 
@@ -127,8 +127,8 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
       // q and k, normalised over the whole projection where the
       // architecture does (OLMoE), then split into heads.
       auto projection = [&](StringRef name, int64_t n) -> Value {
-        Value y = linear(x, ("self_attn." + name + "_proj").str(), n * c.headDim,
-                         c.hidden, c.qkvBias);
+        Value y = linear(x, ("self_attn." + name + "_proj").str(),
+                         n * c.headDim, c.hidden, c.qkvBias);
         if (c.qkProjectionNorm)
           y = moe::RMSNormOp::create(
               b, loc, y.getType(), y,
@@ -192,16 +192,16 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
         }
         st.assign(off.size(), b.getIndexAttr(1));
         return tensor::ExtractSliceOp::create(
-            b, loc, RankedTensorType::get(shape, type.getElementType()), v,
-            off, sz, st);
+            b, loc, RankedTensorType::get(shape, type.getElementType()), v, off,
+            sz, st);
       };
       auto expand3 = [&](Value v, Value rows, int64_t n, int64_t d) -> Value {
         auto type = cast<RankedTensorType>(v.getType());
         SmallVector<ReassociationIndices> re = {{0}, {1, 2}};
         SmallVector<OpFoldResult> shape = {
-            type.isDynamicDim(0) ? OpFoldResult(rows)
-                                 : OpFoldResult(b.getIndexAttr(
-                                       type.getDimSize(0))),
+            type.isDynamicDim(0)
+                ? OpFoldResult(rows)
+                : OpFoldResult(b.getIndexAttr(type.getDimSize(0))),
             b.getIndexAttr(n), b.getIndexAttr(d)};
         return tensor::ExpandShapeOp::create(
             b, loc,
@@ -276,16 +276,14 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
       // YaRN's mscale squared.
       Value attn = moe::AttentionOp::create(
           b, loc, q.getType(), q, kv, kv, p, p,
-          b.getF32FloatAttr(
-              float(c.softmaxScale / std::sqrt(double(qDim)))));
+          b.getF32FloatAttr(float(c.softmaxScale / std::sqrt(double(qDim)))));
       Value values = moe::HeadLinearOp::create(
           b, loc, tensor({dyn, c.heads, c.vHeadDim}, f32),
           slice(attn, {0, 0}, {c.heads, r}), wUV, UnitAttr());
       Value flat = tensor::CollapseShapeOp::create(
           b, loc, tensor({dyn, c.heads * c.vHeadDim}, f32), values,
           SmallVector<ReassociationIndices>{{0}, {1, 2}});
-      return linear(flat, "self_attn.o_proj", c.hidden,
-                    c.heads * c.vHeadDim);
+      return linear(flat, "self_attn.o_proj", c.hidden, c.heads * c.vHeadDim);
     };
     Value h1 = arith::AddFOp::create(b, loc, x0,
                                      c.mla ? latentAttention() : attention());
@@ -312,10 +310,10 @@ ModuleOp buildModel(MLIRContext &ctx, const HFConfig &c, StringRef path) {
       continue;
     }
     Value gateW = param(moePre + "gate.weight", {c.experts, c.hidden});
-    Value bias = c.sigmoidRouting
-                     ? param(moePre + "gate.e_score_correction_bias",
-                             {c.experts})
-                     : Value();
+    Value bias =
+        c.sigmoidRouting
+            ? param(moePre + "gate.e_score_correction_bias", {c.experts})
+            : Value();
     // Group-limited sigmoid routing (DeepSeek-V3) where the config asks for
     // it; the attributes at their defaults otherwise.
     auto router = moe::RouterOp::create(
@@ -405,9 +403,9 @@ int main(int argc, char **argv) {
   out->os() << "// " << c.arch << ": " << c.layers << " layers, d " << c.hidden
             << ", " << c.heads << " heads (";
   if (c.mla)
-    out->os() << "MLA: latent " << c.kvLoraRank << " + RoPE key "
-              << c.qkRopeDim << ", q_lora " << c.qLoraRank << ", nope "
-              << c.qkNopeDim << ", v " << c.vHeadDim;
+    out->os() << "MLA: latent " << c.kvLoraRank << " + RoPE key " << c.qkRopeDim
+              << ", q_lora " << c.qLoraRank << ", nope " << c.qkNopeDim
+              << ", v " << c.vHeadDim;
   else
     out->os() << c.kvHeads << " KV, d_h " << c.headDim;
   out->os() << "), " << c.experts << " experts top-" << c.topK;

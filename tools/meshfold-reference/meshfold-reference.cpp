@@ -370,8 +370,10 @@ bool readYaRN(const json::Object &yarn, const std::string &path,
   double factor = number("factor", 0.0);
   if (!(factor > 0))
     factor = (maxPositions ? double(*maxPositions) : 0.0) / original;
-  double mscale = number("mscale", 0.0), mscaleAll = number("mscale_all_dim", 0.0);
-  double betaFast = number("beta_fast", 32.0), betaSlow = number("beta_slow", 1.0);
+  double mscale = number("mscale", 0.0),
+         mscaleAll = number("mscale_all_dim", 0.0);
+  double betaFast = number("beta_fast", 32.0),
+         betaSlow = number("beta_slow", 1.0);
   if (!(factor > 0) || !(betaFast > 0) || !(betaSlow > 0))
     return fail(failure, path + ": YaRN's factor, beta_fast and beta_slow "
                                 "must be positive");
@@ -471,13 +473,12 @@ bool readDeepSeek(ConfigReader &reader, const json::Object &object,
       (config.nGroup > 1 && config.numExperts / config.nGroup < 2) ||
       config.topkGroup > config.nGroup ||
       config.topK > config.topkGroup * (config.numExperts / config.nGroup))
-    return fail(failure, path + ": n_group " + std::to_string(config.nGroup) +
-                             ", topk_group " +
-                             std::to_string(config.topkGroup) +
-                             " and num_experts_per_tok " +
-                             std::to_string(config.topK) +
-                             " do not fit n_routed_experts " +
-                             std::to_string(config.numExperts));
+    return fail(failure,
+                path + ": n_group " + std::to_string(config.nGroup) +
+                    ", topk_group " + std::to_string(config.topkGroup) +
+                    " and num_experts_per_tok " + std::to_string(config.topK) +
+                    " do not fit n_routed_experts " +
+                    std::to_string(config.numExperts));
   config.ropeInterleave = true;
   if (!reader.optionalBool("rope_interleave", config.ropeInterleave))
     return false;
@@ -661,8 +662,8 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
     if (reader.isPresent(key) && object->get(key)->getAsBoolean() != false &&
         !(deepseek && StringRef(key) != "attention_bias"))
       return fail(failure, path + ": field '" + key + "' is not supported");
-  if (deepseek && !readDeepSeek(reader, *object, path, numHiddenLayers,
-                                config, failure))
+  if (deepseek &&
+      !readDeepSeek(reader, *object, path, numHiddenLayers, config, failure))
     return false;
   if (qwen3 || olmoe || qwen2 || deepseek) {
     config.qkNorm = qwen3;
@@ -709,8 +710,8 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
 
   if (reader.isPresent("rope_scaling") && !deepseek)
     return fail(failure, path + ": field 'rope_scaling' is not supported");
-  const json::Object *yarn = deepseek ? object->getObject("rope_scaling")
-                                      : nullptr;
+  const json::Object *yarn =
+      deepseek ? object->getObject("rope_scaling") : nullptr;
   if (const json::Object *params = object->getObject("rope_parameters");
       deepseek && params && params->getString("rope_type") == "yarn")
     yarn = params;
@@ -865,8 +866,8 @@ std::string expertName(const Config &c, int64_t layer, int64_t expert,
 }
 
 std::string sharedName(const Config &c, int64_t layer, const char *which) {
-  return layerName(layer, c.moeBlock + "." + c.sharedBlock + "." + which +
-                              ".weight");
+  return layerName(layer,
+                   c.moeBlock + "." + c.sharedBlock + "." + which + ".weight");
 }
 
 std::string attnName(int64_t layer, const char *which) {
@@ -907,10 +908,10 @@ bool checkWeights(const Config &c, Weights &weights) {
     if (!weights.check(layerName(i, "input_layernorm.weight"), {d}) ||
         (!c.mla &&
          (!weights.check(layerName(i, "self_attn.q_proj.weight"), {qDim, d}) ||
-        !weights.check(layerName(i, "self_attn.k_proj.weight"), {kvDim, d}) ||
-        !weights.check(layerName(i, "self_attn.v_proj.weight"), {kvDim, d}) ||
-         !weights.check(layerName(i, "self_attn.o_proj.weight"),
-                        {d, qDim}))) ||
+          !weights.check(layerName(i, "self_attn.k_proj.weight"), {kvDim, d}) ||
+          !weights.check(layerName(i, "self_attn.v_proj.weight"), {kvDim, d}) ||
+          !weights.check(layerName(i, "self_attn.o_proj.weight"),
+                         {d, qDim}))) ||
         !weights.check(layerName(i, "post_attention_layernorm.weight"), {d}))
       return false;
     if (c.dense(i)) {
@@ -925,9 +926,9 @@ bool checkWeights(const Config &c, Weights &weights) {
     } else if (!weights.check(layerName(i, c.moeBlock + ".gate.weight"),
                               {c.numExperts, d}) ||
                (c.sigmoidRouting &&
-                !weights.check(layerName(i, c.moeBlock +
-                                                ".gate.e_score_correction_bias"),
-                               {c.numExperts}))) {
+                !weights.check(
+                    layerName(i, c.moeBlock + ".gate.e_score_correction_bias"),
+                    {c.numExperts}))) {
       return false;
     }
     // q/k norms: per head ([d_h]) or over the whole projection.
@@ -1036,8 +1037,8 @@ void applyRope(std::vector<float> &x, int64_t tokens, int64_t heads,
 }
 
 /// Causal GQA attention. q, k: [T, n_h | n_kv, d_qk]; v: [T, n_kv, d_v];
-/// out: [T, n_h, d_v]; scores scaled by scaleFactor/sqrt(d_qk). Query head h reads
-/// KV head h / (n_h / n_kv).
+/// out: [T, n_h, d_v]; scores scaled by scaleFactor/sqrt(d_qk). Query head h
+/// reads KV head h / (n_h / n_kv).
 void attention(const std::vector<float> &q, const std::vector<float> &k,
                const std::vector<float> &v, int64_t tokens, int64_t numHeads,
                int64_t numKVHeads, int64_t headDim, int64_t valueDim,
@@ -1216,17 +1217,16 @@ bool runLatentAttention(const Config &c, int64_t layer, Weights &weights,
   int64_t d = c.hidden, H = c.numHeads, nope = c.qkNope, rope = c.qkRope,
           vd = c.vHead, r = c.kvLoraRank, qk = nope + rope;
   std::vector<float> norm, qa, qaNorm, qb, kva, kvaNorm, kvb, wo;
-  bool ok =
-      weights.load(layerName(layer, "input_layernorm.weight"), norm) &&
-      (c.qLoraRank > 0
-           ? weights.load(attnName(layer, "q_a_proj"), qa) &&
-                 weights.load(attnName(layer, "q_a_layernorm"), qaNorm) &&
-                 weights.load(attnName(layer, "q_b_proj"), qb)
-           : weights.load(attnName(layer, "q_proj"), qb)) &&
-      weights.load(attnName(layer, "kv_a_proj_with_mqa"), kva) &&
-      weights.load(attnName(layer, "kv_a_layernorm"), kvaNorm) &&
-      weights.load(attnName(layer, "kv_b_proj"), kvb) &&
-      weights.load(attnName(layer, "o_proj"), wo);
+  bool ok = weights.load(layerName(layer, "input_layernorm.weight"), norm) &&
+            (c.qLoraRank > 0
+                 ? weights.load(attnName(layer, "q_a_proj"), qa) &&
+                       weights.load(attnName(layer, "q_a_layernorm"), qaNorm) &&
+                       weights.load(attnName(layer, "q_b_proj"), qb)
+                 : weights.load(attnName(layer, "q_proj"), qb)) &&
+            weights.load(attnName(layer, "kv_a_proj_with_mqa"), kva) &&
+            weights.load(attnName(layer, "kv_a_layernorm"), kvaNorm) &&
+            weights.load(attnName(layer, "kv_b_proj"), kvb) &&
+            weights.load(attnName(layer, "o_proj"), wo);
   if (!ok)
     return false;
   for (Request &req : requests) {
@@ -1352,8 +1352,7 @@ bool runAttention(const Config &c, int64_t layer, Weights &weights,
     applyRope(q, T, c.numHeads, c.headDim, c.ropeTheta);
     applyRope(k, T, c.numKVHeads, c.headDim, c.ropeTheta);
     std::vector<float> attn;
-    attention(q, k, v, T, c.numHeads, c.numKVHeads, c.headDim, c.headDim,
-              attn);
+    attention(q, k, v, T, c.numHeads, c.numKVHeads, c.headDim, c.headDim, attn);
     std::vector<float> o(static_cast<size_t>(T * d));
     linear(attn.data(), T, qDim, wo.data(), d, o.data());
     for (size_t i = 0; i < o.size(); ++i)

@@ -77,9 +77,9 @@ struct HFConfig {
   /// attentionFactor, and (MLA) the softmax scale by softmaxScale.
   double yarnFactor = 1.0, yarnLow = 0, yarnHigh = 0, attentionFactor = 1.0,
          softmaxScale = 1.0;
-  /// DeepSeek-V3's routing: sigmoid scores with mlp.gate.e_score_correction_bias
-  /// for the choice, group-limited (nGroup groups, the topkGroup best kept),
-  /// the weights times routedScaling.
+  /// DeepSeek-V3's routing: sigmoid scores with
+  /// mlp.gate.e_score_correction_bias for the choice, group-limited (nGroup
+  /// groups, the topkGroup best kept), the weights times routedScaling.
   bool sigmoidRouting = false;
   int64_t nGroup = 1, topkGroup = 1;
   double routedScaling = 1.0;

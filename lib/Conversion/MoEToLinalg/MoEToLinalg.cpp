@@ -387,9 +387,11 @@ struct RoPELowering : OpConversionPattern<RoPEOp> {
                 nb, l, arith::SubFOp::create(nb, l, jjF, cstF(nb, l, elt, low)),
                 cstF(nb, l, elt, high - low));
             ramp = arith::MinimumFOp::create(
-                nb, l, arith::MaximumFOp::create(nb, l, ramp, cstF(nb, l, elt, 0.0)),
+                nb, l,
+                arith::MaximumFOp::create(nb, l, ramp, cstF(nb, l, elt, 0.0)),
                 cstF(nb, l, elt, 1.0));
-            Value extra = arith::SubFOp::create(nb, l, cstF(nb, l, elt, 1.0), ramp);
+            Value extra =
+                arith::SubFOp::create(nb, l, cstF(nb, l, elt, 1.0), ramp);
             invFreq = arith::AddFOp::create(
                 nb, l,
                 arith::MulFOp::create(
@@ -632,8 +634,8 @@ struct RouterLowering : OpConversionPattern<RouterOp> {
     Type idxElt = iType.getElementType();
     auto scoresType = cast<RankedTensorType>(logits.getType());
     int64_t t = scoresType.getDimSize(0), numExperts = scoresType.getDimSize(1);
-    int64_t k = op.getTopK(), groups = op.getNGroup(),
-            keep = op.getTopkGroup(), size = numExperts / groups;
+    int64_t k = op.getTopK(), groups = op.getNGroup(), keep = op.getTopkGroup(),
+            size = numExperts / groups;
     double scaling = op.getScaling().convertToDouble();
     // s and the choice scores c = s + bias.
     SmallVector<Value> ins = {logits};
@@ -649,9 +651,9 @@ struct RouterLowering : OpConversionPattern<RouterOp> {
          makeEmpty(b, loc, scoresType, {{x, 0}})},
         maps, {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
           Value s = sigmoid(nb, l, elt, a[0]);
-          Value c = bias ? arith::AddFOp::create(
-                               nb, l, s, widen(nb, l, a[1], elt))
-                         : s;
+          Value c =
+              bias ? arith::AddFOp::create(nb, l, s, widen(nb, l, a[1], elt))
+                   : s;
           linalg::YieldOp::create(nb, l, ValueRange{s, c});
         });
     Value scores = sc[0], choice = sc[1];
@@ -710,8 +712,8 @@ struct RouterLowering : OpConversionPattern<RouterOp> {
     SmallVector<AffineMap> iMaps(k, pick(ctx, 2, {0}));
     iMaps.push_back(pick(ctx, 2, {0, 1}));
     Value indices = generic(
-        b, loc, iIns, {makeEmpty(b, loc, iType, {{x, 0}})}, iMaps,
-        {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+        b, loc, iIns, {makeEmpty(b, loc, iType, {{x, 0}})}, iMaps, {kPar, kPar},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
           Value col = idx(nb, l, 1), e = a[0];
           for (int64_t r = 1; r < k; ++r)
             e = arith::SelectOp::create(
@@ -723,19 +725,20 @@ struct RouterLowering : OpConversionPattern<RouterOp> {
         })[0];
     auto gathered = [&](OpBuilder &nb, Location l, Value row, Value e) {
       Value col = arith::IndexCastOp::create(nb, l, nb.getIndexType(), e);
-      return Value(tensor::ExtractOp::create(nb, l, scores, ValueRange{row, col}));
+      return Value(
+          tensor::ExtractOp::create(nb, l, scores, ValueRange{row, col}));
     };
     Value denom;
     auto colF = tensorOf({t}, elt);
     if (op.getRenormalize())
-      denom = generic(
-          b, loc, {indices}, {zeros(b, loc, colF, {{x, 0}})},
-          {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0})}, {kPar, kRed},
-          [&](OpBuilder &nb, Location l, ValueRange a) {
-            Value s = gathered(nb, l, idx(nb, l, 0), a[0]);
-            linalg::YieldOp::create(
-                nb, l, Value(arith::AddFOp::create(nb, l, a[1], s)));
-          })[0];
+      denom =
+          generic(b, loc, {indices}, {zeros(b, loc, colF, {{x, 0}})},
+                  {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0})}, {kPar, kRed},
+                  [&](OpBuilder &nb, Location l, ValueRange a) {
+                    Value s = gathered(nb, l, idx(nb, l, 0), a[0]);
+                    linalg::YieldOp::create(
+                        nb, l, Value(arith::AddFOp::create(nb, l, a[1], s)));
+                  })[0];
     SmallVector<Value> wIns = {indices};
     SmallVector<AffineMap> wMaps = {pick(ctx, 2, {0, 1})};
     if (denom) {
@@ -744,8 +747,8 @@ struct RouterLowering : OpConversionPattern<RouterOp> {
     }
     wMaps.push_back(pick(ctx, 2, {0, 1}));
     Value weights = generic(
-        b, loc, wIns, {makeEmpty(b, loc, wType, {{x, 0}})}, wMaps,
-        {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+        b, loc, wIns, {makeEmpty(b, loc, wType, {{x, 0}})}, wMaps, {kPar, kPar},
+        [&](OpBuilder &nb, Location l, ValueRange a) {
           Value w = gathered(nb, l, idx(nb, l, 0), a[0]);
           if (denom)
             w = arith::DivFOp::create(
@@ -832,11 +835,11 @@ struct ConvertMoEToLinalgPass
     ConversionTarget target(*ctx);
     target.addLegalDialect<linalg::LinalgDialect, tensor::TensorDialect,
                            arith::ArithDialect, math::MathDialect>();
-    target
-        .addIllegalOp<PositionsOp, EmbedOp, RMSNormOp, SumSquaresOp, RMSScaleOp,
-                      ClipOp, LinearOp, HeadLinearOp, MLPOp, RoPEOp, AttentionOp,
-                      AttentionPartialOp, AttentionMergeOp, RouterOp, ExpertsOp,
-                      ExpertFFNOp, LMHeadOp, LayerOp, TakePositionOp>();
+    target.addIllegalOp<PositionsOp, EmbedOp, RMSNormOp, SumSquaresOp,
+                        RMSScaleOp, ClipOp, LinearOp, HeadLinearOp, MLPOp,
+                        RoPEOp, AttentionOp, AttentionPartialOp,
+                        AttentionMergeOp, RouterOp, ExpertsOp, ExpertFFNOp,
+                        LMHeadOp, LayerOp, TakePositionOp>();
     inlineLayers(getOperation());
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
@@ -859,8 +862,9 @@ void meshfold::populateMoEToLinalgConversionPatterns(
     int64_t attentionTile) {
   patterns.add<PositionsLowering, EmbedLowering, RMSNormLowering,
                SumSquaresLowering, RMSScaleLowering, ClipLowering,
-               LinearLowering, HeadLinearLowering, MLPLowering, RoPELowering, RouterLowering,
-               LMHeadLowering, TakePositionLowering>(patterns.getContext());
+               LinearLowering, HeadLinearLowering, MLPLowering, RoPELowering,
+               RouterLowering, LMHeadLowering, TakePositionLowering>(
+      patterns.getContext());
   moe_to_linalg::populateAttentionPatterns(patterns, fuseAttention,
                                            attentionTile);
   moe_to_linalg::populateExpertPatterns(patterns, groupExperts);

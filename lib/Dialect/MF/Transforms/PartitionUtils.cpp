@@ -183,8 +183,7 @@ bool mf::isLatentAttention(moe::AttentionOp att) {
   return bool(att.getQuery().getDefiningOp<tensor::ConcatOp>());
 }
 
-FailureOr<LatentAttentionChain>
-mf::matchLatentAttention(moe::AttentionOp att) {
+FailureOr<LatentAttentionChain> mf::matchLatentAttention(moe::AttentionOp att) {
   LatentAttentionChain c;
   c.attention = att;
   auto fail = [&](StringRef what) -> FailureOr<LatentAttentionChain> {

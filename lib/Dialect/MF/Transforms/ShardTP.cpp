@@ -174,15 +174,15 @@ struct MFShardTPPass : public mf::impl::MFShardTPPassBase<MFShardTPPass> {
     moe::ParamOp wo = paramOf(c.oLin.getWeight());
     Value partial = moe::LinearOp::create(
         b, c.oLin.getLoc(), c.oLin.getType(), flat,
-        shardParam(b, wo, withDim(wo.getType(), 1, nhLocal * v), 1,
-                   "attention", "tp", tp));
+        shardParam(b, wo, withDim(wo.getType(), 1, nhLocal * v), 1, "attention",
+                   "tp", tp));
     Value sum = AllReduceOp::create(b, c.oLin.getLoc(), ValueRange{partial},
                                     "attention", {"tp"})
                     .getResult(0);
     c.oLin.getResult().replaceAllUsesWith(sum);
     eraseAndClean({c.oLin, c.collapse, c.up, c.outSlice, att, c.qCat, c.qRope,
-                   c.absorb, c.wUK, c.wUV, c.wkvExp, c.qNope, c.qRopeIn,
-                   c.qExp, c.qLin});
+                   c.absorb, c.wUK, c.wUV, c.wkvExp, c.qNope, c.qRopeIn, c.qExp,
+                   c.qLin});
     return success();
   }
 

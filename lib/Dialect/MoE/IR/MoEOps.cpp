@@ -258,12 +258,12 @@ LogicalResult RoPEOp::verify() {
     return failure();
   double factor = getYarnFactor().convertToDouble(),
          attention = getAttentionFactor().convertToDouble();
-  if (!std::isfinite(factor) || !(factor > 0.0) ||
-      !std::isfinite(attention) || !(attention > 0.0))
+  if (!std::isfinite(factor) || !(factor > 0.0) || !std::isfinite(attention) ||
+      !(attention > 0.0))
     return emitOpError() << "yarn_factor and attention_factor must be "
                             "positive and finite";
-  if (factor != 1.0 && !(getYarnHigh().convertToDouble() >
-                         getYarnLow().convertToDouble()))
+  if (factor != 1.0 &&
+      !(getYarnHigh().convertToDouble() > getYarnLow().convertToDouble()))
     return emitOpError() << "YaRN needs yarn_high > yarn_low";
   if (cast<RankedTensorType>(in).getDimSize(2) % 2 != 0)
     return emitOpError() << "head dim must be even for rotate-half, got "
@@ -354,8 +354,7 @@ LogicalResult RouterOp::verify() {
       return failure();
   }
   int64_t groups = getNGroup(), keep = getTopkGroup();
-  if ((groups > 1 || keep > 1 ||
-       getScaling().convertToDouble() != 1.0) &&
+  if ((groups > 1 || keep > 1 || getScaling().convertToDouble() != 1.0) &&
       !getSigmoid())
     return emitOpError() << "n_group, topk_group and scaling need sigmoid "
                             "scoring";
