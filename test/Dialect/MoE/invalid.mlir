@@ -1706,3 +1706,25 @@ func.func @head_linear_out(%x: tensor<?x8x16xf32>, %w: tensor<8x16x32xf32>) {
   %0 = moe.head_linear %x, %w {transpose_weight} : tensor<?x8x16xf32>, tensor<8x16x32xf32> -> tensor<?x8x16xf32>
   return
 }
+
+//===----------------------------------------------------------------------===//
+// moe.rope: YaRN
+//===----------------------------------------------------------------------===//
+
+// -----
+
+// YaRN's ramp runs up.
+func.func @rope_yarn_ramp(%x: tensor<?x1x8xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{YaRN needs yarn_high > yarn_low}}
+  %0 = moe.rope %x, %p {theta = 1.0e4 : f32, yarn_factor = 40.0 : f32, yarn_high = 1.0 : f32, yarn_low = 2.0 : f32} : tensor<?x1x8xf32>, tensor<?xi64> -> tensor<?x1x8xf32>
+  return
+}
+
+// -----
+
+// A positive scale of cos and sin.
+func.func @rope_attention_factor(%x: tensor<?x1x8xf32>, %p: tensor<?xi64>) {
+  // expected-error @+1 {{yarn_factor and attention_factor must be positive and finite}}
+  %0 = moe.rope %x, %p {attention_factor = 0.0 : f32, theta = 1.0e4 : f32} : tensor<?x1x8xf32>, tensor<?xi64> -> tensor<?x1x8xf32>
+  return
+}

@@ -140,21 +140,23 @@ func.func @mlp(%x: tensor<?x64xf32>, %w1: tensor<96x64xf32>, %w2: tensor<64x96xf
 // CHECK: moe.rope [[Q]], [[P]] {theta = 1.000000e+06 : f32} : tensor<?x8x8xf32>, tensor<?xi64> -> tensor<?x8x8xf32>
 // CHECK: moe.rope [[QB]], [[PB]] {theta = 1.000000e+04 : f32} : tensor<5x4x8xbf16>, tensor<5xi64> -> tensor<5x4x8xbf16>
 // GENERIC-LABEL: sym_name = "rope"
-// GENERIC: "moe.rope"(%{{.*}}, %{{.*}}) <{theta = 1.000000e+06 : f32}> : (tensor<?x8x8xf32>, tensor<?xi64>) -> tensor<?x8x8xf32>
+// GENERIC: "moe.rope"(%{{.*}}, %{{.*}}) <{attention_factor = 1.000000e+00 : f32, theta = 1.000000e+06 : f32, yarn_factor = 1.000000e+00 : f32, yarn_high = 0.000000e+00 : f32, yarn_low = 0.000000e+00 : f32}> : (tensor<?x8x8xf32>, tensor<?xi64>) -> tensor<?x8x8xf32>
 func.func @rope(%q: tensor<?x8x8xf32>, %p: tensor<?xi64>, %qb: tensor<5x4x8xbf16>, %pb: tensor<5xi64>) -> (tensor<?x8x8xf32>, tensor<5x4x8xbf16>) {
   %0 = moe.rope %q, %p {theta = 1.0e6 : f32} : tensor<?x8x8xf32>, tensor<?xi64> -> tensor<?x8x8xf32>
   %1 = moe.rope %qb, %pb {theta = 1.0e4 : f32} : tensor<5x4x8xbf16>, tensor<5xi64> -> tensor<5x4x8xbf16>
   return %0, %1 : tensor<?x8x8xf32>, tensor<5x4x8xbf16>
 }
 
-// DeepSeek-V3's interleaved RoPE.
+// DeepSeek-V3's interleaved RoPE, and with YaRN.
 // CHECK-LABEL: func.func @rope_interleaved
 // CHECK: moe.rope %{{.+}}, %{{.+}} {interleaved, theta = 1.000000e+04 : f32} : tensor<?x1x8xf32>, tensor<?xi64> -> tensor<?x1x8xf32>
+// CHECK: moe.rope %{{.+}}, %{{.+}} {attention_factor = 1.250000e+00 : f32, interleaved, theta = 1.000000e+04 : f32, yarn_factor = 4.000000e+01 : f32, yarn_high = 3.000000e+00 : f32, yarn_low = 1.000000e+00 : f32} : tensor<?x1x8xf32>, tensor<?xi64> -> tensor<?x1x8xf32>
 // GENERIC-LABEL: sym_name = "rope_interleaved"
-// GENERIC: "moe.rope"(%{{.*}}, %{{.*}}) <{interleaved, theta = 1.000000e+04 : f32}>
-func.func @rope_interleaved(%k: tensor<?x1x8xf32>, %p: tensor<?xi64>) -> tensor<?x1x8xf32> {
+// GENERIC: "moe.rope"(%{{.*}}, %{{.*}}) <{attention_factor = 1.000000e+00 : f32, interleaved, theta = 1.000000e+04 : f32, yarn_factor = 1.000000e+00 : f32, yarn_high = 0.000000e+00 : f32, yarn_low = 0.000000e+00 : f32}>
+func.func @rope_interleaved(%k: tensor<?x1x8xf32>, %p: tensor<?xi64>) -> (tensor<?x1x8xf32>, tensor<?x1x8xf32>) {
   %0 = moe.rope %k, %p {interleaved, theta = 1.0e4 : f32} : tensor<?x1x8xf32>, tensor<?xi64> -> tensor<?x1x8xf32>
-  return %0 : tensor<?x1x8xf32>
+  %1 = moe.rope %k, %p {attention_factor = 1.25 : f32, interleaved, theta = 1.0e4 : f32, yarn_factor = 40.0 : f32, yarn_high = 3.0 : f32, yarn_low = 1.0 : f32} : tensor<?x1x8xf32>, tensor<?xi64> -> tensor<?x1x8xf32>
+  return %0, %1 : tensor<?x1x8xf32>, tensor<?x1x8xf32>
 }
 
 // A linear per head (MLA's W_UK, transposed, and W_UV), the weight in bf16.
