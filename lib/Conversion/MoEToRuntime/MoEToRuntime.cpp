@@ -164,6 +164,24 @@ struct ConvertMoEToRuntimePass
           b, op.getLoc(), type, buffer, b.getUnitAttr(), /*writable=*/nullptr);
       op.replaceAllUsesWith(tensor);
       op.erase();
+      // Views of the weight (MLA splits kv_b_proj per head and slices it)
+      // take its storage type; the moe ops they feed widen it.
+      SmallVector<Value> views = {tensor};
+      while (!views.empty()) {
+        Value v = views.pop_back_val();
+        for (Operation *user : v.getUsers()) {
+          if (!isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp,
+                   tensor::ExtractSliceOp>(user) ||
+              user->getOperand(0) != v)
+            continue;
+          Value r = user->getResult(0);
+          auto rType = cast<RankedTensorType>(r.getType());
+          if (rType.getElementType() == storage)
+            continue;
+          r.setType(rType.clone(storage));
+          views.push_back(r);
+        }
+      }
     }
 
     // K/V outputs.
