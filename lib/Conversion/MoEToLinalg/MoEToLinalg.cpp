@@ -263,6 +263,16 @@ struct LinearLowering : OpConversionPattern<LinearOp> {
   }
 };
 
+/// 1 / (1 + exp(-x)).
+Value sigmoid(OpBuilder &b, Location loc, Type elt, Value x) {
+  Value one = cstF(b, loc, elt, 1.0);
+  return arith::DivFOp::create(
+      b, loc, one,
+      arith::AddFOp::create(
+          b, loc, one,
+          math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x))));
+}
+
 /// A linear map per head: one contraction over the head's input dim, the
 /// head a parallel dim.
 struct HeadLinearLowering : OpConversionPattern<HeadLinearOp> {
@@ -320,11 +330,7 @@ struct MLPLowering : OpConversionPattern<MLPOp> {
                ctx),
            pick(ctx, 2, {0, 1})},
           {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
-            Value one = cstF(nb, l, elt, 1.0);
-            Value den = arith::AddFOp::create(
-                nb, l, one,
-                math::ExpOp::create(nb, l, arith::NegFOp::create(nb, l, a[0])));
-            Value sig = arith::DivFOp::create(nb, l, one, den);
+            Value sig = sigmoid(nb, l, elt, a[0]);
             linalg::YieldOp::create(
                 nb, l, Value(arith::MulFOp::create(nb, l, a[1], sig)));
           })[0];
@@ -522,16 +528,6 @@ buildTopK(OpBuilder &b, Location loc, Value values, int64_t k, Type idxElt) {
     ids.push_back(res[1]);
   }
   return {vals, ids};
-}
-
-/// 1 / (1 + exp(-x)).
-Value sigmoid(OpBuilder &b, Location loc, Type elt, Value x) {
-  Value one = cstF(b, loc, elt, 1.0);
-  return arith::DivFOp::create(
-      b, loc, one,
-      arith::AddFOp::create(
-          b, loc, one,
-          math::ExpOp::create(b, loc, arith::NegFOp::create(b, loc, x))));
 }
 
 struct RouterLowering : OpConversionPattern<RouterOp> {
