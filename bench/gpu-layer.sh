@@ -47,7 +47,7 @@ gen() {
     awk -v p="$1" '$1 ~ "^"p"_[0-9]+$" { t += $3 } END { printf "%.3f", t }'
 }
 cub() { sed -n "s/^  $1 .* \([0-9.]*\) us .*/\1/p" "$work/cublas.txt" | head -1; }
-lin=$(gen linear) ffn=$(gen expert_ffn) att=$(gen attention)
+lin=$(gen linear) ffn=$(gen experts) att=$(gen attention)
 qkv=$(cub qkv) o=$(cub o) f13=$(cub ffn13-all) f2=$(cub ffn2-all)
 echo
 echo "== generated vs cuBLAS and FLOPs"
@@ -66,6 +66,6 @@ awk -v lin="$lin" -v ffn="$ffn" -v att="$att" -v qkv="${qkv:-0}" \
   if (f13 + f2 > 0) printf "; cuBLAS w1/w3 + w2 over the routed rows %.3f ms: %.1fx its time", (f13 + f2) / 1000, ffn / ((f13 + f2) / 1000)
   printf "\n  attention: %.3f ms, %.2f TFLOP/s (roofline above)\n", att, (att > 0 ? fatt / att / 1e9 : 0) }'
 if [ "$lin" = "0.000" ] || [ "$ffn" = "0.000" ]; then
-  echo "gpu-layer: no linear / expert_ffn kernels in the profile" >&2
+  echo "gpu-layer: no linear / experts kernels in the profile" >&2
   exit 1
 fi

@@ -11,7 +11,8 @@
 //   (reductions) -> mf-gpu-tile-parallel-loops (blocks x threads)
 //   -> gpu-map-parallel-loops -> convert-parallel-loops-to-gpu (gpu.launch)
 //   -> gpu-kernel-outlining -> nvvm-attach-target -> convert-gpu-to-nvvm
-//   -> gpu-module-to-binary; host: managed buffers, gpu-to-llvm (mgpu* calls).
+//   -> gpu-module-to-binary; host: device memory for the buffers only kernels
+//   use, managed memory for the rest, gpu-to-llvm (mgpu* calls).
 //
 // Each reduction dim stays a sequential loop inside the thread that owns the
 // output element, so no two threads accumulate into the same element:
@@ -86,10 +87,12 @@ void meshfold::buildLowerToCUDAPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
   pm.addPass(createCSEPass());
 
-  // Kernels out of the host functions; host buffers become managed memory.
+  // Kernels out of the host functions; host buffers become managed memory,
+  // except those only kernels use, which stay in device memory.
   pm.addPass(createGpuLaunchSinkIndexComputationsPass());
   pm.addPass(createGpuKernelOutliningPass());
   pm.addPass(createMFGPUHostSharedMemoryPass());
+  pm.addPass(createMFGPUDeviceMemoryPass());
 
   // Kernels: NVVM for the target chip.
   GpuNVVMAttachTargetOptions target;

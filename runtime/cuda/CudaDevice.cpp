@@ -83,6 +83,23 @@ Status CudaDevice::initContext(int wanted) {
                               device),
          "cuDeviceGetAttribute(CONCURRENT_MANAGED_ACCESS)");
   prefetch = concurrent != 0;
+  int pools = 0;
+  CU_TRY(cuDeviceGetAttribute(
+             &pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, device),
+         "cuDeviceGetAttribute(MEMORY_POOLS_SUPPORTED)");
+  memoryPools = pools != 0;
+  if (memoryPools) {
+    // Freed buffers stay in the pool for the next allocation instead of
+    // going back to the driver at every synchronization: a forward pass
+    // allocates the same sizes layer after layer.
+    CUmemoryPool pool = nullptr;
+    CU_TRY(cuDeviceGetDefaultMemPool(&pool, device),
+           "cuDeviceGetDefaultMemPool");
+    cuuint64_t keep = ~cuuint64_t(0);
+    CU_TRY(
+        cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keep),
+        "cuMemPoolSetAttribute(RELEASE_THRESHOLD)");
+  }
   ordinal = wanted;
   initialized = true;
   // The primary context is kept for the life of the process: modules,
@@ -211,6 +228,48 @@ Status CudaDevice::allocManaged(size_t bytes, CUstream stream, void **ptr) {
 
 Status CudaDevice::allocShared(size_t bytes, void **ptr) {
   return allocManaged(bytes, nullptr, ptr);
+}
+
+Status CudaDevice::allocDevice(size_t bytes, void **ptr) {
+  *ptr = nullptr;
+  Status s = ensureThread();
+  if (!s.ok())
+    return s;
+  CUdeviceptr p = 0;
+  bytes = std::max<size_t>(bytes, 1);
+  CU_TRY(cuMemAlloc(&p, bytes),
+         "cuMemAlloc(" + std::to_string(bytes) + " bytes)");
+  *ptr = reinterpret_cast<void *>(p);
+  return Status::success();
+}
+
+Status CudaDevice::allocOnStream(size_t bytes, CUstream stream, void **ptr) {
+  if (!memoryPools)
+    return allocDevice(bytes, ptr);
+  *ptr = nullptr;
+  Status s = ensureThread();
+  if (!s.ok())
+    return s;
+  CUdeviceptr p = 0;
+  bytes = std::max<size_t>(bytes, 1);
+  CU_TRY(cuMemAllocAsync(&p, bytes, stream ? stream : tState.stream),
+         "cuMemAllocAsync(" + std::to_string(bytes) + " bytes)");
+  *ptr = reinterpret_cast<void *>(p);
+  return Status::success();
+}
+
+Status CudaDevice::freeOnStream(void *ptr, CUstream stream) {
+  if (!ptr)
+    return Status::success();
+  CUstream on = stream ? stream : tState.stream;
+  if (!memoryPools) {
+    CU_TRY(cuStreamSynchronize(on), "cuStreamSynchronize (before cuMemFree)");
+    CU_TRY(cuMemFree(reinterpret_cast<CUdeviceptr>(ptr)), "cuMemFree");
+    return Status::success();
+  }
+  CU_TRY(cuMemFreeAsync(reinterpret_cast<CUdeviceptr>(ptr), on),
+         "cuMemFreeAsync");
+  return Status::success();
 }
 
 void CudaDevice::release(void *ptr) {

@@ -6,9 +6,12 @@
 //    of it does nothing, so a synchronous gpu.launch_func (create, launch,
 //    synchronize, destroy) is a launch plus a synchronization of the rank's
 //    stream;
-//  - gpu.alloc host_shared (every buffer of a meshfold program) is managed
-//    memory prefetched to the device: kernels, the runtime's collectives and
-//    host code use the same pointers;
+//  - gpu.alloc host_shared (a buffer the host or the runtime reads) is
+//    managed memory prefetched to the device: kernels, the runtime's
+//    collectives and host code use the same pointers; gpu.alloc (a buffer
+//    only kernels use, mf-gpu-device-memory) is device memory from the
+//    device's stream-ordered pool, allocated and freed in the order of the
+//    rank's stream, so a free does not wait for the kernels before it;
 //  - a failed driver call ends the program through the runtime's failure
 //    path (comm::failRank): the message names the call, its key arguments
 //    and the CUDA error, and the other ranks stop instead of waiting. Calls
@@ -387,25 +390,31 @@ void mgpuEventRecord(CUevent event, CUstream stream) {
 
 void *mgpuMemAlloc(uint64_t sizeBytes, CUstream stream, bool isHostShared) {
   ready();
-  if (isHostShared) {
-    void *ptr = nullptr;
+  void *ptr = nullptr;
+  if (isHostShared)
     check(dev().allocManaged(size_t(sizeBytes), stream, &ptr));
-    return ptr;
-  }
-  CUdeviceptr ptr = 0;
-  uint64_t bytes = sizeBytes ? sizeBytes : 1;
-  check(cuMemAlloc(&ptr, bytes),
-        "cuMemAlloc(" + std::to_string(bytes) + " bytes)");
-  return reinterpret_cast<void *>(ptr);
+  else
+    check(dev().allocOnStream(size_t(sizeBytes), streamOr(stream), &ptr));
+  return ptr;
 }
 
 void mgpuMemFree(void *ptr, CUstream stream) {
   if (!ptr)
     return;
-  // Work queued on the stream may still use the buffer.
+  CUdeviceptr p = reinterpret_cast<CUdeviceptr>(ptr);
+  unsigned managed = 0;
+  check(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED, p),
+        "cuPointerGetAttribute(IS_MANAGED)");
+  if (!managed) {
+    // Device memory: only kernels on this stream use it, so it goes back to
+    // the pool in stream order, without waiting.
+    check(dev().freeOnStream(ptr, streamOr(stream)));
+    return;
+  }
+  // Work queued on the stream, or the host, may still use the buffer.
   check(cuStreamSynchronize(streamOr(stream)),
         "cuStreamSynchronize (before cuMemFree)");
-  check(cuMemFree(reinterpret_cast<CUdeviceptr>(ptr)), "cuMemFree");
+  check(cuMemFree(p), "cuMemFree");
 }
 
 void mgpuMemcpy(void *dst, void *src, size_t sizeBytes, CUstream stream) {

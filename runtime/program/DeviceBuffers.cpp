@@ -50,7 +50,8 @@ void mfrt::uploadWeights(ProgramRank &rs) {
       continue; // another stage's weight
     size_t bytes = host.bytes();
     void *ptr = nullptr;
-    check(d->allocShared(bytes, &ptr),
+    // Only kernels read weights: device memory, never host-visible.
+    check(d->allocDevice(bytes, &ptr),
           "weights: " + std::to_string(bytes) + " bytes of device memory");
     rs.deviceParams[id] = ptr;
     check(d->copyAsync(ptr, host.data(), bytes), "weights: upload");

@@ -6,10 +6,13 @@
 // RUN: FileCheck %s --check-prefix=DECL < %t.ll.mlir
 
 // The one-rank model lowers to host code in the LLVM dialect plus one
-// gpu.binary holding every kernel as PTX for sm_90a. Host buffers are
-// managed memory: mgpuMemAlloc(bytes, null stream, isHostShared = 1),
-// freed with mgpuMemFree; launches are synchronous gpu.launch_func ops
-// (the LLVM IR translation turns them into mgpuLaunchKernel calls).
+// gpu.binary holding every kernel as PTX for sm_90a. Buffers only kernels
+// use are device memory allocated on the (rank's) stream:
+// mgpuMemAlloc(bytes, stream, isHostShared = 0); the buffers the host or
+// the runtime reads are managed memory: mgpuMemAlloc(bytes, null stream,
+// isHostShared = 1). Both are freed with mgpuMemFree; launches are
+// synchronous gpu.launch_func ops (the LLVM IR translation turns them into
+// mgpuLaunchKernel calls).
 
 // DECL-DAG: llvm.func @mgpuMemAlloc(i64, !llvm.ptr, i8) -> !llvm.ptr
 // DECL-DAG: llvm.func @mgpuMemFree(!llvm.ptr, !llvm.ptr)
@@ -17,7 +20,10 @@
 // DECL-DAG: llvm.func @mgpuStreamSynchronize(!llvm.ptr)
 // CHECK: llvm.func @prefill(
 // CHECK-DAG: %[[SHARED:.+]] = llvm.mlir.constant(1 : i8) : i8
+// CHECK-DAG: %[[DEVICE:.+]] = llvm.mlir.constant(0 : i8) : i8
 // CHECK-DAG: %[[NULL:.+]] = llvm.mlir.zero : !llvm.ptr
+// CHECK: %[[STREAM:.+]] = llvm.call @mgpuStreamCreate()
+// CHECK: llvm.call @mgpuMemAlloc(%{{.*}}, %[[STREAM]], %[[DEVICE]])
 // CHECK: llvm.call @mgpuMemAlloc(%{{.*}}, %[[NULL]], %[[SHARED]])
 // CHECK: gpu.launch_func @prefill_kernels::@positions_0 blocks in
 // CHECK: llvm.call @mfrt_weight

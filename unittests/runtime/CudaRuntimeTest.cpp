@@ -145,6 +145,30 @@ TEST(CudaRuntimeGPU, ManagedAllocMemsetAndCopy) {
 }
 
 // A PTX kernel loads through the JIT path, once, and launches on the stream.
+TEST(CudaRuntimeGPU, DeviceAllocIsPooledAndStreamOrdered) {
+  REQUIRE_GPU();
+  CUstream s = mgpuStreamCreate();
+  auto *host = static_cast<uint32_t *>(mgpuMemAlloc(64 * 4, s, true));
+  // Device memory: not managed, freed in stream order and reused.
+  void *d = mgpuMemAlloc(64 * 4, s, false);
+  unsigned managed = 1;
+  ASSERT_EQ(cuPointerGetAttribute(&managed, CU_POINTER_ATTRIBUTE_IS_MANAGED,
+                                  reinterpret_cast<CUdeviceptr>(d)),
+            CUDA_SUCCESS);
+  EXPECT_EQ(managed, 0u);
+  mgpuMemset32(d, 0x40000000u, 64, s);
+  mgpuMemcpy(host, d, 64 * 4, s);
+  mgpuMemFree(d, s); // queued behind the copy: no wait
+  void *again = mgpuMemAlloc(64 * 4, s, false);
+  mgpuMemset32(again, 0u, 64, s);
+  mgpuStreamSynchronize(s);
+  for (int i = 0; i < 64; ++i)
+    ASSERT_EQ(host[i], 0x40000000u);
+  mgpuMemFree(again, s);
+  mgpuMemFree(host, s);
+  mgpuStreamSynchronize(s);
+}
+
 TEST(CudaRuntimeGPU, PtxKernelLaunch) {
   REQUIRE_GPU();
   CUmodule m = mgpuModuleLoadJIT(const_cast<char *>(kScalePtx), 2);

@@ -15,8 +15,9 @@
 //    access to program buffers (synchronize);
 //  - moves the local backend's messages with copies on the rank's stream
 //    (copyAsync, then synchronize before the receiver may read);
-//  - places weights and staging buffers in memory that kernels, collectives
-//    and the host share (allocShared: CUDA managed memory).
+//  - places weights in device memory (allocDevice: only kernels read them)
+//    and staging buffers in memory that kernels, collectives and the host
+//    share (allocShared: CUDA managed memory).
 //
 // Without a registered Device (the CPU target) none of this happens.
 //
@@ -55,6 +56,12 @@ public:
   /// Memory that kernels, collectives and the host share (managed memory,
   /// prefetched to the rank's device).
   virtual Status allocShared(size_t bytes, void **ptr) = 0;
+  /// Memory only the device reads and writes (kernels, device-to-device
+  /// copies); the host must not touch it. Defaults to shared memory.
+  virtual Status allocDevice(size_t bytes, void **ptr) {
+    return allocShared(bytes, ptr);
+  }
+  /// Frees memory of allocShared or allocDevice.
   virtual void release(void *ptr) = 0;
 };
 

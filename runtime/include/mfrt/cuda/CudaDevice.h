@@ -39,6 +39,7 @@ public:
   comm::Status synchronize() override;
   comm::Status copyAsync(void *dst, const void *src, size_t bytes) override;
   comm::Status allocShared(size_t bytes, void **ptr) override;
+  comm::Status allocDevice(size_t bytes, void **ptr) override;
   void release(void *ptr) override;
 
   /// For the mgpu ABI: attaches a thread that is not a rank (a test, a
@@ -50,6 +51,13 @@ public:
   void setDefaultOrdinal(int ordinal) { defaultOrdinal = ordinal; }
   /// Allocates managed memory and prefetches it to the device on `stream`.
   comm::Status allocManaged(size_t bytes, CUstream stream, void **ptr);
+  /// Device memory from the device's stream-ordered pool, usable on
+  /// `stream` from now on (cuMemAllocAsync; cuMemAlloc where the device has
+  /// no memory pools).
+  comm::Status allocOnStream(size_t bytes, CUstream stream, void **ptr);
+  /// Returns memory of allocOnStream to the pool once the work queued on
+  /// `stream` so far is done, without waiting for it.
+  comm::Status freeOnStream(void *ptr, CUstream stream);
   /// Kernel names, for error messages.
   void nameKernel(CUfunction function, const std::string &name);
   std::string kernelName(CUfunction function);
@@ -67,6 +75,7 @@ private:
   int ordinal = -1;
   int defaultOrdinal = 0;
   bool prefetch = false;
+  bool memoryPools = false;
   CUdevice device = 0;
   CUcontext context = nullptr;
   std::set<CUstream> rankStreams;

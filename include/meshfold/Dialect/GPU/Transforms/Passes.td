@@ -283,6 +283,49 @@ def MFGPUHostSharedMemoryPass
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
+def MFGPUDeviceMemoryPass
+    : Pass<"mf-gpu-device-memory", "::mlir::ModuleOp"> {
+  let summary = "keep in device memory the buffers only kernels use";
+  let description = [{
+    Runs after `mf-gpu-host-shared-memory`. A host buffer
+    (`gpu.alloc host_shared`) that only kernels touch becomes device memory
+    (`gpu.alloc`, no `host_shared`): its every use, through views
+    (`memref.subview`, `cast`, `expand_shape`, `collapse_shape`, ...), is a
+    kernel operand of `gpu.launch_func`, a `gpu.memcpy` or `gpu.memset`, a
+    `memref.dim` or its `gpu.dealloc`. A buffer the host code reads or
+    writes (`memref.load`, `memref.store`, a copy on the host) or that goes
+    to a call (the runtime's collectives, the KV cache and logits hooks),
+    a return or a loop stays host-shared, so that the host and the runtime
+    see it.
+
+    `gpu-to-llvm` lowers a device allocation only in the async form with one
+    dependency: it becomes `gpu.alloc async` on a fresh stream (the rank's
+    stream in the runtime), and lowers to
+    `mgpuMemAlloc(bytes, stream, /*isHostShared=*/false)`, which the runtime
+    serves from the device's stream-ordered memory pool. Its frees drop the
+    host wait after them: the runtime returns the memory to the pool in
+    stream order.
+
+    ```mlir
+    %a = gpu.alloc host_shared (%t) : memref<?x64xf32>
+    %b = gpu.alloc host_shared () : memref<4xi64>
+    gpu.launch_func @k::@k ... args(%a : memref<?x64xf32>, %b : memref<4xi64>)
+    %n = memref.load %b[%c0] : memref<4xi64>
+    %s = gpu.wait async
+    %f = gpu.dealloc async [%s] %a : memref<?x64xf32>
+    gpu.wait [%f]
+    // becomes
+    %s0 = gpu.wait async
+    %a, %t0 = gpu.alloc async [%s0] (%t) : memref<?x64xf32>
+    %b = gpu.alloc host_shared () : memref<4xi64>
+    ...
+    %s = gpu.wait async
+    %f = gpu.dealloc async [%s] %a : memref<?x64xf32>
+    ```
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
 def MFGPUNameLocationsPass
     : Pass<"mf-gpu-name-locations", "::mlir::ModuleOp"> {
   let summary = "tag the location of every moe and mf op with the op's name";
