@@ -3,7 +3,7 @@
 // RUN: meshfold-opt %s -split-input-file --mf-linalg-contraction-kernels=batch-invariant=true | FileCheck %s --check-prefix=INVARIANT
 
 // x · wᵀ with bf16 weights: both operands contiguous along k. With at least
-// 16 rows, each block of 128 columns of w (a parallel iteration) and 256 of
+// 256 rows, each block of 128 columns of w (a parallel iteration) and 256 of
 // k is first copied, widened and transposed in squares of 8 x 8, into
 // panels of 16 columns, which every 6-row tile of x then reads as outer
 // products (2 vectors of a panel, one broadcast of x per row); the 48 % 16
@@ -27,7 +27,7 @@
 // CHECK-LABEL: func.func @linear
 // CHECK-NOT: linalg.generic
 // CHECK: %[[ROWS:.*]] = memref.dim %arg0, %c0
-// CHECK: %[[MANY:.*]] = arith.cmpi uge, %[[ROWS]], %c16
+// CHECK: %[[MANY:.*]] = arith.cmpi uge, %[[ROWS]], %c256
 // CHECK: scf.if %[[MANY]] {
 // CHECK: %[[SOME:.*]] = arith.maxui %[[ROWS]], %c1
 // CHECK: %[[CHUNK:.*]] = affine.apply #[[$CHUNK]]()[%[[SOME]]]
