@@ -101,16 +101,16 @@ public:
       ubs.push_back(getValueOrCreateConstantIndexOp(rewriter, loc, f));
     for (OpFoldResult f : forall.getMixedStep())
       steps.push_back(getValueOrCreateConstantIndexOp(rewriter, loc, f));
-    blocks = scf::ParallelOp::create(rewriter, loc, lbs, ubs, steps);
-    blocks->setAttr(kPhasesAttrName, rewriter.getI64IntegerAttr(threads));
+    SmallVector<Value> ivs;
+    std::tie(blocks, ivs) =
+        createBlockLoop(rewriter, loc, lbs, ubs, steps, threads);
     Block *body = blocks.getBody();
     // The forall's body, less its terminator, becomes the block's code.
     Block *from = forall.getBody();
     rewriter.eraseOp(from->getTerminator());
     body->getOperations().splice(body->getTerminator()->getIterator(),
                                  from->getOperations());
-    for (auto [oldIv, newIv] :
-         llvm::zip(forall.getInductionVars(), blocks.getInductionVars()))
+    for (auto [oldIv, newIv] : llvm::zip(forall.getInductionVars(), ivs))
       rewriter.replaceAllUsesWith(oldIv, newIv);
     rewriter.eraseOp(forall);
 

@@ -84,14 +84,12 @@ public:
       ubs.push_back(extent);
       steps.push_back(cst(step));
     }
-    auto blocks = scf::ParallelOp::create(b, loc, lbs, ubs, steps);
-    blocks->setAttr(kPhasesAttrName, b.getI64IntegerAttr(g.threads));
+    auto [blocks, ivs] = createBlockLoop(b, loc, lbs, ubs, steps, g.threads);
     OpBuilder::InsertionGuard guard(b);
     // The body of an scf.parallel is an allocation scope: the block's
     // buffers live for one block.
     b.setInsertionPointToStart(blocks.getBody());
 
-    ValueRange ivs = blocks.getInductionVars();
     SmallVector<Value> iv(sizes.size());
     for (auto [d, v] : llvm::zip(outer, ivs))
       iv[d] = v;

@@ -1,5 +1,6 @@
 // RUN: meshfold-opt %s --split-input-file --pass-pipeline="builtin.module(func.func(mf-gpu-tile-contractions))" | FileCheck %s
 // RUN: meshfold-opt %s --split-input-file --pass-pipeline="builtin.module(func.func(mf-gpu-tile-contractions{threads-per-block=8}))" | FileCheck %s --check-prefix=T8
+// RUN: meshfold-opt %s --split-input-file --pass-pipeline="builtin.module(func.func(mf-gpu-tile-contractions{threads-per-block=8},canonicalize))" | FileCheck %s --check-prefix=CANON
 // RUN: not meshfold-opt %s --split-input-file --pass-pipeline="builtin.module(func.func(mf-gpu-tile-contractions{threads-per-block=100}))" 2>&1 | FileCheck %s --check-prefix=BAD
 
 // BAD: error: threads-per-block must be a power of two in [1, 1024], got 100
@@ -11,12 +12,13 @@
 // A linear layer x · Wᵀ with bf16 weights: 256 threads cover 64 x 64 output
 // tiles; per slab of 16 along k the threads stage both operands (widened,
 // zero outside), then each adds its 4 x 4 register tile; the tiles are
-// added to the output inside its bounds.
+// added to the output inside its bounds. The 48 columns are one block:
+// that dim is left out of the block loop (its block starts at 0).
 // CHECK-LABEL: func.func @linear
 // CHECK-SAME:    (%[[X:.+]]: memref<?x64xf32>, %[[W:.+]]: memref<48x64xbf16>, %[[Y:.+]]: memref<?x48xf32>)
 // CHECK-NOT:     linalg.generic
 // CHECK:         %[[T:.+]] = memref.dim %[[X]]
-// CHECK:         scf.parallel (%[[M0:.+]], %[[N0:.+]]) = (%{{.+}}, %{{.+}}) to (%[[T]], %{{.+}}) step (%[[C64:.+]], %{{.+}})
+// CHECK:         scf.parallel (%[[M0:.+]]) = (%{{.+}}) to (%[[T]]) step (%[[C64:.+]]) {
 // CHECK:             %[[SA:.+]] = memref.alloca() : memref<16x64xf32>
 // CHECK:             %[[SB:.+]] = memref.alloca() : memref<16x64xf32>
 // CHECK:             %[[ACC:.+]] = memref.alloca() {mf.gpu_private} : memref<256x4x4xf32>
@@ -134,6 +136,29 @@ func.func @untouched(%x: memref<8x16xf32>, %w: memref<4x16xf32>, %y: memref<8x4x
 func.func @gqa_scores(%q: memref<?x8x16xf32>, %k: memref<?x4x16xf32>, %s: memref<8x?x?xf32>) {
   linalg.generic {indexing_maps = [affine_map<(h, i, j, d) -> (i, h, d)>, affine_map<(h, i, j, d) -> (j, h floordiv 2, d)>, affine_map<(h, i, j, d) -> (h, i, j)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
       ins(%q, %k : memref<?x8x16xf32>, memref<?x4x16xf32>) outs(%s : memref<8x?x?xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %o, %m : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// A dim of one block (16 columns in blocks of 16) is left out of the block
+// loop: canonicalization would fold it and rebuild the loop without the
+// mf.gpu_phases marker (the 8 x 16 row blocks ran as plain loops, their
+// second block never stored). The columns' block start is 0.
+// T8-LABEL: func.func @one_column_block
+// T8:         scf.parallel (%[[M0:.+]]) = (%c0) to (%c16) step (%c8) {
+// T8:         } {mf.gpu_phases = 8 : i64}
+// CANON-LABEL: func.func @one_column_block
+// CANON:         scf.parallel (%{{.+}}) = (%c0) to (%c16) step (%c8) {
+// CANON:         } {mf.gpu_phases = 8 : i64}
+func.func @one_column_block(%x: memref<16x32xf32>, %w: memref<16x32xf32>, %y: memref<16x16xf32>) {
+  linalg.generic {indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<16x32xf32>, memref<16x32xf32>) outs(%y : memref<16x16xf32>) {
   ^bb0(%a: f32, %b: f32, %o: f32):
     %m = arith.mulf %a, %b : f32
     %r = arith.addf %o, %m : f32

@@ -27,6 +27,7 @@
 #ifndef MESHFOLD_DIALECT_GPU_TRANSFORMS_PHASES_H
 #define MESHFOLD_DIALECT_GPU_TRANSFORMS_PHASES_H
 
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/StringRef.h"
 
@@ -41,6 +42,18 @@ constexpr llvm::StringLiteral kPrivateAttrName = "mf.gpu_private";
 /// The `threads-per-block` option of the GPU loop passes: a power of two in
 /// [1, 1024], or an error on `op` naming it.
 mlir::LogicalResult checkThreadsPerBlock(mlir::Operation *op, int64_t threads);
+
+/// A block loop over `lbs` to `ubs` by `steps`, marked as running blocks of
+/// `threads` threads (kPhasesAttrName), and per dim the value that stands
+/// for its induction variable. A dim of one iteration (constant bounds) is
+/// left out of the loop and stands for its lower bound: canonicalization
+/// would fold it away and build a new loop without the marker. A loop whose
+/// every dim is left out keeps one dim of one iteration (canonicalization
+/// then inlines the block's phases, which run one after the other as the
+/// barriers order them).
+std::pair<mlir::scf::ParallelOp, llvm::SmallVector<mlir::Value>>
+createBlockLoop(mlir::OpBuilder &b, mlir::Location loc, mlir::ValueRange lbs,
+                mlir::ValueRange ubs, mlir::ValueRange steps, int64_t threads);
 
 /// The coordinates of the non-negative linear index `linear` in a space of
 /// `sizes` (the last dim fastest), with unsigned division: fewer instructions
