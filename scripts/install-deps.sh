@@ -64,11 +64,13 @@ make_venv() {
 }
 
 # The tests' independent tokenizers, Hugging Face `tokenizers` and
-# SentencePiece's Python package (PyPI, a few MB), in a venv in the build
-# folder (build/test-venv).
+# SentencePiece's Python package, and ml_dtypes (NumPy's fp8 types, which
+# write the fp8 checkpoints), from PyPI (a few tens of MB), in a venv in the
+# build folder (build/test-venv).
 build="$(dirname "$0")/../build"
-make_venv "$build/test-venv" "tokenizers, sentencepiece" tokenizer \
-  python3 -- tokenizers==0.23.3 sentencepiece==0.2.3
+make_venv "$build/test-venv" "tokenizers, sentencepiece, ml_dtypes" \
+  "tokenizer and fp8" python3 -- tokenizers==0.23.3 sentencepiece==0.2.3 \
+  ml_dtypes==0.6.0
 
 # The tests' Hugging Face transformers (PyPI) on Debian's CPU PyTorch
 # (python3-torch, above), in a second venv that sees Debian's Python

@@ -137,6 +137,15 @@ find_python("hf-tokenizers", "%tok_python",
              build_python("bench-venv")],
             ["tokenizers", "sentencepiece"], 60)
 
+# ml_dtypes (PyPI, the JAX project's NumPy float8 types), which writes the
+# fp8 (e4m3) checkpoints the loaders are checked on (REQUIRES: ml-dtypes;
+# %ml_python): the Python of MESHFOLD_TOK_PYTHON, else of the small test
+# venv, else of the benchmarks' venv.
+find_python("ml-dtypes", "%ml_python",
+            [os.environ.get("MESHFOLD_TOK_PYTHON", ""), build_python("test-venv"),
+             build_python("bench-venv")],
+            ["ml_dtypes", "numpy"], 60)
+
 # SentencePiece's trainer (Debian's sentencepiece), to make test models.
 spm_train = shutil.which("spm_train")
 if spm_train:

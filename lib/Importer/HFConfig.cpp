@@ -476,12 +476,15 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
     f.rejectIfSet("sliding_window", "sliding-window attention is");
   if (!qwen2 && c.arch != "Qwen3MoeForCausalLM")
     f.rejectIfSet("mlp_only_layers", "dense (non-MoE) layers are");
-  // DeepSeek-V3 ships fp8 weights in 128 x 128 blocks, each with its
-  // inverse scale: a storage format of the same model (dequantized, the
-  // math is the config's), which the importer accepts. Other quantizations
-  // change the math and are refused.
+  // fp8 weights in 128 x 128 blocks, each block with its inverse scale
+  // (DeepSeek-V3's checkpoints, and the "-FP8" releases of other models):
+  // a storage format of the same model, dequantized to the program's
+  // storage type as it loads, which the importer accepts for every
+  // architecture. `modules_to_not_convert` only names the weights kept in
+  // higher precision (the loader goes by each tensor's dtype). Other
+  // quantizations change the math and are refused.
   if (const json::Value *q = obj->get("quantization_config");
-      deepseek && q && q->getAsObject() && !q->getAsObject()->empty()) {
+      q && q->getAsObject() && !q->getAsObject()->empty()) {
     const json::Object &qo = *q->getAsObject();
     const json::Array *block = qo.getArray("weight_block_size");
     bool fp8 =
@@ -496,14 +499,16 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
       else if (k == "activation_scheme" &&
                value.getAsString() != std::optional<StringRef>("dynamic"))
         fp8 = false;
+      else if (k == "modules_to_not_convert" && !value.getAsArray() &&
+               value.kind() != json::Value::Null)
+        fp8 = false;
       else if (k != "quant_method" && k != "weight_block_size" && k != "fmt" &&
-               k != "activation_scheme")
+               k != "activation_scheme" && k != "modules_to_not_convert")
         fp8 = false;
     }
     if (!fp8)
-      failure.fail(path + ": field 'quantization_config': only DeepSeek-V3's "
-                          "fp8 (e4m3) weights in 128 x 128 blocks are "
-                          "supported");
+      failure.fail(path + ": field 'quantization_config': only fp8 (e4m3) "
+                          "weights in 128 x 128 blocks are supported");
   } else {
     f.rejectIfSet("quantization_config", "quantized checkpoints are");
   }

@@ -50,6 +50,8 @@ const char *mfrt::dtypeName(DType dtype) {
     return "I64";
   case DType::I32:
     return "I32";
+  case DType::F8_E4M3:
+    return "F8_E4M3";
   }
   return "?";
 }
@@ -64,13 +66,15 @@ size_t mfrt::dtypeSize(DType dtype) {
     return 2;
   case DType::I64:
     return 8;
+  case DType::F8_E4M3:
+    return 1;
   }
   return 0;
 }
 
 bool mfrt::parseDType(const std::string &name, DType &dtype) {
-  static const DType all[] = {DType::F32, DType::BF16, DType::F16, DType::I64,
-                              DType::I32};
+  static const DType all[] = {DType::F32, DType::BF16, DType::F16,
+                              DType::I64, DType::I32,  DType::F8_E4M3};
   for (DType candidate : all) {
     if (name == dtypeName(candidate)) {
       dtype = candidate;
@@ -356,7 +360,7 @@ public:
     const std::string &dtypeText = dtype->get_ref<const std::string &>();
     if (!parseDType(dtypeText, info.dtype))
       return fail(where + "unsupported dtype '" + dtypeText +
-                  "' (accepted: F32, BF16, F16, I64, I32)");
+                  "' (accepted: F32, BF16, F16, I64, I32, F8_E4M3)");
 
     if (!shape->is_array())
       return fail(where + "shape is not an array");
@@ -609,6 +613,7 @@ bool mfrt::readAsF32(const TensorInfo &tensor, float *dst, size_t count,
     return true;
   case DType::I64:
   case DType::I32:
+  case DType::F8_E4M3: // Needs its block scales: not a plain read.
     break;
   }
   return setError(error, "tensor '" + tensor.name + "': dtype " +

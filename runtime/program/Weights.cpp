@@ -42,9 +42,57 @@ int64_t product(const std::vector<int64_t> &shape) {
   return n;
 }
 
+/// fp8 weights are quantized in blocks of this many rows and columns, each
+/// with one f32 scale: DeepSeek-V3's format (quantization_config's
+/// weight_block_size [128, 128], the one the importer accepts).
+constexpr int64_t kFp8Block = 128;
+
+/// The name of the scales of the fp8 weight `name` ("...weight" ->
+/// "...weight_scale_inv").
+std::string scaleName(const std::string &name) { return name + "_scale_inv"; }
+
+/// The scales of the fp8 weight `t`: `t`'s name + "_scale_inv", a float
+/// tensor of one value per 128 x 128 block (a partial block at the end of
+/// each dim has its own), which multiplies the block's values.
+const TensorInfo *findScales(const Checkpoint &file, const TensorInfo &t,
+                             std::string &error, bool map) {
+  std::string where = file.fileOf(t.name) + ": weight '" + t.name + "'";
+  if (t.shape.size() != 2) {
+    error = where + " has dtype F8_E4M3 but is not 2-D (only matrices are "
+                    "stored as fp8 in 128 x 128 blocks)";
+    return nullptr;
+  }
+  std::string name = scaleName(t.name);
+  const TensorInfo *s = map ? file.find(name, &error) : file.header(name);
+  if (!s && !error.empty())
+    return nullptr;
+  std::vector<int64_t> shape = {(t.shape[0] + kFp8Block - 1) / kFp8Block,
+                                (t.shape[1] + kFp8Block - 1) / kFp8Block};
+  if (!s) {
+    error = where + " has dtype F8_E4M3 but its scales '" + name +
+            "' are missing (expected shape " + formatShape(shape) +
+            ": one per 128 x 128 block)";
+    return nullptr;
+  }
+  if (s->dtype != DType::F32 && s->dtype != DType::BF16 &&
+      s->dtype != DType::F16) {
+    error = file.fileOf(name) + ": scales '" + name + "' have dtype " +
+            dtypeName(s->dtype) + ", expected F32, BF16 or F16";
+    return nullptr;
+  }
+  if (s->shape != shape) {
+    error = file.fileOf(name) + ": scales '" + name + "' have shape " +
+            formatShape(s->shape) + ", expected " + formatShape(shape) +
+            " for weight " + formatShape(t.shape) + " in 128 x 128 blocks";
+    return nullptr;
+  }
+  return s;
+}
+
 /// The checkpoint tensor `name`, after checking its presence, dtype and
-/// shape; the first failed check is the error. With `map`, its shard is
-/// mapped (its data is read next); else only its header is looked at.
+/// shape (and, for an fp8 one, its scales'); the first failed check is the
+/// error. With `map`, its shard is mapped (its data is read next); else
+/// only its header is looked at.
 const TensorInfo *findTensor(const Checkpoint &file, const std::string &name,
                              const std::vector<int64_t> &shape,
                              std::string &error, bool map = true) {
@@ -57,9 +105,9 @@ const TensorInfo *findTensor(const Checkpoint &file, const std::string &name,
     return nullptr;
   }
   if (t->dtype != DType::F32 && t->dtype != DType::BF16 &&
-      t->dtype != DType::F16) {
+      t->dtype != DType::F16 && t->dtype != DType::F8_E4M3) {
     error = file.fileOf(name) + ": weight '" + name + "' has dtype " +
-            dtypeName(t->dtype) + ", expected F32, BF16 or F16";
+            dtypeName(t->dtype) + ", expected F32, BF16, F16 or F8_E4M3";
     return nullptr;
   }
   if (t->shape != shape) {
@@ -68,6 +116,8 @@ const TensorInfo *findTensor(const Checkpoint &file, const std::string &name,
             formatShape(shape) + " (a weights file for a different model?)";
     return nullptr;
   }
+  if (t->dtype == DType::F8_E4M3 && !findScales(file, *t, error, map))
+    return nullptr;
   return t;
 }
 
@@ -85,20 +135,26 @@ checkpointTensors(const ManifestParam &p) {
   return out;
 }
 
-/// One checkpoint tensor, after the checks of findTensor.
-const TensorInfo &checkedTensor(const Checkpoint &file, const std::string &name,
-                                const std::vector<int64_t> &shape) {
+/// One checkpoint tensor, after the checks of findTensor, and its scales
+/// when it is fp8 (else null).
+std::pair<const TensorInfo *, const TensorInfo *>
+checkedTensor(const Checkpoint &file, const std::string &name,
+              const std::vector<int64_t> &shape) {
   std::string error;
   const TensorInfo *t = findTensor(file, name, shape, error);
   if (!t)
     fatal(error);
-  return *t;
+  if (t->dtype != DType::F8_E4M3)
+    return {t, nullptr};
+  return {t, findScales(file, *t, error, /*map=*/true)};
 }
 
-/// A run of consecutive elements of one checkpoint tensor.
+/// A run of consecutive elements of one checkpoint tensor (with the tensor's
+/// block scales when it is fp8).
 struct Run {
   const TensorInfo *tensor;
   int64_t first, count;
+  const TensorInfo *scales = nullptr;
   const uint8_t *begin() const {
     return tensor->data + size_t(first) * dtypeSize(tensor->dtype);
   }
@@ -108,8 +164,11 @@ struct Run {
 /// Appends the runs of the slice of `t` that holds elements
 /// [start[d], start[d] + len[d]) along each dim d, in row-major order of the
 /// slice.
-void appendSliceRuns(const TensorInfo &t, const std::vector<int64_t> &start,
+void appendSliceRuns(std::pair<const TensorInfo *, const TensorInfo *> tensor,
+                     const std::vector<int64_t> &start,
                      const std::vector<int64_t> &len, std::vector<Run> &runs) {
+  const TensorInfo &t = *tensor.first;
+  const TensorInfo *scales = tensor.second;
   const size_t rank = t.shape.size();
   // Trailing dims taken whole join the run of the last dim that is not.
   size_t cut = rank;
@@ -117,7 +176,7 @@ void appendSliceRuns(const TensorInfo &t, const std::vector<int64_t> &start,
   while (cut > 0 && start[cut - 1] == 0 && len[cut - 1] == t.shape[cut - 1])
     inner *= t.shape[--cut];
   if (cut == 0) {
-    runs.push_back({&t, 0, t.numElements()});
+    runs.push_back({&t, 0, t.numElements(), scales});
     return;
   }
   --cut;
@@ -130,7 +189,7 @@ void appendSliceRuns(const TensorInfo &t, const std::vector<int64_t> &start,
     int64_t first = start[cut] * stride[cut];
     for (size_t d = 0; d < cut; ++d)
       first += (start[d] + at[d]) * stride[d];
-    runs.push_back({&t, first, len[cut] * inner});
+    runs.push_back({&t, first, len[cut] * inner, scales});
     size_t d = cut;
     while (d > 0 && ++at[d - 1] == len[d - 1])
       at[--d] = 0;
@@ -195,25 +254,53 @@ void toF32(DType dtype, const uint8_t *src, float *dst, size_t count) {
     return;
   case DType::I64:
   case DType::I32:
-    break; // rejected by findTensor
+  case DType::F8_E4M3: // rejected by findTensor; fp8 is read by runToF32
+    break;
   }
   fatal("internal: weight of dtype " + std::string(dtypeName(dtype)) +
         " read as f32");
 }
 
-/// Converts to bf16 (nearest even, as from f32: an f16 value goes through
-/// its exact f32 widening); a bf16 checkpoint's values are copied.
-void toBF16(DType dtype, const uint8_t *src, uint16_t *dst, size_t count) {
-  if (dtype == DType::BF16) {
-    std::memcpy(dst, src, count * sizeof(uint16_t));
+/// Converts the elements of `r` to f32; an fp8 run is dequantized, each
+/// value times its 128 x 128 block's scale (the product rounded once, in
+/// f32).
+void runToF32(const Run &r, float *dst) {
+  if (r.tensor->dtype != DType::F8_E4M3) {
+    toF32(r.tensor->dtype, r.begin(), dst, size_t(r.count));
     return;
   }
-  constexpr size_t chunk = 4096;
+  const TensorInfo &t = *r.tensor, &s = *r.scales;
+  const int64_t cols = t.shape[1], scaleCols = s.shape[1];
+  for (int64_t at = r.first, end = r.first + r.count; at < end;) {
+    // The elements from `at` to the end of its block's row segment.
+    int64_t row = at / cols, col = at % cols;
+    int64_t blockEnd = std::min(cols, (col / kFp8Block + 1) * kFp8Block);
+    int64_t stop = std::min(end, row * cols + blockEnd);
+    float scale;
+    toF32(s.dtype,
+          s.data + size_t((row / kFp8Block) * scaleCols + col / kFp8Block) *
+                       dtypeSize(s.dtype),
+          &scale, 1);
+    for (int64_t i = at; i < stop; ++i)
+      dst[i - r.first] = f8E4M3ToF32(t.data[i]) * scale;
+    at = stop;
+  }
+}
+
+/// Converts the elements of `r` to bf16 (nearest even, from their f32
+/// value: an f16 value goes through its exact f32 widening, an fp8 one
+/// through its dequantized f32); a bf16 checkpoint's values are copied.
+void runToBF16(const Run &r, uint16_t *dst) {
+  if (r.tensor->dtype == DType::BF16) {
+    std::memcpy(dst, r.begin(), r.bytes());
+    return;
+  }
+  constexpr int64_t chunk = 4096;
   float buf[chunk];
-  for (size_t at = 0; at < count; at += chunk) {
-    size_t n = std::min(chunk, count - at);
-    toF32(dtype, src + at * dtypeSize(dtype), buf, n);
-    for (size_t i = 0; i < n; ++i)
+  for (int64_t at = 0; at < r.count; at += chunk) {
+    int64_t n = std::min(chunk, r.count - at);
+    runToF32({r.tensor, r.first + at, n, r.scales}, buf);
+    for (int64_t i = 0; i < n; ++i)
       dst[at + i] = f32ToBF16(buf[i]);
   }
 }
@@ -292,9 +379,9 @@ void copyRuns(const std::vector<Run> &runs, bool bf16, void *dst) {
   for (const Run &r : runs) {
     size_t n = size_t(r.count);
     if (bf16)
-      toBF16(r.tensor->dtype, r.begin(), static_cast<uint16_t *>(dst) + at, n);
+      runToBF16(r, static_cast<uint16_t *>(dst) + at);
     else
-      toF32(r.tensor->dtype, r.begin(), static_cast<float *>(dst) + at, n);
+      runToF32(r, static_cast<float *>(dst) + at);
     at += n;
     pending += r.bytes();
     if (pending >= progressStep) {

@@ -36,6 +36,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -750,10 +751,30 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
     if (!name || *name != "silu")
       return fail(failure, path + ": field 'hidden_act' must be \"silu\"");
   }
+  // fp8 e4m3 weights in 128 x 128 blocks are a storage format (Weights
+  // dequantizes them); any other quantization is refused.
   if (const json::Object *quant = object->getObject("quantization_config");
-      quant && !quant->empty())
-    return fail(failure, path + ": field 'quantization_config': quantized "
-                                "checkpoints are not supported");
+      quant && !quant->empty()) {
+    const json::Array *block = quant->getArray("weight_block_size");
+    bool blocks128 = block && block->size() == 2 &&
+                     (*block)[0].getAsInteger() == 128 &&
+                     (*block)[1].getAsInteger() == 128;
+    bool fp8 = quant->getString("quant_method") == StringRef("fp8");
+    for (const auto &[key, value] : *quant) {
+      if (key == "fmt")
+        fp8 = fp8 && value.getAsString() == StringRef("e4m3");
+      else if (key == "activation_scheme")
+        fp8 = fp8 && value.getAsString() == StringRef("dynamic");
+      else if (key == "modules_to_not_convert")
+        fp8 = fp8 && (value.getAsArray() || value.kind() == json::Value::Null);
+      else if (key != "quant_method" && key != "weight_block_size")
+        fp8 = false;
+    }
+    if (!fp8 || !blocks128)
+      return fail(failure, path + ": field 'quantization_config': only fp8 "
+                                  "(e4m3) weights in 128 x 128 blocks are "
+                                  "supported");
+  }
 
   if (config.rmsNormEps < 0 || !std::isfinite(config.rmsNormEps))
     return fail(failure, path + ": field 'rms_norm_eps' must be a finite "
@@ -792,28 +813,68 @@ bool readConfig(const std::string &path, int numLayersLimit, Config &config,
 // Weights
 //===----------------------------------------------------------------------===//
 
-/// Checks and loads weights by name, converting to f32.
+/// fp8 e4m3 ("e4m3fn") by its definition: (-1)^s 2^(e-7) (1 + m/8), or
+/// m 2^-9 when e = 0; S.1111.111 is NaN.
+float decodeE4M3(uint8_t code) {
+  int e = (code >> 3) & 15, m = code & 7;
+  if (e == 15 && m == 7)
+    return std::numeric_limits<float>::quiet_NaN();
+  double magnitude =
+      e == 0 ? std::ldexp(double(m), -9) : std::ldexp(8.0 + m, e - 10);
+  return static_cast<float>((code & 0x80) ? -magnitude : magnitude);
+}
+
+/// Checks and loads weights by name, converting to f32. An fp8 (F8_E4M3)
+/// matrix is dequantized with its `<name>_scale_inv`: one scale per
+/// 128 x 128 block, which multiplies the block's values.
 class Weights {
 public:
   Weights(const mfrt::Checkpoint &file, Failure &failure)
       : file(file), failure(failure) {}
 
-  /// Checks that \p name exists, is a float tensor and has \p shape.
+  /// Checks that \p name exists, is a float tensor (or an fp8 matrix with
+  /// its scales) and has \p shape.
   bool check(const std::string &name, const std::vector<int64_t> &shape) {
     const mfrt::TensorInfo *tensor = file.find(name);
     if (!tensor)
       return fail(failure,
                   file.fileOf(name) + ": tensor '" + name + "' is missing");
     if (tensor->dtype != mfrt::DType::F32 &&
-        tensor->dtype != mfrt::DType::BF16 && tensor->dtype != mfrt::DType::F16)
+        tensor->dtype != mfrt::DType::BF16 &&
+        tensor->dtype != mfrt::DType::F16 &&
+        tensor->dtype != mfrt::DType::F8_E4M3)
       return fail(failure, file.fileOf(name) + ": tensor '" + name +
                                "' has dtype " + mfrt::dtypeName(tensor->dtype) +
-                               ", expected F32 or BF16");
+                               ", expected F32, BF16, F16 or F8_E4M3");
     if (tensor->shape != shape)
       return fail(failure,
                   file.fileOf(name) + ": tensor '" + name + "' has shape " +
                       mfrt::formatShape(tensor->shape) + ", expected " +
                       mfrt::formatShape(shape) + " from the config");
+    if (tensor->dtype != mfrt::DType::F8_E4M3)
+      return true;
+    if (shape.size() != 2)
+      return fail(failure, file.fileOf(name) + ": tensor '" + name +
+                               "' is F8_E4M3 but not a matrix");
+    const std::string scaleName = name + "_scale_inv";
+    const mfrt::TensorInfo *scales = file.find(scaleName);
+    std::vector<int64_t> scaleShape = {(shape[0] + 127) / 128,
+                                       (shape[1] + 127) / 128};
+    if (!scales)
+      return fail(failure, file.fileOf(name) + ": tensor '" + name +
+                               "' is F8_E4M3 but '" + scaleName +
+                               "' is missing");
+    if (scales->dtype == mfrt::DType::F8_E4M3 ||
+        scales->dtype == mfrt::DType::I64 || scales->dtype == mfrt::DType::I32)
+      return fail(failure, file.fileOf(scaleName) + ": tensor '" + scaleName +
+                               "' has dtype " + mfrt::dtypeName(scales->dtype) +
+                               ", expected F32, BF16 or F16");
+    if (scales->shape != scaleShape)
+      return fail(failure, file.fileOf(scaleName) + ": tensor '" + scaleName +
+                               "' has shape " +
+                               mfrt::formatShape(scales->shape) +
+                               ", expected " + mfrt::formatShape(scaleShape) +
+                               " (128 x 128 blocks)");
     return true;
   }
 
@@ -824,6 +885,8 @@ public:
       return fail(failure,
                   file.fileOf(name) + ": tensor '" + name + "' is missing");
     out.assign(static_cast<size_t>(tensor->numElements()), 0.0f);
+    if (tensor->dtype == mfrt::DType::F8_E4M3)
+      return loadF8(*tensor, 0, tensor->shape[0], out.data());
     std::string error;
     if (!mfrt::readAsF32(*tensor, out.data(), out.size(), &error))
       return fail(failure, file.fileOf(name) + ": " + error);
@@ -836,6 +899,8 @@ public:
     if (!tensor || tensor->shape.size() != 2)
       return fail(failure, file.fileOf(name) + ": tensor '" + name +
                                "' is missing or not 2-D");
+    if (tensor->dtype == mfrt::DType::F8_E4M3)
+      return loadF8(*tensor, row, 1, out);
     int64_t cols = tensor->shape[1];
     mfrt::TensorInfo rowInfo = *tensor;
     rowInfo.shape = {cols};
@@ -851,6 +916,21 @@ public:
   }
 
 private:
+  /// Dequantizes rows [first, first + rows) of the fp8 matrix \p tensor
+  /// (already checked) into \p out: each value times its block's scale.
+  bool loadF8(const mfrt::TensorInfo &tensor, int64_t first, int64_t rows,
+              float *out) {
+    std::vector<float> scales;
+    if (!load(tensor.name + "_scale_inv", scales))
+      return false;
+    int64_t cols = tensor.shape[1], scaleCols = (cols + 127) / 128;
+    for (int64_t r = first; r < first + rows; ++r)
+      for (int64_t c = 0; c < cols; ++c)
+        *out++ = decodeE4M3(tensor.data[r * cols + c]) *
+                 scales[static_cast<size_t>((r / 128) * scaleCols + c / 128)];
+    return true;
+  }
+
   const mfrt::Checkpoint &file;
   Failure &failure;
 };

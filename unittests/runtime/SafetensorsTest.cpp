@@ -200,6 +200,27 @@ TEST_F(SafetensorsTest, ReadsF16) {
   EXPECT_EQ(back, values);
 }
 
+// fp8 (F8_E4M3) tensors are one byte per element and round-trip; they are
+// not read as f32 on their own: their values need the block scales.
+TEST_F(SafetensorsTest, F8E4M3IsStoredNotReadAsF32) {
+  std::vector<uint8_t> codes = {0x38, 0xb8, 0x7e, 0x01, 0x00, 0x40};
+  SafetensorsWriter writer;
+  writer.add("q", DType::F8_E4M3, {2, 3}, codes.data());
+  std::string error, path = file("f8.safetensors");
+  ASSERT_TRUE(writer.write(path, &error)) << error;
+  std::unique_ptr<SafetensorsFile> f = SafetensorsFile::open(path, &error);
+  ASSERT_NE(f, nullptr) << error;
+  const TensorInfo *t = f->find("q");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->dtype, DType::F8_E4M3);
+  EXPECT_STREQ(dtypeName(t->dtype), "F8_E4M3");
+  EXPECT_EQ(t->byteSize, 6u);
+  EXPECT_EQ(std::vector<uint8_t>(t->data, t->data + 6), codes);
+  std::vector<float> values(6);
+  EXPECT_FALSE(readAsF32(*t, values.data(), 6, &error));
+  EXPECT_CONTAINS(error, "dtype F8_E4M3 cannot be read as f32");
+}
+
 TEST_F(SafetensorsTest, AcceptsForeignHeaderLayout) {
   // Key order, whitespace, escapes and no padding as other writers emit them.
   std::string path = writeRaw(

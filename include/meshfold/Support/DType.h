@@ -1,7 +1,8 @@
 //===- DType.h - The element-type codec -------------------------*- C++ -*-===//
 //
 // Conversions between f32 and the 16-bit float formats that weights, the KV
-// cache and messages are stored in (bf16, IEEE binary16). One codec for the
+// cache and messages are stored in (bf16, IEEE binary16), and the fp8 e4m3
+// of block-quantized checkpoints (decoded at load). One codec for the
 // compiler's tools and the runtime; inline because the runtime converts
 // whole tensors element by element.
 //
@@ -86,6 +87,55 @@ inline uint16_t f32ToF16(float value) {
   if (remainder > 0x1000u || (remainder == 0x1000u && (result & 1u)))
     ++result; // A carry into the exponent is the correct rounding.
   return sign | static_cast<uint16_t>(result);
+}
+
+/// Converts fp8 e4m3 ("e4m3fn": bias 7, no infinities, S.1111.111 is NaN;
+/// safetensors' F8_E4M3) to f32 (exact).
+inline float f8E4M3ToF32(uint8_t value) {
+  uint32_t sign = static_cast<uint32_t>(value & 0x80u) << 24;
+  uint32_t exponent = (value >> 3) & 0xfu;
+  uint32_t mantissa = value & 0x7u;
+  if (exponent == 0xfu && mantissa == 0x7u)
+    return bitsToFloat(sign | 0x7fc00000u);
+  if (exponent == 0) {
+    // Zero or subnormal: mantissa * 2^-9, exact in f32.
+    float magnitude = std::ldexp(static_cast<float>(mantissa), -9);
+    return sign ? -magnitude : magnitude;
+  }
+  return bitsToFloat(sign | ((exponent + 120) << 23) | (mantissa << 20));
+}
+
+/// Converts f32 to fp8 e4m3 (e4m3fn), rounding to nearest even. Values
+/// beyond the largest finite one (448) saturate to +-448; NaN stays NaN.
+inline uint8_t f32ToF8E4M3(float value) {
+  uint32_t bits = floatBits(value);
+  uint8_t sign = static_cast<uint8_t>((bits >> 24) & 0x80u);
+  uint32_t magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) // NaN
+    return sign | 0x7fu;
+  if (magnitude >= 0x43e00000u) // >= 448 (and inf): saturates.
+    return sign | 0x7eu;
+  uint32_t exponent = magnitude >> 23;
+  if (exponent < 121) {
+    // e4m3 subnormal (or zero): value = m * 2^-9 with m = M >> shift.
+    if (exponent < 110)
+      return sign;
+    uint32_t fullMantissa = (magnitude & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 141 - exponent;
+    uint32_t result = fullMantissa >> shift;
+    uint32_t remainder = fullMantissa & ((1u << shift) - 1);
+    uint32_t half = 1u << (shift - 1);
+    if (remainder > half || (remainder == half && (result & 1u)))
+      ++result; // 8 is the smallest normal: the carry is right.
+    return sign | static_cast<uint8_t>(result);
+  }
+  uint32_t result = ((exponent - 120) << 3) | ((magnitude >> 20) & 0x7u);
+  uint32_t remainder = magnitude & 0xfffffu;
+  if (remainder > 0x80000u || (remainder == 0x80000u && (result & 1u)))
+    ++result;         // A carry into the exponent is the correct rounding.
+  if (result > 0x7eu) // Rounded past 448: saturates.
+    result = 0x7eu;
+  return sign | static_cast<uint8_t>(result);
 }
 
 } // namespace meshfold

@@ -36,8 +36,9 @@
 
 namespace mfrt {
 
-/// Element types accepted in safetensors files.
-enum class DType { F32, BF16, F16, I64, I32 };
+/// Element types accepted in safetensors files. F8_E4M3 is fp8 e4m3fn, the
+/// storage of block-quantized weights (each with its `weight_scale_inv`).
+enum class DType { F32, BF16, F16, I64, I32, F8_E4M3 };
 
 /// The safetensors spelling of \p dtype ("F32", "BF16", ...).
 const char *dtypeName(DType dtype);
