@@ -88,6 +88,7 @@ say() { printf '[cpu-prefill %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 # libraries it links (cudart, cuBLAS, cuDNN, NCCL, ...; about 3 GB), so those
 # are installed as torch pins them, but not triton (torch.compile's) nor
 # cuda-bindings (Python bindings), which a CPU forward does not use.
+# accelerate is for the tests' fp8 check (transformers' fp8 loading needs it).
 venv="$build/bench-venv"
 py="$venv/bin/python"
 if [[ ! -f "$venv/.cpu-prefill-ready" ]]; then
@@ -106,7 +107,7 @@ for line in md.requires("torch") or []:
         print(line.split(";")[0].strip())
 EOF
   "$py" -m pip install --quiet -r "$venv/torch-deps.txt"
-  "$py" -m pip install --quiet transformers safetensors numpy
+  "$py" -m pip install --quiet transformers safetensors numpy accelerate
   "$py" -c 'import torch, transformers, safetensors' ||
     { echo "cpu-prefill.sh: the venv $venv cannot import torch/transformers" >&2; exit 1; }
   touch "$venv/.cpu-prefill-ready"

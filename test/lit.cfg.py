@@ -127,6 +127,15 @@ find_python("hf-transformers-deepseek-v3", "%hf_deepseek_python",
              build_python("bench-venv")],
             ["torch", "transformers.models.deepseek_v3", "safetensors"], 120)
 
+# transformers' fine-grained fp8 support (its dequantizing load, which needs
+# accelerate): REQUIRES: hf-transformers-fp8; %hf_fp8_python. The
+# benchmarks' venv has it.
+find_python("hf-transformers-fp8", "%hf_fp8_python",
+            [os.environ.get("MESHFOLD_HF_PYTHON", ""), build_python("hf-venv"),
+             build_python("bench-venv")],
+            ["torch", "transformers.models.deepseek_v3", "accelerate",
+             "transformers.integrations.finegrained_fp8", "safetensors"], 120)
+
 # Hugging Face `tokenizers` and SentencePiece's Python package (PyPI), the
 # independent implementations the tokenizers are checked against
 # (REQUIRES: hf-tokenizers; %tok_python): the Python of MESHFOLD_TOK_PYTHON,

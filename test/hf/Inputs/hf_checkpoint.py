@@ -14,6 +14,12 @@ forward in f32 on the saved values on each prompt line and writes what the
 emitted program writes: req{r}.logits [V] (last position) and
 req{r}.layers.{i}.k / .v [T, n_kv, d_h] (K after RoPE, from its KV cache;
 for MLA the latent and RoPE key meshfold caches, [T, 1, r + rope], as both).
+
+  hf_checkpoint.py --load DIR LAYERS PROMPTS.txt REF.safetensors
+
+runs the forward of the folder DIR as it is instead. An fp8 folder (its
+config's quantization_config) is loaded with transformers' fine-grained
+fp8 support dequantizing the weights (FineGrainedFP8Config(dequantize=True)).
 """
 
 import json
@@ -36,6 +42,18 @@ def cache_layer(cache, i):
 
 
 def main():
+    if sys.argv[1] == "--load":
+        out_dir, layers, prompts, ref = sys.argv[2:6]
+        config = AutoConfig.from_pretrained(out_dir)
+        extra = {}
+        if getattr(config, "quantization_config", None):
+            from transformers import FineGrainedFP8Config
+            extra["quantization_config"] = FineGrainedFP8Config(
+                dequantize=True)
+        model = AutoModelForCausalLM.from_pretrained(
+            out_dir, dtype=torch.float32, **extra).eval()
+        forward(model, config, int(layers), prompts, ref)
+        return
     config_path, layers, out_dir, shard_size, prompts, ref = sys.argv[1:7]
     dtype = getattr(torch, sys.argv[7] if len(sys.argv) > 7 else "float32")
     with open(config_path) as f:
@@ -65,6 +83,11 @@ def main():
            if int(transformers.__version__.split(".")[0]) >= 5
            else {"torch_dtype": torch.float32})
     model = AutoModelForCausalLM.from_pretrained(out_dir, **f32).eval()
+    forward(model, config, int(layers), prompts, ref)
+
+
+def forward(model, config, layers, prompts, ref):
+    """Writes the model's forward on each prompt line to REF."""
     # MLA (DeepSeek-V3): the cache meshfold keeps is each token's latent
     # (kv_a_layernorm's output) and roped RoPE key, [T, 1, kv_lora_rank +
     # qk_rope_head_dim], as both k and v.
@@ -80,7 +103,7 @@ def main():
         with torch.no_grad():
             out = model(ids, use_cache=True)
         tensors[f"req{r}.logits"] = out.logits[0, -1].contiguous()
-        for i in range(int(layers)):
+        for i in range(layers):
             k, v = cache_layer(out.past_key_values, i)
             if mla:
                 # transformers >= 5.x caches the latent and the RoPE key
