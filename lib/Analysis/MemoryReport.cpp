@@ -206,9 +206,11 @@ meshfold::computeMemoryReport(ModuleOp module, int64_t maxPrompt,
       m.weightBytes += p.getType().getNumElements() * bytesPerElement;
     });
     fn.walk([&](moe::KVCacheOp c) {
+      // K and V, or one tensor recorded as both (MLA's latent), stored once.
       auto k = c.getKey().getType();
+      int64_t copies = c.getKey() == c.getValue() ? 1 : 2;
       m.kvBytes +=
-          2 * cached * k.getDimSize(1) * k.getDimSize(2) * bytesPerElement;
+          copies * cached * k.getDimSize(1) * k.getDimSize(2) * bytesPerElement;
     });
     // The shared experts' weights (whole on every rank: each runs them on
     // its own rows), and what splitting them over TP would cost instead:

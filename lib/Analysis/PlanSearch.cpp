@@ -66,7 +66,8 @@ double lowerBoundBytes(const moe::ModelInfo &m, const PlanFlags &f,
       2 * d * dh * (double(m.numHeads) / double(f.tp) + kvLocal);
   const double experts =
       double(m.numExperts / f.ep) * 3 * d * double(m.ffn / f.etp);
-  const double kv = 2 * (tokens / double(f.cp)) * kvLocal * dh;
+  const double kv =
+      double(m.kvCopies()) * (tokens / double(f.cp)) * kvLocal * dh;
   return (attention + experts + kv) * double(m.numLayers / f.pp) * bytes;
 }
 
@@ -120,6 +121,7 @@ FailureOr<std::vector<PlanCandidate>> meshfold::searchPlans(
                             model.numExperts, model.topK,       model.numLayers,
                             o.hierarchical};
   traffic.numMoELayers = model.numMoELayers;
+  traffic.kvShared = model.kvShared != 0;
   const double scale = tokens * double(model.hidden) * bytes / 1e9;
   std::vector<PlanCandidate> all;
   int64_t sized = 0, passRules = 0;

@@ -77,7 +77,7 @@ bool meshfold::planKVTransfer(const MeshLayout &prefill,
   };
   blocks.clear();
   if (in.numLayers < 1 || in.numKVHeads < 1 || in.headDim < 1 ||
-      in.promptLength < 1)
+      in.promptLength < 1 || in.kvCopies < 1 || in.kvCopies > 2)
     return fail("kv transfer: the layers, KV heads, head size and prompt "
                 "length must be at least 1");
   for (std::string msg :
@@ -122,7 +122,8 @@ bool meshfold::planKVTransfer(const MeshLayout &prefill,
                       headBegin,
                       headEnd,
                       std::max(sBegin, dBegin),
-                      std::min(sEnd, dEnd)};
+                      std::min(sEnd, dEnd),
+                      in.kvCopies};
             if (b.positionBegin < b.positionEnd)
               blocks.push_back(b);
           }
@@ -135,6 +136,6 @@ int64_t meshfold::kvTransferMinimumElements(const MeshLayout &decode,
                                             const KVTransferInput &in) {
   const int64_t tp = decode.axisSize("tp");
   const int64_t copies = in.numKVHeads < tp ? tp / in.numKVHeads : 1;
-  return 2 * in.promptLength * in.numKVHeads * in.headDim * in.numLayers *
-         copies;
+  return in.kvCopies * in.promptLength * in.numKVHeads * in.headDim *
+         in.numLayers * copies;
 }

@@ -40,6 +40,8 @@ std::string meshfold::formatManifest(const Manifest &m) {
     os << "moe_layers " << m.moeLayers << "\n";
   if (m.narrowedLast)
     os << "narrowed_last 1\n";
+  if (m.kvShared)
+    os << "kv_shared 1\n";
   if (!m.decode.empty())
     os << "decode " << m.decode << "\n";
   if (!m.eosTokens.empty()) {
@@ -203,6 +205,8 @@ bool meshfold::parseManifest(const char *text, Manifest &out,
       out.moeLayers = value;
     else if (key == "narrowed_last")
       out.narrowedLast = value != 0;
+    else if (key == "kv_shared")
+      out.kvShared = value != 0;
     // Unknown keys are ignored so newer compilers stay readable.
   }
   if (!sawHeader || !sawEnd) {

@@ -53,13 +53,15 @@ std::vector<TrafficRow> meshfold::analyticTraffic(const MeshLayout &layout,
         add(ag, layout.link(r, q), s);
         add(rs, layout.link(r, q), s);
       }
-    // CP ring: CP-1 steps of K and V for A tokens to the next member.
+    // CP ring: CP-1 steps of K and V (or the one tensor that is both) for A
+    // tokens to the next member.
     std::vector<int64_t> cpg = layout.group(r, {"cp"});
     int64_t me = layout.groupRank(r, {"cp"});
     int64_t next = cpg[size_t((me + 1) % cp)];
     if (cp > 1)
       add(ring, layout.link(r, next),
-          double(cp - 1) * 2.0 * a * kvLocal * double(m.headDim) / d);
+          double(cp - 1) * (m.kvShared ? 1.0 : 2.0) * a * kvLocal *
+              double(m.headDim) / d);
     // EP: each of S tokens goes to the holders of its k experts in its
     // etp x ep group (every etp slice of each).
     std::vector<int64_t> epg = layout.group(r, dispatchAxes);
@@ -231,12 +233,12 @@ double meshfold::passQBytes(const MeshLayout &layout, int64_t numHeads,
 }
 
 double meshfold::passKVBytes(const MeshLayout &layout, int64_t numKVHeads,
-                             int64_t headDim, double cached) {
+                             int64_t headDim, double cached, int64_t copies) {
   int64_t cp = layout.axisSize("cp"), tp = layout.axisSize("tp");
   if (cp == 1)
     return 0;
   double share = cached / double(cp);
   double kvHeads = double(kvHeadsPerRank(numKVHeads, tp));
   return double(cp - 1) *
-         (share * kvHeads * 2 * double(headDim) * 4 + share * 8);
+         (share * kvHeads * double(copies) * double(headDim) * 4 + share * 8);
 }

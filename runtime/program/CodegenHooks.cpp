@@ -152,7 +152,8 @@ void sendRecordedKV(ProgramRank &rs, Sequence &s, int64_t layer) {
       continue;
     int64_t positions = b.positionEnd - b.positionBegin;
     buf.assign(size_t(b.elements(m.headDim)), 0.0f);
-    float *kOut = buf.data(), *vOut = kOut + buf.size() / 2;
+    // K, then V unless one tensor is both.
+    float *kOut = buf.data(), *vOut = kOut + buf.size() / size_t(b.kvCopies);
     {
       std::lock_guard<std::mutex> lock(out->mutex);
       for (int64_t h = b.headBegin; h < b.headEnd; ++h)
@@ -166,8 +167,9 @@ void sendRecordedKV(ProgramRank &rs, Sequence &s, int64_t layer) {
                        m.headDim;
           std::copy_n(out->keys[size_t(layer)].begin() + at, m.headDim,
                       kOut + to);
-          std::copy_n(out->values[size_t(layer)].begin() + at, m.headDim,
-                      vOut + to);
+          if (b.kvCopies == 2)
+            std::copy_n(out->values[size_t(layer)].begin() + at, m.headDim,
+                        vOut + to);
         }
     }
     // --trace-token: the block that carries the traced token's K/V.
@@ -269,7 +271,8 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
                        d * v->strides[2];
         int64_t at = pos * row + (headOffset + h) * m.headDim + d;
         out->keys[layer][at] = k->data[kIdx];
-        out->values[layer][at] = v->data[vIdx];
+        if (!m.kvShared)
+          out->values[layer][at] = v->data[vIdx];
       }
     }
   }
@@ -347,7 +350,7 @@ void _mlir_ciface_mfrt_kv_history_f32(
       for (int64_t d = 0; d < m.headDim; ++d) {
         int64_t from = (p * m.kvHeads + head) * m.headDim + d;
         at3(k, t, h, d) = out->keys[layer][from];
-        at3(v, t, h, d) = out->values[layer][from];
+        at3(v, t, h, d) = out->value(size_t(layer))[from];
       }
     }
     ++t;
@@ -631,9 +634,18 @@ void _mlir_ciface_mfrt_cg_ring_step_f32_f32_i64(
   ringStepWithPositions(id, /*queries=*/false, {k, v}, p, {kOut, vOut}, pOut);
 }
 
+/// One tensor that is both key and value (MLA's latent) and its positions.
+void _mlir_ciface_mfrt_cg_ring_step_f32_i64(int64_t id,
+                                            UnrankedMemRefType<float> *kv,
+                                            UnrankedMemRefType<int64_t> *p,
+                                            UnrankedMemRefType<float> *kvOut,
+                                            UnrankedMemRefType<int64_t> *pOut) {
+  ringStepWithPositions(id, /*queries=*/false, {kv}, p, {kvOut}, pOut);
+}
+
 /// A decode step's queries, partial output and log-sum-exp, and the
 /// queries' positions, as one message around the ring (pass-Q).
-void _mlir_ciface_mfrt_cg_ring_step_f32_f32_f32_i64(
+void _mlir_ciface_mfrt_cg_q_ring_step_f32_f32_f32_i64(
     int64_t id, UnrankedMemRefType<float> *q, UnrankedMemRefType<float> *o,
     UnrankedMemRefType<float> *lse, UnrankedMemRefType<int64_t> *p,
     UnrankedMemRefType<float> *qOut, UnrankedMemRefType<float> *oOut,
@@ -644,11 +656,9 @@ void _mlir_ciface_mfrt_cg_ring_step_f32_f32_f32_i64(
 
 /// The merged outputs of a decode step's queries and their positions, back
 /// to the queries' rank (pass-Q's last step).
-void _mlir_ciface_mfrt_cg_ring_step_f32_i64(int64_t id,
-                                            UnrankedMemRefType<float> *o,
-                                            UnrankedMemRefType<int64_t> *p,
-                                            UnrankedMemRefType<float> *oOut,
-                                            UnrankedMemRefType<int64_t> *pOut) {
+void _mlir_ciface_mfrt_cg_q_ring_step_f32_i64(
+    int64_t id, UnrankedMemRefType<float> *o, UnrankedMemRefType<int64_t> *p,
+    UnrankedMemRefType<float> *oOut, UnrankedMemRefType<int64_t> *pOut) {
   ringStepWithPositions(id, /*queries=*/true, {o}, p, {oOut}, pOut);
 }
 

@@ -71,7 +71,8 @@ std::vector<char> serializeOutputs(const Program &prog) {
         int64_t hdr[4] = {int64_t(r), l, ph / m.kvHeads, ph % m.kvHeads};
         put(hdr, sizeof(hdr));
         put(&o.keys[l][ph * m.headDim], m.headDim * sizeof(float));
-        put(&o.values[l][ph * m.headDim], m.headDim * sizeof(float));
+        if (!m.kvShared)
+          put(&o.values[l][ph * m.headDim], m.headDim * sizeof(float));
       }
     if (o.haveLogits) {
       int64_t hdr[4] = {-1, int64_t(r), 0, 0};
@@ -174,8 +175,10 @@ void mergeOutputs(Program &prog, const std::vector<char> &in) {
     int64_t ph = hdr[2] * m.kvHeads + hdr[3];
     std::memcpy(&o.keys[hdr[1]][ph * m.headDim], &in[at], m.headDim * 4);
     at += size_t(m.headDim) * 4;
-    std::memcpy(&o.values[hdr[1]][ph * m.headDim], &in[at], m.headDim * 4);
-    at += size_t(m.headDim) * 4;
+    if (!m.kvShared) {
+      std::memcpy(&o.values[hdr[1]][ph * m.headDim], &in[at], m.headDim * 4);
+      at += size_t(m.headDim) * 4;
+    }
     o.written[hdr[1]][ph] = 1;
   }
 }
@@ -212,7 +215,8 @@ void mfrt::allocateOutputs(Program &prog) {
         size_t(std::max<int64_t>(0, prog.generation.maxNewTokens - 1));
     size_t row = size_t(m.kvHeads * m.headDim);
     o->keys.assign(m.layers, std::vector<float>(rows * row));
-    o->values.assign(m.layers, std::vector<float>(rows * row));
+    if (!m.kvShared)
+      o->values.assign(m.layers, std::vector<float>(rows * row));
     o->written.assign(m.layers,
                       std::vector<uint8_t>(rows * size_t(m.kvHeads), 0));
     prog.outputs.push_back(std::move(o));
@@ -343,7 +347,7 @@ void mfrt::addOutputs(const Program &prog, SafetensorsWriter &writer,
       writer.addF32(layer + ".k", {rows, m.kvHeads, m.headDim},
                     firstRows(o.keys[l]));
       writer.addF32(layer + ".v", {rows, m.kvHeads, m.headDim},
-                    firstRows(o.values[l]));
+                    firstRows(o.value(size_t(l))));
     }
     if (prog.generation.maxNewTokens > 0) {
       int64_t n = int64_t(o.generated.size());

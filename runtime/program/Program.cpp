@@ -118,6 +118,7 @@ std::vector<KVBlock> mfrt::transferBlocks(const Program &prog,
   in.numLayers = prog.manifest.layers;
   in.numKVHeads = prog.manifest.kvHeads;
   in.headDim = prog.manifest.headDim;
+  in.kvCopies = prog.manifest.kvCopies();
   in.promptLength = int64_t(prog.requests[size_t(request)].size());
   in.prefillReplica = replicaOf(prog, prefill, request);
   in.decodeReplica = replicaOf(prog, decode, request);

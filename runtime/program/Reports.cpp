@@ -77,6 +77,7 @@ std::vector<TrafficRow> printAnalytic(const Program &prog,
   TrafficModelInput model{m.hidden, m.kvHeads, m.headDim, m.experts,
                           m.topK,   m.layers,  true};
   model.numMoELayers = m.moeLayers;
+  model.kvShared = m.kvShared;
   // A narrowed last layer computes each request's last row only.
   if (m.narrowedLast && u.perReplica > 0)
     model.survivingRows = double(prog.requests.size()) /
@@ -257,7 +258,7 @@ void printDecodeTraffic(const Program &prog, const MeshLayout &layout) {
     for (int64_t s = 1; s < int64_t(o->generated.size()); ++s)
       cached += double(o->tokens + s - 1);
   double mean = cached / double(layout.axisSize("dp") * steps);
-  double passKV = passKVBytes(layout, m.kvHeads, m.headDim, mean);
+  double passKV = passKVBytes(layout, m.kvHeads, m.headDim, mean, m.kvCopies());
   double got = 0;
   for (int n = 0; n < MFRT_LINK_COUNT; ++n)
     got += measured(MFRT_OP_Q_RING, n, true);
@@ -310,6 +311,7 @@ void printPoolTransfer(const Program &prog) {
     in.numLayers = m.layers;
     in.numKVHeads = m.kvHeads;
     in.headDim = m.headDim;
+    in.kvCopies = m.kvCopies();
     in.promptLength = int64_t(prog.requests[r].size());
     kv[r] = 4.0 * double(kvTransferMinimumElements(decode, in));
     kvTotal += kv[r];

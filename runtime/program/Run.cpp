@@ -400,7 +400,7 @@ void receiveRequest(const Program &prog, ProgramRank &rs, int64_t r,
       fatal(std::string("receiving K/V from the prefill pool: ") +
             mfrt_last_error());
     std::lock_guard<std::mutex> lock(out->mutex);
-    const float *kIn = buf.data(), *vIn = kIn + buf.size() / 2;
+    const float *kIn = buf.data(), *vIn = kIn + buf.size() / size_t(b.kvCopies);
     for (int64_t h = 0; h < heads; ++h)
       for (int64_t i = 0; i < positions; ++i) {
         int64_t pos = b.positionBegin + i, head = b.headBegin + h;
@@ -408,8 +408,9 @@ void receiveRequest(const Program &prog, ProgramRank &rs, int64_t r,
         const int64_t from = (h * positions + i) * m.headDim;
         std::copy(kIn + from, kIn + from + m.headDim,
                   out->keys[size_t(b.layer)].begin() + at);
-        std::copy(vIn + from, vIn + from + m.headDim,
-                  out->values[size_t(b.layer)].begin() + at);
+        if (b.kvCopies == 2)
+          std::copy(vIn + from, vIn + from + m.headDim,
+                    out->values[size_t(b.layer)].begin() + at);
         out->written[size_t(b.layer)][size_t(pos * m.kvHeads + head)] = 1;
         cached[size_t(b.layer)].insert(pos);
       }

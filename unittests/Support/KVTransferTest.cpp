@@ -88,7 +88,7 @@ void checkPlan(const MeshLayout &prefill, const MeshLayout &decode,
               << " position " << p;
           needed += wants ? 1 : 0;
         }
-  EXPECT_EQ(elements, 2 * needed * in.headDim);
+  EXPECT_EQ(elements, in.kvCopies * needed * in.headDim);
   EXPECT_EQ(elements, kvTransferMinimumElements(decode, in));
 }
 
@@ -180,6 +180,26 @@ TEST(KVTransfer, FromReplicatedHeads) {
   for (const KVBlock &b : blocks)
     sent[b.from] += b.elements(in.headDim);
   EXPECT_EQ(sent.size(), 8u) << "every holder sends";
+}
+
+TEST(KVTransfer, SharedKeyAndValueMoveOnce) {
+  // MLA's latent is the key and the value: one KV head, sent once. From the
+  // seed plan (TP 2: each TP rank holds the one head) to TP2 x DP8.
+  KVTransferInput in = seedModel(12);
+  in.numKVHeads = 1;
+  in.kvCopies = 1;
+  checkPlan(seed(), fromFlags(2, 1, 8, 1), in);
+  std::vector<KVBlock> blocks;
+  std::string error;
+  ASSERT_TRUE(
+      planKVTransfer(seed(), fromFlags(2, 1, 8, 1), in, blocks, &error));
+  for (const KVBlock &b : blocks)
+    EXPECT_EQ(b.elements(in.headDim), (b.headEnd - b.headBegin) *
+                                          (b.positionEnd - b.positionBegin) *
+                                          in.headDim);
+  // Each of the decode replica's 2 TP ranks holds the whole latent.
+  EXPECT_EQ(kvTransferMinimumElements(fromFlags(2, 1, 8, 1), in),
+            12 * 1 * 8 * 8 * 2);
 }
 
 TEST(KVTransfer, PoolsMachine) {

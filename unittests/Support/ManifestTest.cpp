@@ -104,6 +104,25 @@ TEST(ManifestTest, MaxPositionsRoundTripsAndIsOptional) {
   EXPECT_EQ(formatManifest(old).find("max_positions"), std::string::npos);
 }
 
+// A cache whose key is its value (MLA's latent): kept once, and the field
+// is written only when set.
+TEST(ManifestTest, KVSharedRoundTripsAndIsOptional) {
+  Manifest m;
+  m.entry = "prefill";
+  m.kvShared = true;
+  std::string text = formatManifest(m);
+  EXPECT_NE(text.find("\nkv_shared 1\n"), std::string::npos);
+  Manifest back;
+  std::string error;
+  ASSERT_TRUE(parseManifest(text.c_str(), back, error)) << error;
+  EXPECT_TRUE(back.kvShared);
+  EXPECT_EQ(back.kvCopies(), 1);
+  Manifest plain;
+  plain.entry = "prefill";
+  EXPECT_EQ(formatManifest(plain).find("kv_shared"), std::string::npos);
+  EXPECT_EQ(plain.kvCopies(), 2);
+}
+
 TEST(ManifestTest, DecodeAndEosRoundTripAndAreOptional) {
   Manifest m;
   m.entry = "prefill";

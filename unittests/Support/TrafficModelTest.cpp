@@ -49,6 +49,14 @@ TEST(TrafficModel, SeedPlan) {
   // PP: the T/4*d slice once per 4 layers, by half the GPUs, over IB.
   EXPECT_DOUBLE_EQ(row(rows, "pp").ib, 0.25 / 4 / 2);
   EXPECT_DOUBLE_EQ(row(rows, "pp").nvlink, 0.0);
+  // One tensor as both key and value (MLA's latent): the ring passes it
+  // once, and nothing else changes.
+  TrafficModelInput shared = seedModel();
+  shared.kvShared = true;
+  std::vector<TrafficRow> once = analyticTraffic(layout, shared);
+  EXPECT_DOUBLE_EQ(row(once, "kv_ring").nvlink, 0.125);
+  EXPECT_DOUBLE_EQ(row(once, "all_gather").nvlink, 0.25);
+  EXPECT_DOUBLE_EQ(row(once, "dispatch").ib, row(rows, "dispatch").ib);
 }
 
 // The last layer narrowed to each request's last row (1 of T = 64): over a
@@ -123,11 +131,14 @@ TEST(TrafficModel, PassQAndPassKV) {
   EXPECT_DOUBLE_EQ(passQBytes(seed, 8, 8, 2),
                    2 * 4 * 17 * 4 + 2 * 8 + 2 * 4 * 8 * 4 + 2 * 8);
   EXPECT_DOUBLE_EQ(passQBytes(seed, 8, 8, 2), 832);
-  EXPECT_DOUBLE_EQ(passKVBytes(seed, 4, 8, 20), 10 * 2 * 2 * 8 * 4 + 10 * 8);
+  EXPECT_DOUBLE_EQ(passKVBytes(seed, 4, 8, 20, 2), 10 * 2 * 2 * 8 * 4 + 10 * 8);
+  // One tensor as both key and value (MLA's latent): half the floats.
+  EXPECT_DOUBLE_EQ(passKVBytes(seed, 4, 8, 20, 1), 10 * 2 * 1 * 8 * 4 + 10 * 8);
   // TP 4 over 4 KV heads: one KV head per rank. Without CP nothing moves.
   MeshLayout tp4cp2 = layoutFor("tp,cp,dp,pp", 4, 2, 2, 2);
-  EXPECT_DOUBLE_EQ(passKVBytes(tp4cp2, 4, 8, 20), 10 * 1 * 2 * 8 * 4 + 10 * 8);
+  EXPECT_DOUBLE_EQ(passKVBytes(tp4cp2, 4, 8, 20, 2),
+                   10 * 1 * 2 * 8 * 4 + 10 * 8);
   MeshLayout tp8 = layoutFor("tp,cp,dp,pp", 8, 1, 2, 2);
   EXPECT_DOUBLE_EQ(passQBytes(tp8, 8, 8, 8), 0);
-  EXPECT_DOUBLE_EQ(passKVBytes(tp8, 4, 8, 20), 0);
+  EXPECT_DOUBLE_EQ(passKVBytes(tp8, 4, 8, 20, 2), 0);
 }

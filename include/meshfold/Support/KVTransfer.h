@@ -46,6 +46,9 @@ struct KVTransferInput {
   /// The DP replica of the prefill mesh that ran the prefill, and the one
   /// of the decode mesh that decodes the request.
   int64_t prefillReplica = 0, decodeReplica = 0;
+  /// Tensors per cached row: K and V (2), or one that is both (1: MLA's
+  /// latent).
+  int64_t kvCopies = 2;
 };
 
 /// One message of the transfer: K and V of layer `layer`, KV heads
@@ -54,9 +57,12 @@ struct KVTransferInput {
 struct KVBlock {
   int64_t from = 0, to = 0, layer = 0;
   int64_t headBegin = 0, headEnd = 0, positionBegin = 0, positionEnd = 0;
-  /// K's and V's elements: 2 * heads * positions * headDim.
+  /// The tensors it carries: K then V (2), or the one that is both (1).
+  int64_t kvCopies = 2;
+  /// K's and V's elements: kvCopies * heads * positions * headDim.
   int64_t elements(int64_t headDim) const {
-    return 2 * (headEnd - headBegin) * (positionEnd - positionBegin) * headDim;
+    return kvCopies * (headEnd - headBegin) * (positionEnd - positionBegin) *
+           headDim;
   }
 };
 
@@ -75,7 +81,7 @@ bool planKVTransfer(const MeshLayout &prefill, const MeshLayout &decode,
                     std::string *error);
 
 /// The fewest K/V elements any transfer can move: every element crosses once
-/// per decode rank that holds it, 2 * T * n_kv * d_h * layers times the
+/// per decode rank that holds it, kvCopies * T * n_kv * d_h * layers times the
 /// decode mesh's KV-head replication (TP / n_kv where TP > n_kv, else 1).
 int64_t kvTransferMinimumElements(const MeshLayout &decode,
                                   const KVTransferInput &in);

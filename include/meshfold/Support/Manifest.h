@@ -61,6 +61,11 @@ struct Manifest {
   int64_t maxPositions = 0;
   /// The layers with routed experts where some are dense; 0: every layer.
   int64_t moeLayers = 0;
+  /// Whether each cached row is one tensor, both key and value (MLA's
+  /// latent): the runtime stores, and sends to the decode pool, it once.
+  bool kvShared = false;
+  /// How many tensors each cached row holds: K and V, or the one shared.
+  int64_t kvCopies() const { return kvShared ? 1 : 2; }
   /// Whether the entry's last layer computes attention and MoE only for the
   /// rows that reach an output (mf-narrow-last-layer).
   bool narrowedLast = false;

@@ -32,6 +32,9 @@ struct TrafficModelInput {
   /// The layers with routed experts (the others are dense: no dispatch or
   /// combine); 0: every layer. The last layer is taken to be one of them.
   int64_t numMoELayers = 0;
+  /// Each cached row is one tensor, both key and value (MLA's latent): CP's
+  /// ring passes it once.
+  bool kvShared = false;
 };
 
 /// One collective's traffic, averaged over the GPUs, per layer, in units of
@@ -93,10 +96,11 @@ double passQBytes(const MeshLayout &layout, int64_t numHeads, int64_t headDim,
 
 /// Bytes one GPU would send per layer moving the cache instead (pass-KV)
 /// when its replica's caches hold `cached` positions: CP-1 ring steps of
-/// its rank's share, `cached / CP` positions of K and V (its KV heads: n_kv
-/// / TP, one when TP exceeds n_kv) with their positions. 0 without CP.
+/// its rank's share, `cached / CP` positions of K and V (`copies` 2; 1
+/// where one tensor is both, MLA's latent; its KV heads: n_kv / TP, one
+/// when TP exceeds n_kv) with their positions. 0 without CP.
 double passKVBytes(const MeshLayout &layout, int64_t numKVHeads,
-                   int64_t headDim, double cached);
+                   int64_t headDim, double cached, int64_t copies);
 
 } // namespace meshfold
 

@@ -474,9 +474,11 @@ LogicalResult Lowering::lower(RingStepOp op) {
   Location loc = op.getLoc();
   int64_t id = groupId(op.getMesh(), op.getAxes());
   // Up to four tensors (K, V and their positions; a decode step's queries,
-  // partial output, log-sum-exp and positions) travel as one message.
+  // partial output, log-sum-exp and positions) travel as one message. The
+  // runtime counts pass-Q's steps apart.
   SmallVector<Value> ins, outs, bufs;
-  std::string name = "mfrt_cg_ring_step";
+  std::string name =
+      op.getQueries() ? "mfrt_cg_q_ring_step" : "mfrt_cg_ring_step";
   for (Value in : op.getInputs()) {
     auto type = cast<RankedTensorType>(in.getType());
     Type elt = type.getElementType();

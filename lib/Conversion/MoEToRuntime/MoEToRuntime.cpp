@@ -343,6 +343,7 @@ struct ConvertMoEToRuntimePass
     manifest.experts = info->numExperts;
     manifest.topK = info->topK;
     manifest.moeLayers = info->numMoELayers;
+    manifest.kvShared = info->kvShared != 0;
     manifest.ffn = info->ffn;
     // The traffic report's model of a narrowed last layer (only prefill's
     // can be: a decode step's logits read every row).

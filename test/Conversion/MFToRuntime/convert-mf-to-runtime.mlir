@@ -159,16 +159,23 @@ module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
 // CHECK:           call @mfrt_cg_ring_step_f32(%{{.+}}, %{{.+}}, %{{.+}}) : (i64, memref<*xf32>, memref<*xf32>) -> ()
 // CHECK:           call @mfrt_cg_ring_step_i64(%{{.+}}, %{{.+}}, %{{.+}}) : (i64, memref<*xi64>, memref<*xi64>) -> ()
 // A decode step's queries, partial output, log-sum-exp and positions
-// (pass-Q attention) travel together too.
-// CHECK:           call @mfrt_cg_ring_step_f32_f32_f32_i64(%{{.+}}) : (i64, memref<*xf32>, memref<*xf32>, memref<*xf32>, memref<*xi64>, memref<*xf32>, memref<*xf32>, memref<*xf32>, memref<*xi64>) -> ()
+// (pass-Q attention, marked queries) travel together too, counted apart.
+// CHECK:           call @mfrt_cg_q_ring_step_f32_f32_f32_i64(%{{.+}}) : (i64, memref<*xf32>, memref<*xf32>, memref<*xf32>, memref<*xi64>, memref<*xf32>, memref<*xf32>, memref<*xf32>, memref<*xi64>) -> ()
+// Its last step (the merged outputs and positions), and one tensor that is
+// both key and value (MLA's latent) with its positions, have the same
+// types: the marker tells them apart.
+// CHECK:           call @mfrt_cg_q_ring_step_f32_i64(%{{.+}}) : (i64, memref<*xf32>, memref<*xi64>, memref<*xf32>, memref<*xi64>) -> ()
+// CHECK:           call @mfrt_cg_ring_step_f32_i64(%{{.+}}) : (i64, memref<*xf32>, memref<*xi64>, memref<*xf32>, memref<*xi64>) -> ()
 module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
     attention = [cp = 2], experts = [ep = 2 : (cp)]>} {
-  func.func @ring(%k: tensor<?x1x2xf32>, %v: tensor<?x1x2xf32>, %p: tensor<?xi64>, %l: tensor<?x1xf32>) -> (tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?xi64>, tensor<?x1x2xf32>, tensor<?xi64>, tensor<?x1xf32>) {
+  func.func @ring(%k: tensor<?x1x2xf32>, %v: tensor<?x1x2xf32>, %p: tensor<?xi64>, %l: tensor<?x1xf32>) -> (tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?xi64>, tensor<?x1x2xf32>, tensor<?xi64>, tensor<?x1xf32>, tensor<?x1x2xf32>, tensor<?x1x2xf32>) {
     %0:3 = mf.ring_step %k, %v, %p on "attention" ["cp"] : tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?xi64> -> tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?xi64>
     %1 = mf.ring_step %k on "attention" ["cp"] : tensor<?x1x2xf32> -> tensor<?x1x2xf32>
     %2 = mf.ring_step %p on "attention" ["cp"] : tensor<?xi64> -> tensor<?xi64>
-    %3:4 = mf.ring_step %k, %v, %l, %p on "attention" ["cp"] : tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?x1xf32>, tensor<?xi64> -> tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?x1xf32>, tensor<?xi64>
-    return %0#0, %0#1, %0#2, %1, %2, %3#2 : tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?xi64>, tensor<?x1x2xf32>, tensor<?xi64>, tensor<?x1xf32>
+    %3:4 = mf.ring_step %k, %v, %l, %p on "attention" ["cp"] {queries} : tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?x1xf32>, tensor<?xi64> -> tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?x1xf32>, tensor<?xi64>
+    %4:2 = mf.ring_step %k, %p on "attention" ["cp"] {queries} : tensor<?x1x2xf32>, tensor<?xi64> -> tensor<?x1x2xf32>, tensor<?xi64>
+    %5:2 = mf.ring_step %k, %p on "attention" ["cp"] : tensor<?x1x2xf32>, tensor<?xi64> -> tensor<?x1x2xf32>, tensor<?xi64>
+    return %0#0, %0#1, %0#2, %1, %2, %3#2, %4#0, %5#0 : tensor<?x1x2xf32>, tensor<?x1x2xf32>, tensor<?xi64>, tensor<?x1x2xf32>, tensor<?xi64>, tensor<?x1xf32>, tensor<?x1x2xf32>, tensor<?x1x2xf32>
   }
 }
 

@@ -41,6 +41,13 @@ def cache_layer(cache, i):
     return cache[i][0], cache[i][1]
 
 
+def f32_dtype():
+    """from_pretrained's argument for f32 (renamed in transformers 5)."""
+    return ({"dtype": torch.float32}
+            if int(transformers.__version__.split(".")[0]) >= 5
+            else {"torch_dtype": torch.float32})
+
+
 def main():
     if sys.argv[1] == "--load":
         out_dir, layers, prompts, ref = sys.argv[2:6]
@@ -51,7 +58,7 @@ def main():
             extra["quantization_config"] = FineGrainedFP8Config(
                 dequantize=True)
         model = AutoModelForCausalLM.from_pretrained(
-            out_dir, dtype=torch.float32, **extra).eval()
+            out_dir, **f32_dtype(), **extra).eval()
         forward(model, config, int(layers), prompts, ref)
         return
     config_path, layers, out_dir, shard_size, prompts, ref = sys.argv[1:7]
@@ -79,10 +86,8 @@ def main():
     # The forward runs in f32 on the values as saved (rounded to dtype), the
     # folder loaded back by transformers (a fresh model: casting this one back
     # would leave its RoPE frequencies rounded to dtype).
-    f32 = ({"dtype": torch.float32}
-           if int(transformers.__version__.split(".")[0]) >= 5
-           else {"torch_dtype": torch.float32})
-    model = AutoModelForCausalLM.from_pretrained(out_dir, **f32).eval()
+    model = AutoModelForCausalLM.from_pretrained(out_dir,
+                                                 **f32_dtype()).eval()
     forward(model, config, int(layers), prompts, ref)
 
 

@@ -131,8 +131,9 @@ LogicalResult AllReduceOp::verify() {
 }
 
 void RingStepOp::build(OpBuilder &b, OperationState &state, ValueRange inputs,
-                       StringRef mesh, ArrayRef<StringRef> axes) {
-  build(b, state, inputs.getTypes(), inputs, mesh, b.getStrArrayAttr(axes));
+                       StringRef mesh, ArrayRef<StringRef> axes, bool queries) {
+  build(b, state, inputs.getTypes(), inputs, mesh, b.getStrArrayAttr(axes),
+        queries);
 }
 
 LogicalResult RingStepOp::verify() {

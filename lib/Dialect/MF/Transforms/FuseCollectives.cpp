@@ -32,6 +32,16 @@ int64_t countCollectives(Operation *root) {
 /// Merges runs of adjacent ops of type OpTy on one group into one op. Only
 /// ops between them with no effects and no use of the run's results may
 /// separate them.
+/// Whether collectives `a` and `b` may travel as one message: the same
+/// group, and for ring steps the same kind (pass-Q's queries, or K/V, which
+/// the runtime counts apart).
+template <typename OpTy> bool sameKind(OpTy a, OpTy b) {
+  bool same = a.getMesh() == b.getMesh() && a.getAxes() == b.getAxes();
+  if constexpr (std::is_same_v<OpTy, RingStepOp>)
+    same = same && a.getQueries() == b.getQueries();
+  return same;
+}
+
 template <typename OpTy> void mergeAdjacent(Block &block) {
   SmallVector<SmallVector<OpTy>> runs;
   SmallVector<OpTy> run;
@@ -42,8 +52,7 @@ template <typename OpTy> void mergeAdjacent(Block &block) {
   };
   for (Operation &op : block) {
     if (auto c = dyn_cast<OpTy>(op)) {
-      bool sameGroup = !run.empty() && run.front().getMesh() == c.getMesh() &&
-                       run.front().getAxes() == c.getAxes();
+      bool sameGroup = !run.empty() && sameKind(run.front(), c);
       bool independent = llvm::none_of(c->getOperands(), [&](Value v) {
         return llvm::any_of(
             run, [&](OpTy r) { return v.getDefiningOp() == r.getOperation(); });
@@ -80,6 +89,8 @@ template <typename OpTy> void mergeAdjacent(Block &block) {
                                   group.front().getAxes(), [](Attribute a) {
                                     return cast<StringAttr>(a).getValue();
                                   })));
+    if constexpr (std::is_same_v<OpTy, RingStepOp>)
+      fused.setQueries(group.front().getQueries());
     unsigned next = 0;
     for (OpTy op : group) {
       for (Value r : op->getResults())

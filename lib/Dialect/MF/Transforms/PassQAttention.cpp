@@ -53,7 +53,8 @@ struct MFPassQAttentionPass
     Value out = first.getResult(), lse = first.getLse();
     ArrayAttr cpAxes = b.getStrArrayAttr({"cp"});
     auto step = [&](Value x) {
-      return RingStepOp::create(b, loc, {x.getType()}, {x}, "attention", cpAxes)
+      return RingStepOp::create(b, loc, ValueRange{x}, "attention", {"cp"},
+                                /*queries=*/true)
           .getResult(0);
     };
     // CP - 1 steps: the queries of CP rank r - s, with their partial over

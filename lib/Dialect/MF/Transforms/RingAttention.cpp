@@ -43,14 +43,18 @@ struct MFRingAttentionPass
       auto first = partial(k, v, kp);
       Value out = first.getResult(), lse = first.getLse();
       ArrayAttr cpAxes = b.getStrArrayAttr({"cp"});
+      // One tensor as both key and value (MLA's latent) travels once.
+      const bool shared = k == v;
       // CP - 1 steps: each passes the block held to the next CP rank and
       // attends to the one received. K, V and positions are separate here;
       // mf-fuse-collectives makes them one message.
       for (int64_t step = 1; step < cp; ++step) {
         k = RingStepOp::create(b, loc, {k.getType()}, {k}, "attention", cpAxes)
                 .getResult(0);
-        v = RingStepOp::create(b, loc, {v.getType()}, {v}, "attention", cpAxes)
-                .getResult(0);
+        v = shared ? k
+                   : RingStepOp::create(b, loc, {v.getType()}, {v}, "attention",
+                                        cpAxes)
+                         .getResult(0);
         kp = RingStepOp::create(b, loc, {kp.getType()}, {kp}, "attention",
                                 cpAxes)
                  .getResult(0);

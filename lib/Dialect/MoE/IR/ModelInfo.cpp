@@ -6,6 +6,7 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include <optional>
 #include <set>
 
 using namespace mlir;
@@ -34,7 +35,13 @@ const std::pair<StringRef, int64_t ModelInfo::*> kFields[] = {
     {"ffn", &ModelInfo::ffn},
     {"layers", &ModelInfo::numLayers},
     {"moe_layers", &ModelInfo::numMoELayers},
-    {"vocab", &ModelInfo::vocab}};
+    {"vocab", &ModelInfo::vocab},
+    {"kv_shared", &ModelInfo::kvShared}};
+
+/// The fields recorded only when set.
+bool optionalField(int64_t ModelInfo::*field) {
+  return field == &ModelInfo::numMoELayers || field == &ModelInfo::kvShared;
+}
 
 int64_t dim(Value v, unsigned i) {
   return cast<RankedTensorType>(v.getType()).getDimSize(i);
@@ -59,6 +66,7 @@ FailureOr<ModelInfo> meshfold::moe::getModelInfo(ModuleOp module) {
   // decode step): layers count by index, attentions per function.
   std::set<int64_t> layers, moeLayers;
   llvm::DenseMap<Operation *, int64_t> attentionsIn;
+  std::optional<bool> kvShared;
   WalkResult result = module.walk([&](Operation *op) -> WalkResult {
     LogicalResult ok = success();
     if (isa<AttentionOp, AttentionPartialOp>(op)) {
@@ -89,6 +97,16 @@ FailureOr<ModelInfo> meshfold::moe::getModelInfo(ModuleOp module) {
                                    dim(embed.getTable(), 0))));
     } else if (auto head = dyn_cast<LMHeadOp>(op)) {
       ok = agree(op, "vocab size", info.vocab, dim(head.getWeight(), 0));
+    } else if (auto cache = dyn_cast<KVCacheOp>(op)) {
+      bool shared = cache.getKey() == cache.getValue();
+      if (kvShared && *kvShared != shared) {
+        op->emitError() << "model is inconsistent: this layer's cache "
+                        << (shared ? "records" : "does not record")
+                        << " one tensor as its key and value, another's "
+                        << (shared ? "does not" : "does");
+        return WalkResult::interrupt();
+      }
+      kvShared = shared;
     }
     return failed(ok) ? WalkResult::interrupt() : WalkResult::advance();
   });
@@ -103,6 +121,7 @@ FailureOr<ModelInfo> meshfold::moe::getModelInfo(ModuleOp module) {
   // Recorded only where some layers are dense.
   if (!layers.empty() && moeLayers.size() < layers.size())
     info.numMoELayers = int64_t(moeLayers.size());
+  info.kvShared = kvShared.value_or(false) ? 1 : 0;
   return info;
 }
 
@@ -113,7 +132,7 @@ void meshfold::moe::setModelInfoAttr(ModuleOp module, const ModelInfo &info) {
     entries.push_back(b.getNamedAttr(key, b.getI64IntegerAttr(v)));
   };
   for (auto [key, field] : kFields)
-    if (info.*field != 0 || field != &ModelInfo::numMoELayers)
+    if (info.*field != 0 || !optionalField(field))
       add(key, info.*field);
   module->setAttr(getModelInfoAttrName(), b.getDictionaryAttr(entries));
 }

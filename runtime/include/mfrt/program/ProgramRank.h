@@ -31,8 +31,18 @@ struct RequestOutput {
   /// prefill, one more per decode step. The K/V arrays hold room for
   /// T + N - 1 rows (N = --max-new-tokens), allocated once.
   int64_t length = 0;
-  std::vector<std::vector<float>> keys, values; // [layer][rows * n_kv * d_h]
-  std::vector<std::vector<uint8_t>> written;    // [layer][rows * n_kv]
+  /// [layer][rows * n_kv * d_h]. Where one tensor is both key and value
+  /// (the manifest's kv_shared: MLA's latent), it is kept once, in `keys`,
+  /// and `values` is empty: read it through value().
+  std::vector<std::vector<float>> keys, values;
+  std::vector<std::vector<uint8_t>> written; // [layer][rows * n_kv]
+  /// Layer `layer`'s values: its own, or its keys where they are one.
+  std::vector<float> &value(size_t layer) {
+    return values.empty() ? keys[layer] : values[layer];
+  }
+  const std::vector<float> &value(size_t layer) const {
+    return values.empty() ? keys[layer] : values[layer];
+  }
   /// The last recorded logits (prefill's, then each step's).
   std::vector<float> logits;
   /// Decoding: the generated ids, and with --step-logits the logits that

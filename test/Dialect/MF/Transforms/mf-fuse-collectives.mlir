@@ -53,6 +53,25 @@ module attributes {mf.plan = #mf.plan<devices = 32, gpus_per_node = 8,
 
 // -----
 
+// Pass-Q's steps (marked queries) travel together, and apart from K/V's:
+// the runtime counts the two kinds apart.
+// CHECK-LABEL: func.func @ring_kinds(
+// CHECK:         mf.ring_step %{{[^,]+}}, %{{[^,]+}} on "attention" ["cp"] {queries} : tensor<?x2x8xf32>, tensor<?xi64>
+// CHECK-NEXT:    mf.ring_step %{{[^,]+}}, %{{[^,]+}} on "attention" ["cp"] : tensor<?x2x8xf32>, tensor<?xi64>
+module attributes {mf.plan = #mf.plan<devices = 32, gpus_per_node = 8,
+    attention = [tp = 2, cp = 2, dp = 4, pp = 2],
+    experts = [ep = 16 : (tp, cp, dp), pp = 2 : (pp)]>} {
+  func.func @ring_kinds(%q: tensor<?x2x8xf32>, %kv: tensor<?x2x8xf32>, %p: tensor<?xi64>) -> (tensor<?x2x8xf32>, tensor<?xi64>, tensor<?x2x8xf32>, tensor<?xi64>) {
+    %q1 = mf.ring_step %q on "attention" ["cp"] {queries} : tensor<?x2x8xf32> -> tensor<?x2x8xf32>
+    %p1 = mf.ring_step %p on "attention" ["cp"] {queries} : tensor<?xi64> -> tensor<?xi64>
+    %kv1 = mf.ring_step %kv on "attention" ["cp"] : tensor<?x2x8xf32> -> tensor<?x2x8xf32>
+    %p2 = mf.ring_step %p on "attention" ["cp"] : tensor<?xi64> -> tensor<?xi64>
+    return %q1, %p1, %kv1, %p2 : tensor<?x2x8xf32>, tensor<?xi64>, tensor<?x2x8xf32>, tensor<?xi64>
+  }
+}
+
+// -----
+
 // Ring steps on different groups stay apart.
 // CHECK-LABEL: func.func @ring_groups(
 // CHECK:         mf.ring_step %{{[^,]+}} on "attention" ["cp"] : tensor<?x2x8xf32> -> tensor<?x2x8xf32>

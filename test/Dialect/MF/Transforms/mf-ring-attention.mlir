@@ -59,12 +59,15 @@ module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
 // -----
 
 // Every attention is rewritten, also inside layers; each result's users get
-// the merged output.
+// the merged output. Here one tensor is both key and value (as MLA's latent
+// is): it travels once, with its positions, and the partial reads it as
+// both.
 // CHECK-LABEL: func.func @in_layer(
 // CHECK:           moe.layer 0(
 // CHECK:             %[[O0:.+]], %[[L0:.+]] = moe.attention_partial
-// CHECK-COUNT-3:     mf.ring_step
-// CHECK-NEXT:        %[[O1:.+]], %[[L1:.+]] = moe.attention_partial
+// CHECK-NEXT:        %[[KV1:.+]] = mf.ring_step %{{.+}} on "attention" ["cp"] : tensor<?x2x2xf32>
+// CHECK-NEXT:        %[[P1:.+]] = mf.ring_step %{{.+}} on "attention" ["cp"] : tensor<?xi64>
+// CHECK-NEXT:        %[[O1:.+]], %[[L1:.+]] = moe.attention_partial %{{.+}}, %[[KV1]], %[[KV1]], %{{.+}}, %[[P1]]
 // CHECK-NEXT:        %[[O:.+]], %{{.+}} = moe.attention_merge %[[O0]], %[[L0]], %[[O1]], %[[L1]]
 // CHECK-NEXT:        tensor.collapse_shape %[[O]]
 // CHECK:           moe.layer 1(

@@ -135,9 +135,11 @@ def MF_RingStepOp : MF_Op<"ring_step", [MemoryEffects<[MemRead, MemWrite]>]> {
   let description = [{
     Sends every operand to group rank `(r + 1) % n` and returns those of group
     rank `(r - 1 + n) % n`. All operands travel as one message (ring
-    attention's K and V, and their global positions; a decode step's
-    queries, partial outputs and their positions). Every member of the group
-    takes part, so a step is kept even when its results are unused.
+    attention's K and V, or the one tensor that is both, and their global
+    positions; a decode step's queries, partial outputs and their
+    positions, marked `queries`, which the runtime counts as pass-Q's
+    traffic). Every member of the group takes part, so a step is kept even
+    when its results are unused.
 
     ```mlir
     %k1, %v1, %p1 = mf.ring_step %k, %v, %p on "attention" ["cp"]
@@ -146,7 +148,7 @@ def MF_RingStepOp : MF_Op<"ring_step", [MemoryEffects<[MemRead, MemWrite]>]> {
     ```
   }];
   let arguments = (ins Variadic<MF_AnyTensor>:$inputs, StrAttr:$mesh,
-                       StrArrayAttr:$axes);
+                       StrArrayAttr:$axes, UnitAttr:$queries);
   let results = (outs Variadic<MF_AnyTensor>:$results);
   let assemblyFormat = [{
     $inputs `on` $mesh $axes attr-dict `:` type($inputs) `->` type($results)
@@ -154,7 +156,8 @@ def MF_RingStepOp : MF_Op<"ring_step", [MemoryEffects<[MemRead, MemWrite]>]> {
   let hasVerifier = 1;
   let builders = [
     OpBuilder<(ins "::mlir::ValueRange":$inputs, "::llvm::StringRef":$mesh,
-                   "::llvm::ArrayRef<::llvm::StringRef>":$axes)>
+                   "::llvm::ArrayRef<::llvm::StringRef>":$axes,
+                   CArg<"bool", "false">:$queries)>
   ];
 }
 

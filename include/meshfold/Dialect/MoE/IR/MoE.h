@@ -33,6 +33,12 @@ struct ModelInfo {
   /// an moe.mlp: Qwen's mlp_only_layers, DeepSeek's first layers); 0: every
   /// layer.
   int64_t numMoELayers = 0;
+  /// 1 where every layer's cache records one tensor as both key and value
+  /// (`moe.kv_cache %kv, %kv`: MLA's latent), which is then stored, passed
+  /// around the CP ring and transferred once; 0: separate K and V.
+  int64_t kvShared = 0;
+  /// How many tensors each cached row holds: K and V, or the one shared.
+  int64_t kvCopies() const { return kvShared ? 1 : 2; }
   /// The layers that dispatch tokens to experts.
   int64_t moeLayers() const {
     return numMoELayers > 0 ? numMoELayers : numLayers;

@@ -551,7 +551,9 @@ def MoE_KVCacheOp : MoE_Op<"kv_cache", [MemoryEffects<[MemWrite]>]> {
     for the tokens at the global `positions [T]`; with `heads from %h`, the
     tensors hold the KV heads `%h ..` of the model's (tensor parallelism).
     Positions at or past the prompt's length (padding) are not recorded. The
-    program's outputs are these and the logits.
+    program's outputs are these and the logits. Where the key and the value
+    are one tensor (MLA's latent), the cache holds it once: every layer's
+    cache must then be so (`kv_shared` of the model).
   }];
   let arguments = (ins MoE_FloatTensor:$key, MoE_FloatTensor:$value,
                        MoE_IndexTensor:$positions,
