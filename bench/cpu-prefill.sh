@@ -83,34 +83,13 @@ fi
 export OMP_NUM_THREADS="$threads"
 say() { printf '[cpu-prefill %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
-# The venv with torch, transformers and safetensors, made once. PyPI's torch
-# for Linux x86-64 is the CUDA build: it does not import without the CUDA
-# libraries it links (cudart, cuBLAS, cuDNN, NCCL, ...; about 3 GB), so those
-# are installed as torch pins them, but not triton (torch.compile's) nor
-# cuda-bindings (Python bindings), which a CPU forward does not use.
-# accelerate is for the tests' fp8 check (transformers' fp8 loading needs it).
+# The venv with torch, transformers and safetensors (scripts/torch-venv.sh),
+# made once.
 venv="$build/bench-venv"
 py="$venv/bin/python"
 if [[ ! -f "$venv/.cpu-prefill-ready" ]]; then
   say "making the Python venv $venv (torch, transformers, safetensors from PyPI; some GB)"
-  [[ -x "$py" ]] || python3 -m venv "$venv"
-  "$py" -m pip install --quiet --no-deps torch
-  "$py" -m pip install --quiet packaging
-  "$py" - > "$venv/torch-deps.txt" <<'EOF'
-import importlib.metadata as md
-from packaging.requirements import Requirement
-for line in md.requires("torch") or []:
-    req = Requirement(line)
-    if req.marker and not req.marker.evaluate({"extra": ""}):
-        continue
-    if req.name not in ("triton", "cuda-bindings"):
-        print(line.split(";")[0].strip())
-EOF
-  "$py" -m pip install --quiet -r "$venv/torch-deps.txt"
-  "$py" -m pip install --quiet transformers safetensors numpy accelerate
-  "$py" -c 'import torch, transformers, safetensors' ||
-    { echo "cpu-prefill.sh: the venv $venv cannot import torch/transformers" >&2; exit 1; }
-  touch "$venv/.cpu-prefill-ready"
+  "$here/../scripts/torch-venv.sh" "$venv" || exit 1
 fi
 peer() { "$py" "$here/cpu-prefill.py" "$@"; }
 declare -A info

@@ -2,7 +2,20 @@
 # Installs what meshfold needs to build and test, and nothing that is already
 # there (safe to run again). Debian packages only; CUDA/NCCL are used from
 # /usr/local/cuda when present and are not installed here.
+#
+#   scripts/install-deps.sh [--tests]
+#
+# --tests also makes build/bench-venv: current PyTorch and transformers from
+# PyPI (about 5 GB), for the tests against Qwen3-MoE and DeepSeek-V3.
 set -euo pipefail
+with_torch=0
+for arg in "$@"; do
+  case "$arg" in
+    --tests) with_torch=1 ;;
+    -h|--help) sed -n '2,9s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    *) echo "install-deps: unknown argument '$arg' (see --help)" >&2; exit 2 ;;
+  esac
+done
 
 packages=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
@@ -81,3 +94,16 @@ make_venv "$build/test-venv" "tokenizers, sentencepiece, ml_dtypes" \
 make_venv "$build/hf-venv" "torch, transformers, safetensors" transformers \
   /usr/bin/python3 --system-site-packages -- \
   transformers==4.45.2 safetensors==0.8.0
+
+# With --tests, the tests' newer transformers (Qwen3-MoE, DeepSeek-V3 and its
+# fp8 loading need transformers >= 4.51, on torch 2: PyPI's torch with the
+# CUDA libraries it links, about 5 GB) in build/bench-venv, which the
+# benchmarks share (scripts/torch-venv.sh). Without it those tests are
+# UNSUPPORTED.
+if [ "$with_torch" = 0 ]; then
+  :
+elif ! "$(dirname "$0")/torch-venv.sh" "$build/bench-venv"; then
+  echo "install-deps: warning: no $build/bench-venv (PyPI not reachable?);" \
+       "the Qwen3-MoE and DeepSeek-V3 transformers tests will be" \
+       "UNSUPPORTED" >&2
+fi
