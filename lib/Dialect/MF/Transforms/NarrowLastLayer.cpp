@@ -4,8 +4,9 @@
 // `moe.take_position` of one position (the LM head's last token) computes its
 // query, attention, output projection, router, dispatch, experts and combine
 // for that row alone; its K/V (and what they need) stay whole, for the cache
-// and the other ranks' attention. The narrowing follows the IR's uses: any
-// other use of the layer's result keeps the layer whole.
+// and the other ranks' attention. A norm over a TP-split projection (OLMoE's)
+// all-reduces the surviving row's sums of squares only. The narrowing follows
+// the IR's uses: any other use of the layer's result keeps the layer whole.
 //
 //===----------------------------------------------------------------------===//
 
@@ -244,8 +245,24 @@ FailureOr<Value> Narrower::narrow(Value v) {
     return map.lookup(v);
   };
   return llvm::TypeSwitch<Operation *, FailureOr<Value>>(op)
-      .Case<moe::RMSNormOp, moe::LinearOp, moe::RouterOp, moe::MLPOp>(
+      .Case<moe::RMSNormOp, moe::LinearOp, moe::RouterOp, moe::MLPOp,
+            moe::SumSquaresOp>(
           [&](Operation *o) { return done(cloneNarrowed(o, {0}, {})); })
+      // A norm over the whole projection under TP (OLMoE's q_norm): the
+      // rows' sums of squares, all-reduced over the TP group (each member
+      // holds the same surviving rows), then the scale.
+      .Case<moe::RMSScaleOp>([&](Operation *o) {
+        return done(cloneNarrowed(o, {0, 1}, {}));
+      })
+      .Case<AllReduceOp>([&](AllReduceOp o) -> FailureOr<Value> {
+        SmallVector<unsigned> all;
+        for (unsigned i = 0; i < o->getNumOperands(); ++i)
+          all.push_back(i);
+        for (Value in : o.getInputs())
+          if (cast<RankedTensorType>(in.getType()).getRank() != 1)
+            return fail(o, "reduces something other than per-row sums");
+        return done(cloneNarrowed(o, all, {}));
+      })
       .Case<moe::RoPEOp>(
           [&](Operation *o) { return done(cloneNarrowed(o, {0}, 1u)); })
       .Case<moe::AttentionOp, moe::AttentionPartialOp>(

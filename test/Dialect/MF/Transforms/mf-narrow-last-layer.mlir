@@ -232,6 +232,69 @@ func.func @shared_expert(%h: tensor<?x8xf32>, %pos: tensor<?xi64>) -> (tensor<1x
 
 // -----
 
+// A norm over a TP-split projection (OLMoE's q_norm): the surviving row's
+// sum of squares is all-reduced over the TP group and scales its row; the
+// key's norm stays whole (the cache and the attention need every row).
+// CHECK-LABEL: func.func @projection_norm(
+// CHECK:         moe.layer 0(%{{.+}}) {mf.narrowed}
+// CHECK:           %[[K:.+]] = moe.linear %{{.+}}, %[[WK:.+]] : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+// CHECK:           %[[KS:.+]] = moe.sum_squares %[[K]] : tensor<?x4xf32> -> tensor<?xf32>
+// CHECK:           %[[KR:.+]] = mf.all_reduce %[[KS]] on "attention" ["tp"]
+// CHECK:           moe.rms_scale %[[K]], %[[KR]]
+// CHECK:           moe.take_position
+// CHECK:           %[[Q:.+]] = moe.linear %{{.+}}, %{{.+}} : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+// CHECK-NEXT:      %[[QS:.+]] = moe.sum_squares %[[Q]] : tensor<?x8xf32> -> tensor<?xf32>
+// CHECK:           %[[QR:.+]] = mf.all_reduce %[[QS]] on "attention" ["tp"] : tensor<?xf32> -> tensor<?xf32>
+// CHECK-NEXT:      moe.rms_scale %[[Q]], %[[QR]], %{{.+}} {count = 16 : i64
+// CHECK:           moe.attention %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} {scale
+// CHECK-SAME:        tensor<?x2x4xf32>, tensor<?x1x4xf32>
+module attributes {mf.plan = #mf.plan<devices = 2, gpus_per_node = 8,
+    attention = [tp = 2], experts = [ep = 2 : (tp)]>} {
+func.func @projection_norm(%h: tensor<?x8xf32>, %pos: tensor<?xi64>) -> (tensor<1x8xf32>, tensor<1xf32>) {
+  %c0 = arith.constant 0 : index
+  %c1 = arith.constant 1 : index
+  %T = tensor.dim %pos, %c0 : tensor<?xi64>
+  %out = moe.layer 0(%h, %pos) : (tensor<?x8xf32>, tensor<?xi64>) -> tensor<?x8xf32> {
+  ^bb0(%a: tensor<?x8xf32>, %p: tensor<?xi64>):
+    %z = arith.constant 0 : index
+    %n1w = moe.param "model.layers.0.input_layernorm.weight" : tensor<8xf32>
+    %x = moe.rms_norm %a, %n1w {epsilon = 1.0e-5 : f32} : tensor<?x8xf32>, tensor<8xf32> -> tensor<?x8xf32>
+    %rows = tensor.dim %x, %z : tensor<?x8xf32>
+    %wq = moe.param "model.layers.0.self_attn.q_proj.weight" : tensor<8x8xf32>
+    %q = moe.linear %x, %wq : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+    %qnw = moe.param "model.layers.0.self_attn.q_norm.weight" : tensor<8xf32>
+    %qs = moe.sum_squares %q : tensor<?x8xf32> -> tensor<?xf32>
+    %qsum = mf.all_reduce %qs on "attention" ["tp"] : tensor<?xf32> -> tensor<?xf32>
+    %qn = moe.rms_scale %q, %qsum, %qnw {count = 16 : i64, epsilon = 1.0e-5 : f32} : tensor<?x8xf32>, tensor<?xf32>, tensor<8xf32> -> tensor<?x8xf32>
+    %q3 = tensor.expand_shape %qn [[0], [1, 2]] output_shape [%rows, 2, 4] : tensor<?x8xf32> into tensor<?x2x4xf32>
+    %wk = moe.param "model.layers.0.self_attn.k_proj.weight" : tensor<4x8xf32>
+    %k = moe.linear %x, %wk : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+    %knw = moe.param "model.layers.0.self_attn.k_norm.weight" : tensor<4xf32>
+    %ks = moe.sum_squares %k : tensor<?x4xf32> -> tensor<?xf32>
+    %ksum = mf.all_reduce %ks on "attention" ["tp"] : tensor<?xf32> -> tensor<?xf32>
+    %kn = moe.rms_scale %k, %ksum, %knw {count = 8 : i64, epsilon = 1.0e-5 : f32} : tensor<?x4xf32>, tensor<?xf32>, tensor<4xf32> -> tensor<?x4xf32>
+    %k3 = tensor.expand_shape %kn [[0], [1, 2]] output_shape [%rows, 1, 4] : tensor<?x4xf32> into tensor<?x1x4xf32>
+    %wv = moe.param "model.layers.0.self_attn.v_proj.weight" : tensor<4x8xf32>
+    %v = moe.linear %x, %wv : tensor<?x8xf32>, tensor<4x8xf32> -> tensor<?x4xf32>
+    %v3 = tensor.expand_shape %v [[0], [1, 2]] output_shape [%rows, 1, 4] : tensor<?x4xf32> into tensor<?x1x4xf32>
+    %qr = moe.rope %q3, %p {theta = 1.0e4 : f32} : tensor<?x2x4xf32>, tensor<?xi64> -> tensor<?x2x4xf32>
+    %kr = moe.rope %k3, %p {theta = 1.0e4 : f32} : tensor<?x1x4xf32>, tensor<?xi64> -> tensor<?x1x4xf32>
+    moe.kv_cache %kr, %v3, %p {layer = 0 : i64} : tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64>
+    %o = moe.attention %qr, %kr, %v3, %p, %p {scale = 0.5 : f32} : tensor<?x2x4xf32>, tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x2x4xf32>
+    %o2 = tensor.collapse_shape %o [[0], [1, 2]] : tensor<?x2x4xf32> into tensor<?x8xf32>
+    %wo = moe.param "model.layers.0.self_attn.o_proj.weight" : tensor<8x8xf32>
+    %proj = moe.linear %o2, %wo : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
+    %r1 = arith.addf %a, %proj : tensor<?x8xf32>
+    moe.yield %r1 : tensor<?x8xf32>
+  }
+  %last = arith.subi %T, %c1 : index
+  %row, %found = moe.take_position %out, %pos, %last : tensor<?x8xf32>, tensor<?xi64> -> tensor<1x8xf32>, tensor<1xf32>
+  return %row, %found : tensor<1x8xf32>, tensor<1xf32>
+}
+}
+
+// -----
+
 // Every row's result is used (prompt logprobs' LM head over all rows): the
 // layer stays whole, with no remark (it is not a candidate).
 // CHECK-LABEL: func.func @all_rows_used(
