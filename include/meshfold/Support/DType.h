@@ -58,6 +58,19 @@ inline float f16ToF32(uint16_t value) {
   return bitsToFloat(sign | ((exponent + 112) << 23) | (mantissa << 13));
 }
 
+/// `value >> shift` (0 < shift < 32) rounded to nearest, ties to even: the
+/// rounding of the narrower float formats, whose bits are the top bits of
+/// the rebiased f32 bits (a carry into the exponent is the correct
+/// rounding).
+inline uint32_t shiftRightNearestEven(uint32_t value, uint32_t shift) {
+  uint32_t result = value >> shift;
+  uint32_t remainder = value & ((1u << shift) - 1);
+  uint32_t half = 1u << (shift - 1);
+  if (remainder > half || (remainder == half && (result & 1u)))
+    ++result;
+  return result;
+}
+
 /// Converts f32 to IEEE half, rounding to nearest even; overflow gives inf,
 /// NaN stays a quiet NaN with the top bits of its payload.
 inline uint16_t f32ToF16(float value) {
@@ -74,19 +87,12 @@ inline uint16_t f32ToF16(float value) {
     if (exponent < 101)
       return sign;
     uint32_t fullMantissa = (magnitude & 0x7fffffu) | 0x800000u;
-    uint32_t shift = 126 - exponent;
-    uint32_t result = fullMantissa >> shift;
-    uint32_t remainder = fullMantissa & ((1u << shift) - 1);
-    uint32_t half = 1u << (shift - 1);
-    if (remainder > half || (remainder == half && (result & 1u)))
-      ++result;
-    return sign | static_cast<uint16_t>(result);
+    return sign | static_cast<uint16_t>(
+                      shiftRightNearestEven(fullMantissa, 126 - exponent));
   }
-  uint32_t result = ((exponent - 112) << 10) | ((magnitude >> 13) & 0x3ffu);
-  uint32_t remainder = magnitude & 0x1fffu;
-  if (remainder > 0x1000u || (remainder == 0x1000u && (result & 1u)))
-    ++result; // A carry into the exponent is the correct rounding.
-  return sign | static_cast<uint16_t>(result);
+  // Rebiased (127 -> 15), the top 16 bits are the half.
+  return sign | static_cast<uint16_t>(
+                    shiftRightNearestEven(magnitude - (112u << 23), 13));
 }
 
 /// Converts fp8 e4m3 ("e4m3fn": bias 7, no infinities, S.1111.111 is NaN;
@@ -117,25 +123,18 @@ inline uint8_t f32ToF8E4M3(float value) {
     return sign | 0x7eu;
   uint32_t exponent = magnitude >> 23;
   if (exponent < 121) {
-    // e4m3 subnormal (or zero): value = m * 2^-9 with m = M >> shift.
+    // e4m3 subnormal (or zero): value = m * 2^-9 with m = M >> shift (8,
+    // the smallest normal, where it rounds up).
     if (exponent < 110)
       return sign;
     uint32_t fullMantissa = (magnitude & 0x7fffffu) | 0x800000u;
-    uint32_t shift = 141 - exponent;
-    uint32_t result = fullMantissa >> shift;
-    uint32_t remainder = fullMantissa & ((1u << shift) - 1);
-    uint32_t half = 1u << (shift - 1);
-    if (remainder > half || (remainder == half && (result & 1u)))
-      ++result; // 8 is the smallest normal: the carry is right.
-    return sign | static_cast<uint8_t>(result);
+    return sign | static_cast<uint8_t>(
+                      shiftRightNearestEven(fullMantissa, 141 - exponent));
   }
-  uint32_t result = ((exponent - 120) << 3) | ((magnitude >> 20) & 0x7u);
-  uint32_t remainder = magnitude & 0xfffffu;
-  if (remainder > 0x80000u || (remainder == 0x80000u && (result & 1u)))
-    ++result;         // A carry into the exponent is the correct rounding.
-  if (result > 0x7eu) // Rounded past 448: saturates.
-    result = 0x7eu;
-  return sign | static_cast<uint8_t>(result);
+  // Rebiased (127 -> 7), the top 8 bits are the e4m3; rounding past 448
+  // saturates.
+  uint32_t result = shiftRightNearestEven(magnitude - (120u << 23), 20);
+  return sign | static_cast<uint8_t>(result > 0x7eu ? 0x7eu : result);
 }
 
 } // namespace meshfold
