@@ -17,7 +17,7 @@ FailureOr<TrafficModelInput> meshfold::getTrafficModelInput(ModuleOp module,
                           info->numExperts, info->topK,       info->numLayers,
                           hierarchical};
   input.numMoELayers = info->numMoELayers;
-  input.kvShared = info->kvShared != 0;
+  input.kvCopies = info->kvCopies();
   return input;
 }
 

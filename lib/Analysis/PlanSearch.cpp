@@ -121,7 +121,7 @@ FailureOr<std::vector<PlanCandidate>> meshfold::searchPlans(
                             model.numExperts, model.topK,       model.numLayers,
                             o.hierarchical};
   traffic.numMoELayers = model.numMoELayers;
-  traffic.kvShared = model.kvShared != 0;
+  traffic.kvCopies = model.kvCopies();
   const double scale = tokens * double(model.hidden) * bytes / 1e9;
   std::vector<PlanCandidate> all;
   int64_t sized = 0, passRules = 0;

@@ -60,7 +60,7 @@ std::vector<TrafficRow> meshfold::analyticTraffic(const MeshLayout &layout,
     int64_t next = cpg[size_t((me + 1) % cp)];
     if (cp > 1)
       add(ring, layout.link(r, next),
-          double(cp - 1) * (m.kvShared ? 1.0 : 2.0) * a * kvLocal *
+          double(cp - 1) * double(m.kvCopies) * a * kvLocal *
               double(m.headDim) / d);
     // EP: each of S tokens goes to the holders of its k experts in its
     // etp x ep group (every etp slice of each).

@@ -77,7 +77,7 @@ std::vector<TrafficRow> printAnalytic(const Program &prog,
   TrafficModelInput model{m.hidden, m.kvHeads, m.headDim, m.experts,
                           m.topK,   m.layers,  true};
   model.numMoELayers = m.moeLayers;
-  model.kvShared = m.kvShared;
+  model.kvCopies = m.kvCopies();
   // A narrowed last layer computes each request's last row only.
   if (m.narrowedLast && u.perReplica > 0)
     model.survivingRows = double(prog.requests.size()) /

@@ -91,12 +91,13 @@ const TensorInfo *findScales(const Checkpoint &file, const TensorInfo &t,
 }
 
 /// The checkpoint tensor `name`, after checking its presence, dtype and
-/// shape (and, for an fp8 one, its scales'); the first failed check is the
-/// error. With `map`, its shard is mapped (its data is read next); else
-/// only its header is looked at.
+/// shape (and, for an fp8 one, its scales', which go to `scales` when
+/// given); the first failed check is the error. With `map`, its shard is
+/// mapped (its data is read next); else only its header is looked at.
 const TensorInfo *findTensor(const Checkpoint &file, const std::string &name,
                              const std::vector<int64_t> &shape,
-                             std::string &error, bool map = true) {
+                             std::string &error, bool map = true,
+                             const TensorInfo **scales = nullptr) {
   const TensorInfo *t = map ? file.find(name, &error) : file.header(name);
   if (!t && !error.empty())
     return nullptr; // Its shard could not be mapped.
@@ -117,8 +118,13 @@ const TensorInfo *findTensor(const Checkpoint &file, const std::string &name,
             formatShape(shape) + " (a weights file for a different model?)";
     return nullptr;
   }
-  if (t->dtype == DType::F8_E4M3 && !findScales(file, *t, error, map))
-    return nullptr;
+  if (t->dtype == DType::F8_E4M3) {
+    const TensorInfo *s = findScales(file, *t, error, map);
+    if (!s)
+      return nullptr;
+    if (scales)
+      *scales = s;
+  }
   return t;
 }
 
@@ -142,12 +148,12 @@ std::pair<const TensorInfo *, const TensorInfo *>
 checkedTensor(const Checkpoint &file, const std::string &name,
               const std::vector<int64_t> &shape) {
   std::string error;
-  const TensorInfo *t = findTensor(file, name, shape, error);
+  const TensorInfo *scales = nullptr;
+  const TensorInfo *t =
+      findTensor(file, name, shape, error, /*map=*/true, &scales);
   if (!t)
     fatal(error);
-  if (t->dtype != DType::F8_E4M3)
-    return {t, nullptr};
-  return {t, findScales(file, *t, error, /*map=*/true)};
+  return {t, scales};
 }
 
 /// A run of consecutive elements of one checkpoint tensor (with the tensor's

@@ -864,8 +864,8 @@ public:
       return fail(failure, file.fileOf(name) + ": tensor '" + name +
                                "' is F8_E4M3 but '" + scaleName +
                                "' is missing");
-    if (scales->dtype == mfrt::DType::F8_E4M3 ||
-        scales->dtype == mfrt::DType::I64 || scales->dtype == mfrt::DType::I32)
+    if (scales->dtype != mfrt::DType::F32 &&
+        scales->dtype != mfrt::DType::BF16 && scales->dtype != mfrt::DType::F16)
       return fail(failure, file.fileOf(scaleName) + ": tensor '" + scaleName +
                                "' has dtype " + mfrt::dtypeName(scales->dtype) +
                                ", expected F32, BF16 or F16");

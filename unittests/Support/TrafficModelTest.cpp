@@ -52,7 +52,7 @@ TEST(TrafficModel, SeedPlan) {
   // One tensor as both key and value (MLA's latent): the ring passes it
   // once, and nothing else changes.
   TrafficModelInput shared = seedModel();
-  shared.kvShared = true;
+  shared.kvCopies = 1;
   std::vector<TrafficRow> once = analyticTraffic(layout, shared);
   EXPECT_DOUBLE_EQ(row(once, "kv_ring").nvlink, 0.125);
   EXPECT_DOUBLE_EQ(row(once, "all_gather").nvlink, 0.25);

@@ -32,9 +32,9 @@ struct TrafficModelInput {
   /// The layers with routed experts (the others are dense: no dispatch or
   /// combine); 0: every layer. The last layer is taken to be one of them.
   int64_t numMoELayers = 0;
-  /// Each cached row is one tensor, both key and value (MLA's latent): CP's
-  /// ring passes it once.
-  bool kvShared = false;
+  /// Tensors per cached row that CP's ring passes: K and V (2), or the one
+  /// that is both (1: MLA's latent).
+  int64_t kvCopies = 2;
 };
 
 /// One collective's traffic, averaged over the GPUs, per layer, in units of

@@ -228,6 +228,11 @@ FailureOr<Value> Narrower::narrowCombine(CombineOp op) {
   return out;
 }
 
+/// The indices of every operand of `op`: all of them rows.
+static SmallVector<unsigned> allOperands(Operation *op) {
+  return llvm::to_vector(llvm::seq<unsigned>(0, op->getNumOperands()));
+}
+
 FailureOr<Value> Narrower::narrow(Value v) {
   if (Value done = map.lookupOrNull(v))
     return done;
@@ -255,13 +260,10 @@ FailureOr<Value> Narrower::narrow(Value v) {
         return done(cloneNarrowed(o, {0, 1}, {}));
       })
       .Case<AllReduceOp>([&](AllReduceOp o) -> FailureOr<Value> {
-        SmallVector<unsigned> all;
-        for (unsigned i = 0; i < o->getNumOperands(); ++i)
-          all.push_back(i);
         for (Value in : o.getInputs())
           if (cast<RankedTensorType>(in.getType()).getRank() != 1)
             return fail(o, "reduces something other than per-row sums");
-        return done(cloneNarrowed(o, all, {}));
+        return done(cloneNarrowed(o, allOperands(o), {}));
       })
       .Case<moe::RoPEOp>(
           [&](Operation *o) { return done(cloneNarrowed(o, {0}, 1u)); })
@@ -304,12 +306,8 @@ FailureOr<Value> Narrower::narrow(Value v) {
       .Case<CombineOp>([&](CombineOp o) { return narrowCombine(o); })
       .Default([&](Operation *o) -> FailureOr<Value> {
         // Element-wise ops (the residual adds) keep their operands' rows.
-        if (o->hasTrait<OpTrait::Elementwise>() && o->getNumResults() == 1) {
-          SmallVector<unsigned> all;
-          for (unsigned i = 0; i < o->getNumOperands(); ++i)
-            all.push_back(i);
-          return done(cloneNarrowed(o, all, {}));
-        }
+        if (o->hasTrait<OpTrait::Elementwise>() && o->getNumResults() == 1)
+          return done(cloneNarrowed(o, allOperands(o), {}));
         return fail(o, "is not an op the narrowing knows");
       });
 }
