@@ -1188,7 +1188,8 @@ void route(const float *logits, int64_t numExperts, int64_t topK,
 
 /// DeepSeek-V3's router, as transformers' DeepseekV3MoE: s = sigmoid(logit);
 /// experts are chosen by s + bias within the topk_group groups with the best
-/// sum of their two best choice scores (other groups' experts count 0);
+/// sum of their two best choice scores (other groups' experts count -inf,
+/// as in transformers 5 and DeepSeek's inference code);
 /// the weights are s at the chosen, over their sum (norm_topk_prob), times
 /// routed_scaling_factor. Ties go to the lower index.
 void routeSigmoid(const Config &c, const float *logits,
@@ -1222,7 +1223,7 @@ void routeSigmoid(const Config &c, const float *logits,
       kept[groups[i]] = true;
     for (int64_t e = 0; e < n; ++e)
       if (!kept[e / size])
-        choice[e] = 0.0f;
+        choice[e] = -std::numeric_limits<float>::infinity();
   }
   std::vector<int64_t> order = byScore(choice);
   experts.assign(order.begin(), order.begin() + c.topK);

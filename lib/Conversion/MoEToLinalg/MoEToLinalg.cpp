@@ -676,7 +676,8 @@ struct RouterLowering : OpConversionPattern<RouterOp> {
           b, loc, tensorOf({t, groups}, elt), groupSum,
           SmallVector<ReassociationIndices>{{0, 1}});
       auto [unusedV, kept] = buildTopK(b, loc, groupScores, keep, idxElt);
-      // Experts of the groups not kept score 0.
+      // Experts of the groups not kept score -inf: never chosen while a kept
+      // group has an expert left (topk_group groups hold at least top_k).
       SmallVector<Value> mIns = {choice};
       llvm::append_range(mIns, kept);
       SmallVector<AffineMap> mMaps = {pick(ctx, 2, {0, 1})};
@@ -698,8 +699,10 @@ struct RouterLowering : OpConversionPattern<RouterOp> {
                                         a[1 + r]));
             linalg::YieldOp::create(
                 nb, l,
-                Value(arith::SelectOp::create(nb, l, in, a[0],
-                                              cstF(nb, l, elt, 0.0))));
+                Value(arith::SelectOp::create(
+                    nb, l, in, a[0],
+                    cstF(nb, l, elt,
+                         -std::numeric_limits<double>::infinity()))));
           })[0];
     }
     auto [unusedC, ids] = buildTopK(b, loc, choice, k, idxElt);

@@ -29,22 +29,29 @@
 // CHECK: rank = 2 offset = 0 sizes = [1, 3] strides = [3, 1] data =
 // CHECK-NEXT: {{^}}{{\[\[}}0.936621,   0.936621,   0.126758]]
 //
-// (b) As transformers masks (masked_fill(..., 0.0)): a bias of -0.6 makes
-// every choice score negative. Logits [0.2, 0.1 | 0.3, 0.2 | 0, -0.1 |
-// -0.2, -0.3] give group scores -0.125187, -0.0757235, -0.224979,
-// -0.324277, so groups 1, 0 and 2 are kept (topk_group 3). The experts of
-// group 3 score 0, which beats every kept expert's negative score: the top
-// 3 are experts 6 and 7, then 2 (-0.0255575), as transformers' forward picks
-// them. The weights are s = [0.450166, 0.425557, 0.574443] over their sum,
-// times 2.
+// (b) Dropped groups score -inf (as transformers 5 and DeepSeek's
+// inference code mask them): a bias of -0.6 makes every choice score
+// negative. Logits [0.2, 0.1 | 0.3, 0.2 | 0, -0.1 | -0.2, -0.3] give group
+// scores -0.125187, -0.0757235, -0.224979, -0.324277, so groups 1, 0 and 2
+// are kept (topk_group 3). The top 3 come from them although every score is
+// below 0: experts 2 (-0.0255575), then 0 and 3 (-0.0501660 each, an exact
+// tie, both chosen). Filling 0 instead (transformers 4) would pick experts 6
+// and 7 of the dropped group 3. The weights are s = [0.574443, 0.549834,
+// 0.549834] over their sum, times 2.
 // CHECK: rank = 2 offset = 0 sizes = [1, 3] strides = [3, 1] data =
-// CHECK-NEXT: {{^}}{{\[\[}}6,   7,   2]]
+// CHECK-NEXT: {{^}}{{\[\[}}2,   0,   3]]
 // CHECK: rank = 2 offset = 0 sizes = [1, 3] strides = [3, 1] data =
-// CHECK-NEXT: {{^}}{{\[\[}}0.620848,   0.586909,   0.792244]]
+// CHECK-NEXT: {{^}}{{\[\[}}0.686266,   0.656867,   0.656867]]
 //
-// On exact ties (equal group or choice scores) torch.topk's pick depends on
-// its selection algorithm (of four equal group scores it keeps groups 2 and
-// 3); meshfold, like meshfold-reference, keeps the lower index.
+// (c) Exact ties: equal logits give equal scores everywhere. The kept groups
+// are 0 and 1 and the experts 0, 1 and 2, the lowest indices, as torch's
+// CUDA topk keeps the first of the values equal to the k-th (on the CPU,
+// torch.topk picks among ties by its selection algorithm: of four equal
+// group scores it keeps groups 2 and 3). Each weight is 1/3 times 2.
+// CHECK: rank = 2 offset = 0 sizes = [1, 3] strides = [3, 1] data =
+// CHECK-NEXT: {{^}}{{\[\[}}0,   1,   2]]
+// CHECK: rank = 2 offset = 0 sizes = [1, 3] strides = [3, 1] data =
+// CHECK-NEXT: {{^}}{{\[\[}}0.666667,   0.666667,   0.666667]]
 
 func.func private @printMemrefF32(memref<*xf32>) attributes {llvm.emit_c_interface}
 func.func private @printMemrefI64(memref<*xi64>) attributes {llvm.emit_c_interface}
@@ -70,5 +77,9 @@ func.func @main() {
   %b0 = arith.constant dense<-0.6> : tensor<8xf32>
   %w0, %i0 = moe.router %x, %g0 bias %b0 {n_group = 4 : i64, renormalize, scaling = 2.0 : f32, sigmoid, top_k = 3 : i64, topk_group = 3 : i64} : tensor<1x1xf32>, tensor<8x1xf32>, tensor<8xf32> -> tensor<1x3xf32>, tensor<1x3xi64>
   call @print(%w0, %i0) : (tensor<1x3xf32>, tensor<1x3xi64>) -> ()
+
+  %gt = arith.constant dense<0.5> : tensor<8x1xf32>
+  %wt, %it = moe.router %x, %gt bias %b0 {n_group = 4 : i64, renormalize, scaling = 2.0 : f32, sigmoid, top_k = 3 : i64, topk_group = 2 : i64} : tensor<1x1xf32>, tensor<8x1xf32>, tensor<8xf32> -> tensor<1x3xf32>, tensor<1x3xi64>
+  call @print(%wt, %it) : (tensor<1x3xf32>, tensor<1x3xi64>) -> ()
   return
 }

@@ -20,6 +20,18 @@ for MLA the latent and RoPE key meshfold caches, [T, 1, r + rope], as both).
 runs the forward of the folder DIR as it is instead. An fp8 folder (its
 config's quantization_config) is loaded with transformers' fine-grained
 fp8 support dequantizing the weights (FineGrainedFP8Config(dequantize=True)).
+
+Options before the arguments, for DeepSeek-V3's routing:
+  --bias-mean M   draws e_score_correction_bias as M + 0.1 N(0, 1) (default
+                  M = 0); with M = -0.8 every choice score is negative.
+  --tied-router   makes every routing choice an exact tie: the routers'
+                  gates are zero (every score sigmoid(0) = 0.5 exactly) and
+                  the bias repeats [0.1, 0.1, 0.1, 0, ...] in every group, so
+                  all groups score alike and six experts of the kept groups
+                  share the best score. torch.topk's pick among ties is its
+                  algorithm's; its CUDA kernel keeps the first (lowest
+                  index) of the values equal to the k-th, and the forward
+                  runs with torch.topk keeping the same (a stable sort).
 """
 
 import json
@@ -48,7 +60,30 @@ def f32_dtype():
             else {"torch_dtype": torch.float32})
 
 
+def first_ties_topk(input, k, dim=-1, largest=True, sorted=True):
+    """torch.topk keeping the lowest indices among the values equal to the
+    k-th, as torch's CUDA kernel does (its CPU kernel's pick depends on its
+    selection algorithm)."""
+    values, indices = torch.sort(input, dim=dim, descending=largest,
+                                 stable=True)
+    return torch.return_types.topk(
+        (values.narrow(dim, 0, k), indices.narrow(dim, 0, k)))
+
+
+def take_option(name, has_value):
+    """Removes `name` (and its value) from sys.argv; returns the value, True
+    for a flag, or None when absent."""
+    if name not in sys.argv:
+        return None
+    i = sys.argv.index(name)
+    value = sys.argv[i + 1] if has_value else True
+    del sys.argv[i:i + (2 if has_value else 1)]
+    return value
+
+
 def main():
+    bias_mean = float(take_option("--bias-mean", True) or 0.0)
+    tied = take_option("--tied-router", False)
     if sys.argv[1] == "--load":
         out_dir, layers, prompts, ref = sys.argv[2:6]
         config = AutoConfig.from_pretrained(out_dir)
@@ -80,7 +115,18 @@ def main():
         for name, b in model.named_buffers():
             if name.endswith("e_score_correction_bias"):
                 # DeepSeek-V3's routing bias (a buffer, zero at init).
-                b.copy_(0.1 * torch.randn_like(b))
+                b.copy_(bias_mean + 0.1 * torch.randn_like(b))
+                if tied:
+                    size = b.numel() // config.n_group
+                    pattern = torch.zeros(size)
+                    pattern[:3] = 0.1
+                    b.copy_(pattern.repeat(config.n_group))
+        if tied:
+            for layer in model.model.layers:
+                gate = getattr(layer.mlp, "gate", None)
+                if gate is not None:
+                    gate.weight.zero_()
+            torch.topk = first_ties_topk
     model = model.to(dtype)
     model.save_pretrained(out_dir, max_shard_size=shard_size)
     # The forward runs in f32 on the values as saved (rounded to dtype), the

@@ -271,8 +271,10 @@ def MoE_RouterOp : MoE_Op<"router", [Pure]> {
     `n_group` > 1 the experts form `n_group` groups of consecutive indices;
     each group scores the sum of its two highest choice scores, the
     `topk_group` best groups are kept (ties to the lower group), and every
-    expert of another group has its choice score replaced by 0 (as
-    transformers' `masked_fill(..., 0.0)` does). `weights` are `s` at the
+    expert of another group has its choice score replaced by -inf (as
+    transformers 5 and DeepSeek's inference code mask it; transformers 4
+    filled 0, which picks a dropped group's expert over a kept one whose
+    biased score is negative). `weights` are `s` at the
     chosen experts, divided by their sum (plus 1e-20) with `renormalize`,
     times `scaling` (`routed_scaling_factor`).
   }];
