@@ -13,11 +13,18 @@ FailureOr<TrafficModelInput> meshfold::getTrafficModelInput(ModuleOp module,
   FailureOr<moe::ModelInfo> info = moe::getModelInfo(module);
   if (failed(info) || info->numLayers == 0)
     return failure();
-  TrafficModelInput input{info->hidden,     info->numKVHeads, info->headDim,
-                          info->numExperts, info->topK,       info->numLayers,
+  return trafficModelInput(*info, hierarchical);
+}
+
+TrafficModelInput meshfold::trafficModelInput(const moe::ModelInfo &info,
+                                              bool hierarchical) {
+  TrafficModelInput input{info.hidden,     info.numKVHeads, info.headDim,
+                          info.numExperts, info.topK,       info.numLayers,
                           hierarchical};
-  input.numMoELayers = info->numMoELayers;
-  input.kvCopies = info->kvCopies();
+  input.numMoELayers = info.numMoELayers;
+  input.kvCopies = info.kvCopies();
+  input.projNorms = info.projNorms != 0;
+  input.vocab = info.vocab;
   return input;
 }
 

@@ -1,6 +1,7 @@
 //===- PlanSearch.cpp - the fastest plans that fit ------------------------===//
 
 #include "meshfold/Analysis/PlanSearch.h"
+#include "meshfold/Analysis/ExplainOrder.h"
 
 #include "llvm/Support/Format.h"
 
@@ -117,11 +118,7 @@ FailureOr<std::vector<PlanCandidate>> meshfold::searchPlans(
     const std::function<FailureOr<RankMemory>(const PlanSpec &)> &exactMemory,
     std::string &error) {
   const double tokens = double(o.maxPrompt), bytes = double(o.bytesPerElement);
-  TrafficModelInput traffic{model.hidden,     model.numKVHeads, model.headDim,
-                            model.numExperts, model.topK,       model.numLayers,
-                            o.hierarchical};
-  traffic.numMoELayers = model.numMoELayers;
-  traffic.kvCopies = model.kvCopies();
+  TrafficModelInput traffic = trafficModelInput(model, o.hierarchical);
   const double scale = tokens * double(model.hidden) * bytes / 1e9;
   std::vector<PlanCandidate> all;
   int64_t sized = 0, passRules = 0;

@@ -42,6 +42,8 @@ std::string meshfold::formatManifest(const Manifest &m) {
     os << "narrowed_last 1\n";
   if (m.kvShared)
     os << "kv_shared 1\n";
+  if (m.projNorms)
+    os << "proj_norms 1\n";
   if (!m.decode.empty())
     os << "decode " << m.decode << "\n";
   if (!m.eosTokens.empty()) {
@@ -207,6 +209,8 @@ bool meshfold::parseManifest(const char *text, Manifest &out,
       out.narrowedLast = value != 0;
     else if (key == "kv_shared")
       out.kvShared = value != 0;
+    else if (key == "proj_norms")
+      out.projNorms = value != 0;
     // Unknown keys are ignored so newer compilers stay readable.
   }
   if (!sawHeader || !sawEnd) {

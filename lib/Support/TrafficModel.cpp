@@ -41,18 +41,43 @@ std::vector<TrafficRow> meshfold::analyticTraffic(const MeshLayout &layout,
   double s = 1.0 / double(cp * tp), a = 1.0 / double(cp);
   double kvLocal = double(kvHeadsPerRank(m.numKVHeads, tp));
   TrafficRow ag{"all_gather"}, ring{"kv_ring"}, rs{"reduce_scatter"},
-      disp{"dispatch"}, comb{"combine"}, send{"pp"};
+      disp{"dispatch"}, comb{"combine"}, send{"pp"}, allReduce{"all_reduce"},
+      gather{"gather"};
+  // What each GPU all-reduces on TP per layer, in T*d, averaged over the
+  // GPU-layers (the narrowed last layer and the head are 1/L of them):
+  // - the projection norms' sums: one element per row for the query and one
+  //   for the key, on the A rows of a whole layer; in the narrowed layer the
+  //   query's on the surviving rows only;
+  // - the narrowed layer's output projection: the surviving rows, whole;
+  // - the head: each request's last row and its flag, on every rank of the
+  //   last stage.
+  const double last =
+      m.survivingRows >= 0 && m.numLayers > 0 ? 1.0 / double(m.numLayers) : 0.0;
+  const double rowsLast = std::max(m.survivingRows, 0.0) * a;
+  double reduced = 0;
+  if (m.projNorms)
+    reduced += (1.0 - last) * 2.0 * a / d + last * (rowsLast + a) / d;
+  reduced += last * rowsLast;
+  if (m.headRows >= 0 && m.numLayers > 0)
+    reduced += m.headRows * (d + 1.0) / d / double(m.numLayers);
   int64_t perRank = ep > 0 ? m.numExperts / ep : m.numExperts;
   const std::vector<std::string> dispatchAxes =
       layout.axisSize("etp") > 1 ? std::vector<std::string>{"etp", "ep"}
                                  : std::vector<std::string>{"ep"};
   for (int64_t r = 0; r < n; ++r) {
-    // TP: all-gather and reduce-scatter each send S*d to every partner.
-    for (int64_t q : layout.group(r, {"tp"}))
+    // TP: all-gather and reduce-scatter each send S*d to every partner;
+    // all-reduces 2/TP of their elements to each.
+    std::vector<int64_t> tpg = layout.group(r, {"tp"});
+    for (int64_t q : tpg)
       if (q != r) {
         add(ag, layout.link(r, q), s);
         add(rs, layout.link(r, q), s);
+        add(allReduce, layout.link(r, q), 2.0 * reduced / double(tp));
       }
+    // The head's logits: V/TP per request from each TP rank to TP rank 0.
+    if (m.headRows >= 0 && m.numLayers > 0 && tpg.front() != r)
+      add(gather, layout.link(r, tpg.front()),
+          m.headRows * double(m.vocab) / double(tp) / d / double(m.numLayers));
     // CP ring: CP-1 steps of K and V (or the one tensor that is both) for A
     // tokens to the next member.
     std::vector<int64_t> cpg = layout.group(r, {"cp"});
@@ -127,6 +152,9 @@ std::vector<TrafficRow> meshfold::analyticTraffic(const MeshLayout &layout,
     }
   }
   std::vector<TrafficRow> rows = {ag, ring, rs, disp, comb, send};
+  for (const TrafficRow &row : {allReduce, gather})
+    if (row.nvlink > 0 || row.ib > 0)
+      rows.push_back(row);
   for (TrafficRow &row : rows) {
     row.nvlink /= double(n);
     row.ib /= double(n);

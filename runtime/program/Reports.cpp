@@ -78,10 +78,16 @@ std::vector<TrafficRow> printAnalytic(const Program &prog,
                           m.topK,   m.layers,  true};
   model.numMoELayers = m.moeLayers;
   model.kvCopies = m.kvCopies();
-  // A narrowed last layer computes each request's last row only.
-  if (m.narrowedLast && u.perReplica > 0)
-    model.survivingRows = double(prog.requests.size()) /
-                          double(layout.axisSize("dp")) / u.perReplica;
+  model.projNorms = m.projNorms;
+  model.vocab = m.vocab;
+  // The head reads each request's last row; a narrowed last layer computes
+  // those rows only.
+  if (u.perReplica > 0) {
+    model.headRows = double(prog.requests.size()) /
+                     double(layout.axisSize("dp")) / u.perReplica;
+    if (m.narrowedLast)
+      model.survivingRows = model.headRows;
+  }
   std::vector<TrafficRow> rows = analyticTraffic(layout, model);
   std::printf("analytic per GPU per layer (uniform routing; PP amortized over "
               "a stage%s), in T*d, and time at %g / %g GB/s, bf16, for T = "
@@ -144,7 +150,9 @@ void printComparison(const Program &prog, const MeshLayout &layout,
       {"reduce_scatter", MFRT_OP_REDUCE_SCATTER},
       {"dispatch", MFRT_OP_DISPATCH},
       {"combine", MFRT_OP_COMBINE},
-      {"pp", MFRT_OP_PP}};
+      {"pp", MFRT_OP_PP},
+      {"all_reduce", MFRT_OP_ALL_REDUCE},
+      {"gather", MFRT_OP_GATHER}};
   double epIB = 0, epIBWant = 0;
   for (auto [name, kind] : kinds) {
     auto row = std::find_if(rows.begin(), rows.end(), [&](const auto &r) {

@@ -170,3 +170,20 @@ TEST(ManifestTest, GlobalShapeAndExpertNames) {
 }
 
 } // namespace
+
+// Norms over the whole query and key projections (OLMoE): the traffic
+// report's all-reduce of their sums; written only when set.
+TEST(ManifestTest, ProjNormsRoundTripsAndIsOptional) {
+  Manifest m;
+  m.entry = "prefill";
+  m.projNorms = true;
+  std::string text = formatManifest(m);
+  EXPECT_NE(text.find("\nproj_norms 1\n"), std::string::npos);
+  Manifest back;
+  std::string error;
+  ASSERT_TRUE(parseManifest(text.c_str(), back, error)) << error;
+  EXPECT_TRUE(back.projNorms);
+  Manifest plain;
+  plain.entry = "prefill";
+  EXPECT_EQ(formatManifest(plain).find("proj_norms"), std::string::npos);
+}

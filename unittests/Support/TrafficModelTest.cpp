@@ -142,3 +142,40 @@ TEST(TrafficModel, PassQAndPassKV) {
   EXPECT_DOUBLE_EQ(passQBytes(tp8, 8, 8, 8), 0);
   EXPECT_DOUBLE_EQ(passKVBytes(tp8, 4, 8, 20, 2), 0);
 }
+
+// All-reduces on TP send 2 c (TP-1) / TP per GPU for c elements each. The
+// seed plan (TP2 x CP2 x DP4 x PP2), T = 64, one request per replica
+// (1/64 of T), V = 512:
+// - norms over the whole query and key projections (OLMoE): one sum per row
+//   each, on the T/CP = 32 rows of a layer: 2 * 32 elements, 1/64 of T*d;
+// - the narrowed last layer (1/8 of the GPU-layers): its output row (d
+//   elements) for 1/CP of the requests per GPU, and the query's sum on it
+//   beside the key's whole;
+// - the head: the last row and its flag (d + 1) per request on every rank
+//   of the last stage, and V/TP logits from TP rank 1 to 0 (the gather).
+TEST(TrafficModel, AllReducesAndTheHead) {
+  MeshLayout layout = layoutFor("tp,cp,dp,pp", 2, 2, 4, 2);
+  TrafficModelInput plain = seedModel();
+  EXPECT_EQ(analyticTraffic(layout, plain).size(), 6u);
+  TrafficModelInput norms = plain;
+  norms.projNorms = true;
+  EXPECT_DOUBLE_EQ(row(analyticTraffic(layout, norms), "all_reduce").nvlink,
+                   2.0 * 0.5 / 64);
+  TrafficModelInput head = plain;
+  head.headRows = 1.0 / 64;
+  head.vocab = 512;
+  std::vector<TrafficRow> rows = analyticTraffic(layout, head);
+  EXPECT_DOUBLE_EQ(row(rows, "all_reduce").nvlink, (1.0 / 64) * 65 / 64 / 8);
+  EXPECT_DOUBLE_EQ(row(rows, "gather").nvlink, 0.5 * (1.0 / 64) * 256 / 64 / 8);
+  EXPECT_DOUBLE_EQ(row(rows, "all_reduce").ib, 0.0);
+  TrafficModelInput all = head;
+  all.projNorms = true;
+  all.survivingRows = 1.0 / 64;
+  double narrowed = 0.5 / 64 + (0.5 / 64 + 0.5) / 64;
+  EXPECT_DOUBLE_EQ(row(analyticTraffic(layout, all), "all_reduce").nvlink,
+                   7.0 / 8 * 2 * 0.5 / 64 + narrowed / 8 +
+                       (1.0 / 64) * 65 / 64 / 8);
+  // Without TP nothing is all-reduced or gathered.
+  MeshLayout noTP = layoutFor("tp,cp,dp,pp", 1, 2, 8, 2);
+  EXPECT_EQ(analyticTraffic(noTP, all).size(), 6u);
+}

@@ -9,6 +9,7 @@
 #ifndef MESHFOLD_ANALYSIS_EXPLAINORDER_H
 #define MESHFOLD_ANALYSIS_EXPLAINORDER_H
 
+#include "meshfold/Dialect/MoE/IR/MoE.h"
 #include "meshfold/Support/TrafficModel.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -16,6 +17,12 @@
 #include "llvm/Support/raw_ostream.h"
 
 namespace meshfold {
+
+/// The traffic model's input for the model `info` describes, with
+/// hierarchical or flat dispatch (the head's collectives not counted: no
+/// request count).
+TrafficModelInput trafficModelInput(const moe::ModelInfo &info,
+                                    bool hierarchical);
 
 /// The traffic model's input for the model of `module` (its global
 /// dimensions), with hierarchical or flat dispatch. Fails when `module` holds

@@ -66,6 +66,9 @@ struct Manifest {
   bool kvShared = false;
   /// How many tensors each cached row holds: K and V, or the one shared.
   int64_t kvCopies() const { return kvShared ? 1 : 2; }
+  /// Whether the query and key are normalised over their whole projection
+  /// (OLMoE): TP all-reduces each row's sums of squares.
+  bool projNorms = false;
   /// Whether the entry's last layer computes attention and MoE only for the
   /// rows that reach an output (mf-narrow-last-layer).
   bool narrowedLast = false;

@@ -35,19 +35,35 @@ struct TrafficModelInput {
   /// Tensors per cached row that CP's ring passes: K and V (2), or the one
   /// that is both (1: MLA's latent).
   int64_t kvCopies = 2;
+  /// Whether the query and key are normalised over their whole projection
+  /// (OLMoE): TP all-reduces each of their rows' sum of squares, one
+  /// element per row each.
+  bool projNorms = false;
+  /// The rows reaching the last-token LM head, over T: the requests per
+  /// replica. Each TP group of the last stage all-reduces each request's
+  /// last row (d + 1 elements: the row and its holder flag) and gathers the
+  /// V / TP logits of each TP rank on TP rank 0. Negative: the head's
+  /// collectives are not counted (they are once per request, not per
+  /// layer: the figures amortize them over a stage's layers).
+  double headRows = -1;
+  int64_t vocab = 0;
 };
 
 /// One collective's traffic, averaged over the GPUs, per layer, in units of
 /// T*d elements (T = prompt tokens per DP replica, d = hidden size).
 struct TrafficRow {
   std::string collective; // all_gather, kv_ring, reduce_scatter, dispatch,
-                          // combine, pp
+                          // combine, pp, all_reduce, gather
   double nvlink = 0, ib = 0;
 };
 
 /// The analytic per-layer traffic of `layout` (the PP send amortized over
 /// the layers of a stage). Dispatch/combine count expert rows only (not the
-/// routing metadata); positions travelling with K/V are not counted.
+/// routing metadata); positions travelling with K/V are not counted. An
+/// all-reduce of c elements on a group of n sends 2 c (n-1) / n per member
+/// on average (a reduce-scatter and an all-gather of its blocks). The rows
+/// all_reduce (projection norms' sums, a narrowed layer's output, the
+/// head's row) and gather (the head's logits) are present when non-zero.
 std::vector<TrafficRow> analyticTraffic(const MeshLayout &layout,
                                         const TrafficModelInput &model);
 

@@ -344,6 +344,7 @@ struct ConvertMoEToRuntimePass
     manifest.topK = info->topK;
     manifest.moeLayers = info->numMoELayers;
     manifest.kvShared = info->kvShared != 0;
+    manifest.projNorms = info->projNorms != 0;
     manifest.ffn = info->ffn;
     // The traffic report's model of a narrowed last layer (only prefill's
     // can be: a decode step's logits read every row).

@@ -3,6 +3,7 @@
 #include "meshfold/Dialect/MoE/IR/MoE.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 
@@ -36,15 +37,33 @@ const std::pair<StringRef, int64_t ModelInfo::*> kFields[] = {
     {"layers", &ModelInfo::numLayers},
     {"moe_layers", &ModelInfo::numMoELayers},
     {"vocab", &ModelInfo::vocab},
-    {"kv_shared", &ModelInfo::kvShared}};
+    {"kv_shared", &ModelInfo::kvShared},
+    {"proj_norms", &ModelInfo::projNorms}};
 
 /// The fields recorded only when set.
 bool optionalField(int64_t ModelInfo::*field) {
-  return field == &ModelInfo::numMoELayers || field == &ModelInfo::kvShared;
+  return field == &ModelInfo::numMoELayers || field == &ModelInfo::kvShared ||
+         field == &ModelInfo::projNorms;
 }
 
 int64_t dim(Value v, unsigned i) {
   return cast<RankedTensorType>(v.getType()).getDimSize(i);
+}
+
+/// Whether `norm` normalises a whole projection, all heads at once: its
+/// input is the projection (an moe.linear) and its result, through a clip
+/// or not, is split into heads. (MLA's latent norm reads a slice of its
+/// projection; a LoRA norm feeds a linear.)
+bool normsProjection(RMSNormOp norm) {
+  if (!norm.getInput().getDefiningOp<LinearOp>())
+    return false;
+  for (Operation *user : norm->getUsers()) {
+    if (auto clip = dyn_cast<ClipOp>(user))
+      user = clip->hasOneUse() ? *clip->user_begin() : nullptr;
+    if (isa_and_nonnull<tensor::ExpandShapeOp>(user))
+      return true;
+  }
+  return false;
 }
 } // namespace
 
@@ -67,6 +86,7 @@ FailureOr<ModelInfo> meshfold::moe::getModelInfo(ModuleOp module) {
   std::set<int64_t> layers, moeLayers;
   llvm::DenseMap<Operation *, int64_t> attentionsIn;
   std::optional<bool> kvShared;
+  llvm::DenseMap<Operation *, int64_t> projNormsIn;
   WalkResult result = module.walk([&](Operation *op) -> WalkResult {
     LogicalResult ok = success();
     if (isa<AttentionOp, AttentionPartialOp>(op)) {
@@ -97,6 +117,9 @@ FailureOr<ModelInfo> meshfold::moe::getModelInfo(ModuleOp module) {
                                    dim(embed.getTable(), 0))));
     } else if (auto head = dyn_cast<LMHeadOp>(op)) {
       ok = agree(op, "vocab size", info.vocab, dim(head.getWeight(), 0));
+    } else if (auto norm = dyn_cast<RMSNormOp>(op)) {
+      if (normsProjection(norm))
+        ++projNormsIn[op->getParentOfType<func::FuncOp>()];
     } else if (auto cache = dyn_cast<KVCacheOp>(op)) {
       bool shared = cache.getKey() == cache.getValue();
       if (kvShared && *kvShared != shared) {
@@ -122,6 +145,18 @@ FailureOr<ModelInfo> meshfold::moe::getModelInfo(ModuleOp module) {
   if (!layers.empty() && moeLayers.size() < layers.size())
     info.numMoELayers = int64_t(moeLayers.size());
   info.kvShared = kvShared.value_or(false) ? 1 : 0;
+  // Two per attention (the query's and the key's) in every layer, or none.
+  for (auto [fn, count] : projNormsIn) {
+    if (count != 2 * attentionsIn.lookup(fn)) {
+      fn->emitError() << "model is inconsistent: " << count
+                      << " norms over a whole query or key projection for "
+                      << attentionsIn.lookup(fn)
+                      << " attentions (one each for the query and the key "
+                         "of every attention, or none)";
+      return failure();
+    }
+    info.projNorms = 1;
+  }
   return info;
 }
 

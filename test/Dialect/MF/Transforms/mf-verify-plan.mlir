@@ -400,6 +400,24 @@ module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
 
 // -----
 
+// A norm over the whole query projection (OLMoE's q_norm, all heads at once)
+// needs one over the key's too: the TP rule all-reduces both, and the traffic
+// model counts both. One of them is reported on the function.
+module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
+    attention = [tp = 4], experts = [ep = 4 : (tp)]>} {
+  // expected-error @+1 {{model is inconsistent: 1 norms over a whole query or key projection for 1 attentions (one each for the query and the key of every attention, or none)}}
+  func.func @one_projection_norm(%x: tensor<?x64xf32>, %wq: tensor<64x64xf32>, %nq: tensor<64xf32>,
+                                 %k: tensor<?x4x8xf32>, %p: tensor<?xi64>, %n: index) -> tensor<?x8x8xf32> {
+    %q = moe.linear %x, %wq : tensor<?x64xf32>, tensor<64x64xf32> -> tensor<?x64xf32>
+    %qn = moe.rms_norm %q, %nq {epsilon = 1.0E-6 : f32} : tensor<?x64xf32>, tensor<64xf32> -> tensor<?x64xf32>
+    %qh = tensor.expand_shape %qn [[0], [1, 2]] output_shape [%n, 8, 8] : tensor<?x64xf32> into tensor<?x8x8xf32>
+    %a = moe.attention %qh, %k, %k, %p, %p {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x8xf32>
+    return %a : tensor<?x8x8xf32>
+  }
+}
+
+// -----
+
 // tp-vocab: the LM head is split by vocab over TP=4, which 510 does not allow.
 // expected-error @+1 {{plan rule 'tp-vocab': TP=4 must divide the vocab (510) to split the LM head}}
 module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,

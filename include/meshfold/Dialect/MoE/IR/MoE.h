@@ -37,6 +37,11 @@ struct ModelInfo {
   /// (`moe.kv_cache %kv, %kv`: MLA's latent), which is then stored, passed
   /// around the CP ring and transferred once; 0: separate K and V.
   int64_t kvShared = 0;
+  /// 1 where the query and key are normalised over their whole projection,
+  /// all heads at once (OLMoE's q_norm / k_norm: an `moe.rms_norm` whose
+  /// result, clipped or not, is split into heads): under TP each row's sum
+  /// of squares is all-reduced; 0 otherwise (per-head norms need none).
+  int64_t projNorms = 0;
   /// How many tensors each cached row holds: K and V, or the one shared.
   int64_t kvCopies() const { return kvShared ? 1 : 2; }
   /// The layers that dispatch tokens to experts.
