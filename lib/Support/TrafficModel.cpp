@@ -79,14 +79,15 @@ std::vector<TrafficRow> meshfold::analyticTraffic(const MeshLayout &layout,
       add(gather, layout.link(r, tpg.front()),
           m.headRows * double(m.vocab) / double(tp) / d / double(m.numLayers));
     // CP ring: CP-1 steps of K and V (or the one tensor that is both) for A
-    // tokens to the next member.
+    // tokens to the next member, with their positions (i64: two f32-sized
+    // elements each).
     std::vector<int64_t> cpg = layout.group(r, {"cp"});
     int64_t me = layout.groupRank(r, {"cp"});
     int64_t next = cpg[size_t((me + 1) % cp)];
     if (cp > 1)
       add(ring, layout.link(r, next),
-          double(cp - 1) * double(m.kvCopies) * a * kvLocal *
-              double(m.headDim) / d);
+          double(cp - 1) * a *
+              (double(m.kvCopies) * kvLocal * double(m.headDim) + 2.0) / d);
     // EP: each of S tokens goes to the holders of its k experts in its
     // etp x ep group (every etp slice of each).
     std::vector<int64_t> epg = layout.group(r, dispatchAxes);

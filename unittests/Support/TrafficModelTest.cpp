@@ -44,8 +44,9 @@ TEST(TrafficModel, SeedPlan) {
   EXPECT_DOUBLE_EQ(row(rows, "all_gather").nvlink, 0.25);
   EXPECT_DOUBLE_EQ(row(rows, "all_gather").ib, 0.0);
   EXPECT_DOUBLE_EQ(row(rows, "reduce_scatter").nvlink, 0.25);
-  // One CP swap of K and V for T/2 tokens, 2 KV heads of 8: 2*0.5*16/64.
-  EXPECT_DOUBLE_EQ(row(rows, "kv_ring").nvlink, 0.25);
+  // One CP swap of K and V for T/2 tokens, 2 KV heads of 8: 2*0.5*16/64,
+  // and their positions (i64, two f32-sized elements): 0.5*2/64.
+  EXPECT_DOUBLE_EQ(row(rows, "kv_ring").nvlink, 0.25 + 1.0 / 64);
   // PP: the T/4*d slice once per 4 layers, by half the GPUs, over IB.
   EXPECT_DOUBLE_EQ(row(rows, "pp").ib, 0.25 / 4 / 2);
   EXPECT_DOUBLE_EQ(row(rows, "pp").nvlink, 0.0);
@@ -54,7 +55,7 @@ TEST(TrafficModel, SeedPlan) {
   TrafficModelInput shared = seedModel();
   shared.kvCopies = 1;
   std::vector<TrafficRow> once = analyticTraffic(layout, shared);
-  EXPECT_DOUBLE_EQ(row(once, "kv_ring").nvlink, 0.125);
+  EXPECT_DOUBLE_EQ(row(once, "kv_ring").nvlink, 0.125 + 1.0 / 64);
   EXPECT_DOUBLE_EQ(row(once, "all_gather").nvlink, 0.25);
   EXPECT_DOUBLE_EQ(row(once, "dispatch").ib, row(rows, "dispatch").ib);
 }
@@ -74,7 +75,7 @@ TEST(TrafficModel, NarrowedLastLayer) {
   EXPECT_DOUBLE_EQ(row(rows, "combine").nvlink,
                    row(whole, "combine").nvlink * (7 + 1.0 / 64) / 8);
   EXPECT_DOUBLE_EQ(row(rows, "all_gather").nvlink, 0.25);
-  EXPECT_DOUBLE_EQ(row(rows, "kv_ring").nvlink, 0.25);
+  EXPECT_DOUBLE_EQ(row(rows, "kv_ring").nvlink, row(whole, "kv_ring").nvlink);
   EXPECT_DOUBLE_EQ(row(rows, "pp").ib, row(whole, "pp").ib);
 }
 

@@ -59,7 +59,8 @@ struct TrafficRow {
 
 /// The analytic per-layer traffic of `layout` (the PP send amortized over
 /// the layers of a stage). Dispatch/combine count expert rows only (not the
-/// routing metadata); positions travelling with K/V are not counted. An
+/// routing metadata); the positions travelling with K/V count as two
+/// f32-sized elements each (i64), as the runtime's counters count them. An
 /// all-reduce of c elements on a group of n sends 2 c (n-1) / n per member
 /// on average (a reduce-scatter and an all-gather of its blocks). The rows
 /// all_reduce (projection norms' sums, a narrowed layer's output, the
