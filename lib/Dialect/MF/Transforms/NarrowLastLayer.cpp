@@ -335,19 +335,19 @@ struct MFNarrowLastLayerPass
     return target;
   }
 
-  /// Makes `v` available to `layer`: moves the pure ops of the layer's block
-  /// that compute it after the layer ahead of it.
-  static bool hoistBefore(Value v, Operation *layer, DominanceInfo &dom) {
-    if (dom.properlyDominates(v, layer))
+  /// Makes `v` available to `at`: moves the pure ops of its block that
+  /// compute it after `at` ahead of it.
+  static bool hoistBefore(Value v, Operation *at, DominanceInfo &dom) {
+    if (dom.properlyDominates(v, at))
       return true;
     Operation *def = v.getDefiningOp();
-    if (!def || def->getBlock() != layer->getBlock() || !isPure(def) ||
+    if (!def || def->getBlock() != at->getBlock() || !isPure(def) ||
         def->getNumRegions())
       return false;
     for (Value operand : def->getOperands())
-      if (!hoistBefore(operand, layer, dom))
+      if (!hoistBefore(operand, at, dom))
         return false;
-    def->moveBefore(layer);
+    def->moveBefore(at);
     return true;
   }
 
@@ -390,8 +390,9 @@ struct MFNarrowLastLayerPass
     Operation *at = firstCollective ? firstCollective : yield.getOperation();
     OpBuilder b(at);
     for (Value p : {positions, cpPositions})
-      if (Operation *def = p.getDefiningOp(); def && !def->isBeforeInBlock(at))
-        b.setInsertionPointAfter(def);
+      if (!hoistBefore(p, at, dom))
+        if (Operation *def = p.getDefiningOp(); !def->isBeforeInBlock(at))
+          b.setInsertionPointAfter(def);
     LayerRowsOp::create(b, layer.getLoc(), positions, cpPositions);
     yield->setOperands(ValueRange{*out, positions});
 
