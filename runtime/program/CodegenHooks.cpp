@@ -529,8 +529,8 @@ void _mlir_ciface_mfrt_cg_all_reduce_f32(int64_t id,
   // In a layer: elements of each of its CP rows (projection norms' sums of
   // squares, a narrowed last layer's output projection), flattened (an
   // all-reduce's buffer is one dimension); an empty buffer (a rank without
-  // surviving rows) carries no row. Between layers, the LM head's all-reduce brings the last position's row
-  // to the TP group.
+  // surviving rows) carries no row. Between layers, the LM head's
+  // all-reduce brings the last position's row to the TP group.
   if (rs.inLayer) {
     int64_t rows = int64_t(rs.cpRows.size());
     if (rows > 0 && a.count > 0 && a.count % rows == 0)
