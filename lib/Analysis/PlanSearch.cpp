@@ -115,7 +115,7 @@ std::string expertSizes(const PlanFlags &f) {
 
 FailureOr<std::vector<PlanCandidate>> meshfold::searchPlans(
     const moe::ModelInfo &model, const PlanSearchOptions &o,
-    const std::function<FailureOr<RankMemory>(const PlanSpec &)> &exactMemory,
+    const std::function<FailureOr<RankMemory>(const PlanFlags &)> &exactMemory,
     std::string &error) {
   const double tokens = double(o.maxPrompt), bytes = double(o.bytesPerElement);
   TrafficModelInput traffic = trafficModelInput(model, o.hierarchical);
@@ -213,9 +213,7 @@ FailureOr<std::vector<PlanCandidate>> meshfold::searchPlans(
         error = why;
         return failure();
       }
-      spec.nvlinkGBps = o.nvlinkGBps;
-      spec.ibGBps = o.ibGBps;
-      FailureOr<RankMemory> m = exactMemory(spec);
+      FailureOr<RankMemory> m = exactMemory(f);
       if (failed(m)) {
         error = "cannot partition " + sizes(f) + " (" + expertSizes(f) +
                 ") to size its memory";

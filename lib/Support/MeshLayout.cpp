@@ -7,6 +7,7 @@
 #include "meshfold/Support/MeshLayout.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cstdint>
 #include <limits>
 #include <set>
@@ -71,12 +72,18 @@ const char *meshfold::linkClassName(LinkClass link) {
 // PlanSpec
 //===----------------------------------------------------------------------===//
 
+PlanFlags PlanFlags::singleDevice() {
+  PlanFlags flags;
+  flags.ep = 1;
+  flags.gpusPerNode = 1;
+  return flags;
+}
+
 PlanSpec PlanSpec::singleDevice() {
   PlanSpec spec;
-  spec.devices = 1;
-  spec.gpusPerNode = 1;
-  spec.attention = {{"tp", 1}, {"cp", 1}, {"dp", 1}, {"pp", 1}};
-  spec.experts = {{"ep", 1, {"tp", "cp", "dp"}}, {"pp", 1, {"pp"}}};
+  [[maybe_unused]] bool valid = fromFlags(PlanFlags::singleDevice(), spec,
+                                          /*error=*/nullptr);
+  assert(valid && "the one-device plan passes the plan rules");
   return spec;
 }
 

@@ -16,6 +16,8 @@
 #include "meshfold/InitAll.h"
 #include "meshfold/Support/KVTransfer.h"
 #include "meshfold/Target/Compile.h"
+#include "meshfold/Target/Pools.h"
+#include "meshfold/Version.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -145,7 +147,7 @@ static cl::opt<bool> verbose("v", cl::desc("Print the stages and their times"),
 #define MESHFOLD_PLAN_OPTION(Type, Field, Flag, Default, Description)          \
   static cl::opt<Type> Field(Flag, cl::desc(Description), cl::init(Default),   \
                              cl::cat(cat));
-#include "meshfold/Pipelines/PlanOptions.def"
+#include "meshfold/Support/PlanOptions.def"
 static cl::opt<bool> explainOrder(
     "explain-order",
     cl::desc("Rank every order of the plan's axes by its analytic per-layer "
@@ -275,6 +277,7 @@ static void parseCommandLine(int argc, char **argv) {
   registerPassManagerCLOptions();
   registerMLIRContextCLOptions();
   registerAsmPrinterCLOptions();
+  setVersionPrinter();
   // The tool's own description of --ep: without --ep, EP is
   // tp*cp*dp / (etp*edp), but --ep 0 is an EP size of 0, which the plan rules
   // refuse (the pipeline option reads 0 as the default).
@@ -448,7 +451,7 @@ static bool hasPlanFlags() {
 #define MESHFOLD_PLAN_OPTION(Type, Field, Flag, Default, Description)          \
   if (Field.getNumOccurrences())                                               \
     return true;
-#include "meshfold/Pipelines/PlanOptions.def"
+#include "meshfold/Support/PlanOptions.def"
   return false;
 }
 
@@ -457,12 +460,23 @@ static PlanFlags planFlags() {
   PlanFlags flags;
 #define MESHFOLD_PLAN_OPTION(Type, Field, Flag, Default, Description)          \
   flags.Field = Field;
-#include "meshfold/Pipelines/PlanOptions.def"
+#include "meshfold/Support/PlanOptions.def"
   return flags;
 }
 
+/// Sets the plan of `flags` on `module`, replacing its own, the way
+/// meshfold-opt --mf-partition does: through mf-partition's plan options
+/// (its first step, mf-set-plan). The flags have passed the plan rules.
+static LogicalResult setPlan(ModuleOp module, const PlanFlags &flags) {
+  PartitionPipelineOptions options;
+  setPlanOptions(options, flags);
+  PassManager pm(module.getContext());
+  addSetPlan(pm, options);
+  return pm.run(module);
+}
+
 /// Sets the plan of the plan flags on `module` when any of them is given,
-/// replacing the module's own.
+/// replacing the module's own; a plan that breaks a rule is one line.
 static LogicalResult setPlanFromFlags(ModuleOp module) {
   if (!hasPlanFlags())
     return success();
@@ -473,9 +487,7 @@ static LogicalResult setPlanFromFlags(ModuleOp module) {
                 "be >= 1");
   if (!PlanSpec::fromFlags(planFlags(), spec, &error))
     return fail(error);
-  module->setAttr(mf::MFDialect::getPlanAttrName(),
-                  mf::PlanAttr::fromPlanSpec(module.getContext(), spec));
-  return success();
+  return setPlan(module, planFlags());
 }
 
 namespace {
@@ -484,13 +496,13 @@ struct DecodePlanOptions : public PassPipelineOptions<DecodePlanOptions> {
 #define MESHFOLD_PLAN_OPTION(Type, Field, Flag, Default, Description)          \
   Option<Type> Field{*this, Flag, llvm::cl::desc(Description),                 \
                      llvm::cl::init(Default)};
-#include "meshfold/Pipelines/PlanOptions.def"
+#include "meshfold/Support/PlanOptions.def"
 };
 } // namespace
 
 /// The decode pool's plan (--decode-plan), on the plan flags' node size
-/// unless it names its own.
-static LogicalResult decodePlanSpec(PlanSpec &spec) {
+/// unless it names its own: its flags and the plan they make.
+static LogicalResult decodePlanSpec(PlanFlags &flags, PlanSpec &spec) {
   DecodePlanOptions options;
   options.gpusPerNode = gpusPerNode;
   std::string parseError;
@@ -500,10 +512,9 @@ static LogicalResult decodePlanSpec(PlanSpec &spec) {
                 "\": " + StringRef(parseError).trim().split('\n').first +
                 " (keys: tp, cp, dp, pp, etp, ep, edp, order, expert-order, "
                 "gpus-per-node)");
-  PlanFlags flags;
 #define MESHFOLD_PLAN_OPTION(Type, Field, Flag, Default, Description)          \
   flags.Field = options.Field;
-#include "meshfold/Pipelines/PlanOptions.def"
+#include "meshfold/Support/PlanOptions.def"
   std::string error;
   if (!PlanSpec::fromFlags(flags, spec, &error))
     return fail("--decode-plan: " + error);
@@ -587,11 +598,10 @@ static LogicalResult suggestPlans(ModuleOp module, int64_t deviceBytes) {
   options.fixed.edp = given(edp);
   if (!badSize.empty())
     return fail(badSize);
-  auto exactMemory = [&](const PlanSpec &spec) -> FailureOr<RankMemory> {
+  auto exactMemory = [&](const PlanFlags &flags) -> FailureOr<RankMemory> {
     OwningOpRef<ModuleOp> copy = module.clone();
-    (*copy)->setAttr(mf::MFDialect::getPlanAttrName(),
-                     mf::PlanAttr::fromPlanSpec(module.getContext(), spec));
-    if (failed(runPartitionPipeline(*copy, /*withPromptLogprobs=*/false)))
+    if (failed(setPlan(*copy, flags)) ||
+        failed(runPartitionPipeline(*copy, /*withPromptLogprobs=*/false)))
       return failure();
     FailureOr<std::vector<RankMemory>> ranks = computeMemoryReport(
         *copy, maxPrompt, options.bytesPerElement, "prefill");
@@ -615,14 +625,9 @@ static LogicalResult suggestPlans(ModuleOp module, int64_t deviceBytes) {
 /// when prompt logprobs are asked for: they come from the partitioning's
 /// head pass, so a one-rank program gets the one-device plan.
 static LogicalResult partition(ModuleOp module, StageTimer &stage) {
-  if (promptLogprobs && !module->hasAttr(mf::MFDialect::getPlanAttrName())) {
-    PlanSpec spec;
-    std::string error;
-    if (!PlanSpec::fromFlags(1, 1, 1, 1, 1, "tp,cp,dp,pp", 1, spec, &error))
-      return fail(error);
-    module->setAttr(mf::MFDialect::getPlanAttrName(),
-                    mf::PlanAttr::fromPlanSpec(module.getContext(), spec));
-  }
+  if (promptLogprobs && !module->hasAttr(mf::MFDialect::getPlanAttrName()) &&
+      failed(setPlan(module, PlanFlags::singleDevice())))
+    return failure();
   auto plan =
       module->getAttrOfType<mf::PlanAttr>(mf::MFDialect::getPlanAttrName());
   if (!plan || !(plan.getDevices() > 1 || promptLogprobs))
@@ -807,43 +812,6 @@ static LogicalResult writeOutput(ModuleOp module, llvm::StringRef rtDir,
   return writeExecutable(module, cg, rtDir, stage);
 }
 
-/// Moves the lowered decode pool's module `pool` into `module`: each of its
-/// definitions renamed with kPoolSymbolPrefix (the runtime finds the pool's
-/// manifest and step by these names), each declaration kept once.
-static void mergePool(ModuleOp module, ModuleOp pool) {
-  SymbolTable symbols(module);
-  SmallVector<Operation *> ops;
-  for (Operation &op : *pool.getBody())
-    ops.push_back(&op);
-  MLIRContext *ctx = module.getContext();
-  // A symbol the program defines elsewhere (the runtime's entry points).
-  auto isDeclaration = [](Operation *op) {
-    if (auto fn = dyn_cast<LLVM::LLVMFuncOp>(op))
-      return fn.isExternal();
-    if (auto global = dyn_cast<LLVM::GlobalOp>(op))
-      return global.getInitializerRegion().empty() && !global.getValue();
-    auto symbol = dyn_cast<SymbolOpInterface>(op);
-    return symbol && symbol.isDeclaration();
-  };
-  for (Operation *op : ops) {
-    auto symbol = dyn_cast<SymbolOpInterface>(op);
-    if (!symbol || isDeclaration(op))
-      continue;
-    auto name = StringAttr::get(
-        ctx, (Twine(kPoolSymbolPrefix) + symbol.getName()).str());
-    (void)SymbolTable::replaceAllSymbolUses(op, name, pool);
-    SymbolTable::setSymbolName(op, name);
-  }
-  for (Operation *op : ops) {
-    auto symbol = dyn_cast<SymbolOpInterface>(op);
-    if (symbol && isDeclaration(op) && symbols.lookup(symbol.getName())) {
-      op->erase();
-      continue;
-    }
-    op->moveBefore(module.getBody(), module.getBody()->end());
-  }
-}
-
 /// --decode-plan: the prefill pool's program (the plan flags', prefill
 /// only) and the decode pool's (its own plan, the decode step only), each
 /// partitioned and lowered, then one executable.
@@ -854,14 +822,14 @@ static LogicalResult compilePools(ModuleOp module, int64_t deviceBytes,
   if (promptLogprobs)
     return fail("--decode-plan: --prompt-logprobs does not cover two pools "
                 "yet");
+  PlanFlags decodeFlags;
   PlanSpec decodeSpec;
-  if (failed(decodePlanSpec(decodeSpec)))
+  if (failed(decodePlanSpec(decodeFlags, decodeSpec)))
     return failure();
   OwningOpRef<ModuleOp> pool = module.clone();
-  if (failed(setPlanFromFlags(module)) || failed(checkPlan(module)))
+  if (failed(setPlanFromFlags(module)) || failed(checkPlan(module)) ||
+      failed(setPlan(*pool, decodeFlags)))
     return failure();
-  (*pool)->setAttr(mf::MFDialect::getPlanAttrName(),
-                   mf::PlanAttr::fromPlanSpec(module.getContext(), decodeSpec));
   FailureOr<std::string> error = mf::checkPlanAndModel(*pool);
   if (failed(error))
     return failure();

@@ -65,6 +65,28 @@ std::string flagsError(int64_t tp, int64_t cp, int64_t dp, int64_t pp,
   EXPECT_NE(std::string(haystack).find(needle), std::string::npos)             \
       << "'" << (haystack) << "' does not contain '" << (needle) << "'"
 
+/// The one-device plan: one GPU, every attention axis of size 1 and the
+/// expert mesh ep (over tp, cp, dp) and pp.
+TEST(MeshLayoutSingleDevice, EveryAxisOfSizeOne) {
+  PlanSpec spec = PlanSpec::singleDevice();
+  EXPECT_EQ(spec.devices, 1);
+  EXPECT_EQ(spec.gpusPerNode, 1);
+  ASSERT_EQ(spec.attention.size(), 4u);
+  const char *names[] = {"tp", "cp", "dp", "pp"};
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(spec.attention[i].name, names[i]);
+    EXPECT_EQ(spec.attention[i].size, 1);
+  }
+  ASSERT_EQ(spec.experts.size(), 2u);
+  EXPECT_EQ(spec.experts[0].name, "ep");
+  EXPECT_EQ(spec.experts[0].size, 1);
+  EXPECT_EQ(spec.experts[0].composedOf,
+            (std::vector<std::string>{"tp", "cp", "dp"}));
+  EXPECT_EQ(spec.experts[1].name, "pp");
+  EXPECT_EQ(spec.experts[1].size, 1);
+  EXPECT_EQ(spec.experts[1].composedOf, (std::vector<std::string>{"pp"}));
+}
+
 //===----------------------------------------------------------------------===//
 // The seed plan: TP2 x CP2 x DP4 x PP2 attention, EP16 x PP2 experts.
 //===----------------------------------------------------------------------===//

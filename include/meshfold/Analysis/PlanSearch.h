@@ -61,12 +61,12 @@ double layerFlops(const moe::ModelInfo &model, const PlanFlags &flags,
 
 /// Searches the plans of `options.gpus` GPUs for `model`: returns the best
 /// `options.top` that fit, fastest first. `exactMemory` gives the memory
-/// of a plan's worst rank (the partitioned program's memory report); plans
-/// whose weights and KV cache alone cannot fit are dropped before it is
-/// asked. Fails (with `error`) when no plan fits.
+/// of a plan's worst rank, given its flags (the partitioned program's memory
+/// report); plans whose weights and KV cache alone cannot fit are dropped
+/// before it is asked. Fails (with `error`) when no plan fits.
 mlir::FailureOr<std::vector<PlanCandidate>>
 searchPlans(const moe::ModelInfo &model, const PlanSearchOptions &options,
-            const std::function<mlir::FailureOr<RankMemory>(const PlanSpec &)>
+            const std::function<mlir::FailureOr<RankMemory>(const PlanFlags &)>
                 &exactMemory,
             std::string &error);
 

@@ -5,7 +5,6 @@
 
 #include "meshfold/Conversion/MFToLLVM/MFToLLVM.h"
 #include "meshfold/Conversion/MoEToLinalg/MoEToLinalg.h"
-#include "meshfold/Conversion/MoEToRuntime/MoEToRuntime.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"

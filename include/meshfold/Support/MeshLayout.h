@@ -48,6 +48,11 @@ struct PlanFlags {
   std::string order = "tp,cp,dp,pp";
   std::string expertOrder = "etp,ep,edp";
   int64_t gpusPerNode = 8;
+
+  /// The flags of a one-rank program: every axis of size 1 on a node of
+  /// one GPU. The one definition of the one-device plan
+  /// (PlanSpec::singleDevice() is built from it).
+  static PlanFlags singleDevice();
 };
 
 /// A parallelism plan: devices, topology and two meshes folded on the same
@@ -60,7 +65,7 @@ struct PlanSpec {
   std::vector<MeshAxis> attention;
   std::vector<ExpertAxis> experts;
 
-  /// The plan of a one-rank program: every axis of size 1.
+  /// The plan of a one-rank program: PlanFlags::singleDevice()'s.
   static PlanSpec singleDevice();
 
   /// Build the usual plan from CLI-style flags: attention axes in `order` (a

@@ -24,7 +24,7 @@ struct MFSetPlanPass : public mf::impl::MFSetPlanPassBase<MFSetPlanPass> {
     PlanFlags flags;
 #define MESHFOLD_PLAN_OPTION(Type, Field, Flag, Default, Description)          \
   flags.Field = Field;
-#include "meshfold/Pipelines/PlanOptions.def"
+#include "meshfold/Support/PlanOptions.def"
     if (!PlanSpec::fromFlags(flags, spec, &error)) {
       module.emitError() << error;
       return signalPassFailure();

@@ -1,4 +1,4 @@
-//===- GPUPipeline.cpp - the CUDA target pipeline -------------------------===//
+//===- CUDAPipeline.cpp - the CUDA target pipeline ------------------------===//
 //
 // moe model -> GPU kernels through upstream MLIR:
 //
@@ -31,43 +31,24 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "meshfold/Pipelines/CUDAPipeline.h"
 #include "meshfold/Config.h"
 #include "meshfold/Dialect/GPU/Transforms/Passes.h"
-#include "meshfold/Pipelines/Pipelines.h"
+#include "meshfold/Pipelines/Common.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/GPU/Transforms/Passes.h"
-#include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 
 using namespace mlir;
 
 llvm::StringRef meshfold::getConfiguredCUDAToolkitPath() {
   return MESHFOLD_HAVE_CUDA_TOOLKIT ? MESHFOLD_CUDA_ROOT : "";
-}
-
-void meshfold::addGPULoopNests(OpPassManager &pm, int64_t threadsPerBlock,
-                               bool launches) {
-  MFGPUTileContractionsPassOptions contractions;
-  contractions.threadsPerBlock = threadsPerBlock;
-  pm.addNestedPass<func::FuncOp>(createMFGPUTileContractionsPass(contractions));
-  MFGPUForallToPhasesPassOptions tiles;
-  tiles.threadsPerBlock = threadsPerBlock;
-  pm.addNestedPass<func::FuncOp>(createMFGPUForallToPhasesPass(tiles));
-  if (launches)
-    pm.addNestedPass<func::FuncOp>(createMFGPUPhasesToLaunchPass());
-  pm.addNestedPass<func::FuncOp>(createConvertLinalgToParallelLoopsPass());
-  pm.addNestedPass<func::FuncOp>(createCanonicalizerPass());
-  MFGPUTileParallelLoopsPassOptions tile;
-  tile.threadsPerBlock = threadsPerBlock;
-  pm.addNestedPass<func::FuncOp>(createMFGPUTileParallelLoopsPass(tile));
-  GpuMapParallelLoopsPassOptions map;
-  map.mappingPolicyStr = "innermost-first";
-  pm.addNestedPass<func::FuncOp>(createGpuMapParallelLoopsPass(map));
 }
 
 void meshfold::buildLowerToCUDAPipeline(OpPassManager &pm,
@@ -122,4 +103,12 @@ void meshfold::buildLowerToCUDAPipeline(OpPassManager &pm,
                            ? getConfiguredCUDAToolkitPath().str()
                            : std::string(options.toolkit);
   pm.addPass(createGpuModuleToBinaryPass(binary));
+}
+void meshfold::registerLowerToCUDAPipeline() {
+  PassPipelineRegistration<CUDAPipelineOptions>(
+      "mf-lower-to-cuda",
+      "Lower a one-rank or partitioned moe model to GPU kernels (NVVM, "
+      "embedded as gpu.binary) and host code in the LLVM dialect for the "
+      "CUDA target",
+      buildLowerToCUDAPipeline);
 }

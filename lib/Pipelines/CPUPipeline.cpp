@@ -1,0 +1,74 @@
+//===- CPUPipeline.cpp - the CPU target pipeline --------------------------===//
+
+#include "meshfold/Pipelines/CPUPipeline.h"
+#include "meshfold/Conversion/Passes.h"
+#include "meshfold/Dialect/GPU/Transforms/Passes.h"
+#include "meshfold/Dialect/Linalg/Transforms/Passes.h"
+#include "meshfold/Pipelines/Common.h"
+
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
+#include "mlir/Dialect/SCF/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+using namespace mlir;
+using namespace meshfold;
+
+void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
+                                       const CPUPipelineOptions &options) {
+  // --gpu-loops-on-cpu checks the CUDA pipeline's kernels: the same lowering.
+  buildLowerToBuffersPipeline(pm, options.entry, options.weightDType,
+                              /*kernelLoops=*/options.gpuLoops > 0);
+
+  if (options.gpuLoops > 0) {
+    // The CUDA pipeline's kernels as loop nests (blocks x threads, then the
+    // sequential reductions), run in order by the CPU.
+    addGPULoopNests(pm, options.gpuLoops, /*launches=*/false);
+    // Run in sequence, a block loop's buffers must still be freed after
+    // each block (the scope scf-to-cf drops).
+    pm.addNestedPass<func::FuncOp>(createMFGPUScopeParallelAllocasPass());
+  } else {
+    // Buffers freed right after their last use, not at the end of the
+    // function (where ownership-based deallocation puts them): the peak is
+    // then one layer's live activations, not every layer's.
+    pm.addNestedPass<func::FuncOp>(
+        bufferization::createOptimizeAllocationLivenessPass());
+    MFLinalgContractionKernelsPassOptions kernels;
+    kernels.vectorBits = options.vectorBits;
+    kernels.batchInvariant = options.batchInvariant;
+    pm.addNestedPass<func::FuncOp>(
+        createMFLinalgContractionKernelsPass(kernels));
+    // Copies into strided views (a concatenation's parts) as linalg ops,
+    // not calls of the runner library's memrefCopy.
+    pm.addNestedPass<func::FuncOp>(createMFStridedCopiesToLinalgPass());
+    // The rest (gathers, SiLU, norms) in blocks of rows over the threads.
+    pm.addNestedPass<func::FuncOp>(createMFLinalgParallelRowsPass());
+    pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+    // exp as arithmetic, so that LLVM vectorizes the softmax and SiLU loops.
+    pm.addNestedPass<func::FuncOp>(createMFMathPolynomialExpPass());
+    // Parallel loops (tiles of attention, blocks of the contractions) run
+    // on the OpenMP threads the program starts (its --threads).
+    pm.addNestedPass<func::FuncOp>(createForallToParallelLoopPass());
+    pm.addPass(createConvertSCFToOpenMPPass());
+    // Inlines the memref.alloca_scope of each parallel body (they hold no
+    // alloca), which could not hold the blocks of scf-to-cf.
+    pm.addPass(createCanonicalizerPass());
+  }
+  pm.addPass(createLowerAffinePass());
+  pm.addPass(createSCFToControlFlowPass());
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  addHostToLLVM(pm, /*gpuLaunches=*/false);
+}
+
+void meshfold::registerLowerToCPUPipeline() {
+  PassPipelineRegistration<CPUPipelineOptions>(
+      "mf-lower-to-cpu",
+      "Lower a one-rank moe model to the LLVM dialect for the CPU target",
+      buildLowerToCPUPipeline);
+}
