@@ -14,6 +14,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "meshfold/Version.h"
 #include "mfrt/io/Checkpoint.h"
 #include "mfrt/io/Safetensors.h"
 
@@ -316,6 +317,7 @@ int run() {
 
 int main(int argc, char **argv) {
   InitLLVM initLLVM(argc, argv);
+  meshfold::setVersionPrinter();
   cl::HideUnrelatedOptions(category);
   cl::ParseCommandLineOptions(
       argc, argv,

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "meshfold/Dialect/MoE/IR/MoE.h"
+#include "meshfold/Version.h"
 
 #include "meshfold/Support/DType.h"
 #include "mfrt/io/Safetensors.h"
@@ -114,6 +115,7 @@ std::vector<float> generate(StringRef name, ArrayRef<int64_t> shape) {
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  meshfold::setVersionPrinter();
   cl::HideUnrelatedOptions(cat);
   cl::ParseCommandLineOptions(
       argc, argv,

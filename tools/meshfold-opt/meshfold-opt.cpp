@@ -1,6 +1,7 @@
 //===- meshfold-opt.cpp - mlir-opt with meshfold's dialects and passes ----===//
 
 #include "meshfold/InitAll.h"
+#include "meshfold/Version.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
@@ -10,6 +11,7 @@
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
 int main(int argc, char **argv) {
+  meshfold::setVersionPrinter();
   mlir::registerAllPasses();
   meshfold::registerMeshfoldPasses();
 

@@ -13,6 +13,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "meshfold/Version.h"
 #include "mfrt/io/Json.h"
 #include "mfrt/io/Prompts.h"
 #include "mfrt/tokenizer/Tokenizer.h"
@@ -52,6 +53,7 @@ static cl::opt<bool>
 
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  meshfold::setVersionPrinter();
   cl::HideUnrelatedOptions(cat);
   cl::ParseCommandLineOptions(
       argc, argv,
