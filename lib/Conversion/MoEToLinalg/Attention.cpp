@@ -89,6 +89,307 @@ Value rows1d(OpBuilder &b, Location loc, Value x, Value offset, Value size) {
       {OpFoldResult(offset)}, {OpFoldResult(size)}, {b.getIndexAttr(1)});
 }
 
+/// The builder of fused attention (see buildFusedAttention): the work items
+/// of one scf.forall over (head, query tile), each an scf.for over key tiles
+/// carrying the online softmax's running max m, sum l and accumulator acc.
+class FusedAttention {
+public:
+  FusedAttention(OpBuilder &b, Location loc, Value q, Value k, Value v,
+                 Value qpos, Value kpos, double scale, RankedTensorType qType,
+                 bool withLse, int64_t queryTile, int64_t tile)
+      : b(b), loc(loc), ctx(b.getContext()), q(q), k(k), v(v), qpos(qpos),
+        kpos(kpos), scale(scale), qType(qType), withLse(withLse),
+        kQueryTile(queryTile), kKeyTile(tile), elt(qType.getElementType()),
+        kElt(cast<RankedTensorType>(k.getType()).getElementType()),
+        nh(dimOf(q, 1)), nkv(dimOf(k, 1)), dh(dimOf(q, 2)), group(nh / nkv),
+        rowType(tensorOf({ShapedType::kDynamic}, elt)),
+        rowDhType(tensorOf({ShapedType::kDynamic, dh}, elt)) {}
+
+  /// The output and, when `withLse`, the log-sum-exp.
+  std::pair<Value, Value> build() {
+    tq = tensor::DimOp::create(b, loc, q, 0);
+    tk = tensor::DimOp::create(b, loc, k, 0);
+    kT = transposeKeys();
+    scf::ForallOp forall = createWorkItems();
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(forall.getBody());
+    startWorkItem(forall);
+    scf::ForOp loop = keyLoop();
+    finishWorkItem(forall, loop.getResult(0), loop.getResult(1),
+                   loop.getResult(2));
+    return {forall.getResult(0), withLse ? forall.getResult(1) : Value()};
+  }
+
+private:
+  /// kT[h, d, j] = k[j, h, d], once for all work items: the scores are then
+  /// NN contractions on a [d, key tile] slice that is contiguous along the
+  /// keys. (Transposing each key tile where it is used would redo it for
+  /// every query tile and every head of a KV group, as strided gathers.)
+  Value transposeKeys() {
+    return linalg::TransposeOp::create(
+               b, loc, k,
+               makeEmpty(
+                   b, loc,
+                   tensorOf({nkv, dh,
+                             cast<RankedTensorType>(k.getType()).getDimSize(0)},
+                            kElt),
+                   {{k, 0}}),
+               ArrayRef<int64_t>{1, 2, 0})
+        .getResult()[0];
+  }
+
+  /// The scf.forall over (head, query tile) whose shared outputs are the
+  /// attention output and, when `withLse`, the log-sum-exp.
+  scf::ForallOp createWorkItems() {
+    SmallVector<Value> outs = {makeEmpty(b, loc, qType, {{q, 0}})};
+    auto lseType = tensorOf({qType.getDimSize(0), nh}, elt);
+    if (withLse)
+      outs.push_back(makeEmpty(b, loc, lseType, {{q, 0}}));
+    return scf::ForallOp::create(
+        b, loc, {b.getIndexAttr(0), b.getIndexAttr(0)},
+        {b.getIndexAttr(nh), OpFoldResult(tq)},
+        {b.getIndexAttr(1), b.getIndexAttr(kQueryTile)}, outs, std::nullopt);
+  }
+
+  /// The work item's head, query rows and their positions, and the bounds
+  /// of those positions that decide which key tiles to skip.
+  void startWorkItem(scf::ForallOp forall) {
+    h = forall.getInductionVar(0);
+    i0 = forall.getInductionVar(1);
+    bq = arith::MinSIOp::create(b, loc, cstIndex(b, loc, kQueryTile),
+                                arith::SubIOp::create(b, loc, tq, i0));
+    kvh =
+        group == 1
+            ? h
+            : Value(arith::DivUIOp::create(b, loc, h, cstIndex(b, loc, group)));
+    qTile = headRows(b, loc, q, i0, bq, h);
+    qp = rows1d(b, loc, qpos, i0, bq);
+    maxQ = positionBound(b, loc, qp, /*min=*/false);
+    shift = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(32));
+    firstSequence = arith::ShRSIOp::create(
+        b, loc, positionBound(b, loc, qp, /*min=*/true), shift);
+  }
+
+  /// The scf.for over key tiles from (m, l, acc) = (-inf, 0, 0), updating
+  /// them with each key tile some query of the work item may see.
+  scf::ForOp keyLoop() {
+    Value m0 = makeFilled(
+        b, loc, rowType, {{qp, 0}},
+        b.getFloatAttr(elt, -std::numeric_limits<double>::infinity()));
+    Value l0 = zeros(b, loc, rowType, {{qp, 0}});
+    Value acc0 = zeros(b, loc, rowDhType, {{qp, 0}});
+    return scf::ForOp::create(
+        b, loc, cstIndex(b, loc, 0), tk, cstIndex(b, loc, kKeyTile),
+        ValueRange{m0, l0, acc0},
+        [&](OpBuilder &nb, Location l, Value j0, ValueRange it) {
+          Value bk =
+              arith::MinSIOp::create(nb, l, cstIndex(nb, l, kKeyTile),
+                                     arith::SubIOp::create(nb, l, tk, j0));
+          Value kp = rows1d(nb, l, kpos, j0, bk);
+          auto ifOp = scf::IfOp::create(
+              nb, l, mayBeVisible(nb, l, kp),
+              [&](OpBuilder &tb, Location tl) {
+                scf::YieldOp::create(
+                    tb, tl, keyTile(tb, tl, j0, kp, it[0], it[1], it[2]));
+              },
+              [&](OpBuilder &eb, Location el) {
+                scf::YieldOp::create(eb, el, it);
+              });
+          scf::YieldOp::create(nb, l, ifOp.getResults());
+        });
+  }
+
+  /// Whether some key of the tile at positions `kp` may be visible to some
+  /// query of the work item: not all later, nor all of earlier sequences.
+  Value mayBeVisible(OpBuilder &nb, Location l, Value kp) {
+    Value notLater =
+        arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sle,
+                              positionBound(nb, l, kp, /*min=*/true), maxQ);
+    Value reachesSequence = arith::CmpIOp::create(
+        nb, l, arith::CmpIPredicate::sge,
+        arith::ShRSIOp::create(nb, l, positionBound(nb, l, kp, /*min=*/false),
+                               shift),
+        firstSequence);
+    return arith::AndIOp::create(nb, l, notLater, reachesSequence);
+  }
+
+  /// One key tile at `j0` (positions `kp`): the online-softmax update of
+  /// (m, sum, acc).
+  SmallVector<Value> keyTile(OpBuilder &nb, Location l, Value j0, Value kp,
+                             Value m, Value sum, Value acc) {
+    Value bk = tensor::DimOp::create(nb, l, kp, 0);
+    Value vTile = headRows(nb, l, v, j0, bk, kvh);
+    Value s = maskedScores(nb, l, j0, kp, bk);
+    auto [mNew, lScaled, corr] = rescale(nb, l, s, m, sum);
+    Value p = probabilities(nb, l, s, mNew);
+    Value lNew = generic(
+        nb, l, {p}, {lScaled}, {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0})},
+        {kPar, kRed}, [](OpBuilder &bb, Location bl, ValueRange a) {
+          linalg::YieldOp::create(
+              bb, bl, Value(arith::AddFOp::create(bb, bl, a[0], a[1])));
+        })[0];
+    Value accScaled =
+        generic(nb, l, {corr}, {acc}, {pick(ctx, 2, {0}), pick(ctx, 2, {0, 1})},
+                {kPar, kPar}, [](OpBuilder &bb, Location bl, ValueRange a) {
+                  linalg::YieldOp::create(
+                      bb, bl, Value(arith::MulFOp::create(bb, bl, a[1], a[0])));
+                })[0];
+    // acc[i, d] += sum_j p[i, j] * v[j, d]; loop dims (i, d, j).
+    Value accNew = generic(
+        nb, l, {p, vTile}, {accScaled},
+        {pick(ctx, 3, {0, 2}), pick(ctx, 3, {2, 1}), pick(ctx, 3, {0, 1})},
+        {kPar, kPar, kRed}, multiplyAccumulate)[0];
+    return {mNew, lNew, accNew};
+  }
+
+  /// The work item's scores against the key tile at `j0` (`bk` keys at
+  /// positions `kp`), scaled, with the causal mask by global positions.
+  Value maskedScores(OpBuilder &nb, Location l, Value j0, Value kp, Value bk) {
+    int64_t dyn = ShapedType::kDynamic;
+    // The key tile's [d, bk] slice of kT.
+    auto one = nb.getIndexAttr(1);
+    Value kTile = tensor::ExtractSliceOp::create(
+        nb, l, tensorOf({dh, dyn}, kElt), kT,
+        {OpFoldResult(kvh), nb.getIndexAttr(0), OpFoldResult(j0)},
+        {one, nb.getIndexAttr(dh), OpFoldResult(bk)}, {one, one, one});
+    // s[i, j] = sum_d q[i, d] * kT[d, j]; loop dims (i, j, d).
+    Value s = generic(
+        nb, l, {qTile, kTile},
+        {zeros(nb, l, tensorOf({dyn, dyn}, elt), {{qp, 0}, {kp, 0}})},
+        {pick(ctx, 3, {0, 2}), pick(ctx, 3, {2, 1}), pick(ctx, 3, {0, 1})},
+        {kPar, kPar, kRed}, multiplyAccumulate)[0];
+    // Scale and apply the causal mask by global positions, in place.
+    return generic(
+        nb, l, {qp, kp}, {s},
+        {pick(ctx, 2, {0}), pick(ctx, 2, {1}), pick(ctx, 2, {0, 1})},
+        {kPar, kPar}, [&](OpBuilder &bb, Location bl, ValueRange a) {
+          Value ok = visibleKey(bb, bl, a[0], a[1]);
+          Value sc =
+              arith::MulFOp::create(bb, bl, a[2], cstF(bb, bl, elt, scale));
+          linalg::YieldOp::create(bb, bl,
+                                  Value(arith::SelectOp::create(
+                                      bb, bl, ok, sc, negInf(bb, bl, elt))));
+        })[0];
+  }
+
+  /// The new running max m' = max(m, tile max of `s`), the running sum
+  /// scaled to it and the correction corr = exp(m - m'), 0 while m is -inf
+  /// (then l and acc are still 0 and m - m' may be NaN); m and l in place.
+  std::tuple<Value, Value, Value> rescale(OpBuilder &nb, Location l, Value s,
+                                          Value m, Value sum) {
+    Value tileMax = generic(
+        nb, l, {s},
+        {makeFilled(
+            nb, l, rowType, {{qp, 0}},
+            nb.getFloatAttr(elt, -std::numeric_limits<double>::infinity()))},
+        {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0})}, {kPar, kRed},
+        [](OpBuilder &bb, Location bl, ValueRange a) {
+          linalg::YieldOp::create(
+              bb, bl, Value(arith::MaximumFOp::create(bb, bl, a[0], a[1])));
+        })[0];
+    auto rowMaps = SmallVector<AffineMap>(4, pick(ctx, 1, {0}));
+    ResultRange upd = generic(
+        nb, l, {tileMax}, {m, sum, makeEmpty(nb, l, rowType, {{qp, 0}})},
+        rowMaps, {kPar}, [&](OpBuilder &bb, Location bl, ValueRange a) {
+          Value mNew = arith::MaximumFOp::create(bb, bl, a[1], a[0]);
+          Value none = arith::CmpFOp::create(bb, bl, arith::CmpFPredicate::OEQ,
+                                             a[1], negInf(bb, bl, elt));
+          Value corr = arith::SelectOp::create(
+              bb, bl, none, cstF(bb, bl, elt, 0.0),
+              math::ExpOp::create(bb, bl,
+                                  arith::SubFOp::create(bb, bl, a[1], mNew)));
+          Value lScaled = arith::MulFOp::create(bb, bl, a[2], corr);
+          linalg::YieldOp::create(bb, bl, ValueRange{mNew, lScaled, corr});
+        });
+    return {upd[0], upd[1], upd[2]};
+  }
+
+  /// p = exp(s - m'), 0 where the row has no visible key yet; in place.
+  Value probabilities(OpBuilder &nb, Location l, Value s, Value mNew) {
+    return generic(
+        nb, l, {mNew}, {s}, {pick(ctx, 2, {0}), pick(ctx, 2, {0, 1})},
+        {kPar, kPar}, [&](OpBuilder &bb, Location bl, ValueRange a) {
+          Value none = arith::CmpFOp::create(bb, bl, arith::CmpFPredicate::OEQ,
+                                             a[0], negInf(bb, bl, elt));
+          Value e = math::ExpOp::create(
+              bb, bl, arith::SubFOp::create(bb, bl, a[1], a[0]));
+          linalg::YieldOp::create(
+              bb, bl,
+              Value(arith::SelectOp::create(bb, bl, none,
+                                            cstF(bb, bl, elt, 0.0), e)));
+        })[0];
+  }
+
+  /// Writes the work item's tiles into the shared outputs: out = acc / l
+  /// (0 for a row with no visible key) and, when `withLse`, lse.
+  void finishWorkItem(scf::ForallOp forall, Value m, Value sum, Value acc) {
+    Value oSlot = headRows(b, loc, forall.getRegionIterArgs()[0], i0, bq, h);
+    Value oTile = generic(
+        b, loc, {acc, sum}, {oSlot},
+        {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0}), pick(ctx, 2, {0, 1})},
+        {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+          Value zero = cstF(nb, l, elt, 0.0);
+          Value empty = arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ,
+                                              a[1], zero);
+          Value div = arith::DivFOp::create(nb, l, a[0], a[1]);
+          linalg::YieldOp::create(
+              nb, l, Value(arith::SelectOp::create(nb, l, empty, zero, div)));
+        })[0];
+    auto one = b.getIndexAttr(1);
+    SmallVector<std::tuple<Value, Value, SmallVector<OpFoldResult>,
+                           SmallVector<OpFoldResult>>>
+        inserts;
+    inserts.push_back({oTile,
+                       forall.getRegionIterArgs()[0],
+                       {i0, h, b.getIndexAttr(0)},
+                       {bq, one, b.getIndexAttr(dh)}});
+    if (withLse) {
+      Value lseOut = forall.getRegionIterArgs()[1];
+      inserts.push_back({lseTile(lseOut, m, sum), lseOut, {i0, h}, {bq, one}});
+    }
+    b.setInsertionPointToStart(forall.getTerminator().getBody());
+    for (auto &[src, dst, offsets, sizes] : inserts)
+      tensor::ParallelInsertSliceOp::create(
+          b, loc, src, dst, offsets, sizes,
+          SmallVector<OpFoldResult>(offsets.size(), one));
+  }
+
+  /// The work item's lse = m + log(l) in its slot of `lseOut`, -inf for a
+  /// row with no visible key.
+  Value lseTile(Value lseOut, Value m, Value sum) {
+    auto one = b.getIndexAttr(1);
+    Value lSlot = tensor::ExtractSliceOp::create(
+        b, loc, rowType, lseOut, {OpFoldResult(i0), h}, {OpFoldResult(bq), one},
+        {one, one});
+    return generic(b, loc, {m, sum}, {lSlot},
+                   {pick(ctx, 1, {0}), pick(ctx, 1, {0}), pick(ctx, 1, {0})},
+                   {kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+                     linalg::YieldOp::create(nb, l,
+                                             logSumExp(nb, l, elt, a[0], a[1]));
+                   })[0];
+  }
+
+  OpBuilder &b;
+  Location loc;
+  MLIRContext *ctx;
+  Value q, k, v, qpos, kpos;
+  double scale;
+  RankedTensorType qType;
+  bool withLse;
+  /// Query rows per parallel work item and keys per step of the online
+  /// softmax.
+  int64_t kQueryTile, kKeyTile;
+  Type elt, kElt;
+  int64_t nh, nkv, dh, group;
+  /// Per query row: [rows] and [rows, d].
+  RankedTensorType rowType, rowDhType;
+  /// The query and key counts and the transposed keys.
+  Value tq, tk, kT;
+  /// The work item's head, first query row, row count, KV head, query tile,
+  /// its positions, their max, the 32-bit shift and the first sequence.
+  Value h, i0, bq, kvh, qTile, qp, maxQ, shift, firstSequence;
+};
+
 /// Causal GQA attention by global positions, fused: a one-pass online
 /// softmax over key tiles (flash attention) that never materialises the
 /// [T, T] scores (docs/design.md, 9. The compiler). Returns the normalised
@@ -108,238 +409,20 @@ Value rows1d(OpBuilder &b, Location loc, Value x, Value offset, Value size) {
 /// contractions are NN-form generics with the multiplyAccumulate body and one
 /// reduction dim: the key tile is transposed first, and the KV head is picked
 /// by slicing (no floordiv maps).
+///
+/// Query rows per work item and keys per step are `tile` both, but for a
+/// decode step's queries. At 64 a [64, 64] f32 score tile (16 KiB) and the
+/// key/value tiles stay in the L1/L2 caches; the query tile bounds the
+/// parallelism of a short prompt (heads x query tiles).
 std::pair<Value, Value> buildFusedAttention(OpBuilder &b, Location loc, Value q,
                                             Value k, Value v, Value qpos,
                                             Value kpos, double scale,
                                             RankedTensorType qType,
                                             bool withLse, int64_t queryTile,
                                             int64_t tile) {
-  // Query rows per parallel work item and keys per step of the online
-  // softmax (`tile` both, but for a decode step's queries). At 64 a
-  // [64, 64] f32 score tile (16 KiB) and the key/value tiles stay in the
-  // L1/L2 caches; the query tile bounds the parallelism of a short prompt
-  // (heads x query tiles).
-  int64_t kQueryTile = queryTile, kKeyTile = tile;
-  MLIRContext *ctx = b.getContext();
-  Type elt = qType.getElementType();
-  Type kElt = cast<RankedTensorType>(k.getType()).getElementType();
-  int64_t nh = dimOf(q, 1), nkv = dimOf(k, 1), dh = dimOf(q, 2),
-          group = nh / nkv;
-  int64_t dyn = ShapedType::kDynamic;
-  Value tq = tensor::DimOp::create(b, loc, q, 0);
-  Value tk = tensor::DimOp::create(b, loc, k, 0);
-
-  // kT[h, d, j] = k[j, h, d], once for all work items: the scores are then
-  // NN contractions on a [d, key tile] slice that is contiguous along the
-  // keys. (Transposing each key tile where it is used would redo it for
-  // every query tile and every head of a KV group, as strided gathers.)
-  Value kT =
-      linalg::TransposeOp::create(
-          b, loc, k,
-          makeEmpty(
-              b, loc,
-              tensorOf(
-                  {nkv, dh, cast<RankedTensorType>(k.getType()).getDimSize(0)},
-                  kElt),
-              {{k, 0}}),
-          ArrayRef<int64_t>{1, 2, 0})
-          .getResult()[0];
-
-  SmallVector<Value> outs = {makeEmpty(b, loc, qType, {{q, 0}})};
-  auto lseType = tensorOf({qType.getDimSize(0), nh}, elt);
-  if (withLse)
-    outs.push_back(makeEmpty(b, loc, lseType, {{q, 0}}));
-  auto forall = scf::ForallOp::create(
-      b, loc, {b.getIndexAttr(0), b.getIndexAttr(0)},
-      {b.getIndexAttr(nh), OpFoldResult(tq)},
-      {b.getIndexAttr(1), b.getIndexAttr(kQueryTile)}, outs, std::nullopt);
-
-  OpBuilder::InsertionGuard guard(b);
-  b.setInsertionPointToStart(forall.getBody());
-  Value h = forall.getInductionVar(0), i0 = forall.getInductionVar(1);
-  Value bq = arith::MinSIOp::create(b, loc, cstIndex(b, loc, kQueryTile),
-                                    arith::SubIOp::create(b, loc, tq, i0));
-  Value kvh =
-      group == 1
-          ? h
-          : Value(arith::DivUIOp::create(b, loc, h, cstIndex(b, loc, group)));
-  Value qTile = headRows(b, loc, q, i0, bq, h);
-  Value qp = rows1d(b, loc, qpos, i0, bq);
-  Value maxQ = positionBound(b, loc, qp, /*min=*/false);
-  Value shift = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(32));
-  Value firstSequence = arith::ShRSIOp::create(
-      b, loc, positionBound(b, loc, qp, /*min=*/true), shift);
-
-  auto rowType = tensorOf({dyn}, elt);
-  auto rowDhType = tensorOf({dyn, dh}, elt);
-  Value m0 =
-      makeFilled(b, loc, rowType, {{qp, 0}},
-                 b.getFloatAttr(elt, -std::numeric_limits<double>::infinity()));
-  Value l0 = zeros(b, loc, rowType, {{qp, 0}});
-  Value acc0 = zeros(b, loc, rowDhType, {{qp, 0}});
-
-  // One key tile: the online-softmax update of (m, l, acc).
-  auto keyTile = [&](OpBuilder &nb, Location l, Value j0, Value kp, Value m,
-                     Value sum, Value acc) -> SmallVector<Value> {
-    Value bk = tensor::DimOp::create(nb, l, kp, 0);
-    Value vTile = headRows(nb, l, v, j0, bk, kvh);
-    // The key tile's [d, bk] slice of kT.
-    auto one = nb.getIndexAttr(1);
-    Value kTile = tensor::ExtractSliceOp::create(
-        nb, l, tensorOf({dh, dyn}, kElt), kT,
-        {OpFoldResult(kvh), nb.getIndexAttr(0), OpFoldResult(j0)},
-        {one, nb.getIndexAttr(dh), OpFoldResult(bk)}, {one, one, one});
-    // s[i, j] = sum_d q[i, d] * kT[d, j]; loop dims (i, j, d).
-    Value s = generic(
-        nb, l, {qTile, kTile},
-        {zeros(nb, l, tensorOf({dyn, dyn}, elt), {{qp, 0}, {kp, 0}})},
-        {pick(ctx, 3, {0, 2}), pick(ctx, 3, {2, 1}), pick(ctx, 3, {0, 1})},
-        {kPar, kPar, kRed}, multiplyAccumulate)[0];
-    // Scale and apply the causal mask by global positions, in place.
-    s = generic(
-        nb, l, {qp, kp}, {s},
-        {pick(ctx, 2, {0}), pick(ctx, 2, {1}), pick(ctx, 2, {0, 1})},
-        {kPar, kPar}, [&](OpBuilder &bb, Location bl, ValueRange a) {
-          Value ok = visibleKey(bb, bl, a[0], a[1]);
-          Value sc =
-              arith::MulFOp::create(bb, bl, a[2], cstF(bb, bl, elt, scale));
-          linalg::YieldOp::create(bb, bl,
-                                  Value(arith::SelectOp::create(
-                                      bb, bl, ok, sc, negInf(bb, bl, elt))));
-        })[0];
-    Value tileMax = generic(
-        nb, l, {s},
-        {makeFilled(
-            nb, l, rowType, {{qp, 0}},
-            nb.getFloatAttr(elt, -std::numeric_limits<double>::infinity()))},
-        {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0})}, {kPar, kRed},
-        [](OpBuilder &bb, Location bl, ValueRange a) {
-          linalg::YieldOp::create(
-              bb, bl, Value(arith::MaximumFOp::create(bb, bl, a[0], a[1])));
-        })[0];
-    // m' = max(m, tile max); corr = exp(m - m'), 0 while m is -inf (then l
-    // and acc are still 0 and m - m' may be NaN); l and m updated in place.
-    auto rowMaps = SmallVector<AffineMap>(4, pick(ctx, 1, {0}));
-    ResultRange upd = generic(
-        nb, l, {tileMax}, {m, sum, makeEmpty(nb, l, rowType, {{qp, 0}})},
-        rowMaps, {kPar}, [&](OpBuilder &bb, Location bl, ValueRange a) {
-          Value mNew = arith::MaximumFOp::create(bb, bl, a[1], a[0]);
-          Value none = arith::CmpFOp::create(bb, bl, arith::CmpFPredicate::OEQ,
-                                             a[1], negInf(bb, bl, elt));
-          Value corr = arith::SelectOp::create(
-              bb, bl, none, cstF(bb, bl, elt, 0.0),
-              math::ExpOp::create(bb, bl,
-                                  arith::SubFOp::create(bb, bl, a[1], mNew)));
-          Value lScaled = arith::MulFOp::create(bb, bl, a[2], corr);
-          linalg::YieldOp::create(bb, bl, ValueRange{mNew, lScaled, corr});
-        });
-    Value mNew = upd[0], lScaled = upd[1], corr = upd[2];
-    // p = exp(s - m'), 0 where the row has no visible key yet; in place.
-    Value p = generic(
-        nb, l, {mNew}, {s}, {pick(ctx, 2, {0}), pick(ctx, 2, {0, 1})},
-        {kPar, kPar}, [&](OpBuilder &bb, Location bl, ValueRange a) {
-          Value none = arith::CmpFOp::create(bb, bl, arith::CmpFPredicate::OEQ,
-                                             a[0], negInf(bb, bl, elt));
-          Value e = math::ExpOp::create(
-              bb, bl, arith::SubFOp::create(bb, bl, a[1], a[0]));
-          linalg::YieldOp::create(
-              bb, bl,
-              Value(arith::SelectOp::create(bb, bl, none,
-                                            cstF(bb, bl, elt, 0.0), e)));
-        })[0];
-    Value lNew = generic(
-        nb, l, {p}, {lScaled}, {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0})},
-        {kPar, kRed}, [](OpBuilder &bb, Location bl, ValueRange a) {
-          linalg::YieldOp::create(
-              bb, bl, Value(arith::AddFOp::create(bb, bl, a[0], a[1])));
-        })[0];
-    Value accScaled =
-        generic(nb, l, {corr}, {acc}, {pick(ctx, 2, {0}), pick(ctx, 2, {0, 1})},
-                {kPar, kPar}, [](OpBuilder &bb, Location bl, ValueRange a) {
-                  linalg::YieldOp::create(
-                      bb, bl, Value(arith::MulFOp::create(bb, bl, a[1], a[0])));
-                })[0];
-    // acc[i, d] += sum_j p[i, j] * v[j, d]; loop dims (i, d, j).
-    Value accNew = generic(
-        nb, l, {p, vTile}, {accScaled},
-        {pick(ctx, 3, {0, 2}), pick(ctx, 3, {2, 1}), pick(ctx, 3, {0, 1})},
-        {kPar, kPar, kRed}, multiplyAccumulate)[0];
-    return {mNew, lNew, accNew};
-  };
-
-  auto loop = scf::ForOp::create(
-      b, loc, cstIndex(b, loc, 0), tk, cstIndex(b, loc, kKeyTile),
-      ValueRange{m0, l0, acc0},
-      [&](OpBuilder &nb, Location l, Value j0, ValueRange it) {
-        Value bk = arith::MinSIOp::create(nb, l, cstIndex(nb, l, kKeyTile),
-                                          arith::SubIOp::create(nb, l, tk, j0));
-        Value kp = rows1d(nb, l, kpos, j0, bk);
-        // Some key of the tile may be visible to some query of the tile:
-        // not all later, nor all of earlier sequences.
-        Value notLater =
-            arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sle,
-                                  positionBound(nb, l, kp, /*min=*/true), maxQ);
-        Value reachesSequence = arith::CmpIOp::create(
-            nb, l, arith::CmpIPredicate::sge,
-            arith::ShRSIOp::create(
-                nb, l, positionBound(nb, l, kp, /*min=*/false), shift),
-            firstSequence);
-        Value visible = arith::AndIOp::create(nb, l, notLater, reachesSequence);
-        auto ifOp = scf::IfOp::create(
-            nb, l, visible,
-            [&](OpBuilder &tb, Location tl) {
-              scf::YieldOp::create(
-                  tb, tl, keyTile(tb, tl, j0, kp, it[0], it[1], it[2]));
-            },
-            [&](OpBuilder &eb, Location el) {
-              scf::YieldOp::create(eb, el, it);
-            });
-        scf::YieldOp::create(nb, l, ifOp.getResults());
-      });
-  Value m = loop.getResult(0), sum = loop.getResult(1), acc = loop.getResult(2);
-
-  // out = acc / l, 0 for a row with no visible key; written into the
-  // destination tile of the shared output.
-  Value oSlot = headRows(b, loc, forall.getRegionIterArgs()[0], i0, bq, h);
-  Value oTile = generic(
-      b, loc, {acc, sum}, {oSlot},
-      {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0}), pick(ctx, 2, {0, 1})},
-      {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
-        Value zero = cstF(nb, l, elt, 0.0);
-        Value empty =
-            arith::CmpFOp::create(nb, l, arith::CmpFPredicate::OEQ, a[1], zero);
-        Value div = arith::DivFOp::create(nb, l, a[0], a[1]);
-        linalg::YieldOp::create(
-            nb, l, Value(arith::SelectOp::create(nb, l, empty, zero, div)));
-      })[0];
-  auto one = b.getIndexAttr(1);
-  SmallVector<std::tuple<Value, Value, SmallVector<OpFoldResult>,
-                         SmallVector<OpFoldResult>>>
-      inserts;
-  inserts.push_back({oTile,
-                     forall.getRegionIterArgs()[0],
-                     {i0, h, b.getIndexAttr(0)},
-                     {bq, one, b.getIndexAttr(dh)}});
-  if (withLse) {
-    // lse = m + log(l), -inf for a row with no visible key.
-    Value lseOut = forall.getRegionIterArgs()[1];
-    Value lSlot = tensor::ExtractSliceOp::create(
-        b, loc, rowType, lseOut, {OpFoldResult(i0), h}, {OpFoldResult(bq), one},
-        {one, one});
-    Value lTile = generic(
-        b, loc, {m, sum}, {lSlot},
-        {pick(ctx, 1, {0}), pick(ctx, 1, {0}), pick(ctx, 1, {0})}, {kPar},
-        [&](OpBuilder &nb, Location l, ValueRange a) {
-          linalg::YieldOp::create(nb, l, logSumExp(nb, l, elt, a[0], a[1]));
-        })[0];
-    inserts.push_back({lTile, lseOut, {i0, h}, {bq, one}});
-  }
-  b.setInsertionPointToStart(forall.getTerminator().getBody());
-  for (auto &[src, dst, offsets, sizes] : inserts)
-    tensor::ParallelInsertSliceOp::create(
-        b, loc, src, dst, offsets, sizes,
-        SmallVector<OpFoldResult>(offsets.size(), one));
-  return {forall.getResult(0), withLse ? forall.getResult(1) : Value()};
+  return FusedAttention(b, loc, q, k, v, qpos, kpos, scale, qType, withLse,
+                        queryTile, tile)
+      .build();
 }
 
 /// Causal GQA attention by global positions, materialised: the [H, Tq, Tk]

@@ -67,6 +67,66 @@ Value recordFlag(OpBuilder &b, Location loc, Value valid) {
   return arith::ExtUIOp::create(b, loc, b.getI64Type(), valid);
 }
 
+/// The key of a weight slice: its name and its shards. One id (one load)
+/// per distinct key.
+std::string weightKey(ParamOp op) {
+  std::string key = op.getName().str();
+  for (mf::ShardAttr shard : mf::getShards(op))
+    key += " shard " + std::to_string(shard.getDim()) + " " +
+           shard.getMesh().str() + " " + shard.getAxis().str() + " " +
+           std::to_string(shard.getParts());
+  return key;
+}
+
+/// The stages that read each weight slice, by key (stage functions are
+/// named <entry>_stage<s>; anything else is read by every stage, -1).
+llvm::StringMap<std::set<int64_t>> weightStages(ArrayRef<ParamOp> params,
+                                                StringRef entryName) {
+  llvm::StringMap<std::set<int64_t>> stagesOf;
+  std::string stagePrefix = (entryName + "_stage").str();
+  for (ParamOp op : params) {
+    auto fn = op->getParentOfType<func::FuncOp>();
+    StringRef name = fn ? fn.getSymName() : StringRef();
+    int64_t stage = -1;
+    if (name.starts_with(stagePrefix) &&
+        name.drop_front(stagePrefix.size()).getAsInteger(10, stage))
+      stage = -1;
+    stagesOf[weightKey(op)].insert(stage);
+  }
+  return stagesOf;
+}
+
+/// Gives the views of a weight tensor (MLA splits kv_b_proj per head and
+/// slices it) the weight's storage type; the moe ops they feed widen it.
+void retypeWeightViews(Value tensor, Type storage) {
+  SmallVector<Value> views = {tensor};
+  while (!views.empty()) {
+    Value v = views.pop_back_val();
+    for (Operation *user : v.getUsers()) {
+      if (!isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp,
+               tensor::ExtractSliceOp>(user) ||
+          user->getOperand(0) != v)
+        continue;
+      Value r = user->getResult(0);
+      auto rType = cast<RankedTensorType>(r.getType());
+      if (rType.getElementType() == storage)
+        continue;
+      r.setType(rType.clone(storage));
+      views.push_back(r);
+    }
+  }
+}
+
+/// Every op of type `OpTy` in `module`, in walk order.
+template <typename OpTy> SmallVector<OpTy> collectOps(ModuleOp module) {
+  SmallVector<OpTy> ops;
+  module.walk([&](OpTy op) { ops.push_back(op); });
+  return ops;
+}
+
+/// The id and the type of each weight slice, by key.
+using WeightIds = llvm::StringMap<std::pair<int64_t, RankedTensorType>>;
+
 struct ConvertMoEToRuntimePass
     : public meshfold::impl::ConvertMoEToRuntimePassBase<
           ConvertMoEToRuntimePass> {
@@ -94,233 +154,22 @@ struct ConvertMoEToRuntimePass
       return signalPassFailure();
     }
 
-    // Weights: one id per distinct (name, slice), in order of first use.
-    Type f32 = Float32Type::get(ctx), i64 = IntegerType::get(ctx, 64);
+    Manifest manifest;
+    SmallVector<ParamOp> params = collectOps<ParamOp>(module);
+    WeightIds ids;
+    if (failed(registerWeights(params, ids, manifest)))
+      return signalPassFailure();
     // The weights' storage type (the manifest and mf.weight say it; the
     // runtime loads each slice in it).
-    Type storage = weightDType == "bf16" ? Type(BFloat16Type::get(ctx)) : f32;
-    Manifest manifest;
-    llvm::StringMap<std::pair<int64_t, RankedTensorType>> ids;
-    SmallVector<ParamOp> params;
-    module.walk([&](ParamOp op) { params.push_back(op); });
-    auto keyOf = [](ParamOp op) {
-      std::string key = op.getName().str();
-      for (mf::ShardAttr shard : mf::getShards(op))
-        key += " shard " + std::to_string(shard.getDim()) + " " +
-               shard.getMesh().str() + " " + shard.getAxis().str() + " " +
-               std::to_string(shard.getParts());
-      return key;
-    };
-    // The stages that read each weight (stage functions are named
-    // <entry>_stage<s>; anything else is read by every stage).
-    llvm::StringMap<std::set<int64_t>> stagesOf;
-    std::string stagePrefix = entryName + "_stage";
-    for (ParamOp op : params) {
-      auto fn = op->getParentOfType<func::FuncOp>();
-      StringRef name = fn ? fn.getSymName() : StringRef();
-      int64_t stage = -1;
-      if (name.starts_with(stagePrefix) &&
-          name.drop_front(stagePrefix.size()).getAsInteger(10, stage))
-        stage = -1;
-      stagesOf[keyOf(op)].insert(stage);
-    }
-    for (ParamOp op : params) {
-      RankedTensorType type = op.getType();
-      if (type.getElementType() != f32) {
-        op.emitError() << "the CPU target computes in f32; weight '"
-                       << op.getName() << "' is " << type.getElementType();
-        return signalPassFailure();
-      }
-      std::string key = keyOf(op);
-      auto [it, inserted] = ids.try_emplace(key, int64_t(ids.size()), type);
-      if (!inserted && it->second.second != type) {
-        op.emitError() << "weight '" << op.getName() << "' used as " << type
-                       << " and as " << it->second.second;
-        return signalPassFailure();
-      }
-      if (inserted) {
-        ManifestParam p;
-        p.id = it->second.first;
-        p.name = op.getName().str();
-        p.bf16 = weightDType == "bf16";
-        p.shape.assign(type.getShape().begin(), type.getShape().end());
-        for (mf::ShardAttr shard : mf::getShards(op))
-          p.shards.push_back({shard.getDim(), shard.getParts(),
-                              shard.getMesh().str(), shard.getAxis().str()});
-        const std::set<int64_t> &stages = stagesOf[key];
-        if (!stages.count(-1))
-          p.stages.assign(stages.begin(), stages.end());
-        manifest.params.push_back(std::move(p));
-      }
-    }
+    Type storage = weightDType == "bf16" ? Type(BFloat16Type::get(ctx))
+                                         : Type(Float32Type::get(ctx));
+    bindWeights(params, ids, storage);
 
-    for (ParamOp op : params) {
-      OpBuilder b(op);
-      auto type = op.getType().clone(storage);
-      Value buffer = mf::WeightOp::create(
-          b, op.getLoc(), MemRefType::get(type.getShape(), storage),
-          ids.lookup(keyOf(op)).first, op.getName());
-      Value tensor = bufferization::ToTensorOp::create(
-          b, op.getLoc(), type, buffer, b.getUnitAttr(), /*writable=*/nullptr);
-      op.replaceAllUsesWith(tensor);
-      op.erase();
-      // Views of the weight (MLA splits kv_b_proj per head and slices it)
-      // take its storage type; the moe ops they feed widen it.
-      SmallVector<Value> views = {tensor};
-      while (!views.empty()) {
-        Value v = views.pop_back_val();
-        for (Operation *user : v.getUsers()) {
-          if (!isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp,
-                   tensor::ExtractSliceOp>(user) ||
-              user->getOperand(0) != v)
-            continue;
-          Value r = user->getResult(0);
-          auto rType = cast<RankedTensorType>(r.getType());
-          if (rType.getElementType() == storage)
-            continue;
-          r.setType(rType.clone(storage));
-          views.push_back(r);
-        }
-      }
-    }
-
-    // K/V outputs.
-    auto kvType = dynamicStrided(
-        {ShapedType::kDynamic, ShapedType::kDynamic, ShapedType::kDynamic},
-        f32);
-    auto posType = dynamicStrided({ShapedType::kDynamic}, i64);
-    func::FuncOp kvFn =
-        declareRuntimeFunction(module, RuntimeFn::mfrt_kv_cache_f32);
-    SmallVector<KVCacheOp> caches;
-    module.walk([&](KVCacheOp op) { caches.push_back(op); });
-    for (KVCacheOp op : caches) {
-      OpBuilder b(op);
-      Location loc = op.getLoc();
-      if (op.getKey().getType().getElementType() != f32) {
-        op.emitError() << "the CPU target computes in f32";
-        return signalPassFailure();
-      }
-      Value layer =
-          arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(op.getLayer()));
-      Value heads = headOffset(b, loc, op.getHeadOffset());
-      func::CallOp::create(
-          b, loc, kvFn,
-          ValueRange{layer, readOnlyBuffer(b, loc, op.getKey(), kvType),
-                     readOnlyBuffer(b, loc, op.getValue(), kvType),
-                     readOnlyBuffer(b, loc, op.getPositions(), posType),
-                     heads});
-      op.erase();
-    }
-
-    // K/V history inputs of decode steps.
-    auto historyPosType = MemRefType::get({ShapedType::kDynamic}, i64);
-    SmallVector<KVHistoryOp> histories;
-    module.walk([&](KVHistoryOp op) { histories.push_back(op); });
-    if (!histories.empty()) {
-      func::FuncOp lengthFn =
-          declareRuntimeFunction(module, RuntimeFn::mfrt_kv_history_length);
-      func::FuncOp historyFn =
-          declareRuntimeFunction(module, RuntimeFn::mfrt_kv_history_f32);
-      for (KVHistoryOp op : histories) {
-        OpBuilder b(op);
-        Location loc = op.getLoc();
-        auto type = op.getKey().getType();
-        if (type.getElementType() != f32) {
-          op.emitError() << "the CPU target computes in f32";
-          return signalPassFailure();
-        }
-        Value layer = arith::ConstantOp::create(
-            b, loc, b.getI64IntegerAttr(op.getLayer()));
-        Value step = tensor::DimOp::create(b, loc, op.getStepKey(), 0);
-        Value stepPositions =
-            readOnlyBuffer(b, loc, op.getStepPositions(), posType);
-        Value cached = arith::IndexCastOp::create(
-            b, loc, b.getIndexType(),
-            func::CallOp::create(b, loc, lengthFn,
-                                 ValueRange{layer, stepPositions})
-                .getResult(0));
-        Value rows = arith::AddIOp::create(b, loc, cached, step);
-        auto bufferType = MemRefType::get(type.getShape(), f32);
-        Value k = memref::AllocOp::create(b, loc, bufferType, rows);
-        Value v = memref::AllocOp::create(b, loc, bufferType, rows);
-        Value p = memref::AllocOp::create(b, loc, historyPosType, rows);
-        func::CallOp::create(
-            b, loc, historyFn,
-            ValueRange{layer, readOnlyBuffer(b, loc, op.getStepKey(), kvType),
-                       readOnlyBuffer(b, loc, op.getStepValue(), kvType),
-                       stepPositions, memref::CastOp::create(b, loc, kvType, k),
-                       memref::CastOp::create(b, loc, kvType, v),
-                       memref::CastOp::create(b, loc, posType, p),
-                       headOffset(b, loc, op.getHeadOffset())});
-        auto toTensor = [&](Value m, Type t) -> Value {
-          return bufferization::ToTensorOp::create(
-              b, loc, t, m, b.getUnitAttr(), /*writable=*/nullptr);
-        };
-        op.getKey().replaceAllUsesWith(toTensor(k, type));
-        op.getValue().replaceAllUsesWith(toTensor(v, type));
-        op.getPositions().replaceAllUsesWith(
-            toTensor(p, op.getPositions().getType()));
-        op.erase();
-      }
-    }
-
-    // Logits outputs.
-    auto logitsType = dynamicStrided({ShapedType::kDynamic}, f32);
-    func::FuncOp logitsFn =
-        declareRuntimeFunction(module, RuntimeFn::mfrt_logits_f32);
-    SmallVector<LogitsOp> logits;
-    module.walk([&](LogitsOp op) { logits.push_back(op); });
-    for (LogitsOp op : logits) {
-      OpBuilder b(op);
-      Location loc = op.getLoc();
-      auto type = op.getLogits().getType();
-      if (type.getElementType() != f32) {
-        op.emitError() << "the CPU target computes in f32";
-        return signalPassFailure();
-      }
-      Value cast = readOnlyBuffer(b, loc, op.getLogits(), logitsType);
-      func::CallOp::create(b, loc, logitsFn,
-                           ValueRange{cast, recordFlag(b, loc, op.getValid())});
-      op.erase();
-    }
-
-    // Prompt logits outputs.
-    auto rowsType =
-        dynamicStrided({ShapedType::kDynamic, ShapedType::kDynamic}, f32);
-    SmallVector<PromptLogitsOp> prompts;
-    module.walk([&](PromptLogitsOp op) { prompts.push_back(op); });
-    if (!prompts.empty()) {
-      func::FuncOp promptFn =
-          declareRuntimeFunction(module, RuntimeFn::mfrt_prompt_logits_f32);
-      for (PromptLogitsOp op : prompts) {
-        OpBuilder b(op);
-        Location loc = op.getLoc();
-        func::CallOp::create(
-            b, loc, promptFn,
-            ValueRange{readOnlyBuffer(b, loc, op.getLogits(), rowsType),
-                       readOnlyBuffer(b, loc, op.getPositions(), posType)});
-        op.erase();
-      }
-    }
-
-    // Decode-step row logits.
-    SmallVector<StepLogitsOp> stepRows;
-    module.walk([&](StepLogitsOp op) { stepRows.push_back(op); });
-    if (!stepRows.empty()) {
-      func::FuncOp stepFn =
-          declareRuntimeFunction(module, RuntimeFn::mfrt_step_logits_f32);
-      for (StepLogitsOp op : stepRows) {
-        OpBuilder b(op);
-        Location loc = op.getLoc();
-        Value valid = recordFlag(b, loc, op.getValid());
-        func::CallOp::create(
-            b, loc, stepFn,
-            ValueRange{readOnlyBuffer(b, loc, op.getLogits(), rowsType),
-                       readOnlyBuffer(b, loc, op.getPositions(), posType),
-                       valid});
-        op.erase();
-      }
-    }
+    if (failed(lowerKVCaches(module)) || failed(lowerKVHistories(module)) ||
+        failed(lowerLogits(module)))
+      return signalPassFailure();
+    lowerPromptLogits(module);
+    lowerStepLogits(module);
 
     if (entry) {
       entry->setAttr(LLVM::LLVMDialect::getEmitCWrapperAttrName(),
@@ -332,20 +181,248 @@ struct ConvertMoEToRuntimePass
                     UnitAttr::get(ctx));
       manifest.decode = decodeName;
     }
+    if (failed(describeProgram(module, *info, manifest)))
+      return signalPassFailure();
+    emitManifest(module, manifest);
+  }
 
-    // The manifest the runtime checks weights and outputs against.
-    manifest.hidden = info->hidden;
-    manifest.vocab = info->vocab;
-    manifest.layers = info->numLayers;
-    manifest.heads = info->numHeads;
-    manifest.kvHeads = info->numKVHeads;
-    manifest.headDim = info->headDim;
-    manifest.experts = info->numExperts;
-    manifest.topK = info->topK;
-    manifest.moeLayers = info->numMoELayers;
-    manifest.kvShared = info->kvShared != 0;
-    manifest.projNorms = info->projNorms != 0;
-    manifest.ffn = info->ffn;
+private:
+  /// Gives each distinct weight slice (name and shards) an id, in order of
+  /// first use, and its manifest entry; every slice must be f32 and used
+  /// with one type.
+  LogicalResult registerWeights(ArrayRef<ParamOp> params, WeightIds &ids,
+                                Manifest &manifest) {
+    Type f32 = Float32Type::get(&getContext());
+    llvm::StringMap<std::set<int64_t>> stagesOf =
+        weightStages(params, entryName);
+    for (ParamOp op : params) {
+      RankedTensorType type = op.getType();
+      if (type.getElementType() != f32)
+        return op.emitError()
+               << "the CPU target computes in f32; weight '" << op.getName()
+               << "' is " << type.getElementType();
+      std::string key = weightKey(op);
+      auto [it, inserted] = ids.try_emplace(key, int64_t(ids.size()), type);
+      if (!inserted && it->second.second != type)
+        return op.emitError() << "weight '" << op.getName() << "' used as "
+                              << type << " and as " << it->second.second;
+      if (!inserted)
+        continue;
+      ManifestParam p;
+      p.id = it->second.first;
+      p.name = op.getName().str();
+      p.bf16 = weightDType == "bf16";
+      p.shape.assign(type.getShape().begin(), type.getShape().end());
+      for (mf::ShardAttr shard : mf::getShards(op))
+        p.shards.push_back({shard.getDim(), shard.getParts(),
+                            shard.getMesh().str(), shard.getAxis().str()});
+      const std::set<int64_t> &stages = stagesOf[key];
+      if (!stages.count(-1))
+        p.stages.assign(stages.begin(), stages.end());
+      manifest.params.push_back(std::move(p));
+    }
+    return success();
+  }
+
+  /// Replaces each moe.param by its slice as the runtime loaded it: an
+  /// mf.weight buffer of the `storage` type, seen as a tensor.
+  void bindWeights(ArrayRef<ParamOp> params, const WeightIds &ids,
+                   Type storage) {
+    for (ParamOp op : params) {
+      OpBuilder b(op);
+      auto type = op.getType().clone(storage);
+      Value buffer = mf::WeightOp::create(
+          b, op.getLoc(), MemRefType::get(type.getShape(), storage),
+          ids.lookup(weightKey(op)).first, op.getName());
+      Value tensor = bufferization::ToTensorOp::create(
+          b, op.getLoc(), type, buffer, b.getUnitAttr(), /*writable=*/nullptr);
+      op.replaceAllUsesWith(tensor);
+      op.erase();
+      retypeWeightViews(tensor, storage);
+    }
+  }
+
+  /// K/V outputs: each moe.kv_cache hands the runtime its layer's entries.
+  LogicalResult lowerKVCaches(ModuleOp module) {
+    Type f32 = Float32Type::get(&getContext());
+    Type i64 = IntegerType::get(&getContext(), 64);
+    auto kvType = dynamicStrided(
+        {ShapedType::kDynamic, ShapedType::kDynamic, ShapedType::kDynamic},
+        f32);
+    auto posType = dynamicStrided({ShapedType::kDynamic}, i64);
+    func::FuncOp kvFn =
+        declareRuntimeFunction(module, RuntimeFn::mfrt_kv_cache_f32);
+    for (KVCacheOp op : collectOps<KVCacheOp>(module)) {
+      OpBuilder b(op);
+      Location loc = op.getLoc();
+      if (op.getKey().getType().getElementType() != f32)
+        return op.emitError() << "the CPU target computes in f32";
+      Value layer =
+          arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(op.getLayer()));
+      Value heads = headOffset(b, loc, op.getHeadOffset());
+      func::CallOp::create(
+          b, loc, kvFn,
+          ValueRange{layer, readOnlyBuffer(b, loc, op.getKey(), kvType),
+                     readOnlyBuffer(b, loc, op.getValue(), kvType),
+                     readOnlyBuffer(b, loc, op.getPositions(), posType),
+                     heads});
+      op.erase();
+    }
+    return success();
+  }
+
+  /// K/V history inputs of decode steps: the runtime's cached rows of the
+  /// layer followed by the step's own, in new buffers.
+  LogicalResult lowerKVHistories(ModuleOp module) {
+    SmallVector<KVHistoryOp> histories = collectOps<KVHistoryOp>(module);
+    if (histories.empty())
+      return success();
+    func::FuncOp lengthFn =
+        declareRuntimeFunction(module, RuntimeFn::mfrt_kv_history_length);
+    func::FuncOp historyFn =
+        declareRuntimeFunction(module, RuntimeFn::mfrt_kv_history_f32);
+    for (KVHistoryOp op : histories)
+      if (failed(lowerKVHistory(op, lengthFn, historyFn)))
+        return failure();
+    return success();
+  }
+
+  /// One moe.kv_history: asks the runtime for the cached length, allocates
+  /// K, V and positions for the cache and the step, and has it fill them.
+  LogicalResult lowerKVHistory(KVHistoryOp op, func::FuncOp lengthFn,
+                               func::FuncOp historyFn) {
+    Type f32 = Float32Type::get(&getContext());
+    Type i64 = IntegerType::get(&getContext(), 64);
+    auto kvType = dynamicStrided(
+        {ShapedType::kDynamic, ShapedType::kDynamic, ShapedType::kDynamic},
+        f32);
+    auto posType = dynamicStrided({ShapedType::kDynamic}, i64);
+    auto historyPosType = MemRefType::get({ShapedType::kDynamic}, i64);
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    auto type = op.getKey().getType();
+    if (type.getElementType() != f32)
+      return op.emitError() << "the CPU target computes in f32";
+    Value layer =
+        arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(op.getLayer()));
+    Value step = tensor::DimOp::create(b, loc, op.getStepKey(), 0);
+    Value stepPositions =
+        readOnlyBuffer(b, loc, op.getStepPositions(), posType);
+    Value cached = arith::IndexCastOp::create(
+        b, loc, b.getIndexType(),
+        func::CallOp::create(b, loc, lengthFn, ValueRange{layer, stepPositions})
+            .getResult(0));
+    Value rows = arith::AddIOp::create(b, loc, cached, step);
+    auto bufferType = MemRefType::get(type.getShape(), f32);
+    Value k = memref::AllocOp::create(b, loc, bufferType, rows);
+    Value v = memref::AllocOp::create(b, loc, bufferType, rows);
+    Value p = memref::AllocOp::create(b, loc, historyPosType, rows);
+    func::CallOp::create(
+        b, loc, historyFn,
+        ValueRange{layer, readOnlyBuffer(b, loc, op.getStepKey(), kvType),
+                   readOnlyBuffer(b, loc, op.getStepValue(), kvType),
+                   stepPositions, memref::CastOp::create(b, loc, kvType, k),
+                   memref::CastOp::create(b, loc, kvType, v),
+                   memref::CastOp::create(b, loc, posType, p),
+                   headOffset(b, loc, op.getHeadOffset())});
+    auto toTensor = [&](Value m, Type t) -> Value {
+      return bufferization::ToTensorOp::create(b, loc, t, m, b.getUnitAttr(),
+                                               /*writable=*/nullptr);
+    };
+    op.getKey().replaceAllUsesWith(toTensor(k, type));
+    op.getValue().replaceAllUsesWith(toTensor(v, type));
+    op.getPositions().replaceAllUsesWith(
+        toTensor(p, op.getPositions().getType()));
+    op.erase();
+    return success();
+  }
+
+  /// Logits outputs: each moe.logits hands the runtime its row and whether
+  /// this rank records it.
+  LogicalResult lowerLogits(ModuleOp module) {
+    Type f32 = Float32Type::get(&getContext());
+    auto logitsType = dynamicStrided({ShapedType::kDynamic}, f32);
+    func::FuncOp logitsFn =
+        declareRuntimeFunction(module, RuntimeFn::mfrt_logits_f32);
+    for (LogitsOp op : collectOps<LogitsOp>(module)) {
+      OpBuilder b(op);
+      Location loc = op.getLoc();
+      auto type = op.getLogits().getType();
+      if (type.getElementType() != f32)
+        return op.emitError() << "the CPU target computes in f32";
+      Value cast = readOnlyBuffer(b, loc, op.getLogits(), logitsType);
+      func::CallOp::create(b, loc, logitsFn,
+                           ValueRange{cast, recordFlag(b, loc, op.getValid())});
+      op.erase();
+    }
+    return success();
+  }
+
+  /// The [rows, V] f32 logits and the i64 positions the row-logits calls
+  /// take.
+  std::pair<MemRefType, MemRefType> rowLogitsTypes() {
+    Type f32 = Float32Type::get(&getContext());
+    Type i64 = IntegerType::get(&getContext(), 64);
+    return {dynamicStrided({ShapedType::kDynamic, ShapedType::kDynamic}, f32),
+            dynamicStrided({ShapedType::kDynamic}, i64)};
+  }
+
+  /// Prompt logits outputs: the logits of every position a rank holds.
+  void lowerPromptLogits(ModuleOp module) {
+    SmallVector<PromptLogitsOp> prompts = collectOps<PromptLogitsOp>(module);
+    if (prompts.empty())
+      return;
+    auto [rowsType, posType] = rowLogitsTypes();
+    func::FuncOp promptFn =
+        declareRuntimeFunction(module, RuntimeFn::mfrt_prompt_logits_f32);
+    for (PromptLogitsOp op : prompts) {
+      OpBuilder b(op);
+      Location loc = op.getLoc();
+      func::CallOp::create(
+          b, loc, promptFn,
+          ValueRange{readOnlyBuffer(b, loc, op.getLogits(), rowsType),
+                     readOnlyBuffer(b, loc, op.getPositions(), posType)});
+      op.erase();
+    }
+  }
+
+  /// Decode-step row logits: one row per new token, where valid.
+  void lowerStepLogits(ModuleOp module) {
+    SmallVector<StepLogitsOp> stepRows = collectOps<StepLogitsOp>(module);
+    if (stepRows.empty())
+      return;
+    auto [rowsType, posType] = rowLogitsTypes();
+    func::FuncOp stepFn =
+        declareRuntimeFunction(module, RuntimeFn::mfrt_step_logits_f32);
+    for (StepLogitsOp op : stepRows) {
+      OpBuilder b(op);
+      Location loc = op.getLoc();
+      Value valid = recordFlag(b, loc, op.getValid());
+      func::CallOp::create(
+          b, loc, stepFn,
+          ValueRange{readOnlyBuffer(b, loc, op.getLogits(), rowsType),
+                     readOnlyBuffer(b, loc, op.getPositions(), posType),
+                     valid});
+      op.erase();
+    }
+  }
+
+  /// The manifest's model, plan and groups; takes the module attributes that
+  /// only the runtime reads (prompt length limit, EOS tokens) off it.
+  LogicalResult describeProgram(ModuleOp module, const ModelInfo &info,
+                                Manifest &manifest) {
+    manifest.hidden = info.hidden;
+    manifest.vocab = info.vocab;
+    manifest.layers = info.numLayers;
+    manifest.heads = info.numHeads;
+    manifest.kvHeads = info.numKVHeads;
+    manifest.headDim = info.headDim;
+    manifest.experts = info.numExperts;
+    manifest.topK = info.topK;
+    manifest.moeLayers = info.numMoELayers;
+    manifest.kvShared = info.kvShared != 0;
+    manifest.projNorms = info.projNorms != 0;
+    manifest.ffn = info.ffn;
     // The traffic report's model of a narrowed last layer (only prefill's
     // can be: a decode step's logits read every row).
     module.walk([&](LayerOp layer) {
@@ -362,12 +439,10 @@ struct ConvertMoEToRuntimePass
     if (auto eos =
             module->getAttrOfType<DenseI64ArrayAttr>(getEosTokensAttrName())) {
       for (int64_t id : eos.asArrayRef()) {
-        if (id < 0 || id >= info->vocab) {
-          module.emitError()
-              << "convert-moe-to-runtime: eos_token_id " << id
-              << " is outside the vocabulary (" << info->vocab << " tokens)";
-          return signalPassFailure();
-        }
+        if (id < 0 || id >= info.vocab)
+          return module.emitError()
+                 << "convert-moe-to-runtime: eos_token_id " << id
+                 << " is outside the vocabulary (" << info.vocab << " tokens)";
         manifest.eosTokens.push_back(id);
       }
       module->removeAttr(getEosTokensAttrName());
@@ -382,6 +457,13 @@ struct ConvertMoEToRuntimePass
         auto [mesh, axes] = cast<StringAttr>(g).getValue().split(':');
         manifest.groups.push_back({mesh.str(), axes.str()});
       }
+    return success();
+  }
+
+  /// The manifest the runtime checks weights and outputs against, as a
+  /// NUL-terminated global string.
+  void emitManifest(ModuleOp module, const Manifest &manifest) {
+    MLIRContext *ctx = &getContext();
     std::string text = formatManifest(manifest);
     text.push_back('\0');
     OpBuilder b = OpBuilder::atBlockEnd(module.getBody());

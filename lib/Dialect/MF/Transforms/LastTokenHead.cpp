@@ -27,6 +27,19 @@ Value tpVocabSlice(OpBuilder &b, moe::ParamOp w, int64_t tp) {
       0, "attention", "tp", tp);
 }
 
+/// This rank's vocab slice over TP of the LM head weight `w` ([V, d]) that
+/// the rank holds whole: a view of it, so the slice is not loaded again.
+Value tpVocabView(OpBuilder &b, Location loc, Value w, int64_t tp) {
+  auto type = cast<RankedTensorType>(w.getType());
+  int64_t rows = type.getDimSize(0) / tp, d = type.getDimSize(1);
+  Value offset = scaledCoord(b, loc, "attention", "tp", rows, 1);
+  return tensor::ExtractSliceOp::create(
+      b, loc, RankedTensorType::get({rows, d}, type.getElementType()), w,
+      ArrayRef<OpFoldResult>{offset, b.getIndexAttr(0)},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(rows), b.getIndexAttr(d)},
+      ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1)});
+}
+
 /// Whether this rank is TP rank 0 (the one that records the logits);
 /// `zero` is an index 0.
 Value isTPRankZero(OpBuilder &b, Location loc, Value zero) {
@@ -133,7 +146,8 @@ struct MFLastTokenHeadPass
       // whose logits are the step's.
       bool isStep = head->getParentOfType<func::FuncOp>()->hasAttr(
           moe::getDecodeStepAttrName());
-      if (promptLogprobs && !isStep) {
+      bool wholeHead = promptLogprobs && !isStep;
+      if (wholeHead) {
         // Every position this rank holds, with the whole LM head.
         auto nType = cast<RankedTensorType>(norm.getType());
         auto allType = RankedTensorType::get({nType.getDimSize(0), vocab},
@@ -168,8 +182,10 @@ struct MFLastTokenHeadPass
           tensor::FromElementsOp::create(b, loc, ValueRange{lastI64});
       Value weight = head.getWeight();
       auto partType = RankedTensorType::get({vocab / tp}, elt);
+      // With the whole head at hand, the rank's slice is a view of it.
       if (tp > 1)
-        weight = tpVocabSlice(b, w, tp);
+        weight = wholeHead ? tpVocabView(b, loc, head.getWeight(), tp)
+                           : tpVocabSlice(b, w, tp);
       Value part = moe::LMHeadOp::create(b, loc, partType, normed, weight,
                                          onePos, head.getLast());
       Value all = part;

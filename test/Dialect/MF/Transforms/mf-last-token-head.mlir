@@ -32,7 +32,8 @@
 // CHECK-NEXT:      moe.logits %[[ALL]] if %[[VALID]] : tensor<16xf32>
 // CHECK-NEXT:      return
 // With prompt-logprobs the rank also records the logits of every position
-// it holds, with the whole LM head, before the last-token path.
+// it holds, with the whole LM head, before the last-token path; its vocab
+// slice is then a view of that head (the rank loads lm_head once).
 // PROMPT-LABEL: func.func @tp2(
 // PROMPT-SAME:      %[[H:[^:]+]]: tensor<?x8xf32>, %[[POS:[^:]+]]: tensor<?xi64>, %{{[^:]+}}: index)
 // PROMPT-NEXT:      %[[NW:.+]] = moe.param "model.norm.weight" : tensor<8xf32>
@@ -41,7 +42,12 @@
 // PROMPT-NEXT:      %[[ALL:.+]] = moe.linear %[[N]], %[[W]] : tensor<?x8xf32>, tensor<16x8xf32> -> tensor<?x16xf32>
 // PROMPT-NEXT:      moe.prompt_logits %[[ALL]], %[[POS]] : tensor<?x16xf32>, tensor<?xi64>
 // PROMPT-NEXT:      moe.take_position %[[H]], %[[POS]]
-// PROMPT:           moe.param "lm_head.weight" {mf.shard = #mf.shard<dim = 0, mesh = "attention", axis = "tp", parts = 2>} : tensor<8x8xf32>
+// PROMPT-NOT:       mf.shard
+// PROMPT:           %[[TP:.+]] = mf.coord "attention" "tp" : index
+// PROMPT-NEXT:      %[[C8:.+]] = arith.constant 8 : index
+// PROMPT-NEXT:      %[[OFF:.+]] = arith.muli %[[TP]], %[[C8]] : index
+// PROMPT-NEXT:      %[[SLICE:.+]] = tensor.extract_slice %[[W]][%[[OFF]], 0] [8, 8] [1, 1] : tensor<16x8xf32> to tensor<8x8xf32>
+// PROMPT-NEXT:      moe.lm_head %{{.+}}, %[[SLICE]], %{{.+}} : tensor<1x8xf32>, tensor<8x8xf32>, tensor<1xi64> -> tensor<8xf32>
 // PROMPT:           moe.logits %{{.+}} if %{{.+}} : tensor<16xf32>
 module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
     attention = [tp = 2, cp = 2], experts = [ep = 4 : (tp, cp)]>} {

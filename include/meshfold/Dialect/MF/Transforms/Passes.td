@@ -329,7 +329,9 @@ def MFLastTokenHeadPass : Pass<"mf-last-token-head", "::mlir::ModuleOp"> {
     With `prompt-logprobs`, every rank also computes the logits of all the
     positions it holds (the full LM head) and records them with
     `moe.prompt_logits`, in prefill (not in a decode step, `moe.decode_step`,
-    whose rows are generated tokens).
+    whose rows are generated tokens); its vocab slice for the last position
+    is then a `tensor.extract_slice` of that head, so the rank loads the LM
+    head once.
 
     A decode step records every row's logits (`moe.step_logits`, each row a
     request's newest token): its TP group all-gathers the rows, each TP rank
