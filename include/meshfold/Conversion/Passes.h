@@ -4,6 +4,7 @@
 #define MESHFOLD_CONVERSION_PASSES_H
 
 #include "meshfold/Conversion/MFToLLVM/MFToLLVM.h"
+#include "meshfold/Conversion/MFToRuntime/MFToRuntime.h"
 #include "meshfold/Conversion/MoEToLinalg/MoEToLinalg.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"

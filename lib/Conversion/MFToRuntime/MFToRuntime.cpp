@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "meshfold/Conversion/MFToRuntime/MFToRuntime.h"
 #include "meshfold/Conversion/Passes.h"
 #include "meshfold/Conversion/RuntimeCalls.h"
 #include "meshfold/Dialect/MF/IR/MF.h"
@@ -195,9 +196,17 @@ LogicalResult Lowering::lower(SliceOp op) {
   SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
   SmallVector<OpFoldResult> sizes, strides(type.getRank(), b.getIndexAttr(1));
   offsets[0] = offset;
-  sizes.push_back(rows);
-  for (int64_t i = 1; i < type.getRank(); ++i)
-    sizes.push_back(b.getIndexAttr(type.getDimSize(i)));
+  // Each size is static where the result's dim is: extract_slice infers its
+  // result type from the sizes.
+  for (int64_t i = 0; i < type.getRank(); ++i) {
+    if (!type.isDynamicDim(i))
+      sizes.push_back(b.getIndexAttr(type.getDimSize(i)));
+    else if (i == 0)
+      sizes.push_back(rows);
+    else
+      sizes.push_back(
+          tensor::DimOp::create(b, loc, op.getInput(), i).getResult());
+  }
   Value s = tensor::ExtractSliceOp::create(b, loc, type, op.getInput(), offsets,
                                            sizes, strides);
   op.replaceAllUsesWith(s);
@@ -692,9 +701,13 @@ struct ConvertMFToRuntimePass
       module.emitError() << error;
       return signalPassFailure();
     }
-    Lowering lowering(module, *layout);
-    if (failed(lowering.run()))
+    if (failed(convertMFToRuntime(module, *layout)))
       signalPassFailure();
   }
 };
 } // namespace
+
+LogicalResult meshfold::convertMFToRuntime(ModuleOp module,
+                                           const MeshLayout &layout) {
+  return Lowering(module, layout).run();
+}
