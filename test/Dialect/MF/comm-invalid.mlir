@@ -155,6 +155,25 @@ func.func @combine_width(%r: !mf.dispatch, %o: tensor<?x64xf32>, %t: index) -> t
 
 // -----
 
+// Combine returns rows of the expert outputs' element type.
+func.func @combine_element_type(%r: !mf.dispatch, %o: tensor<?x64xbf16>, %t: index) -> tensor<?x64xf32> {
+  // expected-error @+1 {{result 'tensor<?x64xf32>' must match the expert outputs' hidden size and element type ('tensor<?x64xbf16>')}}
+  %y = mf.combine %r, %o tokens %t : !mf.dispatch, tensor<?x64xbf16> -> tensor<?x64xf32>
+  return %y : tensor<?x64xf32>
+}
+
+// -----
+
+// The expert outputs have the element type of the rows their dispatch sent.
+func.func @combine_dispatch_element_type(%x: tensor<?x64xf32>, %i: tensor<?x2xi64>, %w: tensor<?x2xf32>, %o: tensor<?x64xbf16>, %t: index) -> tensor<?x64xbf16> {
+  %rows, %local, %r = mf.dispatch %x, %i, %w on "experts" ["ep"] experts 32 flat : tensor<?x64xf32>, tensor<?x2xi64>, tensor<?x2xf32> -> tensor<?x64xf32>, tensor<?xi64>, !mf.dispatch
+  // expected-error @+1 {{expert outputs 'tensor<?x64xbf16>' must have the element type of the dispatched rows ('tensor<?x64xf32>')}}
+  %y = mf.combine %r, %o tokens %t : !mf.dispatch, tensor<?x64xbf16> -> tensor<?x64xbf16>
+  return %y : tensor<?x64xbf16>
+}
+
+// -----
+
 // A send goes somewhere else.
 func.func @send_zero(%x: tensor<?x64xf32>) {
   // expected-error @+1 {{offset must not be 0}}

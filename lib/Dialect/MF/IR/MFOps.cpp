@@ -186,6 +186,15 @@ LogicalResult CombineOp::verify() {
     return emitOpError() << "result " << res << " must match the expert "
                          << "outputs' hidden size and element type (" << out
                          << ")";
+  // The rows go back to the tokens of the dispatch that sent them: one
+  // element type from the tokens to the expert outputs and back.
+  if (auto dispatch = getRouting().getDefiningOp<DispatchOp>()) {
+    RankedTensorType rows = dispatch.getRows().getType();
+    if (out.getElementType() != rows.getElementType())
+      return emitOpError() << "expert outputs " << out << " must have the "
+                           << "element type of the dispatched rows (" << rows
+                           << ")";
+  }
   return success();
 }
 
