@@ -375,6 +375,9 @@ static LogicalResult checkTargetFlags() {
       weightDType != "bf16")
     return fail("--weight-dtype must be f32 or bf16, got '" + weightDType +
                 "'");
+  if (dispatch != "auto" && dispatch != "flat" && dispatch != "hierarchical")
+    return fail("--dispatch must be auto, flat or hierarchical, got '" +
+                dispatch + "'");
   resolveWeightDType();
   std::string error;
   FailureOr<HostTarget> resolved = resolveHostTarget(cpu, error);

@@ -23,6 +23,13 @@ struct MFFoldExpertsPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    // The option is checked whatever the plan, even one with nothing to fold.
+    if (mode != "auto" && mode != "flat" && mode != "hierarchical") {
+      module.emitError() << "mf-fold-experts: mode must be auto, flat or "
+                            "hierarchical, got '"
+                         << mode << "'";
+      return signalPassFailure();
+    }
     FailureOr<MeshLayout> layout = requireLayout(module, "mf-fold-experts");
     if (failed(layout))
       return signalPassFailure();
@@ -50,20 +57,9 @@ struct MFFoldExpertsPass
         nodes.insert(layout->node(r));
       spansNodes |= nodes.size() > 1;
     }
-    DispatchMode dispatchMode;
-    if (mode == "auto")
-      dispatchMode =
-          spansNodes ? DispatchMode::hierarchical : DispatchMode::flat;
-    else if (mode == "flat")
+    DispatchMode dispatchMode = DispatchMode::hierarchical;
+    if (mode == "flat" || (mode == "auto" && !spansNodes))
       dispatchMode = DispatchMode::flat;
-    else if (mode == "hierarchical")
-      dispatchMode = DispatchMode::hierarchical;
-    else {
-      module.emitError() << "mf-fold-experts: mode must be auto, flat or "
-                            "hierarchical, got '"
-                         << mode << "'";
-      return signalPassFailure();
-    }
 
     SmallVector<moe::ExpertsOp> experts;
     module.walk([&](moe::ExpertsOp op) { experts.push_back(op); });
