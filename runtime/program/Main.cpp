@@ -6,8 +6,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mfrt/program/Options.h"
+#include "mfrt/program/Outputs.h"
 #include "mfrt/program/Program.h"
+#include "mfrt/program/Reports.h"
+#include "mfrt/program/Run.h"
 #include "mfrt/program/Trace.h"
+#include "mfrt/program/Weights.h"
 
 #include <chrono>
 #include <cstdio>

@@ -10,6 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mfrt/program/Options.h"
+
 #include "mfrt/program/DeviceBuffers.h"
 #include "mfrt/program/Program.h"
 #include "mfrt/program/Trace.h"

@@ -9,8 +9,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mfrt/program/Outputs.h"
+
 #include "mfrt/program/DeviceBuffers.h"
+#include "mfrt/program/Options.h"
 #include "mfrt/program/Program.h"
+#include "mfrt/program/Sampling.h"
 #include "mfrt/program/Trace.h"
 
 #include <nlohmann/json.hpp>

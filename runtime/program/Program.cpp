@@ -3,6 +3,7 @@
 #include "mfrt/program/Program.h"
 
 #include "mfrt/comm/CommRuntime.h"
+#include "mfrt/program/Weights.h"
 
 #include "meshfold/Support/PlanText.h"
 
@@ -85,9 +86,7 @@ Sequence *ProgramRank::sequenceOf(int64_t position, int64_t *place) {
 }
 
 std::string mfrt::planText(const Manifest &manifest) {
-  return manifest.plan.empty() ? "devices=1 gpus_per_node=1 "
-                                 "attention=tp:1,cp:1,dp:1,pp:1 "
-                                 "experts=ep:1:tp+cp+dp,pp:1:pp"
+  return manifest.plan.empty() ? formatPlanText(PlanSpec::singleDevice())
                                : manifest.plan;
 }
 

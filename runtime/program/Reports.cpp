@@ -8,6 +8,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mfrt/program/Reports.h"
+
 #include "mfrt/program/Program.h"
 #include "mfrt/program/ProgramRank.h"
 #include "mfrt/program/Trace.h"

@@ -9,12 +9,19 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mfrt/program/Run.h"
+
 #include "mfrt/program/DeviceBuffers.h"
+#include "mfrt/program/Options.h"
+#include "mfrt/program/Outputs.h"
 #include "mfrt/program/Program.h"
+#include "mfrt/program/Sampling.h"
 #include "mfrt/program/Trace.h"
+#include "mfrt/program/Weights.h"
 
 #include "meshfold/Support/PlanText.h"
 #include "meshfold/Support/TrafficModel.h"
+#include "mfrt/ProgramSymbols.h"
 #include "mfrt/comm/CommRuntime.h"
 #include "mfrt/io/Prompts.h"
 
@@ -34,23 +41,24 @@
 using namespace mfrt;
 using namespace meshfold;
 
+// The symbols the compiler emits, by their names in mfrt/ProgramSymbols.h.
 extern "C" {
-/// The manifest the compiler embeds.
-extern const char __mf_manifest[];
+/// The manifest the compiler embeds (__mf_manifest).
+extern const char MFRT_MANIFEST_SYMBOL[];
 /// The compiled entry point (C interface of `func.func @prefill`), absent
 /// from a program that runs prefill as a decode step with no history.
 __attribute__((weak)) void
-_mlir_ciface_prefill(StridedMemRefType<int64_t, 1> *tokens);
+MFRT_PREFILL_CIFACE(StridedMemRefType<int64_t, 1> *tokens);
 /// The decode step (`func.func @decode`), when the program has one.
 __attribute__((weak)) void
-_mlir_ciface_decode(StridedMemRefType<int64_t, 1> *tokens,
-                    StridedMemRefType<int64_t, 1> *positions);
+MFRT_DECODE_CIFACE(StridedMemRefType<int64_t, 1> *tokens,
+                   StridedMemRefType<int64_t, 1> *positions);
 /// A program of two pools (meshfold-compile --decode-plan): the decode
 /// pool's manifest and step, under kPoolSymbolPrefix.
-__attribute__((weak)) extern const char __mf_pool1___mf_manifest[];
+__attribute__((weak)) extern const char MFRT_POOL_MANIFEST_SYMBOL[];
 __attribute__((weak)) void
-__mf_pool1__mlir_ciface_decode(StridedMemRefType<int64_t, 1> *tokens,
-                               StridedMemRefType<int64_t, 1> *positions);
+MFRT_POOL_DECODE_CIFACE(StridedMemRefType<int64_t, 1> *tokens,
+                        StridedMemRefType<int64_t, 1> *positions);
 }
 
 namespace {
@@ -87,16 +95,15 @@ using DecodeFn = void (*)(StridedMemRefType<int64_t, 1> *,
 
 /// The decode step the calling rank runs: its pool's.
 DecodeFn decodeStep() {
-  return mfrt_pool() == 1 ? __mf_pool1__mlir_ciface_decode
-                          : _mlir_ciface_decode;
+  return mfrt_pool() == 1 ? MFRT_POOL_DECODE_CIFACE : MFRT_DECODE_CIFACE;
 }
 
 /// Runs the compiled program once on `tokens`: its prefill function, or
 /// its decode step at positions 0 .. T-1 with no history.
 void runPrefill(const std::vector<int64_t> &tokens) {
   IdBuffer in(tokens);
-  if (_mlir_ciface_prefill) {
-    _mlir_ciface_prefill(&in.ref);
+  if (MFRT_PREFILL_CIFACE) {
+    MFRT_PREFILL_CIFACE(&in.ref);
     return;
   }
   std::vector<int64_t> positions(tokens.size());
@@ -643,10 +650,9 @@ void checkGeneration(const Options &options, const Manifest &m,
     return;
   }
   if (program().pools) {
-    if (program().decodeManifest.decode.empty() ||
-        !__mf_pool1__mlir_ciface_decode)
+    if (program().decodeManifest.decode.empty() || !MFRT_POOL_DECODE_CIFACE)
       die("internal: the decode pool of this program has no decode step");
-  } else if (m.decode.empty() || !_mlir_ciface_decode) {
+  } else if (m.decode.empty() || !MFRT_DECODE_CIFACE) {
     die("--max-new-tokens: this program has no decode step (compile it "
         "with meshfold-compile --decode)");
   }
@@ -786,11 +792,11 @@ void readTrafficCounters(Program &prog, const ProgramRank &rs, int rank) {
 
 void mfrt::loadProgram(const Options &options, Program &prog) {
   std::string error;
-  if (!parseManifest(__mf_manifest, prog.manifest, error))
+  if (!parseManifest(MFRT_MANIFEST_SYMBOL, prog.manifest, error))
     die(error);
-  if (__mf_pool1___mf_manifest) {
+  if (MFRT_POOL_MANIFEST_SYMBOL) {
     prog.pools = true;
-    if (!parseManifest(__mf_pool1___mf_manifest, prog.decodeManifest, error))
+    if (!parseManifest(MFRT_POOL_MANIFEST_SYMBOL, prog.decodeManifest, error))
       die(error);
   }
   const Manifest &m = prog.manifest;

@@ -16,7 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "mfrt/program/Program.h"
+#include "mfrt/program/Sampling.h"
 
 #include <algorithm>
 #include <cmath>

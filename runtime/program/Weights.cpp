@@ -16,6 +16,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mfrt/program/Weights.h"
+
 #include "mfrt/program/Program.h"
 
 #include "meshfold/Support/DType.h"
