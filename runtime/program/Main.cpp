@@ -27,7 +27,7 @@ int main(int argc, char **argv) {
   setProgramName(argc > 0 ? argv[0] : nullptr);
   Options options;
   if (!parseCommandLine(argc, argv, options))
-    return 0; // --help
+    return 0; // --help or --version
   mfrt_options launch = launchOptions(options);
   // Fail before the work, not after it, when an output cannot be written.
   checkOutputPaths(options);

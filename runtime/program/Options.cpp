@@ -16,6 +16,7 @@
 #include "mfrt/program/Program.h"
 #include "mfrt/program/Trace.h"
 
+#include "meshfold/Config.h"
 #include "meshfold/Support/PlanText.h"
 
 #include <algorithm>
@@ -173,6 +174,7 @@ void usage() {
       "                   step's own) and read from the cache, counted by "
       "the runtime\n"
       "  --quiet          print nothing but errors\n"
+      "  --version        meshfold's version, which built this program\n"
       "  --help           this text\n",
       programName());
 }
@@ -270,6 +272,11 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
     std::string name = arg.substr(0, arg.find('='));
     if (name == "--help" || name == "-h") {
       usage();
+      return false;
+    }
+    if (name == "--version") {
+      std::printf("meshfold version %s\n  built with LLVM/MLIR %s\n",
+                  MESHFOLD_VERSION, MESHFOLD_LLVM_VERSION);
       return false;
     }
     if (auto it = valued.find(name); it != valued.end()) {

@@ -45,7 +45,8 @@ struct Options {
   Generation generation;
 };
 
-/// Reads the flags into `options`; false when --help printed the usage.
+/// Reads the flags into `options`; false when --help printed the usage or
+/// --version the version.
 /// Unknown flags, a flag without its value and missing required flags fail.
 bool parseCommandLine(int argc, char **argv, Options &options);
 /// The launch options of --backend and --timeout (the plan is set later).
