@@ -111,21 +111,44 @@ std::string expertSizes(const PlanFlags &f) {
   return s;
 }
 
-} // namespace
+/// The sizes a search keeps fixed allow `size` (0: any).
+bool fixedOk(int64_t fixed, int64_t size) {
+  return fixed == 0 || fixed == size;
+}
 
-FailureOr<std::vector<PlanCandidate>> meshfold::searchPlans(
-    const moe::ModelInfo &model, const PlanSearchOptions &o,
-    const std::function<FailureOr<RankMemory>(const PlanFlags &)> &exactMemory,
-    std::string &error) {
-  const double tokens = double(o.maxPrompt), bytes = double(o.bytesPerElement);
-  TrafficModelInput traffic = trafficModelInput(model, o.hierarchical);
-  const double scale = tokens * double(model.hidden) * bytes / 1e9;
+/// The candidates of a search, before their memory is known: each plan's
+/// sizes that pass the rules and may fit, once per axis order, with the
+/// counts its errors report.
+class PlanEnumerator {
+public:
+  PlanEnumerator(const moe::ModelInfo &model, const PlanSearchOptions &o)
+      : model(model), o(o), tokens(double(o.maxPrompt)),
+        bytes(double(o.bytesPerElement)),
+        traffic(trafficModelInput(model, o.hierarchical)),
+        scale(tokens * double(model.hidden) * bytes / 1e9) {}
+
+  /// Every split of the GPUs into attention and expert sizes that the
+  /// fixed sizes allow.
+  void enumerate();
+
   std::vector<PlanCandidate> all;
+  /// Sizes that make a mesh, and of those the ones that pass the model's
+  /// rules; the first rule broken.
   int64_t sized = 0, passRules = 0;
   std::string firstRule;
-  auto fixedOk = [](int64_t fixed, int64_t size) {
-    return fixed == 0 || fixed == size;
-  };
+
+private:
+  void considerSizes(const PlanFlags &f);
+  void addOrders(const PlanFlags &f);
+
+  const moe::ModelInfo &model;
+  const PlanSearchOptions &o;
+  const double tokens, bytes;
+  TrafficModelInput traffic;
+  const double scale;
+};
+
+void PlanEnumerator::enumerate() {
   for (const std::vector<int64_t> &a : factorizations(o.gpus, 4)) {
     PlanFlags f;
     f.tp = a[0];
@@ -144,56 +167,60 @@ FailureOr<std::vector<PlanCandidate>> meshfold::searchPlans(
       if (!fixedOk(o.fixed.etp, f.etp) || !fixedOk(o.fixed.ep, f.ep) ||
           !fixedOk(o.fixed.edp, f.edp))
         continue;
-      PlanSpec spec;
-      std::string why;
-      if (!PlanSpec::fromFlags(f, spec, &why))
-        continue;
-      std::optional<MeshLayout> layout = MeshLayout::create(spec, &why);
-      if (!layout)
-        continue;
-      ++sized;
-      why = layout->checkModel(moe::modelDims(model));
-      if (!why.empty()) {
-        if (firstRule.empty())
-          firstRule = why;
-        continue;
-      }
-      ++passRules;
-      if (o.deviceBytes > 0 &&
-          lowerBoundBytes(model, f, tokens, bytes) > double(o.deviceBytes))
-        continue;
-      const double compute = layerFlops(model, f, tokens) / o.flops;
-      for (const OrderCost &c : rankOrders(f, traffic, tokens, bytes)) {
-        PlanCandidate p;
-        p.flags = f;
-        p.flags.order = c.order;
-        p.flags.expertOrder = c.expertOrder;
-        p.expertAxes = c.expertAxes;
-        p.rows = c.rows;
-        p.computeSeconds = compute;
-        p.nvlinkSeconds = linkTotal(c.rows, false) * scale / o.nvlinkGBps;
-        p.ibSeconds = linkTotal(c.rows, true) * scale / o.ibGBps;
-        p.perPrompt =
-            (p.computeSeconds + p.nvlinkSeconds + p.ibSeconds) / double(f.dp);
-        all.push_back(std::move(p));
-      }
+      considerSizes(f);
     }
   }
-  if (sized == 0) {
-    error = "no plan of " + std::to_string(o.gpus) + " GPUs on nodes of " +
-            std::to_string(o.gpusPerNode) +
-            " with the sizes given passes the plan rules";
-    return failure();
+}
+
+/// Counts the sizes `f` where they make a mesh and pass the rules, and adds
+/// their orders unless their weights and K/V alone cannot fit.
+void PlanEnumerator::considerSizes(const PlanFlags &f) {
+  PlanSpec spec;
+  std::string why;
+  if (!PlanSpec::fromFlags(f, spec, &why))
+    return;
+  std::optional<MeshLayout> layout = MeshLayout::create(spec, &why);
+  if (!layout)
+    return;
+  ++sized;
+  why = layout->checkModel(moe::modelDims(model));
+  if (!why.empty()) {
+    if (firstRule.empty())
+      firstRule = why;
+    return;
   }
-  if (passRules == 0) {
-    error = "no plan passes the rules for this model; the first broken: " +
-            firstRule;
-    return failure();
+  ++passRules;
+  if (o.deviceBytes > 0 &&
+      lowerBoundBytes(model, f, tokens, bytes) > double(o.deviceBytes))
+    return;
+  addOrders(f);
+}
+
+/// One candidate per axis order of the sizes `f`, timed.
+void PlanEnumerator::addOrders(const PlanFlags &f) {
+  const double compute = layerFlops(model, f, tokens) / o.flops;
+  for (const OrderCost &c : rankOrders(f, traffic, tokens, bytes)) {
+    PlanCandidate p;
+    p.flags = f;
+    p.flags.order = c.order;
+    p.flags.expertOrder = c.expertOrder;
+    p.expertAxes = c.expertAxes;
+    p.rows = c.rows;
+    p.computeSeconds = compute;
+    p.nvlinkSeconds = linkTotal(c.rows, false) * scale / o.nvlinkGBps;
+    p.ibSeconds = linkTotal(c.rows, true) * scale / o.ibGBps;
+    p.perPrompt =
+        (p.computeSeconds + p.nvlinkSeconds + p.ibSeconds) / double(f.dp);
+    all.push_back(std::move(p));
   }
-  std::stable_sort(all.begin(), all.end(),
-                   [](const PlanCandidate &a, const PlanCandidate &b) {
-                     return a.perPrompt < b.perPrompt * (1 - 1e-12);
-                   });
+}
+
+/// The first `o.top` of the ranked candidates `all` whose worst rank fits,
+/// each with that rank's exact memory (asked once per plan's sizes).
+FailureOr<std::vector<PlanCandidate>> pickFitting(
+    std::vector<PlanCandidate> &all, const PlanSearchOptions &o,
+    const std::function<FailureOr<RankMemory>(const PlanFlags &)> &exactMemory,
+    std::string &error) {
   // The exact memory of each plan's sizes, largest rank first.
   std::map<
       std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>,
@@ -229,8 +256,39 @@ FailureOr<std::vector<PlanCandidate>> meshfold::searchPlans(
     p.memory = *it->second;
     best.push_back(p);
   }
-  if (best.empty()) {
-    error = std::to_string(passRules) +
+  return best;
+}
+
+} // namespace
+
+FailureOr<std::vector<PlanCandidate>> meshfold::searchPlans(
+    const moe::ModelInfo &model, const PlanSearchOptions &o,
+    const std::function<FailureOr<RankMemory>(const PlanFlags &)> &exactMemory,
+    std::string &error) {
+  PlanEnumerator plans(model, o);
+  plans.enumerate();
+  if (plans.sized == 0) {
+    error = "no plan of " + std::to_string(o.gpus) + " GPUs on nodes of " +
+            std::to_string(o.gpusPerNode) +
+            " with the sizes given passes the plan rules";
+    return failure();
+  }
+  if (plans.passRules == 0) {
+    error = "no plan passes the rules for this model; the first broken: " +
+            plans.firstRule;
+    return failure();
+  }
+  std::vector<PlanCandidate> &all = plans.all;
+  std::stable_sort(all.begin(), all.end(),
+                   [](const PlanCandidate &a, const PlanCandidate &b) {
+                     return a.perPrompt < b.perPrompt * (1 - 1e-12);
+                   });
+  FailureOr<std::vector<PlanCandidate>> best =
+      pickFitting(all, o, exactMemory, error);
+  if (failed(best))
+    return failure();
+  if (best->empty()) {
+    error = std::to_string(plans.passRules) +
             " plans pass the plan rules, but none fits in " + o.deviceMemory;
     return failure();
   }

@@ -417,25 +417,63 @@ bool readYaRN(const json::Object &ro, StringRef path, StringRef field,
   return true;
 }
 
-} // namespace
+/// The steps of parseHFConfig, in the order it takes them. A step that
+/// returns false has recorded an error that ends the read; the checks that
+/// only record one let the read go on, as the first error is the one kept.
+class ConfigParser {
+public:
+  ConfigParser(const json::Object &obj, StringRef path, Failure &failure)
+      : obj(obj), path(path), failure(failure), f(obj, path, failure) {}
 
-bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
-                             std::string &error) {
-  error.clear();
-  Failure failure{error};
-  std::optional<json::Value> parsed = parseJSON(text, path, failure);
-  if (!parsed)
-    return false;
-  const json::Object *obj = parsed->getAsObject();
-  if (!obj)
-    return failure.fail(path + ": the config must be a JSON object"), false;
-  Fields f(*obj, path, failure);
+  /// Reads and checks the whole config into \p out (left untouched on an
+  /// error).
+  bool parse(HFConfig &out);
 
+private:
+  bool readArchitecture();
+  bool rejectUnsupported();
+  void checkQuantization();
+  bool checkFamily();
+  void checkDeepSeekRouting();
+  bool readAttention();
+  bool readExperts();
+  bool readDenseLayers();
+  bool readSharedExperts();
+  bool checkSizes();
+  bool readRoPE();
+  bool readRopeParameters(const json::Value &rp);
+  bool readRopeScaling();
+  bool checkF32();
+  void readRemainingFields();
+
+  const json::Object &obj;
+  StringRef path;
+  Failure &failure;
+  Fields f;
   HFConfig c;
-  if (const json::Array *archs = obj->getArray("architectures");
+  /// The architecture family, set once the architecture is known.
+  bool mixtral = false, qwen3 = false, olmoe = false, qwen2 = false,
+       deepseek = false;
+};
+
+bool ConfigParser::parse(HFConfig &out) {
+  if (!readArchitecture() || !rejectUnsupported() || !checkFamily() ||
+      !readAttention() || !readExperts() || !readDenseLayers() ||
+      !readSharedExperts() || !checkSizes() || !readRoPE() || !checkF32())
+    return false;
+  readRemainingFields();
+  if (failure.failed())
+    return false;
+  out = std::move(c);
+  return true;
+}
+
+/// The architecture, from `architectures` or else `model_type`.
+bool ConfigParser::readArchitecture() {
+  if (const json::Array *archs = obj.getArray("architectures");
       archs && !archs->empty() && (*archs)[0].getAsString())
     c.arch = (*archs)[0].getAsString()->str();
-  else if (std::optional<StringRef> type = obj->getString("model_type"))
+  else if (std::optional<StringRef> type = obj.getString("model_type"))
     c.arch = *type == "mixtral"       ? "MixtralForCausalLM"
              : *type == "qwen3_moe"   ? "Qwen3MoeForCausalLM"
              : *type == "qwen2_moe"   ? "Qwen2MoeForCausalLM"
@@ -454,9 +492,16 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
                         "' (of DeepSeek's, DeepseekV3ForCausalLM is "
                         "supported)"),
            false;
-  // Unsupported features first, so that the message names the real reason.
-  bool qwen2 = c.arch == "Qwen2MoeForCausalLM",
-       deepseek = c.arch == "DeepseekV3ForCausalLM";
+  mixtral = c.arch == "MixtralForCausalLM";
+  qwen3 = c.arch == "Qwen3MoeForCausalLM";
+  olmoe = c.arch == "OlmoeForCausalLM";
+  qwen2 = c.arch == "Qwen2MoeForCausalLM";
+  deepseek = c.arch == "DeepseekV3ForCausalLM";
+  return true;
+}
+
+/// Unsupported features first, so that the message names the real reason.
+bool ConfigParser::rejectUnsupported() {
   if (!deepseek) {
     f.rejectIfSet("kv_lora_rank", "MLA (latent) attention is");
     f.rejectIfSet("q_lora_rank", "MLA (latent) attention is");
@@ -470,54 +515,61 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
   // Qwen3-MoE's and Qwen2-MoE's sliding_window applies only with
   // use_sliding_window (their published configs name a window they do not
   // use).
-  if (c.arch == "Qwen3MoeForCausalLM" || qwen2)
+  if (qwen3 || qwen2)
     f.rejectIfSet("use_sliding_window", "sliding-window attention is");
   else
     f.rejectIfSet("sliding_window", "sliding-window attention is");
-  if (!qwen2 && c.arch != "Qwen3MoeForCausalLM")
+  if (!qwen2 && !qwen3)
     f.rejectIfSet("mlp_only_layers", "dense (non-MoE) layers are");
-  // fp8 weights in 128 x 128 blocks, each block with its inverse scale
-  // (DeepSeek-V3's checkpoints, and the "-FP8" releases of other models):
-  // a storage format of the same model, dequantized to the program's
-  // storage type as it loads, which the importer accepts for every
-  // architecture. `modules_to_not_convert` only names the weights kept in
-  // higher precision (the loader goes by each tensor's dtype). Other
-  // quantizations change the math and are refused.
-  if (const json::Value *q = obj->get("quantization_config");
-      q && q->getAsObject() && !q->getAsObject()->empty()) {
-    const json::Object &qo = *q->getAsObject();
-    const json::Array *block = qo.getArray("weight_block_size");
-    bool fp8 =
-        qo.getString("quant_method") == std::optional<StringRef>("fp8") &&
-        block && block->size() == 2 &&
-        (*block)[0].getAsInteger() == std::optional<int64_t>(128) &&
-        (*block)[1].getAsInteger() == std::optional<int64_t>(128);
-    for (const auto &[key, value] : qo) {
-      StringRef k = key;
-      if (k == "fmt" && value.getAsString() != std::optional<StringRef>("e4m3"))
-        fp8 = false;
-      else if (k == "activation_scheme" &&
-               value.getAsString() != std::optional<StringRef>("dynamic"))
-        fp8 = false;
-      else if (k == "modules_to_not_convert" && !value.getAsArray() &&
-               value.kind() != json::Value::Null)
-        fp8 = false;
-      else if (k != "quant_method" && k != "weight_block_size" && k != "fmt" &&
-               k != "activation_scheme" && k != "modules_to_not_convert")
-        fp8 = false;
-    }
-    if (!fp8)
-      failure.fail(path + ": field 'quantization_config': only fp8 (e4m3) "
-                          "weights in 128 x 128 blocks are supported");
-  } else {
-    f.rejectIfSet("quantization_config", "quantized checkpoints are");
-  }
-  if (c.arch != "OlmoeForCausalLM")
+  checkQuantization();
+  if (!olmoe)
     f.rejectIfSet("clip_qkv", "clipping q/k/v is");
-  if (failure.failed())
-    return false;
+  return !failure.failed();
+}
+
+/// fp8 weights in 128 x 128 blocks, each block with its inverse scale
+/// (DeepSeek-V3's checkpoints, and the "-FP8" releases of other models):
+/// a storage format of the same model, dequantized to the program's
+/// storage type as it loads, which the importer accepts for every
+/// architecture. `modules_to_not_convert` only names the weights kept in
+/// higher precision (the loader goes by each tensor's dtype). Other
+/// quantizations change the math and are refused.
+void ConfigParser::checkQuantization() {
+  const json::Value *q = obj.get("quantization_config");
+  if (!q || !q->getAsObject() || q->getAsObject()->empty()) {
+    f.rejectIfSet("quantization_config", "quantized checkpoints are");
+    return;
+  }
+  const json::Object &qo = *q->getAsObject();
+  const json::Array *block = qo.getArray("weight_block_size");
+  bool fp8 = qo.getString("quant_method") == std::optional<StringRef>("fp8") &&
+             block && block->size() == 2 &&
+             (*block)[0].getAsInteger() == std::optional<int64_t>(128) &&
+             (*block)[1].getAsInteger() == std::optional<int64_t>(128);
+  for (const auto &[key, value] : qo) {
+    StringRef k = key;
+    if (k == "fmt" && value.getAsString() != std::optional<StringRef>("e4m3"))
+      fp8 = false;
+    else if (k == "activation_scheme" &&
+             value.getAsString() != std::optional<StringRef>("dynamic"))
+      fp8 = false;
+    else if (k == "modules_to_not_convert" && !value.getAsArray() &&
+             value.kind() != json::Value::Null)
+      fp8 = false;
+    else if (k != "quant_method" && k != "weight_block_size" && k != "fmt" &&
+             k != "activation_scheme" && k != "modules_to_not_convert")
+      fp8 = false;
+  }
+  if (!fp8)
+    failure.fail(path + ": field 'quantization_config': only fp8 (e4m3) "
+                        "weights in 128 x 128 blocks are supported");
+}
+
+/// The activation, the architecture's support, and the family's weight
+/// names.
+bool ConfigParser::checkFamily() {
   // The experts' activation: SiLU (SwiGLU) is the one implemented.
-  if (const json::Value *act = obj->get("hidden_act");
+  if (const json::Value *act = obj.get("hidden_act");
       act && act->kind() != json::Value::Null) {
     std::optional<StringRef> name = act->getAsString();
     if (!name || *name != "silu")
@@ -525,9 +577,6 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
                                  "activation meshfold implements)"),
              false;
   }
-  bool mixtral = c.arch == "MixtralForCausalLM",
-       qwen3 = c.arch == "Qwen3MoeForCausalLM",
-       olmoe = c.arch == "OlmoeForCausalLM";
   if (!qwen2 && !qwen3 && f.has("decoder_sparse_step") &&
       f.positiveInt("decoder_sparse_step") != 1)
     failure.fail(path + ": field 'decoder_sparse_step': dense (non-MoE) "
@@ -537,25 +586,8 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
                  "' (supported: MixtralForCausalLM, Qwen3MoeForCausalLM, "
                  "OlmoeForCausalLM, Qwen2MoeForCausalLM, "
                  "DeepseekV3ForCausalLM)");
-  if (deepseek) {
-    // transformers' DeepseekV3 implements one routing (sigmoid scores,
-    // bias-corrected choice: "noaux_tc") and MoE in every layer from
-    // first_k_dense_replace on; a config asking for another is refused.
-    if (const json::Value *v = obj->get("topk_method");
-        v && v->kind() != json::Value::Null &&
-        v->getAsString() != std::optional<StringRef>("noaux_tc"))
-      failure.fail(path + ": field 'topk_method' must be \"noaux_tc\" (the "
-                          "DeepSeek-V3 routing meshfold implements)");
-    if (const json::Value *v = obj->get("scoring_func");
-        v && v->kind() != json::Value::Null &&
-        v->getAsString() != std::optional<StringRef>("sigmoid"))
-      failure.fail(path + ": field 'scoring_func' must be \"sigmoid\" (the "
-                          "DeepSeek-V3 routing meshfold implements)");
-    if (f.has("moe_layer_freq") && f.positiveInt("moe_layer_freq") != 1)
-      failure.fail(path + ": field 'moe_layer_freq': MoE layers other than "
-                          "every layer from first_k_dense_replace on are not "
-                          "supported");
-  }
+  if (deepseek)
+    checkDeepSeekRouting();
   if (qwen3 || olmoe || qwen2 || deepseek) {
     c.qkNorm = qwen3;
     c.qkProjectionNorm = olmoe;
@@ -564,9 +596,32 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
     c.expertDown = "down_proj";
     c.expertUp = "up_proj";
   }
-  if (failure.failed())
-    return false;
+  return !failure.failed();
+}
 
+/// transformers' DeepseekV3 implements one routing (sigmoid scores,
+/// bias-corrected choice: "noaux_tc") and MoE in every layer from
+/// first_k_dense_replace on; a config asking for another is refused.
+void ConfigParser::checkDeepSeekRouting() {
+  if (const json::Value *v = obj.get("topk_method");
+      v && v->kind() != json::Value::Null &&
+      v->getAsString() != std::optional<StringRef>("noaux_tc"))
+    failure.fail(path + ": field 'topk_method' must be \"noaux_tc\" (the "
+                        "DeepSeek-V3 routing meshfold implements)");
+  if (const json::Value *v = obj.get("scoring_func");
+      v && v->kind() != json::Value::Null &&
+      v->getAsString() != std::optional<StringRef>("sigmoid"))
+    failure.fail(path + ": field 'scoring_func' must be \"sigmoid\" (the "
+                        "DeepSeek-V3 routing meshfold implements)");
+  if (f.has("moe_layer_freq") && f.positiveInt("moe_layer_freq") != 1)
+    failure.fail(path + ": field 'moe_layer_freq': MoE layers other than "
+                        "every layer from first_k_dense_replace on are not "
+                        "supported");
+}
+
+/// The common dims, the attention's heads and head dim (MLA's for
+/// DeepSeek-V3).
+bool ConfigParser::readAttention() {
   c.hidden = f.positiveInt("hidden_size");
   c.layers = f.positiveInt("num_hidden_layers");
   c.heads = f.positiveInt("num_attention_heads");
@@ -595,6 +650,11 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
                         ") must divide num_attention_heads (" +
                         llvm::Twine(c.heads) + ")"),
            false;
+  return true;
+}
+
+/// The routed experts, their width, and the vocabulary.
+bool ConfigParser::readExperts() {
   if (deepseek)
     c.experts = f.positiveInt("n_routed_experts");
   else if (f.has("num_local_experts"))
@@ -620,35 +680,45 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
               ? f.positiveInt("moe_intermediate_size")
               : f.positiveInt("intermediate_size");
   c.vocab = f.positiveInt("vocab_size");
-  if (qwen2 || qwen3) {
-    // Dense layers: those in mlp_only_layers, and those whose number is not
-    // a multiple of decoder_sparse_step.
-    c.sparseStep = f.positiveInt("decoder_sparse_step", 1);
-    if (const json::Value *v = obj->get("mlp_only_layers");
-        v && v->kind() != json::Value::Null) {
-      const json::Array *list = v->getAsArray();
-      if (!list)
-        return failure.fail(path + ": field 'mlp_only_layers' must be a list "
-                                   "of layer numbers"),
+  return true;
+}
+
+/// Qwen3-MoE's and Qwen2-MoE's dense layers: those in mlp_only_layers, and
+/// those whose number is not a multiple of decoder_sparse_step.
+bool ConfigParser::readDenseLayers() {
+  if (!qwen2 && !qwen3)
+    return true;
+  c.sparseStep = f.positiveInt("decoder_sparse_step", 1);
+  if (const json::Value *v = obj.get("mlp_only_layers");
+      v && v->kind() != json::Value::Null) {
+    const json::Array *list = v->getAsArray();
+    if (!list)
+      return failure.fail(path + ": field 'mlp_only_layers' must be a list "
+                                 "of layer numbers"),
+             false;
+    for (const json::Value &item : *list) {
+      std::optional<int64_t> i = item.getAsInteger();
+      if (!i || *i < 0 || *i >= c.layers)
+        return failure.fail(path +
+                            ": field 'mlp_only_layers': each entry "
+                            "must be a layer number below "
+                            "num_hidden_layers (" +
+                            llvm::Twine(c.layers) + ")"),
                false;
-      for (const json::Value &item : *list) {
-        std::optional<int64_t> i = item.getAsInteger();
-        if (!i || *i < 0 || *i >= c.layers)
-          return failure.fail(path +
-                              ": field 'mlp_only_layers': each entry "
-                              "must be a layer number below "
-                              "num_hidden_layers (" +
-                              llvm::Twine(c.layers) + ")"),
-                 false;
-        c.mlpOnlyLayers.push_back(*i);
-      }
+      c.mlpOnlyLayers.push_back(*i);
     }
-    bool anyDense = false;
-    for (int64_t i = 0; i < c.layers; ++i)
-      anyDense |= c.isDense(i);
-    if (anyDense)
-      c.denseFfn = f.positiveInt("intermediate_size");
   }
+  bool anyDense = false;
+  for (int64_t i = 0; i < c.layers; ++i)
+    anyDense |= c.isDense(i);
+  if (anyDense)
+    c.denseFfn = f.positiveInt("intermediate_size");
+  return true;
+}
+
+/// DeepSeek-V3's routing and shared experts, Qwen2-MoE's biases and gated
+/// shared expert.
+bool ConfigParser::readSharedExperts() {
   if (deepseek && !readDeepSeekMoE(f, path, c, failure))
     return false;
   if (qwen2) {
@@ -657,14 +727,17 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
     c.qkvBias = f.boolean("qkv_bias", true);
     c.sharedFfn = f.positiveInt("shared_expert_intermediate_size");
   }
-  if (failure.failed())
-    return false;
+  return !failure.failed();
+}
+
+/// The layer count bounded, and every weight's size counted without
+/// overflow (a size error is recorded; the read goes on).
+bool ConfigParser::checkSizes() {
   if (c.layers > kMaxLayers)
     return failure.fail(path + ": field 'num_hidden_layers' (" +
                         llvm::Twine(c.layers) + ") is more than the " +
                         llvm::Twine(kMaxLayers) + " layers meshfold supports"),
            false;
-  // Every weight's size, counted without overflow.
   checkTensorSize(path,
                   "the shared expert's projection "
                   "(shared_expert_intermediate_size x hidden_size)",
@@ -683,58 +756,71 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
                   "an expert projection (experts x intermediate_size x "
                   "hidden_size)",
                   {c.experts, c.ffn, c.hidden}, failure);
+  return true;
+}
+
+/// The norm's epsilon, RoPE's theta and positions, and its scaling.
+bool ConfigParser::readRoPE() {
   c.eps = f.positiveNumber("rms_norm_eps",
                            qwen3 || qwen2 || deepseek ? 1e-6 : 1e-5);
   c.theta = f.positiveNumber("rope_theta", mixtral ? 1e6 : 10000.0);
   c.maxPositions = f.has("max_position_embeddings")
                        ? f.positiveInt("max_position_embeddings")
                        : 0;
-  // transformers 5 writes RoPE as rope_parameters {rope_theta, rope_type}.
-  if (const json::Value *rp = obj->get("rope_parameters");
-      rp && rp->kind() != json::Value::Null) {
-    const json::Object *ro = rp->getAsObject();
-    if (!ro)
-      return failure.fail(path + ": field 'rope_parameters' must be an "
-                                 "object"),
-             false;
-    std::string where = (path + ": rope_parameters").str();
-    Fields rf(*ro, where, failure);
-    if (deepseek && ro->get("rope_type") &&
-        ro->get("rope_type")->getAsString() ==
-            std::optional<StringRef>("yarn")) {
-      c.theta = rf.positiveNumber("rope_theta", c.theta);
-      if (failure.failed() ||
-          !readYaRN(*ro, path, "rope_parameters", c, failure))
-        return false;
-    } else if (const json::Value *type = ro->get("rope_type");
-               type && type->kind() != json::Value::Null &&
-               type->getAsString() != std::optional<StringRef>("default"))
-      return failure.fail(path + ": field 'rope_parameters.rope_type': RoPE "
-                                 "scaling is not supported (only "
-                                 "\"default\")"),
-             false;
-    else {
-      for (const auto &[key, value] : *ro)
-        if (key != "rope_theta" && key != "rope_type")
-          return failure.fail(path + ": field 'rope_parameters." + key.str() +
-                              "': RoPE scaling is not supported"),
-                 false;
-      c.theta = rf.positiveNumber("rope_theta", c.theta);
-    }
-  }
-  // DeepSeek-V3's rope_scaling (transformers 4's form of the same).
-  if (const json::Value *rs = obj->get("rope_scaling");
-      deepseek && rs && rs->kind() != json::Value::Null) {
-    const json::Object *ro = rs->getAsObject();
-    if (!ro)
-      return failure.fail(path + ": field 'rope_scaling' must be an object"),
-             false;
-    if (!ro->empty() && !readYaRN(*ro, path, "rope_scaling", c, failure))
-      return false;
-  }
-  if (failure.failed())
+  if (const json::Value *rp = obj.get("rope_parameters");
+      rp && rp->kind() != json::Value::Null && !readRopeParameters(*rp))
     return false;
-  // The program computes in f32: both must survive the conversion.
+  if (!readRopeScaling())
+    return false;
+  return !failure.failed();
+}
+
+/// transformers 5 writes RoPE as rope_parameters {rope_theta, rope_type}.
+bool ConfigParser::readRopeParameters(const json::Value &rp) {
+  const json::Object *ro = rp.getAsObject();
+  if (!ro)
+    return failure.fail(path + ": field 'rope_parameters' must be an "
+                               "object"),
+           false;
+  std::string where = (path + ": rope_parameters").str();
+  Fields rf(*ro, where, failure);
+  if (deepseek && ro->get("rope_type") &&
+      ro->get("rope_type")->getAsString() == std::optional<StringRef>("yarn")) {
+    c.theta = rf.positiveNumber("rope_theta", c.theta);
+    return !failure.failed() &&
+           readYaRN(*ro, path, "rope_parameters", c, failure);
+  }
+  if (const json::Value *type = ro->get("rope_type");
+      type && type->kind() != json::Value::Null &&
+      type->getAsString() != std::optional<StringRef>("default"))
+    return failure.fail(path + ": field 'rope_parameters.rope_type': RoPE "
+                               "scaling is not supported (only "
+                               "\"default\")"),
+           false;
+  for (const auto &[key, value] : *ro)
+    if (key != "rope_theta" && key != "rope_type")
+      return failure.fail(path + ": field 'rope_parameters." + key.str() +
+                          "': RoPE scaling is not supported"),
+             false;
+  c.theta = rf.positiveNumber("rope_theta", c.theta);
+  return true;
+}
+
+/// DeepSeek-V3's rope_scaling (transformers 4's form of the same).
+bool ConfigParser::readRopeScaling() {
+  const json::Value *rs = obj.get("rope_scaling");
+  if (!deepseek || !rs || rs->kind() == json::Value::Null)
+    return true;
+  const json::Object *ro = rs->getAsObject();
+  if (!ro)
+    return failure.fail(path + ": field 'rope_scaling' must be an object"),
+           false;
+  return ro->empty() || readYaRN(*ro, path, "rope_scaling", c, failure);
+}
+
+/// The program computes in f32: the norm's epsilon, RoPE's theta and
+/// OLMoE's clip_qkv must survive the conversion.
+bool ConfigParser::checkF32() {
   for (auto [key, value] : {std::pair<StringRef, double>{"rms_norm_eps", c.eps},
                             {"rope_theta", c.theta}})
     if (!std::isfinite(float(value)) || float(value) <= 0.0f) {
@@ -751,16 +837,33 @@ bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
                                  "a positive f32"),
              false;
   }
+  return true;
+}
+
+/// The routing's renormalization, RoPE's pairing, tied embeddings and the
+/// end-of-sequence ids.
+void ConfigParser::readRemainingFields() {
   c.renormalize = f.boolean("norm_topk_prob", mixtral || deepseek);
   if (deepseek)
     c.ropeInterleave = f.boolean("rope_interleave", true);
   c.tieEmbeddings = f.boolean("tie_word_embeddings", false);
   if (std::optional<std::vector<int64_t>> ids = f.eosTokens(c.vocab))
     c.eosTokens = std::move(*ids);
-  if (failure.failed())
+}
+
+} // namespace
+
+bool meshfold::parseHFConfig(StringRef text, StringRef path, HFConfig &out,
+                             std::string &error) {
+  error.clear();
+  Failure failure{error};
+  std::optional<json::Value> parsed = parseJSON(text, path, failure);
+  if (!parsed)
     return false;
-  out = std::move(c);
-  return true;
+  const json::Object *obj = parsed->getAsObject();
+  if (!obj)
+    return failure.fail(path + ": the config must be a JSON object"), false;
+  return ConfigParser(*obj, path, failure).parse(out);
 }
 
 bool meshfold::applyGenerationConfig(StringRef text, StringRef path,

@@ -76,6 +76,144 @@ std::string meshfold::formatManifest(const Manifest &m) {
   return os.str();
 }
 
+namespace {
+
+/// Reads the fields after a param's shape (`rank` dims) into `p`: its
+/// shards and stages. Returns the error, or "".
+std::string parseParamFields(std::istringstream &ls, int64_t rank,
+                             ManifestParam &p) {
+  std::string word;
+  while (ls >> word) {
+    if (word == "shard") {
+      ManifestShard shard;
+      if (!(ls >> shard.dim >> shard.mesh >> shard.axis >> shard.parts) ||
+          shard.dim < 0 || shard.dim >= rank || shard.parts < 1)
+        return "malformed shard of param '" + p.name + "'";
+      for (const ManifestShard &other : p.shards)
+        if (other.dim == shard.dim)
+          return "param '" + p.name + "' is split twice along dim " +
+                 std::to_string(shard.dim);
+      p.shards.push_back(shard);
+    } else if (word == "stages") {
+      int64_t st;
+      while (ls >> st)
+        p.stages.push_back(st);
+    } else {
+      return "unknown field '" + word + "' of param '" + p.name + "'";
+    }
+  }
+  return "";
+}
+
+/// Reads a `param` line (after its key) and appends the param to `out`.
+/// Returns the error, or "".
+std::string parseParam(std::istringstream &ls, Manifest &out) {
+  ManifestParam p;
+  std::string dtype;
+  int64_t rank = 0;
+  if (!(ls >> p.id >> p.name >> dtype >> rank) || rank < 0)
+    return "malformed param entry";
+  if (dtype != "f32" && dtype != "bf16")
+    return "param '" + p.name + "' has storage dtype '" + dtype +
+           "', expected f32 or bf16";
+  p.bf16 = dtype == "bf16";
+  // Weights have a few dims: a larger rank is a corrupt entry (not a
+  // reason to allocate).
+  if (rank > 8)
+    return "param '" + p.name + "' has rank " + std::to_string(rank) +
+           " (at most 8)";
+  for (int64_t i = 0, d = 0; i < rank; ++i) {
+    if (!(ls >> d) || d < 0)
+      return "malformed shape of param '" + p.name + "'";
+    p.shape.push_back(d);
+  }
+  if (std::string why = parseParamFields(ls, rank, p); !why.empty())
+    return why;
+  if (p.id != int64_t(out.params.size()))
+    return "param ids must be dense and in order";
+  out.params.push_back(std::move(p));
+  return "";
+}
+
+/// Sets the integer field `key` of `out`; unknown keys are ignored so newer
+/// compilers stay readable.
+void setNumber(Manifest &out, const std::string &key, int64_t value) {
+  if (key == "hidden")
+    out.hidden = value;
+  else if (key == "vocab")
+    out.vocab = value;
+  else if (key == "layers")
+    out.layers = value;
+  else if (key == "heads")
+    out.heads = value;
+  else if (key == "kv_heads")
+    out.kvHeads = value;
+  else if (key == "head_dim")
+    out.headDim = value;
+  else if (key == "experts")
+    out.experts = value;
+  else if (key == "top_k")
+    out.topK = value;
+  else if (key == "ffn")
+    out.ffn = value;
+  else if (key == "max_positions")
+    out.maxPositions = value;
+  else if (key == "moe_layers")
+    out.moeLayers = value;
+  else if (key == "narrowed_last")
+    out.narrowedLast = value != 0;
+  else if (key == "kv_shared")
+    out.kvShared = value != 0;
+  else if (key == "proj_norms")
+    out.projNorms = value != 0;
+}
+
+/// Reads the entry `key` (the rest of its line in `ls`) into `out`. Returns
+/// the error, or "".
+std::string parseEntry(const std::string &key, std::istringstream &ls,
+                       Manifest &out) {
+  if (key == "entry") {
+    ls >> out.entry;
+    return "";
+  }
+  if (key == "plan") {
+    std::getline(ls >> std::ws, out.plan);
+    return "";
+  }
+  if (key == "decode") {
+    ls >> out.decode;
+    return "";
+  }
+  if (key == "eos") {
+    int64_t id;
+    while (ls >> id) {
+      if (id < 0)
+        return "negative eos token id";
+      out.eosTokens.push_back(id);
+    }
+    return "";
+  }
+  if (key == "group") {
+    int64_t id = -1;
+    std::string spec;
+    if (!(ls >> id >> spec) || id != int64_t(out.groups.size()) ||
+        spec.find(':') == std::string::npos)
+      return "malformed group entry";
+    out.groups.push_back(
+        {spec.substr(0, spec.find(':')), spec.substr(spec.find(':') + 1)});
+    return "";
+  }
+  if (key == "param")
+    return parseParam(ls, out);
+  int64_t value = 0;
+  if (!(ls >> value))
+    return "malformed entry '" + key + "'";
+  setNumber(out, key, value);
+  return "";
+}
+
+} // namespace
+
 bool meshfold::parseManifest(const char *text, Manifest &out,
                              std::string &error) {
   std::istringstream in(text ? text : "");
@@ -104,114 +242,8 @@ bool meshfold::parseManifest(const char *text, Manifest &out,
       sawEnd = true;
       break;
     }
-    if (key == "entry") {
-      ls >> out.entry;
-      continue;
-    }
-    if (key == "plan") {
-      std::getline(ls >> std::ws, out.plan);
-      continue;
-    }
-    if (key == "decode") {
-      ls >> out.decode;
-      continue;
-    }
-    if (key == "eos") {
-      int64_t id;
-      while (ls >> id) {
-        if (id < 0)
-          return bad("negative eos token id");
-        out.eosTokens.push_back(id);
-      }
-      continue;
-    }
-    if (key == "group") {
-      int64_t id = -1;
-      std::string spec;
-      if (!(ls >> id >> spec) || id != int64_t(out.groups.size()) ||
-          spec.find(':') == std::string::npos)
-        return bad("malformed group entry");
-      out.groups.push_back(
-          {spec.substr(0, spec.find(':')), spec.substr(spec.find(':') + 1)});
-      continue;
-    }
-    if (key == "param") {
-      ManifestParam p;
-      std::string dtype;
-      int64_t rank = 0;
-      if (!(ls >> p.id >> p.name >> dtype >> rank) || rank < 0)
-        return bad("malformed param entry");
-      if (dtype != "f32" && dtype != "bf16")
-        return bad("param '" + p.name + "' has storage dtype '" + dtype +
-                   "', expected f32 or bf16");
-      p.bf16 = dtype == "bf16";
-      // Weights have a few dims: a larger rank is a corrupt entry (not a
-      // reason to allocate).
-      if (rank > 8)
-        return bad("param '" + p.name + "' has rank " + std::to_string(rank) +
-                   " (at most 8)");
-      for (int64_t i = 0, d = 0; i < rank; ++i) {
-        if (!(ls >> d) || d < 0)
-          return bad("malformed shape of param '" + p.name + "'");
-        p.shape.push_back(d);
-      }
-      std::string word;
-      while (ls >> word) {
-        if (word == "shard") {
-          ManifestShard shard;
-          if (!(ls >> shard.dim >> shard.mesh >> shard.axis >> shard.parts) ||
-              shard.dim < 0 || shard.dim >= rank || shard.parts < 1)
-            return bad("malformed shard of param '" + p.name + "'");
-          for (const ManifestShard &other : p.shards)
-            if (other.dim == shard.dim)
-              return bad("param '" + p.name + "' is split twice along dim " +
-                         std::to_string(shard.dim));
-          p.shards.push_back(shard);
-        } else if (word == "stages") {
-          int64_t st;
-          while (ls >> st)
-            p.stages.push_back(st);
-        } else {
-          return bad("unknown field '" + word + "' of param '" + p.name + "'");
-        }
-      }
-      if (p.id != int64_t(out.params.size()))
-        return bad("param ids must be dense and in order");
-      out.params.push_back(std::move(p));
-      continue;
-    }
-    int64_t value = 0;
-    if (!(ls >> value))
-      return bad("malformed entry '" + key + "'");
-    if (key == "hidden")
-      out.hidden = value;
-    else if (key == "vocab")
-      out.vocab = value;
-    else if (key == "layers")
-      out.layers = value;
-    else if (key == "heads")
-      out.heads = value;
-    else if (key == "kv_heads")
-      out.kvHeads = value;
-    else if (key == "head_dim")
-      out.headDim = value;
-    else if (key == "experts")
-      out.experts = value;
-    else if (key == "top_k")
-      out.topK = value;
-    else if (key == "ffn")
-      out.ffn = value;
-    else if (key == "max_positions")
-      out.maxPositions = value;
-    else if (key == "moe_layers")
-      out.moeLayers = value;
-    else if (key == "narrowed_last")
-      out.narrowedLast = value != 0;
-    else if (key == "kv_shared")
-      out.kvShared = value != 0;
-    else if (key == "proj_norms")
-      out.projNorms = value != 0;
-    // Unknown keys are ignored so newer compilers stay readable.
+    if (std::string why = parseEntry(key, ls, out); !why.empty())
+      return bad(why);
   }
   if (!sawHeader || !sawEnd) {
     error = "manifest is truncated";

@@ -29,28 +29,17 @@ void add(TrafficRow &row, LinkClass link, double v) {
   else if (link == LinkClass::IB)
     row.ib += v;
 }
-} // namespace
 
-std::vector<TrafficRow> meshfold::analyticTraffic(const MeshLayout &layout,
-                                                  const TrafficModelInput &m) {
-  int64_t n = layout.numDevices();
-  int64_t tp = layout.axisSize("tp"), cp = layout.axisSize("cp"),
-          pp = layout.axisSize("pp"), ep = layout.axisSize("ep");
-  double d = double(m.hidden);
-  // Per GPU, in units of T (tokens per replica): SP rows S, CP rows A.
-  double s = 1.0 / double(cp * tp), a = 1.0 / double(cp);
-  double kvLocal = double(kvHeadsPerRank(m.numKVHeads, tp));
-  TrafficRow ag{"all_gather"}, ring{"kv_ring"}, rs{"reduce_scatter"},
-      disp{"dispatch"}, comb{"combine"}, send{"pp"}, allReduce{"all_reduce"},
-      gather{"gather"};
-  // What each GPU all-reduces on TP per layer, in T*d, averaged over the
-  // GPU-layers (the narrowed last layer and the head are 1/L of them):
-  // - the projection norms' sums: one element per row for the query and one
-  //   for the key, on the A rows of a whole layer; in the narrowed layer the
-  //   query's on the surviving rows only;
-  // - the narrowed layer's output projection: the surviving rows, whole;
-  // - the head: each request's last row and its flag, on every rank of the
-  //   last stage.
+/// What each GPU all-reduces on TP per layer, in T*d, averaged over the
+/// GPU-layers (the narrowed last layer and the head are 1/L of them), with
+/// `a` the CP rows (over T) and `d` the hidden size:
+/// - the projection norms' sums: one element per row for the query and one
+///   for the key, on the A rows of a whole layer; in the narrowed layer the
+///   query's on the surviving rows only;
+/// - the narrowed layer's output projection: the surviving rows, whole;
+/// - the head: each request's last row and its flag, on every rank of the
+///   last stage.
+double tpAllReduced(const TrafficModelInput &m, double a, double d) {
   const double last =
       m.survivingRows >= 0 && m.numLayers > 0 ? 1.0 / double(m.numLayers) : 0.0;
   const double rowsLast = std::max(m.survivingRows, 0.0) * a;
@@ -60,76 +49,133 @@ std::vector<TrafficRow> meshfold::analyticTraffic(const MeshLayout &layout,
   reduced += last * rowsLast;
   if (m.headRows >= 0 && m.numLayers > 0)
     reduced += m.headRows * (d + 1.0) / d / double(m.numLayers);
-  int64_t perRank = ep > 0 ? m.numExperts / ep : m.numExperts;
-  const std::vector<std::string> dispatchAxes =
-      layout.axisSize("etp") > 1 ? std::vector<std::string>{"etp", "ep"}
-                                 : std::vector<std::string>{"ep"};
-  for (int64_t r = 0; r < n; ++r) {
-    // TP: all-gather and reduce-scatter each send S*d to every partner;
-    // all-reduces 2/TP of their elements to each.
-    std::vector<int64_t> tpg = layout.group(r, {"tp"});
-    for (int64_t q : tpg)
-      if (q != r) {
-        add(ag, layout.link(r, q), s);
-        add(rs, layout.link(r, q), s);
-        add(allReduce, layout.link(r, q), 2.0 * reduced / double(tp));
-      }
-    // The head's logits: V/TP per request from each TP rank to TP rank 0.
-    if (m.headRows >= 0 && m.numLayers > 0 && tpg.front() != r)
-      add(gather, layout.link(r, tpg.front()),
-          m.headRows * double(m.vocab) / double(tp) / d / double(m.numLayers));
-    // CP ring: CP-1 steps of K and V (or the one tensor that is both) for A
-    // tokens to the next member, with their positions (i64: two f32-sized
-    // elements each).
-    std::vector<int64_t> cpg = layout.group(r, {"cp"});
-    int64_t me = layout.groupRank(r, {"cp"});
-    int64_t next = cpg[size_t((me + 1) % cp)];
-    if (cp > 1)
-      add(ring, layout.link(r, next),
-          double(cp - 1) * a *
-              (double(m.kvCopies) * kvLocal * double(m.headDim) + 2.0) / d);
-    // EP: each of S tokens goes to the holders of its k experts in its
-    // etp x ep group (every etp slice of each).
-    std::vector<int64_t> epg = layout.group(r, dispatchAxes);
-    std::map<int64_t, std::set<int64_t>> blocksOnNode; // ep coords per node
-    for (int64_t q : epg)
-      blocksOnNode[layout.node(q)].insert(layout.coord(q, "ep"));
-    for (int64_t q : epg) {
-      if (q == r)
-        continue;
-      // Rows go per routed slot: the expected number of the token's k
-      // distinct experts that q holds.
-      double pq = double(m.topK) * double(perRank) / double(m.numExperts);
-      bool remote = layout.node(q) != layout.node(r);
-      if (!remote || !m.hierarchical) {
-        add(disp, layout.link(r, q), s * pq);
-        add(comb, layout.link(r, q), s * pq);
-        continue;
-      }
-      // Hierarchical: the relay on q's node forwards to q over NVLink
-      // unless q is the relay itself.
-      if (layout.relay(r, layout.node(q)) != q) {
-        disp.nvlink += s * pq;
-        comb.nvlink += s * pq;
-      }
+  return reduced;
+}
+
+/// The sums of analyticTraffic: each rank's traffic added per collective,
+/// then averaged over the layers and the GPUs.
+class TrafficSum {
+public:
+  TrafficSum(const MeshLayout &layout, const TrafficModelInput &m)
+      : layout(layout), m(m), n(layout.numDevices()), tp(layout.axisSize("tp")),
+        cp(layout.axisSize("cp")), pp(layout.axisSize("pp")),
+        ep(layout.axisSize("ep")), d(double(m.hidden)),
+        s(1.0 / double(cp * tp)), a(1.0 / double(cp)),
+        kvLocal(double(kvHeadsPerRank(m.numKVHeads, tp))),
+        reduced(tpAllReduced(m, a, d)),
+        perRank(ep > 0 ? m.numExperts / ep : m.numExperts),
+        dispatchAxes(layout.axisSize("etp") > 1
+                         ? std::vector<std::string>{"etp", "ep"}
+                         : std::vector<std::string>{"ep"}) {}
+
+  /// Adds the traffic rank `r` sends.
+  void addRank(int64_t r) {
+    addTensorParallel(r);
+    addContextRing(r);
+    addExperts(r);
+    addPipeline(r);
+  }
+
+  /// The rows, averaged over the layers and the GPUs.
+  std::vector<TrafficRow> finish();
+
+private:
+  void addTensorParallel(int64_t r);
+  void addContextRing(int64_t r);
+  void addExperts(int64_t r);
+  void addPipeline(int64_t r);
+  void averageOverLayers();
+
+  const MeshLayout &layout;
+  const TrafficModelInput &m;
+  int64_t n, tp, cp, pp, ep;
+  /// Per GPU, in units of T (tokens per replica): SP rows S, CP rows A.
+  double d, s, a;
+  double kvLocal, reduced;
+  int64_t perRank;
+  std::vector<std::string> dispatchAxes;
+  TrafficRow ag{"all_gather"}, ring{"kv_ring"}, rs{"reduce_scatter"},
+      disp{"dispatch"}, comb{"combine"}, send{"pp"}, allReduce{"all_reduce"},
+      gather{"gather"};
+};
+
+void TrafficSum::addTensorParallel(int64_t r) {
+  // TP: all-gather and reduce-scatter each send S*d to every partner;
+  // all-reduces 2/TP of their elements to each.
+  std::vector<int64_t> tpg = layout.group(r, {"tp"});
+  for (int64_t q : tpg)
+    if (q != r) {
+      add(ag, layout.link(r, q), s);
+      add(rs, layout.link(r, q), s);
+      add(allReduce, layout.link(r, q), 2.0 * reduced / double(tp));
     }
-    if (m.hierarchical)
-      for (const auto &[node, blocks] : blocksOnNode)
-        if (node != layout.node(r)) {
-          double pn = 1.0 - pNone(m.numExperts,
-                                  perRank * int64_t(blocks.size()), m.topK);
-          disp.ib += s * pn;
-          comb.ib += s * pn;
-        }
-    // PP: the S*d slice once per stage boundary, amortized over the stage.
-    int64_t stage = layout.coord(r, "pp");
-    if (pp > 1 && stage + 1 < pp) {
-      std::map<std::string, int64_t> c = layout.coords(r);
-      c["pp"] = stage + 1;
-      int64_t peer = layout.rankOf(c);
-      add(send, layout.link(r, peer), s * double(pp) / double(m.numLayers));
+  // The head's logits: V/TP per request from each TP rank to TP rank 0.
+  if (m.headRows >= 0 && m.numLayers > 0 && tpg.front() != r)
+    add(gather, layout.link(r, tpg.front()),
+        m.headRows * double(m.vocab) / double(tp) / d / double(m.numLayers));
+}
+
+void TrafficSum::addContextRing(int64_t r) {
+  // CP ring: CP-1 steps of K and V (or the one tensor that is both) for A
+  // tokens to the next member, with their positions (i64: two f32-sized
+  // elements each).
+  std::vector<int64_t> cpg = layout.group(r, {"cp"});
+  int64_t me = layout.groupRank(r, {"cp"});
+  int64_t next = cpg[size_t((me + 1) % cp)];
+  if (cp > 1)
+    add(ring, layout.link(r, next),
+        double(cp - 1) * a *
+            (double(m.kvCopies) * kvLocal * double(m.headDim) + 2.0) / d);
+}
+
+void TrafficSum::addExperts(int64_t r) {
+  // EP: each of S tokens goes to the holders of its k experts in its
+  // etp x ep group (every etp slice of each).
+  std::vector<int64_t> epg = layout.group(r, dispatchAxes);
+  std::map<int64_t, std::set<int64_t>> blocksOnNode; // ep coords per node
+  for (int64_t q : epg)
+    blocksOnNode[layout.node(q)].insert(layout.coord(q, "ep"));
+  for (int64_t q : epg) {
+    if (q == r)
+      continue;
+    // Rows go per routed slot: the expected number of the token's k
+    // distinct experts that q holds.
+    double pq = double(m.topK) * double(perRank) / double(m.numExperts);
+    bool remote = layout.node(q) != layout.node(r);
+    if (!remote || !m.hierarchical) {
+      add(disp, layout.link(r, q), s * pq);
+      add(comb, layout.link(r, q), s * pq);
+      continue;
+    }
+    // Hierarchical: the relay on q's node forwards to q over NVLink
+    // unless q is the relay itself.
+    if (layout.relay(r, layout.node(q)) != q) {
+      disp.nvlink += s * pq;
+      comb.nvlink += s * pq;
     }
   }
+  if (m.hierarchical)
+    for (const auto &[node, blocks] : blocksOnNode)
+      if (node != layout.node(r)) {
+        double pn =
+            1.0 - pNone(m.numExperts, perRank * int64_t(blocks.size()), m.topK);
+        disp.ib += s * pn;
+        comb.ib += s * pn;
+      }
+}
+
+void TrafficSum::addPipeline(int64_t r) {
+  // PP: the S*d slice once per stage boundary, amortized over the stage.
+  int64_t stage = layout.coord(r, "pp");
+  if (pp > 1 && stage + 1 < pp) {
+    std::map<std::string, int64_t> c = layout.coords(r);
+    c["pp"] = stage + 1;
+    int64_t peer = layout.rankOf(c);
+    add(send, layout.link(r, peer), s * double(pp) / double(m.numLayers));
+  }
+}
+
+void TrafficSum::averageOverLayers() {
   // Dense layers dispatch nothing: dispatch and combine average over the
   // layers with experts.
   double moe = m.numMoELayers > 0 && m.numLayers > 0
@@ -152,6 +198,10 @@ std::vector<TrafficRow> meshfold::analyticTraffic(const MeshLayout &layout,
       row->ib *= moe;
     }
   }
+}
+
+std::vector<TrafficRow> TrafficSum::finish() {
+  averageOverLayers();
   std::vector<TrafficRow> rows = {ag, ring, rs, disp, comb, send};
   for (const TrafficRow &row : {allReduce, gather})
     if (row.nvlink > 0 || row.ib > 0)
@@ -161,6 +211,15 @@ std::vector<TrafficRow> meshfold::analyticTraffic(const MeshLayout &layout,
     row.ib /= double(n);
   }
   return rows;
+}
+} // namespace
+
+std::vector<TrafficRow> meshfold::analyticTraffic(const MeshLayout &layout,
+                                                  const TrafficModelInput &m) {
+  TrafficSum sum(layout, m);
+  for (int64_t r = 0; r < layout.numDevices(); ++r)
+    sum.addRank(r);
+  return sum.finish();
 }
 
 double meshfold::trafficSeconds(const MeshLayout &layout,

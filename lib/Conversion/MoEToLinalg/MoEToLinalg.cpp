@@ -340,131 +340,153 @@ struct MLPLowering : OpConversionPattern<MLPOp> {
   }
 };
 
+/// RoPE's inverse frequency at `jjF`, the index (as a float) of a dim in the
+/// lower half of a head: 1 / theta^(2*jj / dh), YaRN-mixed where the op
+/// scales it.
+Value buildInverseFrequency(OpBuilder &nb, Location l, RoPEOp op, Type elt,
+                            Value jjF) {
+  int64_t dh = op.getType().getDimSize(2);
+  double theta = op.getTheta().convertToDouble();
+  double yarnFactor = op.getYarnFactor().convertToDouble(),
+         low = op.getYarnLow().convertToDouble(),
+         high = op.getYarnHigh().convertToDouble();
+  // inv_freq = 1 / theta^(2*jj / dh), as Hugging Face computes it.
+  Value expo = arith::DivFOp::create(
+      nb, l, arith::MulFOp::create(nb, l, jjF, cstF(nb, l, elt, 2.0)),
+      cstF(nb, l, elt, double(dh)));
+  Value p = math::PowFOp::create(nb, l, cstF(nb, l, elt, theta), expo);
+  Value invFreq = arith::DivFOp::create(nb, l, cstF(nb, l, elt, 1.0), p);
+  if (yarnFactor != 1.0) {
+    // YaRN: interpolated (1 / (s p)) by the ramp r over the dims,
+    // extrapolated (1 / p) by 1 - r, as transformers mixes them.
+    Value interp = arith::DivFOp::create(
+        nb, l, cstF(nb, l, elt, 1.0),
+        arith::MulFOp::create(nb, l, cstF(nb, l, elt, yarnFactor), p));
+    Value ramp = arith::DivFOp::create(
+        nb, l, arith::SubFOp::create(nb, l, jjF, cstF(nb, l, elt, low)),
+        cstF(nb, l, elt, high - low));
+    ramp = arith::MinimumFOp::create(
+        nb, l, arith::MaximumFOp::create(nb, l, ramp, cstF(nb, l, elt, 0.0)),
+        cstF(nb, l, elt, 1.0));
+    Value extra = arith::SubFOp::create(nb, l, cstF(nb, l, elt, 1.0), ramp);
+    invFreq = arith::AddFOp::create(
+        nb, l,
+        arith::MulFOp::create(
+            nb, l, interp,
+            arith::SubFOp::create(nb, l, cstF(nb, l, elt, 1.0), extra)),
+        arith::MulFOp::create(nb, l, invFreq, extra));
+  }
+  return invFreq;
+}
+
+/// The angles' cosines and (signed) sines per position and dim, once:
+/// every head of the op (and, by CSE, every op on the same positions)
+/// reads this [T, d_h] table instead of computing powf/sin/cos per
+/// element. tab[t, j] for jj = j mod d_h/2: cos(pos * inv_freq[jj]) and
+/// -+sin(...) (minus on the lower half, whose partner is x[j + d_h/2]).
+ResultRange buildRoPETable(OpBuilder &b, Location loc, RoPEOp op, Value x,
+                           Value pos) {
+  MLIRContext *ctx = b.getContext();
+  auto type = op.getType();
+  Type elt = type.getElementType();
+  int64_t dh = type.getDimSize(2), half = dh / 2;
+  double attentionFactor = op.getAttentionFactor().convertToDouble();
+  auto tabType = RankedTensorType::get({type.getDimSize(0), dh}, elt);
+  return generic(
+      b, loc, {pos},
+      {makeEmpty(b, loc, tabType, {{x, 0}}),
+       makeEmpty(b, loc, tabType, {{x, 0}})},
+      {pick(ctx, 2, {0}), pick(ctx, 2, {0, 1}), pick(ctx, 2, {0, 1})},
+      {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+        Value j = idx(nb, l, 1);
+        Value cHalf = arith::ConstantIndexOp::create(nb, l, half);
+        Value lower =
+            arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, j, cHalf);
+        Value jj = arith::RemUIOp::create(nb, l, j, cHalf);
+        Value jjI = arith::IndexCastOp::create(nb, l, nb.getI64Type(), jj);
+        Value jjF = arith::SIToFPOp::create(nb, l, elt, jjI);
+        Value invFreq = buildInverseFrequency(nb, l, op, elt, jjF);
+        // The place in its sequence: the position's low 32 bits.
+        Value place = arith::AndIOp::create(
+            nb, l, a[0],
+            arith::ConstantOp::create(nb, l,
+                                      nb.getI64IntegerAttr(0xffffffffLL)));
+        Value posF = arith::SIToFPOp::create(nb, l, elt, place);
+        Value angle = arith::MulFOp::create(nb, l, posF, invFreq);
+        Value sign = arith::SelectOp::create(
+            nb, l, lower, cstF(nb, l, elt, -1.0), cstF(nb, l, elt, 1.0));
+        Value c = math::CosOp::create(nb, l, angle);
+        Value sn = math::SinOp::create(nb, l, angle);
+        if (attentionFactor != 1.0) {
+          c = arith::MulFOp::create(nb, l, c,
+                                    cstF(nb, l, elt, attentionFactor));
+          sn = arith::MulFOp::create(nb, l, sn,
+                                     cstF(nb, l, elt, attentionFactor));
+        }
+        sn = arith::MulFOp::create(nb, l, sn, sign);
+        linalg::YieldOp::create(nb, l, ValueRange{c, sn});
+      });
+}
+
+/// x [T, H, d_h] rotated by the table: x[j] * cos + x[partner] * (signed)
+/// sin, the partner half a head away (on the de-interleaved row where the
+/// op's pairs are interleaved).
+Value buildRoPERotation(OpBuilder &b, Location loc, RoPEOp op, Value x,
+                        Value cos, Value sin) {
+  MLIRContext *ctx = b.getContext();
+  auto type = op.getType();
+  int64_t half = type.getDimSize(2) / 2;
+  bool interleaved = op.getInterleaved();
+  return generic(
+      b, loc, {x, cos, sin}, {makeEmpty(b, loc, type, {{x, 0}})},
+      {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {0, 2}), pick(ctx, 3, {0, 2}),
+       pick(ctx, 3, {0, 1, 2})},
+      {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+        Value j = idx(nb, l, 2);
+        Value cHalf = arith::ConstantIndexOp::create(nb, l, half);
+        Value lower =
+            arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, j, cHalf);
+        Value partnerIdx = arith::SelectOp::create(
+            nb, l, lower, arith::AddIOp::create(nb, l, j, cHalf),
+            arith::SubIOp::create(nb, l, j, cHalf));
+        Value self = a[0];
+        if (interleaved) {
+          // Element j of the de-interleaved row: x[2j] in the lower half,
+          // x[2(j - half) + 1] in the upper.
+          auto source = [&](Value jj) -> Value {
+            Value low = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult,
+                                              jj, cHalf);
+            Value two = arith::ConstantIndexOp::create(nb, l, 2);
+            Value even = arith::MulIOp::create(nb, l, jj, two);
+            Value odd = arith::AddIOp::create(
+                nb, l,
+                arith::MulIOp::create(
+                    nb, l, arith::SubIOp::create(nb, l, jj, cHalf), two),
+                arith::ConstantIndexOp::create(nb, l, 1));
+            return arith::SelectOp::create(nb, l, low, even, odd);
+          };
+          self = tensor::ExtractOp::create(
+              nb, l, x, ValueRange{idx(nb, l, 0), idx(nb, l, 1), source(j)});
+          partnerIdx = source(partnerIdx);
+        }
+        Value partner = tensor::ExtractOp::create(
+            nb, l, x, ValueRange{idx(nb, l, 0), idx(nb, l, 1), partnerIdx});
+        Value xc = arith::MulFOp::create(nb, l, self, a[1]);
+        Value ps = arith::MulFOp::create(nb, l, partner, a[2]);
+        linalg::YieldOp::create(nb, l,
+                                Value(arith::AddFOp::create(nb, l, xc, ps)));
+      })[0];
+}
+
 struct RoPELowering : OpConversionPattern<RoPEOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
   matchAndRewrite(RoPEOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    MLIRContext *ctx = getContext();
     Value x = adaptor.getInput(), pos = adaptor.getPositions();
-    auto type = op.getType();
-    Type elt = type.getElementType();
-    int64_t dh = type.getDimSize(2), half = dh / 2;
-    double theta = op.getTheta().convertToDouble();
-    bool interleaved = op.getInterleaved();
-    double yarnFactor = op.getYarnFactor().convertToDouble(),
-           low = op.getYarnLow().convertToDouble(),
-           high = op.getYarnHigh().convertToDouble(),
-           attentionFactor = op.getAttentionFactor().convertToDouble();
-    // The angles' cosines and (signed) sines per position and dim, once:
-    // every head of the op (and, by CSE, every op on the same positions)
-    // reads this [T, d_h] table instead of computing powf/sin/cos per
-    // element. tab[t, j] for jj = j mod d_h/2: cos(pos * inv_freq[jj]) and
-    // -+sin(...) (minus on the lower half, whose partner is x[j + d_h/2]).
-    auto tabType = RankedTensorType::get({type.getDimSize(0), dh}, elt);
-    ResultRange tab = generic(
-        rewriter, loc, {pos},
-        {makeEmpty(rewriter, loc, tabType, {{x, 0}}),
-         makeEmpty(rewriter, loc, tabType, {{x, 0}})},
-        {pick(ctx, 2, {0}), pick(ctx, 2, {0, 1}), pick(ctx, 2, {0, 1})},
-        {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value j = idx(nb, l, 1);
-          Value cHalf = arith::ConstantIndexOp::create(nb, l, half);
-          Value lower =
-              arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, j, cHalf);
-          Value jj = arith::RemUIOp::create(nb, l, j, cHalf);
-          // inv_freq = 1 / theta^(2*jj / dh), as Hugging Face computes it.
-          Value jjI = arith::IndexCastOp::create(nb, l, nb.getI64Type(), jj);
-          Value jjF = arith::SIToFPOp::create(nb, l, elt, jjI);
-          Value expo = arith::DivFOp::create(
-              nb, l, arith::MulFOp::create(nb, l, jjF, cstF(nb, l, elt, 2.0)),
-              cstF(nb, l, elt, double(dh)));
-          Value p = math::PowFOp::create(nb, l, cstF(nb, l, elt, theta), expo);
-          Value invFreq =
-              arith::DivFOp::create(nb, l, cstF(nb, l, elt, 1.0), p);
-          if (yarnFactor != 1.0) {
-            // YaRN: interpolated (1 / (s p)) by the ramp r over the dims,
-            // extrapolated (1 / p) by 1 - r, as transformers mixes them.
-            Value interp = arith::DivFOp::create(
-                nb, l, cstF(nb, l, elt, 1.0),
-                arith::MulFOp::create(nb, l, cstF(nb, l, elt, yarnFactor), p));
-            Value ramp = arith::DivFOp::create(
-                nb, l, arith::SubFOp::create(nb, l, jjF, cstF(nb, l, elt, low)),
-                cstF(nb, l, elt, high - low));
-            ramp = arith::MinimumFOp::create(
-                nb, l,
-                arith::MaximumFOp::create(nb, l, ramp, cstF(nb, l, elt, 0.0)),
-                cstF(nb, l, elt, 1.0));
-            Value extra =
-                arith::SubFOp::create(nb, l, cstF(nb, l, elt, 1.0), ramp);
-            invFreq = arith::AddFOp::create(
-                nb, l,
-                arith::MulFOp::create(
-                    nb, l, interp,
-                    arith::SubFOp::create(nb, l, cstF(nb, l, elt, 1.0), extra)),
-                arith::MulFOp::create(nb, l, invFreq, extra));
-          }
-          // The place in its sequence: the position's low 32 bits.
-          Value place = arith::AndIOp::create(
-              nb, l, a[0],
-              arith::ConstantOp::create(nb, l,
-                                        nb.getI64IntegerAttr(0xffffffffLL)));
-          Value posF = arith::SIToFPOp::create(nb, l, elt, place);
-          Value angle = arith::MulFOp::create(nb, l, posF, invFreq);
-          Value sign = arith::SelectOp::create(
-              nb, l, lower, cstF(nb, l, elt, -1.0), cstF(nb, l, elt, 1.0));
-          Value c = math::CosOp::create(nb, l, angle);
-          Value sn = math::SinOp::create(nb, l, angle);
-          if (attentionFactor != 1.0) {
-            c = arith::MulFOp::create(nb, l, c,
-                                      cstF(nb, l, elt, attentionFactor));
-            sn = arith::MulFOp::create(nb, l, sn,
-                                       cstF(nb, l, elt, attentionFactor));
-          }
-          sn = arith::MulFOp::create(nb, l, sn, sign);
-          linalg::YieldOp::create(nb, l, ValueRange{c, sn});
-        });
-    Value res = generic(
-        rewriter, loc, {x, tab[0], tab[1]},
-        {makeEmpty(rewriter, loc, type, {{x, 0}})},
-        {pick(ctx, 3, {0, 1, 2}), pick(ctx, 3, {0, 2}), pick(ctx, 3, {0, 2}),
-         pick(ctx, 3, {0, 1, 2})},
-        {kPar, kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value j = idx(nb, l, 2);
-          Value cHalf = arith::ConstantIndexOp::create(nb, l, half);
-          Value lower =
-              arith::CmpIOp::create(nb, l, arith::CmpIPredicate::ult, j, cHalf);
-          Value partnerIdx = arith::SelectOp::create(
-              nb, l, lower, arith::AddIOp::create(nb, l, j, cHalf),
-              arith::SubIOp::create(nb, l, j, cHalf));
-          Value self = a[0];
-          if (interleaved) {
-            // Element j of the de-interleaved row: x[2j] in the lower half,
-            // x[2(j - half) + 1] in the upper.
-            auto source = [&](Value jj) -> Value {
-              Value low = arith::CmpIOp::create(
-                  nb, l, arith::CmpIPredicate::ult, jj, cHalf);
-              Value two = arith::ConstantIndexOp::create(nb, l, 2);
-              Value even = arith::MulIOp::create(nb, l, jj, two);
-              Value odd = arith::AddIOp::create(
-                  nb, l,
-                  arith::MulIOp::create(
-                      nb, l, arith::SubIOp::create(nb, l, jj, cHalf), two),
-                  arith::ConstantIndexOp::create(nb, l, 1));
-              return arith::SelectOp::create(nb, l, low, even, odd);
-            };
-            self = tensor::ExtractOp::create(
-                nb, l, x, ValueRange{idx(nb, l, 0), idx(nb, l, 1), source(j)});
-            partnerIdx = source(partnerIdx);
-          }
-          Value partner = tensor::ExtractOp::create(
-              nb, l, x, ValueRange{idx(nb, l, 0), idx(nb, l, 1), partnerIdx});
-          Value xc = arith::MulFOp::create(nb, l, self, a[1]);
-          Value ps = arith::MulFOp::create(nb, l, partner, a[2]);
-          linalg::YieldOp::create(nb, l,
-                                  Value(arith::AddFOp::create(nb, l, xc, ps)));
-        })[0];
+    ResultRange tab = buildRoPETable(rewriter, loc, op, x, pos);
+    Value res = buildRoPERotation(rewriter, loc, op, x, tab[0], tab[1]);
     rewriter.replaceOp(op, res);
     return success();
   }
@@ -528,6 +550,163 @@ buildTopK(OpBuilder &b, Location loc, Value values, int64_t k, Type idxElt) {
     ids.push_back(res[1]);
   }
   return {vals, ids};
+}
+
+/// DeepSeek-V3's sigmoid scores s of the router's `logits` [T, E] and the
+/// choice scores c = s + bias (c = s without a bias).
+std::pair<Value, Value> buildSigmoidScores(OpBuilder &b, Location loc, Type elt,
+                                           Value x, Value bias, Value logits) {
+  MLIRContext *ctx = b.getContext();
+  auto scoresType = cast<RankedTensorType>(logits.getType());
+  // s and the choice scores c = s + bias.
+  SmallVector<Value> ins = {logits};
+  SmallVector<AffineMap> maps = {pick(ctx, 2, {0, 1})};
+  if (bias) {
+    ins.push_back(bias);
+    maps.push_back(pick(ctx, 2, {1}));
+  }
+  maps.append(2, pick(ctx, 2, {0, 1}));
+  ResultRange sc = generic(
+      b, loc, ins,
+      {makeEmpty(b, loc, scoresType, {{x, 0}}),
+       makeEmpty(b, loc, scoresType, {{x, 0}})},
+      maps, {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+        Value s = sigmoid(nb, l, elt, a[0]);
+        Value c =
+            bias ? arith::AddFOp::create(nb, l, s, widen(nb, l, a[1], elt)) : s;
+        linalg::YieldOp::create(nb, l, ValueRange{s, c});
+      });
+  return {sc[0], sc[1]};
+}
+
+/// DeepSeek-V3's group-limited choice: the experts of the groups not among
+/// the op's topk_group best (each group scored by the sum of its two best
+/// choice scores) score -inf in `choice` [T, E].
+Value limitToGroups(OpBuilder &b, Location loc, RouterOp op, Value x,
+                    Value choice) {
+  MLIRContext *ctx = b.getContext();
+  Type elt = op.getWeights().getType().getElementType();
+  Type idxElt = op.getIndices().getType().getElementType();
+  auto scoresType = cast<RankedTensorType>(choice.getType());
+  int64_t t = scoresType.getDimSize(0), numExperts = scoresType.getDimSize(1);
+  int64_t groups = op.getNGroup(), keep = op.getTopkGroup(),
+          size = numExperts / groups;
+  // Each group's score, the sum of its two best choice scores: the
+  // [T, E] scores as [T * groups, size] rows.
+  Value rows = tensor::CollapseShapeOp::create(
+      b, loc,
+      tensor::ExpandShapeOp::create(
+          b, loc, tensorOf({t, groups, size}, elt), choice,
+          SmallVector<ReassociationIndices>{{0}, {1, 2}}),
+      SmallVector<ReassociationIndices>{{0, 1}, {2}});
+  auto [best, unused] = buildTopK(b, loc, rows, 2, idxElt);
+  int64_t tg = t == ShapedType::kDynamic ? t : t * groups;
+  Value groupSum =
+      generic(b, loc, {best[0], best[1]},
+              {makeEmpty(b, loc, tensorOf({tg}, elt), {{rows, 0}})},
+              SmallVector<AffineMap>(3, pick(ctx, 1, {0})), {kPar},
+              [&](OpBuilder &nb, Location l, ValueRange a) {
+                linalg::YieldOp::create(
+                    nb, l, Value(arith::AddFOp::create(nb, l, a[0], a[1])));
+              })[0];
+  Value groupScores = tensor::ExpandShapeOp::create(
+      b, loc, tensorOf({t, groups}, elt), groupSum,
+      SmallVector<ReassociationIndices>{{0, 1}});
+  auto [unusedV, kept] = buildTopK(b, loc, groupScores, keep, idxElt);
+  // Experts of the groups not kept score -inf: never chosen while a kept
+  // group has an expert left (topk_group groups hold at least top_k).
+  SmallVector<Value> mIns = {choice};
+  llvm::append_range(mIns, kept);
+  SmallVector<AffineMap> mMaps = {pick(ctx, 2, {0, 1})};
+  mMaps.append(kept.size(), pick(ctx, 2, {0}));
+  mMaps.push_back(pick(ctx, 2, {0, 1}));
+  return generic(
+      b, loc, mIns, {makeEmpty(b, loc, scoresType, {{x, 0}})}, mMaps,
+      {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
+        Value g = arith::IndexCastOp::create(
+            nb, l, idxElt,
+            arith::DivUIOp::create(
+                nb, l, idx(nb, l, 1),
+                arith::ConstantIndexOp::create(nb, l, size)));
+        Value in = arith::ConstantOp::create(nb, l, nb.getBoolAttr(false));
+        for (int64_t r = 0; r < keep; ++r)
+          in = arith::OrIOp::create(
+              nb, l, in,
+              arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, g,
+                                    a[1 + r]));
+        linalg::YieldOp::create(
+            nb, l,
+            Value(arith::SelectOp::create(
+                nb, l, in, a[0],
+                cstF(nb, l, elt, -std::numeric_limits<double>::infinity()))));
+      })[0];
+}
+
+/// The router's [T, k] indices from the k chosen columns `ids`, each [T].
+Value assembleIndices(OpBuilder &b, Location loc, RouterOp op, Value x,
+                      ArrayRef<Value> ids) {
+  MLIRContext *ctx = b.getContext();
+  auto iType = op.getIndices().getType();
+  int64_t k = op.getTopK();
+  SmallVector<Value> iIns(ids);
+  SmallVector<AffineMap> iMaps(k, pick(ctx, 2, {0}));
+  iMaps.push_back(pick(ctx, 2, {0, 1}));
+  return generic(
+      b, loc, iIns, {makeEmpty(b, loc, iType, {{x, 0}})}, iMaps, {kPar, kPar},
+      [&](OpBuilder &nb, Location l, ValueRange a) {
+        Value col = idx(nb, l, 1), e = a[0];
+        for (int64_t r = 1; r < k; ++r)
+          e = arith::SelectOp::create(
+              nb, l,
+              arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, col,
+                                    arith::ConstantIndexOp::create(nb, l, r)),
+              a[r], e);
+        linalg::YieldOp::create(nb, l, e);
+      })[0];
+}
+
+/// DeepSeek-V3's [T, k] weights: the sigmoid `scores` at the chosen
+/// `indices`, over their sum where the op renormalizes, times the scaling.
+Value buildSigmoidWeights(OpBuilder &b, Location loc, RouterOp op, Value x,
+                          Value scores, Value indices) {
+  MLIRContext *ctx = b.getContext();
+  auto wType = op.getWeights().getType();
+  Type elt = wType.getElementType();
+  int64_t t = cast<RankedTensorType>(scores.getType()).getDimSize(0);
+  double scaling = op.getScaling().convertToDouble();
+  auto gathered = [&](OpBuilder &nb, Location l, Value row, Value e) {
+    Value col = arith::IndexCastOp::create(nb, l, nb.getIndexType(), e);
+    return Value(
+        tensor::ExtractOp::create(nb, l, scores, ValueRange{row, col}));
+  };
+  Value denom;
+  auto colF = tensorOf({t}, elt);
+  if (op.getRenormalize())
+    denom = generic(b, loc, {indices}, {zeros(b, loc, colF, {{x, 0}})},
+                    {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0})}, {kPar, kRed},
+                    [&](OpBuilder &nb, Location l, ValueRange a) {
+                      Value s = gathered(nb, l, idx(nb, l, 0), a[0]);
+                      linalg::YieldOp::create(
+                          nb, l, Value(arith::AddFOp::create(nb, l, a[1], s)));
+                    })[0];
+  SmallVector<Value> wIns = {indices};
+  SmallVector<AffineMap> wMaps = {pick(ctx, 2, {0, 1})};
+  if (denom) {
+    wIns.push_back(denom);
+    wMaps.push_back(pick(ctx, 2, {0}));
+  }
+  wMaps.push_back(pick(ctx, 2, {0, 1}));
+  return generic(
+      b, loc, wIns, {makeEmpty(b, loc, wType, {{x, 0}})}, wMaps, {kPar, kPar},
+      [&](OpBuilder &nb, Location l, ValueRange a) {
+        Value w = gathered(nb, l, idx(nb, l, 0), a[0]);
+        if (denom)
+          w = arith::DivFOp::create(
+              nb, l, w,
+              arith::AddFOp::create(nb, l, a[1], cstF(nb, l, elt, 1e-20)));
+        w = arith::MulFOp::create(nb, l, w, cstF(nb, l, elt, scaling));
+        linalg::YieldOp::create(nb, l, w);
+      })[0];
 }
 
 struct RouterLowering : OpConversionPattern<RouterOp> {
@@ -622,140 +801,17 @@ struct RouterLowering : OpConversionPattern<RouterOp> {
   static SmallVector<Value> lowerSigmoid(OpBuilder &b, Location loc,
                                          RouterOp op, OpAdaptor adaptor,
                                          Value logits) {
-    MLIRContext *ctx = b.getContext();
-    Value x = adaptor.getInput(), bias = adaptor.getBias();
-    auto wType = op.getWeights().getType();
-    auto iType = op.getIndices().getType();
-    Type elt = wType.getElementType();
-    Type idxElt = iType.getElementType();
-    auto scoresType = cast<RankedTensorType>(logits.getType());
-    int64_t t = scoresType.getDimSize(0), numExperts = scoresType.getDimSize(1);
-    int64_t k = op.getTopK(), groups = op.getNGroup(), keep = op.getTopkGroup(),
-            size = numExperts / groups;
-    double scaling = op.getScaling().convertToDouble();
-    // s and the choice scores c = s + bias.
-    SmallVector<Value> ins = {logits};
-    SmallVector<AffineMap> maps = {pick(ctx, 2, {0, 1})};
-    if (bias) {
-      ins.push_back(bias);
-      maps.push_back(pick(ctx, 2, {1}));
-    }
-    maps.append(2, pick(ctx, 2, {0, 1}));
-    ResultRange sc = generic(
-        b, loc, ins,
-        {makeEmpty(b, loc, scoresType, {{x, 0}}),
-         makeEmpty(b, loc, scoresType, {{x, 0}})},
-        maps, {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value s = sigmoid(nb, l, elt, a[0]);
-          Value c =
-              bias ? arith::AddFOp::create(nb, l, s, widen(nb, l, a[1], elt))
-                   : s;
-          linalg::YieldOp::create(nb, l, ValueRange{s, c});
-        });
-    Value scores = sc[0], choice = sc[1];
-    if (groups > 1) {
-      // Each group's score, the sum of its two best choice scores: the
-      // [T, E] scores as [T * groups, size] rows.
-      Value rows = tensor::CollapseShapeOp::create(
-          b, loc,
-          tensor::ExpandShapeOp::create(
-              b, loc, tensorOf({t, groups, size}, elt), choice,
-              SmallVector<ReassociationIndices>{{0}, {1, 2}}),
-          SmallVector<ReassociationIndices>{{0, 1}, {2}});
-      auto [best, unused] = buildTopK(b, loc, rows, 2, idxElt);
-      int64_t tg = t == ShapedType::kDynamic ? t : t * groups;
-      Value groupSum =
-          generic(b, loc, {best[0], best[1]},
-                  {makeEmpty(b, loc, tensorOf({tg}, elt), {{rows, 0}})},
-                  SmallVector<AffineMap>(3, pick(ctx, 1, {0})), {kPar},
-                  [&](OpBuilder &nb, Location l, ValueRange a) {
-                    linalg::YieldOp::create(
-                        nb, l, Value(arith::AddFOp::create(nb, l, a[0], a[1])));
-                  })[0];
-      Value groupScores = tensor::ExpandShapeOp::create(
-          b, loc, tensorOf({t, groups}, elt), groupSum,
-          SmallVector<ReassociationIndices>{{0, 1}});
-      auto [unusedV, kept] = buildTopK(b, loc, groupScores, keep, idxElt);
-      // Experts of the groups not kept score -inf: never chosen while a kept
-      // group has an expert left (topk_group groups hold at least top_k).
-      SmallVector<Value> mIns = {choice};
-      llvm::append_range(mIns, kept);
-      SmallVector<AffineMap> mMaps = {pick(ctx, 2, {0, 1})};
-      mMaps.append(kept.size(), pick(ctx, 2, {0}));
-      mMaps.push_back(pick(ctx, 2, {0, 1}));
-      choice = generic(
-          b, loc, mIns, {makeEmpty(b, loc, scoresType, {{x, 0}})}, mMaps,
-          {kPar, kPar}, [&](OpBuilder &nb, Location l, ValueRange a) {
-            Value g = arith::IndexCastOp::create(
-                nb, l, idxElt,
-                arith::DivUIOp::create(
-                    nb, l, idx(nb, l, 1),
-                    arith::ConstantIndexOp::create(nb, l, size)));
-            Value in = arith::ConstantOp::create(nb, l, nb.getBoolAttr(false));
-            for (int64_t r = 0; r < keep; ++r)
-              in = arith::OrIOp::create(
-                  nb, l, in,
-                  arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, g,
-                                        a[1 + r]));
-            linalg::YieldOp::create(
-                nb, l,
-                Value(arith::SelectOp::create(
-                    nb, l, in, a[0],
-                    cstF(nb, l, elt,
-                         -std::numeric_limits<double>::infinity()))));
-          })[0];
-    }
-    auto [unusedC, ids] = buildTopK(b, loc, choice, k, idxElt);
+    Value x = adaptor.getInput();
+    Type elt = op.getWeights().getType().getElementType();
+    Type idxElt = op.getIndices().getType().getElementType();
+    auto [scores, choice] =
+        buildSigmoidScores(b, loc, elt, x, adaptor.getBias(), logits);
+    if (op.getNGroup() > 1)
+      choice = limitToGroups(b, loc, op, x, choice);
+    auto [unusedC, ids] = buildTopK(b, loc, choice, op.getTopK(), idxElt);
     // [T, k] indices, then the weights: s at each, over their sum.
-    SmallVector<Value> iIns(ids);
-    SmallVector<AffineMap> iMaps(k, pick(ctx, 2, {0}));
-    iMaps.push_back(pick(ctx, 2, {0, 1}));
-    Value indices = generic(
-        b, loc, iIns, {makeEmpty(b, loc, iType, {{x, 0}})}, iMaps, {kPar, kPar},
-        [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value col = idx(nb, l, 1), e = a[0];
-          for (int64_t r = 1; r < k; ++r)
-            e = arith::SelectOp::create(
-                nb, l,
-                arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, col,
-                                      arith::ConstantIndexOp::create(nb, l, r)),
-                a[r], e);
-          linalg::YieldOp::create(nb, l, e);
-        })[0];
-    auto gathered = [&](OpBuilder &nb, Location l, Value row, Value e) {
-      Value col = arith::IndexCastOp::create(nb, l, nb.getIndexType(), e);
-      return Value(
-          tensor::ExtractOp::create(nb, l, scores, ValueRange{row, col}));
-    };
-    Value denom;
-    auto colF = tensorOf({t}, elt);
-    if (op.getRenormalize())
-      denom =
-          generic(b, loc, {indices}, {zeros(b, loc, colF, {{x, 0}})},
-                  {pick(ctx, 2, {0, 1}), pick(ctx, 2, {0})}, {kPar, kRed},
-                  [&](OpBuilder &nb, Location l, ValueRange a) {
-                    Value s = gathered(nb, l, idx(nb, l, 0), a[0]);
-                    linalg::YieldOp::create(
-                        nb, l, Value(arith::AddFOp::create(nb, l, a[1], s)));
-                  })[0];
-    SmallVector<Value> wIns = {indices};
-    SmallVector<AffineMap> wMaps = {pick(ctx, 2, {0, 1})};
-    if (denom) {
-      wIns.push_back(denom);
-      wMaps.push_back(pick(ctx, 2, {0}));
-    }
-    wMaps.push_back(pick(ctx, 2, {0, 1}));
-    Value weights = generic(
-        b, loc, wIns, {makeEmpty(b, loc, wType, {{x, 0}})}, wMaps, {kPar, kPar},
-        [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value w = gathered(nb, l, idx(nb, l, 0), a[0]);
-          if (denom)
-            w = arith::DivFOp::create(
-                nb, l, w,
-                arith::AddFOp::create(nb, l, a[1], cstF(nb, l, elt, 1e-20)));
-          w = arith::MulFOp::create(nb, l, w, cstF(nb, l, elt, scaling));
-          linalg::YieldOp::create(nb, l, w);
-        })[0];
+    Value indices = assembleIndices(b, loc, op, x, ids);
+    Value weights = buildSigmoidWeights(b, loc, op, x, scores, indices);
     return {weights, indices};
   }
 };
