@@ -708,6 +708,9 @@ bool ConfigParser::readDenseLayers() {
       c.mlpOnlyLayers.push_back(*i);
     }
   }
+  // Too many layers is checkSizes' error, before any scan over them.
+  if (c.layers > kMaxLayers)
+    return true;
   bool anyDense = false;
   for (int64_t i = 0; i < c.layers; ++i)
     anyDense |= c.isDense(i);
