@@ -11,8 +11,7 @@
 namespace meshfold {
 /// Prints meshfold's version and the LLVM/MLIR it was built with.
 inline void printVersion(llvm::raw_ostream &os) {
-  os << "meshfold version " << MESHFOLD_VERSION << "\n"
-     << "  built with LLVM/MLIR " << MESHFOLD_LLVM_VERSION << "\n";
+  os << MESHFOLD_VERSION_TEXT;
 }
 
 /// Makes `--version` print printVersion's lines (instead of LLVM's); call

@@ -275,8 +275,7 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
       return false;
     }
     if (name == "--version") {
-      std::printf("meshfold version %s\n  built with LLVM/MLIR %s\n",
-                  MESHFOLD_VERSION, MESHFOLD_LLVM_VERSION);
+      std::fputs(MESHFOLD_VERSION_TEXT, stdout);
       return false;
     }
     if (auto it = valued.find(name); it != valued.end()) {
