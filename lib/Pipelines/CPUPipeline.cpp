@@ -32,6 +32,7 @@ void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
     // Run in sequence, a block loop's buffers must still be freed after
     // each block (the scope scf-to-cf drops).
     pm.addNestedPass<func::FuncOp>(createMFGPUScopeParallelAllocasPass());
+    pm.addPass(createMFOutlineParallelLoopsPass());
   } else {
     // Buffers freed right after their last use, not at the end of the
     // function (where ownership-based deallocation puts them): the peak is
@@ -54,6 +55,8 @@ void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
     // Parallel loops (tiles of attention, blocks of the contractions) run
     // on the OpenMP threads the program starts (its --threads).
     pm.addNestedPass<func::FuncOp>(createForallToParallelLoopPass());
+    // Each distinct kernel once (a stage's layers repeat them).
+    pm.addPass(createMFOutlineParallelLoopsPass());
     pm.addPass(createConvertSCFToOpenMPPass());
     // Inlines the memref.alloca_scope of each parallel body (they hold no
     // alloca), which could not hold the blocks of scf-to-cf.

@@ -24,6 +24,7 @@
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/Target/TargetOptions.h"
 #include "llvm/TargetParser/Host.h"
+#include "llvm/Transforms/IPO/MergeFunctions.h"
 
 using namespace mlir;
 using namespace meshfold;
@@ -66,6 +67,14 @@ translate(ModuleOp module, llvm::LLVMContext &llvmCtx, llvm::TargetMachine &tm,
         options.optLevel >= 3   ? llvm::OptimizationLevel::O3
         : options.optLevel == 2 ? llvm::OptimizationLevel::O2
                                 : llvm::OptimizationLevel::O1;
+    // The lowering emits each layer's kernels in place, so a stage of n
+    // layers of one shape holds n identical copies of every outlined
+    // parallel loop: merged first (the copies become calls to one), they
+    // are optimised and compiled once.
+    pb.registerPipelineStartEPCallback(
+        [](llvm::ModulePassManager &mpm, llvm::OptimizationLevel) {
+          mpm.addPass(llvm::MergeFunctionsPass());
+        });
     llvm::ModulePassManager mpm = pb.buildPerModuleDefaultPipeline(level);
     mpm.run(*llvmModule, mam);
   }

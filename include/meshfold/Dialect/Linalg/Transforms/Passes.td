@@ -197,4 +197,44 @@ def MFBufferReadsAtUsePass
   ];
 }
 
+def MFOutlineParallelLoopsPass
+    : Pass<"mf-outline-parallel-loops", "::mlir::ModuleOp"> {
+  let summary = "outline each outermost scf.parallel into a private function, "
+                "one function per distinct loop nest";
+  let description = [{
+    The lowering emits every layer's kernels in place, so a pipeline stage
+    of n layers of one shape holds n copies of each parallel loop nest, and
+    everything after (the OpenMP and LLVM conversions, LLVM's optimisation
+    and code generation) does the same work n times. This pass moves each
+    outermost `scf.parallel` of a function into a private `func.func` of its
+    own, called in its place: the values it uses from above become the
+    function's arguments, except constants, which are cloned into it (loop
+    bounds and tile sizes stay constant for the vectorizer). A loop nest
+    structurally equal to one already outlined (same ops, attributes and
+    argument types) calls that function instead, so each distinct kernel is
+    compiled once. Results (reductions) are returned.
+
+    ```mlir
+    func.func @stage(%a: memref<?x64xf32>, %b: memref<?x64xf32>, %n: index) {
+      scf.parallel (%i) = (%c0) to (%n) step (%c1) { ... %a ... }
+      scf.parallel (%i) = (%c0) to (%n) step (%c1) { ... %b ... }
+    }
+    // becomes, when the two nests are the same but for their buffers
+    func.func @stage(%a: memref<?x64xf32>, %b: memref<?x64xf32>, %n: index) {
+      call @stage_par0(%n, %a) : (index, memref<?x64xf32>) -> ()
+      call @stage_par0(%n, %b) : (index, memref<?x64xf32>) -> ()
+    }
+    func.func private @stage_par0(%n: index, %a: memref<?x64xf32>) {
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      scf.parallel (%i) = (%c0) to (%n) step (%c1) { ... %a ... }
+      return
+    }
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::func::FuncDialect", "::mlir::LLVM::LLVMDialect"
+  ];
+}
+
 #endif // MESHFOLD_DIALECT_LINALG_TRANSFORMS_PASSES_TD
