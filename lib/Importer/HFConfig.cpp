@@ -417,6 +417,31 @@ bool readYaRN(const json::Object &ro, StringRef path, StringRef field,
   return true;
 }
 
+/// An architecture family meshfold imports: its class in `architectures`,
+/// its `model_type` and its name in errors. The one list of them: the
+/// architecture's recognition, model_type's meaning and the supported list
+/// all come from it.
+struct Family {
+  enum Kind { Mixtral, Qwen3, OLMoE, Qwen2, DeepSeekV3 } kind;
+  StringRef architecture, modelType, name;
+};
+constexpr Family kFamilies[] = {
+    {Family::Mixtral, "MixtralForCausalLM", "mixtral", "Mixtral"},
+    {Family::Qwen3, "Qwen3MoeForCausalLM", "qwen3_moe", "Qwen3-MoE"},
+    {Family::OLMoE, "OlmoeForCausalLM", "olmoe", "OLMoE"},
+    {Family::Qwen2, "Qwen2MoeForCausalLM", "qwen2_moe", "Qwen2-MoE"},
+    {Family::DeepSeekV3, "DeepseekV3ForCausalLM", "deepseek_v3", "DeepSeek-V3"},
+};
+
+/// The family whose class (or, with \p modelType, whose model_type) is
+/// \p value; null for any other.
+const Family *findFamily(StringRef value, bool modelType) {
+  for (const Family &family : kFamilies)
+    if ((modelType ? family.modelType : family.architecture) == value)
+      return &family;
+  return nullptr;
+}
+
 /// The steps of parseHFConfig, in the order it takes them. A step that
 /// returns false has recorded an error that ends the read; the checks that
 /// only record one let the read go on, as the first error is the one kept.
@@ -468,35 +493,43 @@ bool ConfigParser::parse(HFConfig &out) {
   return true;
 }
 
-/// The architecture, from `architectures` or else `model_type`.
+/// The architecture, from `architectures` or else `model_type`; where both
+/// name a family, it must be the same one.
 bool ConfigParser::readArchitecture() {
+  std::optional<StringRef> type = obj.getString("model_type");
+  const Family *byType = type ? findFamily(*type, /*modelType=*/true) : nullptr;
   if (const json::Array *archs = obj.getArray("architectures");
       archs && !archs->empty() && (*archs)[0].getAsString())
     c.arch = (*archs)[0].getAsString()->str();
-  else if (std::optional<StringRef> type = obj.getString("model_type"))
-    c.arch = *type == "mixtral"       ? "MixtralForCausalLM"
-             : *type == "qwen3_moe"   ? "Qwen3MoeForCausalLM"
-             : *type == "qwen2_moe"   ? "Qwen2MoeForCausalLM"
-             : *type == "olmoe"       ? "OlmoeForCausalLM"
-             : *type == "deepseek_v3" ? "DeepseekV3ForCausalLM"
-                                      : type->str();
+  else if (type)
+    c.arch = byType ? byType->architecture.str() : type->str();
   else
     return failure.fail(path +
                         ": missing field 'architectures' (or 'model_type')"),
            false;
+  // transformers' AutoModel builds the model model_type names, while
+  // architectures names the class that wrote the checkpoint: two families
+  // are two models, and which one the weights are is not known.
+  const Family *byArch = findFamily(c.arch, /*modelType=*/false);
+  if (byArch && byType && byArch != byType)
+    return failure.fail(path + ": architectures '" + c.arch + "' is " +
+                        byArch->name + " but model_type '" + *type + "' is " +
+                        byType->name),
+           false;
 
   // Another DeepSeek (V2's MLA and routing differ from V3's): the
   // architecture is the reason.
-  if (c.arch.rfind("Deepseek", 0) == 0 && c.arch != "DeepseekV3ForCausalLM")
+  if (!byArch && StringRef(c.arch).starts_with("Deepseek"))
     return failure.fail(path + ": unsupported architecture '" + c.arch +
                         "' (of DeepSeek's, DeepseekV3ForCausalLM is "
                         "supported)"),
            false;
-  mixtral = c.arch == "MixtralForCausalLM";
-  qwen3 = c.arch == "Qwen3MoeForCausalLM";
-  olmoe = c.arch == "OlmoeForCausalLM";
-  qwen2 = c.arch == "Qwen2MoeForCausalLM";
-  deepseek = c.arch == "DeepseekV3ForCausalLM";
+  auto is = [&](Family::Kind kind) { return byArch && byArch->kind == kind; };
+  mixtral = is(Family::Mixtral);
+  qwen3 = is(Family::Qwen3);
+  olmoe = is(Family::OLMoE);
+  qwen2 = is(Family::Qwen2);
+  deepseek = is(Family::DeepSeekV3);
   return true;
 }
 
@@ -581,11 +614,13 @@ bool ConfigParser::checkFamily() {
       f.positiveInt("decoder_sparse_step") != 1)
     failure.fail(path + ": field 'decoder_sparse_step': dense (non-MoE) "
                         "layers are not supported");
-  if (!mixtral && !qwen3 && !olmoe && !qwen2 && !deepseek)
+  if (!mixtral && !qwen3 && !olmoe && !qwen2 && !deepseek) {
+    std::string supported;
+    for (const Family &family : kFamilies)
+      supported += (supported.empty() ? "" : ", ") + family.architecture.str();
     failure.fail(path + ": unsupported architecture '" + c.arch +
-                 "' (supported: MixtralForCausalLM, Qwen3MoeForCausalLM, "
-                 "OlmoeForCausalLM, Qwen2MoeForCausalLM, "
-                 "DeepseekV3ForCausalLM)");
+                 "' (supported: " + supported + ")");
+  }
   if (deepseek)
     checkDeepSeekRouting();
   if (qwen3 || olmoe || qwen2 || deepseek) {

@@ -85,27 +85,68 @@ bool ConfigReader::isPresent(StringRef key) const {
 // The architecture and the fields every architecture has
 //===----------------------------------------------------------------------===//
 
-/// The architectures named by `architectures` and `model_type`; refuses
-/// DeepSeek's other than V3.
+namespace {
+/// An architecture family: its class in `architectures`, its `model_type`,
+/// its name in errors and its flag (none: Mixtral, the default).
+struct Family {
+  const char *architecture, *modelType, *name;
+  bool Architecture::*flag;
+};
+} // namespace
+
+/// The families the reference runs: the one list of them.
+static const Family families[] = {
+    {"MixtralForCausalLM", "mixtral", "Mixtral", nullptr},
+    {"Qwen2MoeForCausalLM", "qwen2_moe", "Qwen2-MoE", &Architecture::qwen2},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", "Qwen3-MoE", &Architecture::qwen3},
+    {"OlmoeForCausalLM", "olmoe", "OLMoE", &Architecture::olmoe},
+    {"DeepseekV3ForCausalLM", "deepseek_v3", "DeepSeek-V3",
+     &Architecture::deepseek},
+};
+
+/// The family whose class (or, with \p modelType, whose model_type) is
+/// \p value; null for any other.
+static const Family *findFamily(StringRef value, bool modelType) {
+  for (const Family &family : families)
+    if (value == (modelType ? family.modelType : family.architecture))
+      return &family;
+  return nullptr;
+}
+
+/// The family named by `architectures` and `model_type` (none: Mixtral);
+/// refuses two families, which are two models, and DeepSeek's other than
+/// V3.
 static bool readArchitecture(ConfigReader &reader, Architecture &arch) {
   const json::Object &object = reader.object();
+  const Family *family = nullptr;
+  std::string namedBy; // the field and value that named `family`
+  auto name = [&](StringRef field, StringRef value, bool modelType) {
+    const Family *named = findFamily(value, modelType);
+    std::string by = field.str() + " '" + value.str() + "'";
+    if (named && family && named != family)
+      return reader.error(namedBy + " is " + family->name + " but " + by +
+                          " is " + named->name);
+    if (named && !family) {
+      family = named;
+      namedBy = by;
+    }
+    return true;
+  };
   if (const json::Array *archs = object.getArray("architectures"))
     for (const json::Value &a : *archs)
-      if (std::optional<StringRef> name = a.getAsString()) {
-        arch.deepseek |= *name == "DeepseekV3ForCausalLM";
-        if (name->starts_with("Deepseek") && !arch.deepseek)
-          return reader.error("architecture '" + name->str() +
+      if (std::optional<StringRef> value = a.getAsString()) {
+        if (!name("architectures", *value, /*modelType=*/false))
+          return false;
+        if (value->starts_with("Deepseek") &&
+            !(family && family->flag == &Architecture::deepseek))
+          return reader.error("architecture '" + value->str() +
                               "' is not supported");
-        arch.qwen2 |= *name == "Qwen2MoeForCausalLM";
-        arch.qwen3 |= *name == "Qwen3MoeForCausalLM";
-        arch.olmoe |= *name == "OlmoeForCausalLM";
       }
-  if (std::optional<StringRef> type = object.getString("model_type")) {
-    arch.qwen2 |= *type == "qwen2_moe";
-    arch.qwen3 |= *type == "qwen3_moe";
-    arch.olmoe |= *type == "olmoe";
-    arch.deepseek |= *type == "deepseek_v3";
-  }
+  if (std::optional<StringRef> type = object.getString("model_type"))
+    if (!name("model_type", *type, /*modelType=*/true))
+      return false;
+  if (family && family->flag)
+    arch.*family->flag = true;
   return true;
 }
 

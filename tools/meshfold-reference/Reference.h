@@ -118,8 +118,9 @@ struct Config {
   }
 };
 
-/// The architectures config.json names, by `architectures` or `model_type`
-/// (none: Mixtral). Flags, not a choice: a config may name several.
+/// The architecture config.json names, by `architectures` or `model_type`
+/// (none: Mixtral): at most one flag is set, as a config naming two
+/// families is refused.
 struct Architecture {
   bool qwen2 = false, qwen3 = false, olmoe = false, deepseek = false;
   /// Qwen2-MoE, Qwen3-MoE or OLMoE: Mixtral's layer with other defaults.
