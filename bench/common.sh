@@ -32,3 +32,33 @@ decode_ttft='/^req/ { for (i = 1; i <= NF; ++i) if ($i == "first" && $(i + 1) ==
 decode_tpot='/^req/ { for (i = 1; i <= NF; ++i) if ($i == "steps" && $(i + 2) == "ms") s += $(i + 1); n++ } END { print s / n }'
 # shellcheck disable=SC2034
 decode_rate='/^decode:/ { for (i = 1; i <= NF; ++i) if ($i == "tokens/s") print $(i - 1) }'
+
+# The Mixtral-shaped model of the CPU benchmarks (cpu-prefill.sh,
+# cpu-vs-llamacpp.sh) as a Hugging Face config.json on stdout: hidden 1024,
+# ffn 2816, 16 heads / 8 KV heads of 64, 8 experts top-2, vocab 32000;
+# $1 decoder layers, torch_dtype $2.
+bench_mixtral_config() {
+  cat <<EOF
+{
+  "architectures": ["MixtralForCausalLM"],
+  "model_type": "mixtral",
+  "hidden_size": 1024,
+  "intermediate_size": 2816,
+  "num_hidden_layers": $1,
+  "num_attention_heads": 16,
+  "num_key_value_heads": 8,
+  "head_dim": 64,
+  "num_local_experts": 8,
+  "num_experts_per_tok": 2,
+  "vocab_size": 32000,
+  "rms_norm_eps": 1e-05,
+  "rope_theta": 1000000.0,
+  "max_position_embeddings": 32768,
+  "sliding_window": null,
+  "tie_word_embeddings": false,
+  "bos_token_id": 1,
+  "eos_token_id": 2,
+  "torch_dtype": "$2"
+}
+EOF
+}

@@ -95,27 +95,7 @@ peer() { "$py" "$here/cpu-prefill.py" "$@"; }
 declare -A info
 while read -r key value; do info[$key]="$value"; done < <(peer info 2>/dev/null)
 
-cat > "$work/config.json" <<EOF
-{
-  "architectures": ["MixtralForCausalLM"],
-  "model_type": "mixtral",
-  "hidden_size": 1024,
-  "intermediate_size": 2816,
-  "num_hidden_layers": $layers,
-  "num_attention_heads": 16,
-  "num_key_value_heads": 8,
-  "head_dim": 64,
-  "num_local_experts": 8,
-  "num_experts_per_tok": 2,
-  "vocab_size": 32000,
-  "rms_norm_eps": 1e-05,
-  "rope_theta": 1000000.0,
-  "max_position_embeddings": 32768,
-  "sliding_window": null,
-  "tie_word_embeddings": false,
-  "torch_dtype": "float32"
-}
-EOF
+bench_mixtral_config "$layers" float32 > "$work/config.json"
 say "model: meshfold-import-hf, meshfold-gen-weights (f32, seed 1), meshfold-compile"
 "$bin/meshfold-import-hf" "$work/config.json" -o "$work/model.mlir"
 "$bin/meshfold-gen-weights" "$work/model.mlir" --seed 1 -o "$work/w.safetensors"

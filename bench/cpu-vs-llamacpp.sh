@@ -219,32 +219,7 @@ cc -O3 -march=native -fopenmp "$work/copy.c" -o "$work/copy" ||
 
 # The checkpoint: a Hugging Face folder per dtype (config.json, weights,
 # tokenizer), its GGUF, and meshfold's program compiled with --decode.
-hf_config() {
-  cat <<EOF
-{
-  "architectures": ["MixtralForCausalLM"],
-  "model_type": "mixtral",
-  "hidden_size": 1024,
-  "intermediate_size": 2816,
-  "num_hidden_layers": $layers,
-  "num_attention_heads": 16,
-  "num_key_value_heads": 8,
-  "head_dim": 64,
-  "num_local_experts": 8,
-  "num_experts_per_tok": 2,
-  "vocab_size": 32000,
-  "rms_norm_eps": 1e-05,
-  "rope_theta": 1000000.0,
-  "max_position_embeddings": 32768,
-  "sliding_window": null,
-  "tie_word_embeddings": false,
-  "bos_token_id": 1,
-  "eos_token_id": 2,
-  "torch_dtype": "$1"
-}
-EOF
-}
-hf_config float32 > "$work/config.json"
+bench_mixtral_config "$layers" float32 > "$work/config.json"
 "$bin/meshfold-import-hf" "$work/config.json" -o "$work/model.mlir"
 declare -A compile_s gguf_mb
 for d in "${dtypes[@]}"; do
@@ -252,7 +227,7 @@ for d in "${dtypes[@]}"; do
   mkdir -p "$ckpt"
   torch_dtype=float32
   [[ "$d" == bf16 ]] && torch_dtype=bfloat16
-  hf_config "$torch_dtype" > "$ckpt/config.json"
+  bench_mixtral_config "$layers" "$torch_dtype" > "$ckpt/config.json"
   say "$d: weights (meshfold-gen-weights --seed 1 --dtype $d), tokenizer, GGUF (convert_hf_to_gguf.py --outtype $d)"
   "$bin/meshfold-gen-weights" "$work/model.mlir" --seed 1 --dtype "$d" --quiet -o "$ckpt/model.safetensors"
   "$py" "$here/cpu-vs-llamacpp.py" tokenizer "$ckpt" 32000
