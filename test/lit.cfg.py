@@ -29,6 +29,16 @@ llvm_config.add_tool_substitutions(tools, tool_dirs)
 llvm_config.with_environment("PATH", config.meshfold_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
 
+# AVX-512 with AVX512_BF16 on this machine: bf16 weights multiply
+# bf16-rounded activations by default (REQUIRES: avx512bf16).
+try:
+    with open("/proc/cpuinfo") as cpuinfo:
+        flags = set(cpuinfo.read().split())
+    if {"avx512f", "avx512_bf16"} <= flags:
+        config.available_features.add("avx512bf16")
+except OSError:
+    pass
+
 # script(1) (util-linux), to run a tool on a terminal: REQUIRES: pty.
 import shutil
 if shutil.which("script"):

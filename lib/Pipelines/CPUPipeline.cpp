@@ -42,6 +42,7 @@ void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
     MFLinalgContractionKernelsPassOptions kernels;
     kernels.vectorBits = options.vectorBits;
     kernels.batchInvariant = options.batchInvariant;
+    kernels.bf16Dot = options.bf16Dot;
     pm.addNestedPass<func::FuncOp>(
         createMFLinalgContractionKernelsPass(kernels));
     // Copies into strided views (a concatenation's parts) as linalg ops,

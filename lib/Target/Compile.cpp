@@ -137,6 +137,7 @@ FailureOr<HostTarget> meshfold::resolveHostTarget(llvm::StringRef cpu,
   host.vectorBits = sti->checkFeatures("+avx512f") ? 512
                     : sti->checkFeatures("+avx")   ? 256
                                                    : 128;
+  host.bf16Dot = host.vectorBits == 512 && sti->checkFeatures("+avx512bf16");
   return host;
 }
 

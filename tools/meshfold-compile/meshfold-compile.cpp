@@ -214,6 +214,13 @@ static cl::opt<bool> batchInvariant(
              "is computed with (prompt length, batch, --narrow-last-layer); "
              "costs speed where few rows run"),
     cl::cat(cat));
+static cl::opt<bool> bf16Activations(
+    "bf16-activations",
+    cl::desc("CPU target with --weight-dtype bf16: round the activations a "
+             "bf16 weight multiplies to bf16 and use the CPU's bf16 dot "
+             "product (AVX512_BF16; default on where --cpu has it); "
+             "=false keeps them f32 and widens the weights"),
+    cl::cat(cat));
 static cl::opt<std::string>
     dispatch("dispatch",
              cl::desc("EP dispatch: auto (hierarchical when an EP group "
@@ -384,6 +391,17 @@ static LogicalResult checkTargetFlags() {
   if (failed(resolved))
     return fail(error);
   host = *resolved;
+  if (bf16Activations.getNumOccurrences() && target == "cuda")
+    return fail("--bf16-activations applies to the CPU target's kernels");
+  if (bf16Activations && !host.bf16Dot)
+    return fail("--bf16-activations needs a CPU with AVX-512 and "
+                "AVX512_BF16 (--cpu '" +
+                std::string(cpu) + "' has not)");
+  if (bf16Activations && weightDType != "bf16")
+    return fail("--bf16-activations needs --weight-dtype bf16 (f32 weights "
+                "multiply f32 activations)");
+  if (!bf16Activations.getNumOccurrences())
+    bf16Activations = host.bf16Dot;
   if (emit == Emit::PTX && target != "cuda")
     return fail("--emit ptx needs --target cuda");
   if (target != "cuda")
@@ -701,6 +719,7 @@ static LogicalResult lower(ModuleOp module, StageTimer &stage) {
     options.gpuLoops = gpuLoopsOnCPU;
     options.vectorBits = host.vectorBits;
     options.batchInvariant = batchInvariant;
+    options.bf16Dot = bf16Activations && weightDType == "bf16";
     buildLowerToCPUPipeline(pm, options);
   }
   if (failed(pm.run(module)))

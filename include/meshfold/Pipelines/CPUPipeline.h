@@ -38,6 +38,13 @@ struct CPUPipelineOptions
       llvm::cl::desc("Width of the host's vector registers in bits (128, 256 "
                      "or 512) the contraction kernels are tiled for"),
       llvm::cl::init(256)};
+  Option<bool> bf16Dot{
+      *this, "bf16-dot",
+      llvm::cl::desc("With vector-bits=512 on a CPU with AVX512_BF16: "
+                     "contractions of bf16 weights round the activations to "
+                     "bf16 and multiply with the bf16 dot product, "
+                     "accumulating f32"),
+      llvm::cl::init(false)};
   Option<bool> batchInvariant{
       *this, "batch-invariant",
       llvm::cl::desc("Contractions sum in one order whatever the row count: "

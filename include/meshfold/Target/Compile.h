@@ -32,6 +32,8 @@ struct HostTarget {
   /// Width of its vector registers: 512 with AVX-512, 256 with AVX, else
   /// 128.
   int64_t vectorBits = 128;
+  /// Whether it has AVX-512's bf16 dot product (AVX512_BF16, vdpbf16ps).
+  bool bf16Dot = false;
 };
 
 /// The LLVM target machine of the host code (the default triple, `options`'

@@ -79,6 +79,8 @@ void meshfold::addHostToLLVM(OpPassManager &pm, bool gpuLaunches) {
   // other shapes as shuffle1d.
   vectorToLLVM.vectorTransposeLowering =
       vector::VectorTransposeLowering::Shuffle16x16;
+  // The CPU kernels' bf16 dot products (x86vector.avx512.dot).
+  vectorToLLVM.x86Vector = true;
   pm.addPass(createConvertVectorToLLVMPass(vectorToLLVM));
   if (gpuLaunches)
     pm.addPass(createGpuToLLVMConversionPass());

@@ -17,6 +17,7 @@
 
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/X86Vector/X86VectorDialect.h"
 #include "mlir/IR/PatternMatch.h"
 
 #include <optional>
@@ -146,7 +147,7 @@ std::optional<Contraction> match(linalg::GenericOp op) {
 class KernelEmitter {
 public:
   KernelEmitter(Contraction c, OpBuilder &b, int64_t vectorBits, bool parallel,
-                bool batchInvariant)
+                bool batchInvariant, bool bf16Dot)
       : c(c), b(b), loc(c.op.getLoc()), parallel(parallel),
         batchInvariant(batchInvariant) {
     accType = cast<FloatType>(
@@ -157,6 +158,8 @@ public:
     for (Range r :
          cast<linalg::LinalgOp>(c.op.getOperation()).createLoopRanges(b, loc))
       sizes.push_back(getValueOrCreateConstantIndexOp(b, loc, r.size));
+    if (bf16Dot && width == 16 && accType.isF32())
+      rounded = bf16PairOperand();
   }
 
   void emit() {
@@ -245,6 +248,8 @@ private:
           count = std::clamp<int64_t>(*n / panelWidth, 1, count);
         if (std::optional<int64_t> k = getConstantIntValue(sizes[c.k]))
           depth = std::clamp<int64_t>(*k, 1, depth);
+        if (packsPairs())
+          depth /= 2;
         panels = memref::AllocOp::create(
             b, loc, MemRefType::get({count, depth, panelWidth}, accType),
             b.getI64IntegerAttr(64));
@@ -287,6 +292,31 @@ private:
   SmallVector<Value> sizes;
   /// While set, rows of a tile past it are clamped to it and not stored.
   Value lastRow;
+  /// With bf16-dot, the f32 operand of a contraction with a bf16 one: read
+  /// rounded to bf16 everywhere, and multiplied in pairs of k by the dot.
+  OpOperand *rounded = nullptr;
+
+  static Type elementType(OpOperand *o) {
+    return cast<MemRefType>(o->get().getType()).getElementType();
+  }
+  /// The f32 operand of a dot contraction of a bf16 operand with an f32
+  /// one, if this is such a contraction.
+  OpOperand *bf16PairOperand() {
+    if (c.kind != TileKind::Dot)
+      return nullptr;
+    Type ea = elementType(c.a), eb = elementType(c.b);
+    if (ea.isF32() && eb.isBF16())
+      return c.a;
+    if (ea.isBF16() && eb.isF32())
+      return c.b;
+    return nullptr;
+  }
+  /// Packed panels of pairs: b is the bf16 operand and every k block is
+  /// whole pairs of vectors (k static, a multiple of 2 x width).
+  bool packsPairs() {
+    std::optional<int64_t> k = getConstantIntValue(sizes[c.k]);
+    return rounded == c.a && k && *k % (2 * width) == 0;
+  }
 
   Value cst(int64_t v) { return arith::ConstantIndexOp::create(b, loc, v); }
   Value add(Value x, Value y) { return arith::AddIOp::create(b, loc, x, y); }
@@ -325,13 +355,55 @@ private:
     Type to = isa<VectorType>(v.getType()) ? Type(vecType) : Type(accType);
     return v.getType() == to ? v : arith::ExtFOp::create(b, loc, to, v);
   }
+  /// v (f32, a scalar or a vector) as bf16.
+  Value toBF16(Value v) {
+    Type bf16 = b.getBF16Type();
+    if (auto vt = dyn_cast<VectorType>(v.getType()))
+      bf16 = VectorType::get(vt.getShape(), bf16);
+    return arith::TruncFOp::create(b, loc, bf16, v);
+  }
+  /// A loaded value of `o` in the accumulator's type; the rounded operand's
+  /// through bf16.
+  Value widenLoaded(OpOperand *o, Value v) {
+    return widen(o == rounded ? toBF16(v) : v);
+  }
   Value loadScalar(OpOperand *o, ArrayRef<Value> iv) {
-    return widen(memref::LoadOp::create(b, loc, o->get(), indices(o, iv)));
+    return widenLoaded(
+        o, memref::LoadOp::create(b, loc, o->get(), indices(o, iv)));
   }
   Value loadVector(OpOperand *o, ArrayRef<Value> iv) {
-    Type elt = cast<MemRefType>(o->get().getType()).getElementType();
-    return widen(vector::LoadOp::create(b, loc, VectorType::get({width}, elt),
-                                        o->get(), indices(o, iv)));
+    return widenLoaded(o, vector::LoadOp::create(
+                              b, loc, VectorType::get({width}, elementType(o)),
+                              o->get(), indices(o, iv)));
+  }
+  /// 2 x width elements of `o` along k from iv, as bf16 pairs for the dot.
+  Value loadPairs(OpOperand *o, ArrayRef<Value> iv) {
+    Value v = vector::LoadOp::create(
+        b, loc, VectorType::get({2 * width}, elementType(o)), o->get(),
+        indices(o, iv));
+    return o == rounded ? toBF16(v) : v;
+  }
+  /// The pair o[iv], o[iv + 1 along k] (rounded to bf16) in every pair of
+  /// a vector for the dot.
+  Value broadcastPair(OpOperand *o, ArrayRef<Value> iv) {
+    Value pair = toBF16(vector::LoadOp::create(
+        b, loc, VectorType::get({2}, accType), o->get(), indices(o, iv)));
+    Value bits = vector::ExtractOp::create(
+        b, loc,
+        vector::BitCastOp::create(b, loc, VectorType::get({1}, accType), pair),
+        ArrayRef<int64_t>{0});
+    return asPairs(vector::BroadcastOp::create(b, loc, vecType, bits));
+  }
+  /// A vector of 32-bit lanes read as twice as many bf16.
+  Value asPairs(Value v) {
+    return vector::BitCastOp::create(
+        b, loc, VectorType::get({2 * width}, b.getBF16Type()), v);
+  }
+  /// acc + the products of a and b: FMAs, or the dot of bf16 pairs.
+  Value accumulate(Value x, Value y, Value acc) {
+    if (cast<VectorType>(x.getType()).getElementType().isBF16())
+      return x86vector::DotBF16Op::create(b, loc, vecType, acc, x, y);
+    return vector::FMAOp::create(b, loc, x, y, acc);
   }
   /// iv with the m dim at row `i` of the tile at m0 and the n dim at n0 + j.
   SmallVector<Value> at(ArrayRef<Value> iv, Value m0, int64_t i, Value n0,
@@ -369,65 +441,39 @@ private:
   /// One (n block, k block) of a packable dot contraction: the whole
   /// panels of b copied (widened) into `panels[(n - nb) / w][k - kb][j]`
   /// for n = n0 + j, then outer-product tiles over them; the columns past
-  /// the last whole panel in dot tiles.
+  /// the last whole panel in dot tiles. With bf16 pairs, b's pairs of k
+  /// stay bf16: `panels[..][(k - kb) / 2][j]` holds k and k + 1 of n0 + j.
   void packedTiles(ArrayRef<Value> iv, Value panels, Value mStart, Value mStop,
                    Value nb, Value nEnd, Value kb, Value kEnd) {
+    bool pairs = packsPairs();
     int64_t w = tiles.outerVectors * width;
     Value nFull = wholeSteps(nb, nEnd, w);
     auto panelOf = [&](Value n0) {
       return arith::DivUIOp::create(
           b, loc, arith::SubIOp::create(b, loc, n0, nb), cst(w));
     };
-    // The copy is a transpose: `width` rows of b, each a vector along k,
-    // become `width` vectors along n (vector.transpose, lowered to shuffles),
-    // stored in order; the last k % width elements one by one.
-    Value kMain = wholeSteps(kb, kEnd, width);
-    VectorType square = VectorType::get({width, width}, accType);
+    auto panelRow = [&](Value kk) {
+      Value k0 = arith::SubIOp::create(b, loc, kk, kb);
+      return pairs ? arith::DivUIOp::create(b, loc, k0, cst(2)) : k0;
+    };
     forLoop(nb, nFull, cst(w), [&](Value n0) {
-      Value panel = panelOf(n0);
-      forLoop(kb, kMain, cst(width), [&](Value kk) {
-        Value k0 = arith::SubIOp::create(b, loc, kk, kb);
-        for (int64_t jv = 0; jv < tiles.outerVectors; ++jv) {
-          Value rows = arith::ConstantOp::create(
-              b, loc, square,
-              DenseElementsAttr::get(square, b.getZeroAttr(accType)));
-          for (int64_t r = 0; r < width; ++r) {
-            SmallVector<Value> p(iv);
-            p[*c.n] = add(n0, jv * width + r);
-            p[c.k] = kk;
-            rows = vector::InsertOp::create(b, loc, loadVector(c.b, p), rows,
-                                            ArrayRef<int64_t>{r});
-          }
-          Value cols = vector::TransposeOp::create(b, loc, rows,
-                                                   ArrayRef<int64_t>{1, 0});
-          for (int64_t l = 0; l < width; ++l)
-            vector::StoreOp::create(
-                b, loc,
-                vector::ExtractOp::create(b, loc, cols, ArrayRef<int64_t>{l}),
-                panels, ValueRange{panel, add(k0, l), cst(jv * width)});
-        }
-      });
-      forLoop(kMain, kEnd, cst(1), [&](Value kk) {
-        forLoop(cst(0), cst(w), cst(1), [&](Value j) {
-          SmallVector<Value> p(iv);
-          p[*c.n] = add(n0, j);
-          p[c.k] = kk;
-          memref::StoreOp::create(
-              b, loc, loadScalar(c.b, p), panels,
-              ValueRange{panel, arith::SubIOp::create(b, loc, kk, kb), j});
-        });
-      });
+      if (pairs)
+        packPairs(iv, panels, panelOf(n0), n0, kb, kEnd);
+      else
+        packPanel(iv, panels, panelOf(n0), n0, kb, kEnd);
     });
     auto rowTile = [&](Value m0, int64_t rows) {
       forLoop(nb, nFull, cst(w), [&](Value n0) {
         Value panel = panelOf(n0);
-        outerTile(iv, m0, rows, n0, tiles.outerVectors, kb, kEnd,
-                  [&](Value kk, int64_t j) -> Value {
-                    return vector::LoadOp::create(
-                        b, loc, vecType, panels,
-                        ValueRange{panel, arith::SubIOp::create(b, loc, kk, kb),
-                                   cst(j * width)});
-                  });
+        outerTile(
+            iv, m0, rows, n0, tiles.outerVectors, kb, kEnd,
+            [&](Value kk, int64_t j) -> Value {
+              Value v = vector::LoadOp::create(
+                  b, loc, vecType, panels,
+                  ValueRange{panel, panelRow(kk), cst(j * width)});
+              return pairs ? asPairs(v) : v;
+            },
+            pairs);
       });
     };
     // The last tile of the chunk may pass its end: its rows past the end
@@ -437,6 +483,69 @@ private:
             [&](Value m0) { rowTile(m0, tiles.outerRows); });
     lastRow = Value();
     rowTiles(iv, mStart, mStop, nFull, nEnd, kb, kEnd);
+  }
+
+  /// Copies the panel of b at n0, [kb, kEnd): a transpose, `width` rows of
+  /// b, each a vector along k, become `width` vectors along n
+  /// (vector.transpose, lowered to shuffles), stored in order; the last
+  /// k % width elements one by one.
+  void packPanel(ArrayRef<Value> iv, Value panels, Value panel, Value n0,
+                 Value kb, Value kEnd) {
+    int64_t w = tiles.outerVectors * width;
+    Value kMain = wholeSteps(kb, kEnd, width);
+    forLoop(kb, kMain, cst(width), [&](Value kk) {
+      Value k0 = arith::SubIOp::create(b, loc, kk, kb);
+      for (int64_t jv = 0; jv < tiles.outerVectors; ++jv)
+        storeTransposed(panels, panel, k0, jv, [&](int64_t r) {
+          SmallVector<Value> p(iv);
+          p[*c.n] = add(n0, jv * width + r);
+          p[c.k] = kk;
+          return loadVector(c.b, p);
+        });
+    });
+    forLoop(kMain, kEnd, cst(1), [&](Value kk) {
+      forLoop(cst(0), cst(w), cst(1), [&](Value j) {
+        SmallVector<Value> p(iv);
+        p[*c.n] = add(n0, j);
+        p[c.k] = kk;
+        memref::StoreOp::create(
+            b, loc, loadScalar(c.b, p), panels,
+            ValueRange{panel, arith::SubIOp::create(b, loc, kk, kb), j});
+      });
+    });
+  }
+  /// The same for bf16 pairs: the same transpose of 32-bit lanes, each a
+  /// pair of k of a row of b ([kb, kEnd) is whole steps of 2 x width).
+  void packPairs(ArrayRef<Value> iv, Value panels, Value panel, Value n0,
+                 Value kb, Value kEnd) {
+    forLoop(kb, kEnd, cst(2 * width), [&](Value kk) {
+      Value k0 = arith::DivUIOp::create(
+          b, loc, arith::SubIOp::create(b, loc, kk, kb), cst(2));
+      for (int64_t jv = 0; jv < tiles.outerVectors; ++jv)
+        storeTransposed(panels, panel, k0, jv, [&](int64_t r) -> Value {
+          SmallVector<Value> p(iv);
+          p[*c.n] = add(n0, jv * width + r);
+          p[c.k] = kk;
+          return vector::BitCastOp::create(b, loc, vecType, loadPairs(c.b, p));
+        });
+    });
+  }
+  /// Stores the transpose of the square whose row r is `row(r)` at
+  /// panels[panel][k0 + l][jv * width ..] for its row l.
+  void storeTransposed(Value panels, Value panel, Value k0, int64_t jv,
+                       function_ref<Value(int64_t)> row) {
+    VectorType square = VectorType::get({width, width}, accType);
+    Value rows = arith::ConstantOp::create(
+        b, loc, square, DenseElementsAttr::get(square, b.getZeroAttr(accType)));
+    for (int64_t r = 0; r < width; ++r)
+      rows =
+          vector::InsertOp::create(b, loc, row(r), rows, ArrayRef<int64_t>{r});
+    Value cols =
+        vector::TransposeOp::create(b, loc, rows, ArrayRef<int64_t>{1, 0});
+    for (int64_t l = 0; l < width; ++l)
+      vector::StoreOp::create(
+          b, loc, vector::ExtractOp::create(b, loc, cols, ArrayRef<int64_t>{l}),
+          panels, ValueRange{panel, add(k0, l), cst(jv * width)});
   }
 
   void colTiles(ArrayRef<Value> iv, Value m0, int64_t rows, Value nb,
@@ -470,32 +579,36 @@ private:
   }
 
   /// rows x cols outputs, each a vector accumulator along k, reduced across
-  /// lanes once; the last k % width elements in scalars.
+  /// lanes once; the last k % width elements in scalars. With bf16 pairs,
+  /// each step takes 2 x width of k into the dot and the scalars the rest.
   void dotTile(ArrayRef<Value> iv, Value m0, int64_t rows, Value n0,
                int64_t cols, Value kb, Value kEnd) {
     Value zero = arith::ConstantOp::create(
         b, loc, vecType,
         DenseElementsAttr::get(vecType, b.getZeroAttr(accType)));
-    Value kMain = wholeSteps(kb, kEnd, width);
+    int64_t step = rounded ? 2 * width : width;
+    auto load = [&](OpOperand *o, ArrayRef<Value> p) {
+      return rounded ? loadPairs(o, p) : loadVector(o, p);
+    };
+    Value kMain = wholeSteps(kb, kEnd, step);
     SmallVector<Value> init(rows * cols, zero);
     auto loop = scf::ForOp::create(
-        b, loc, kb, kMain, cst(width), init,
+        b, loc, kb, kMain, cst(step), init,
         [&](OpBuilder &, Location, Value kk, ValueRange accs) {
           SmallVector<Value> as, bs, next;
           for (int64_t i = 0; i < rows; ++i) {
             SmallVector<Value> p = at(iv, m0, i, n0, 0);
             p[c.k] = kk;
-            as.push_back(loadVector(c.a, p));
+            as.push_back(load(c.a, p));
           }
           for (int64_t j = 0; j < cols; ++j) {
             SmallVector<Value> p = at(iv, m0, 0, n0, j);
             p[c.k] = kk;
-            bs.push_back(loadVector(c.b, p));
+            bs.push_back(load(c.b, p));
           }
           for (int64_t i = 0; i < rows; ++i)
             for (int64_t j = 0; j < cols; ++j)
-              next.push_back(vector::FMAOp::create(b, loc, as[i], bs[j],
-                                                   accs[i * cols + j]));
+              next.push_back(accumulate(as[i], bs[j], accs[i * cols + j]));
           scf::YieldOp::create(b, loc, next);
         });
     SmallVector<Value> sums;
@@ -528,10 +641,13 @@ private:
   }
 
   /// rows x (vectors * width) outputs held in registers over [kb, kEnd):
-  /// per k, `vectors` loads of b and one broadcast of a per row.
+  /// per k, `vectors` loads of b and one broadcast of a per row. With
+  /// `pairs`, per pair of k: `loadB` gives pairs of b (packed) and a's pair
+  /// is broadcast into the dot.
   void outerTile(ArrayRef<Value> iv, Value m0, int64_t rows, Value n0,
                  int64_t vectors, Value kb, Value kEnd,
-                 function_ref<Value(Value, int64_t)> loadB = {}) {
+                 function_ref<Value(Value, int64_t)> loadB = {},
+                 bool pairs = false) {
     SmallVector<Value> init;
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < vectors; ++j)
@@ -539,7 +655,7 @@ private:
             b, loc, vecType, c.out->get(),
             indices(c.out, at(iv, m0, i, n0, j * width))));
     auto loop = scf::ForOp::create(
-        b, loc, kb, kEnd, cst(1), init,
+        b, loc, kb, kEnd, cst(pairs ? 2 : 1), init,
         [&](OpBuilder &, Location, Value kk, ValueRange accs) {
           SmallVector<Value> bs, next;
           for (int64_t j = 0; j < vectors; ++j) {
@@ -554,11 +670,11 @@ private:
           for (int64_t i = 0; i < rows; ++i) {
             SmallVector<Value> p = at(iv, m0, i, n0, 0);
             p[c.k] = kk;
-            Value a = vector::BroadcastOp::create(b, loc, vecType,
-                                                  loadScalar(c.a, p));
+            Value a = pairs ? broadcastPair(c.a, p)
+                            : vector::BroadcastOp::create(b, loc, vecType,
+                                                          loadScalar(c.a, p));
             for (int64_t j = 0; j < vectors; ++j)
-              next.push_back(vector::FMAOp::create(b, loc, a, bs[j],
-                                                   accs[i * vectors + j]));
+              next.push_back(accumulate(a, bs[j], accs[i * vectors + j]));
           }
           scf::YieldOp::create(b, loc, next);
         });
@@ -620,7 +736,7 @@ struct MFLinalgContractionKernelsPass
     });
     for (Contraction &c : found) {
       OpBuilder b(c.op);
-      KernelEmitter(c, b, vectorBits, parallel, batchInvariant).emit();
+      KernelEmitter(c, b, vectorBits, parallel, batchInvariant, bf16Dot).emit();
       c.op.erase();
     }
   }

@@ -1,6 +1,7 @@
 // RUN: meshfold-opt %s -split-input-file --mf-linalg-contraction-kernels | FileCheck %s
 // RUN: meshfold-opt %s -split-input-file --mf-linalg-contraction-kernels="vector-bits=512 parallel=false" | FileCheck %s --check-prefix=AVX512
 // RUN: meshfold-opt %s -split-input-file --mf-linalg-contraction-kernels=batch-invariant=true | FileCheck %s --check-prefix=INVARIANT
+// RUN: meshfold-opt %s -split-input-file --mf-linalg-contraction-kernels="vector-bits=512 parallel=false bf16-dot=true" | FileCheck %s --check-prefix=BF16DOT
 
 // x · wᵀ with bf16 weights: both operands contiguous along k. With at least
 // 256 rows, each block of 128 columns of w (a parallel iteration) and 256 of
@@ -191,4 +192,53 @@ func.func @not_contractions(%x: memref<?x64xf32>, %w: memref<48x64xf32>, %ws: me
     linalg.yield %s : f32
   } -> tensor<?x48xf32>
   return %t : tensor<?x48xf32>
+}
+
+// -----
+
+// bf16-dot: x (f32) · wᵀ (bf16) rounds x to bf16 and multiplies pairs of k
+// with the AVX512_BF16 dot. With at least 256 rows, each 32 x 16 square of
+// w (16 columns, 16 pairs of k as 32-bit lanes) is transposed into panels
+// of pairs ([k / 2][column], 32 pairs deep for k = 64), and a 6-row tile of
+// 4 vectors takes per pair of k 4 panel loads and, per row, one broadcast
+// of the row's rounded pair into 4 dots. With fewer rows, 4 x 4 dot tiles
+// step along k by 32: each row's 32 values rounded, w's loaded as they lie.
+// The last k % 32 (none here) and the edges round x the same way.
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (n, k)>
+#o = affine_map<(m, n, k) -> (m, n)>
+// BF16DOT-LABEL: func.func @linear_pairs
+// BF16DOT: scf.if
+// BF16DOT: %[[PANELS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<2x32x64xf32>
+// BF16DOT: scf.for %[[KK:.*]] = %{{.*}} to %{{.*}} step %c32
+// BF16DOT: vector.load %arg1[%{{.*}}, %[[KK]]] : memref<128x64xbf16>, vector<32xbf16>
+// BF16DOT-NEXT: vector.bitcast %{{.*}} : vector<32xbf16> to vector<16xf32>
+// BF16DOT: vector.transpose %{{.*}}, [1, 0] : vector<16x16xf32> to vector<16x16xf32>
+// BF16DOT: scf.for %[[KP:.*]] = %{{.*}} to %{{.*}} step %c2{{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// BF16DOT: vector.load %[[PANELS]]{{.*}} : memref<2x32x64xf32>, vector<16xf32>
+// BF16DOT-NEXT: vector.bitcast %{{.*}} : vector<16xf32> to vector<32xbf16>
+// BF16DOT: %[[PAIR:.*]] = vector.load %arg0[%{{.*}}, %[[KP]]] : memref<?x64xf32>, vector<2xf32>
+// BF16DOT-NEXT: arith.truncf %[[PAIR]] : vector<2xf32> to vector<2xbf16>
+// BF16DOT: vector.broadcast %{{.*}} : f32 to vector<16xf32>
+// BF16DOT-NEXT: %[[BC:.*]] = vector.bitcast %{{.*}} : vector<16xf32> to vector<32xbf16>
+// BF16DOT-COUNT-4: x86vector.avx512.dot %{{.*}}, %[[BC]], %{{.*}} : vector<32xbf16> -> vector<16xf32>
+// BF16DOT: } else {
+// BF16DOT: scf.for %[[K:.*]] = %{{.*}} to %{{.*}} step %c32{{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// BF16DOT: vector.load %arg0[%{{.*}}, %[[K]]] : memref<?x64xf32>, vector<32xf32>
+// BF16DOT-NEXT: arith.truncf %{{.*}} : vector<32xf32> to vector<32xbf16>
+// BF16DOT: vector.load %arg1[%{{.*}}, %[[K]]] : memref<128x64xbf16>, vector<32xbf16>
+// BF16DOT-COUNT-16: x86vector.avx512.dot
+// BF16DOT: vector.reduction <add>
+// BF16DOT: scf.for
+// BF16DOT: arith.truncf %{{.*}} : f32 to bf16
+func.func @linear_pairs(%x: memref<?x64xf32>, %w: memref<128x64xbf16>, %y: memref<?x128xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<?x64xf32>, memref<128x64xbf16>) outs(%y : memref<?x128xf32>) {
+  ^bb0(%p: f32, %q: bf16, %r: f32):
+    %e = arith.extf %q : bf16 to f32
+    %m = arith.mulf %p, %e : f32
+    %s = arith.addf %r, %m : f32
+    linalg.yield %s : f32
+  }
+  return
 }

@@ -57,13 +57,24 @@ def MFLinalgContractionKernelsPass
     output's summation order then depends on the reduction length only,
     and a row gives the same bits whether it comes alone or with others.
 
+    With `bf16-dot` (AVX-512 with AVX512_BF16), a contraction of a bf16
+    operand (a weight) with an f32 one (an activation) rounds the f32
+    operand to bf16 wherever it is read and multiplies pairs of `k` with
+    `x86vector.avx512.dot` (`vdpbf16ps`: 32 products per instruction,
+    accumulated in f32) instead of widening the weight to f32: dot tiles
+    step along `k` by 32; packed panels hold pairs of `k` of a column
+    (the weight's rows read as 32-bit pairs and transposed), and outer
+    products broadcast a row's pair. Whole `k` blocks of 32 take the
+    pairs; the edges keep scalar loops over the rounded values. Where a
+    contraction has no such operands it is unchanged.
+
     A generic that is not such a contraction, or whose innermost operand
     dims are not of unit stride, is left unchanged.
   }];
   let dependentDialects = [
     "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
     "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
-    "::mlir::vector::VectorDialect"
+    "::mlir::vector::VectorDialect", "::mlir::x86vector::X86VectorDialect"
   ];
   let options = [
     Option<"vectorBits", "vector-bits", "int64_t", /*default=*/"256",
@@ -74,6 +85,11 @@ def MFLinalgContractionKernelsPass
     Option<"batchInvariant", "batch-invariant", "bool", /*default=*/"false",
            "One summation order for every row count: packable dot "
            "contractions always run packed">,
+    Option<"bf16Dot", "bf16-dot", "bool", /*default=*/"false",
+           "With vector-bits=512, a contraction of a bf16 operand with an "
+           "f32 one rounds the f32 operand to bf16 and multiplies pairs "
+           "along k with AVX512_BF16's dot (x86vector.avx512.dot), "
+           "accumulating f32">,
   ];
 }
 
