@@ -334,24 +334,39 @@ void _mlir_ciface_mfrt_kv_history_f32(
     if (Sequence *s = rs.sequenceOf(at1(sp, t), &place))
       ++counts[s].first;
   }
+  // Each cached row's heads are copied as runs of head_dim floats (the
+  // cache's rows are contiguous, and so are k's and v's along d).
+  auto copyHead = [&](StridedMemRefType<float, 3> *x, int64_t t, int64_t h,
+                      const float *from) {
+    if (x->strides[2] == 1)
+      std::memcpy(&at3(x, t, h, 0), from, size_t(m.headDim) * sizeof(float));
+    else
+      for (int64_t d = 0; d < m.headDim; ++d)
+        at3(x, t, h, d) = from[d];
+  };
   int64_t t = 0;
+  Sequence *last = nullptr;
+  std::pair<int64_t, int64_t> *count = nullptr;
   forEachCached(rs, layer, sp, [&](Sequence &s, int64_t position, int64_t p) {
     if (t == cached)
       fatal("internal: the K/V history of layer " + std::to_string(layer) +
             " grew during the step");
-    ++counts[&s].second;
+    if (&s != last)
+      count = &counts[last = &s];
+    ++count->second;
     RequestOutput *out = s.output;
+    const uint8_t *written = &out->written[layer][p * m.kvHeads + headOffset];
+    const float *keys =
+        &out->keys[layer][(p * m.kvHeads + headOffset) * m.headDim];
+    const float *values =
+        &out->value(size_t(layer))[(p * m.kvHeads + headOffset) * m.headDim];
     at1(positions, t) = position;
     for (int64_t h = 0; h < heads; ++h) {
-      int64_t head = headOffset + h;
-      if (!out->written[layer][p * m.kvHeads + head])
+      if (!written[h])
         fatal("internal: no cached K/V for layer " + std::to_string(layer) +
               " position " + std::to_string(p));
-      for (int64_t d = 0; d < m.headDim; ++d) {
-        int64_t from = (p * m.kvHeads + head) * m.headDim + d;
-        at3(k, t, h, d) = out->keys[layer][from];
-        at3(v, t, h, d) = out->value(size_t(layer))[from];
-      }
+      copyHead(k, t, h, keys + h * m.headDim);
+      copyHead(v, t, h, values + h * m.headDim);
     }
     ++t;
   });

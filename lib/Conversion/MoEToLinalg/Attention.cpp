@@ -109,7 +109,8 @@ public:
   std::pair<Value, Value> build() {
     tq = tensor::DimOp::create(b, loc, q, 0);
     tk = tensor::DimOp::create(b, loc, k, 0);
-    kT = transposeKeys();
+    if (kQueryTile > 1)
+      kT = transposeKeys();
     scf::ForallOp forall = createWorkItems();
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(forall.getBody());
@@ -121,10 +122,11 @@ public:
   }
 
 private:
-  /// kT[h, d, j] = k[j, h, d], once for all work items: the scores are then
-  /// NN contractions on a [d, key tile] slice that is contiguous along the
-  /// keys. (Transposing each key tile where it is used would redo it for
-  /// every query tile and every head of a KV group, as strided gathers.)
+  /// kT[h, d, j] = k[j, h, d], once for all work items of query tiles of
+  /// several rows: the scores are then NN contractions on a [d, key tile]
+  /// slice that is contiguous along the keys. (Transposing each key tile
+  /// where it is used would redo it for every query tile and every head of
+  /// a KV group, as strided gathers.)
   Value transposeKeys() {
     return linalg::TransposeOp::create(
                b, loc, k,
@@ -244,20 +246,32 @@ private:
 
   /// The work item's scores against the key tile at `j0` (`bk` keys at
   /// positions `kp`), scaled, with the causal mask by global positions.
+  /// With transposed keys, an NN contraction on the tile's [d, bk] slice of
+  /// kT; a decode step's single query row instead takes dot products with
+  /// the [bk, d] rows of K where they lie (no transpose of the whole
+  /// history per step).
   Value maskedScores(OpBuilder &nb, Location l, Value j0, Value kp, Value bk) {
     int64_t dyn = ShapedType::kDynamic;
-    // The key tile's [d, bk] slice of kT.
-    auto one = nb.getIndexAttr(1);
-    Value kTile = tensor::ExtractSliceOp::create(
-        nb, l, tensorOf({dh, dyn}, kElt), kT,
-        {OpFoldResult(kvh), nb.getIndexAttr(0), OpFoldResult(j0)},
-        {one, nb.getIndexAttr(dh), OpFoldResult(bk)}, {one, one, one});
-    // s[i, j] = sum_d q[i, d] * kT[d, j]; loop dims (i, j, d).
-    Value s = generic(
-        nb, l, {qTile, kTile},
-        {zeros(nb, l, tensorOf({dyn, dyn}, elt), {{qp, 0}, {kp, 0}})},
-        {pick(ctx, 3, {0, 2}), pick(ctx, 3, {2, 1}), pick(ctx, 3, {0, 1})},
-        {kPar, kPar, kRed}, multiplyAccumulate)[0];
+    Value init = zeros(nb, l, tensorOf({dyn, dyn}, elt), {{qp, 0}, {kp, 0}});
+    Value s;
+    if (kT) {
+      auto one = nb.getIndexAttr(1);
+      Value kTile = tensor::ExtractSliceOp::create(
+          nb, l, tensorOf({dh, dyn}, kElt), kT,
+          {OpFoldResult(kvh), nb.getIndexAttr(0), OpFoldResult(j0)},
+          {one, nb.getIndexAttr(dh), OpFoldResult(bk)}, {one, one, one});
+      // s[i, j] = sum_d q[i, d] * kT[d, j]; loop dims (i, j, d).
+      s = generic(
+          nb, l, {qTile, kTile}, {init},
+          {pick(ctx, 3, {0, 2}), pick(ctx, 3, {2, 1}), pick(ctx, 3, {0, 1})},
+          {kPar, kPar, kRed}, multiplyAccumulate)[0];
+    } else {
+      // s[i, j] = sum_d q[i, d] * k[j, d]; loop dims (i, j, d).
+      s = generic(
+          nb, l, {qTile, headRows(nb, l, k, j0, bk, kvh)}, {init},
+          {pick(ctx, 3, {0, 2}), pick(ctx, 3, {1, 2}), pick(ctx, 3, {0, 1})},
+          {kPar, kPar, kRed}, multiplyAccumulate)[0];
+    }
     // Scale and apply the causal mask by global positions, in place.
     return generic(
         nb, l, {qp, kp}, {s},
@@ -383,7 +397,8 @@ private:
   int64_t nh, nkv, dh, group;
   /// Per query row: [rows] and [rows, d].
   RankedTensorType rowType, rowDhType;
-  /// The query and key counts and the transposed keys.
+  /// The query and key counts and the transposed keys (none for one-row
+  /// query tiles).
   Value tq, tk, kT;
   /// The work item's head, first query row, row count, KV head, query tile,
   /// its positions, their max, the 32-bit shift and the first sequence.
@@ -406,9 +421,12 @@ private:
 /// reorders them), so the bounds come from the position tensors. A decode
 /// step's query tile is one row (`queryTile` 1): each row is its own
 /// request's, and skips the key tiles of the batch's other requests. Both
-/// contractions are NN-form generics with the multiplyAccumulate body and one
-/// reduction dim: the key tile is transposed first, and the KV head is picked
-/// by slicing (no floordiv maps).
+/// contractions are generics with the multiplyAccumulate body and one
+/// reduction dim, and the KV head is picked by slicing (no floordiv maps).
+/// P · V is NN; so are the scores of a query tile of several rows, on keys
+/// transposed once per op; a decode step's single row takes dot products
+/// with K's rows where they lie instead (transposing a step's whole history,
+/// every request's, per layer cost more than its attention).
 ///
 /// Query rows per work item and keys per step are `tile` both, but for a
 /// decode step's queries. At 64 a [64, 64] f32 score tile (16 KiB) and the

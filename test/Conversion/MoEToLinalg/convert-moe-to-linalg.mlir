@@ -130,8 +130,8 @@ func.func @mlp(%x: tensor<?x64xf32>, %w1: tensor<96x64xf32>, %w2: tensor<64x96xf
 // CHECK: %[[VIS:.+]] = arith.andi %[[NOTLATER]], %[[REACHES]] : i1
 // CHECK: scf.if %[[VIS]] -> (tensor<?xf32>, tensor<?xf32>, tensor<?x16xf32>)
 // CHECK: %[[VT:.+]] = tensor.extract_slice %[[V]][%[[J0]], %[[KVH]], 0] [%{{.+}}, 1, 16] [1, 1, 1] : tensor<?x2x16xf32> to tensor<?x16xf32>
-// CHECK: %[[KTT:.+]] = tensor.extract_slice %[[KTALL]][%[[KVH]], 0, %[[J0]]] [1, 16, %{{.+}}] [1, 1, 1] : tensor<2x16x?xf32> to tensor<16x?xf32>
 // CHECK: %[[Z:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<?x?xf32>)
+// CHECK: %[[KTT:.+]] = tensor.extract_slice %[[KTALL]][%[[KVH]], 0, %[[J0]]] [1, 16, %{{.+}}] [1, 1, 1] : tensor<2x16x?xf32> to tensor<16x?xf32>
 // CHECK: %[[S:.+]] = linalg.generic {indexing_maps = [#[[$A]], #[[$B]], #[[$C]]], iterator_types = ["parallel", "parallel", "reduction"]} ins(%[[QT]], %[[KTT]] : tensor<?x16xf32>, tensor<16x?xf32>) outs(%[[Z]] : tensor<?x?xf32>)
 // CHECK: arith.mulf
 // CHECK: arith.addf
@@ -177,10 +177,17 @@ func.func @attention(%q: tensor<?x8x16xf32>, %k: tensor<?x2x16xf32>, %v: tensor<
 // -----
 
 // In a decode step each query row is its own request's: one-row query
-// tiles, each skipping the key tiles of the batch's other requests.
+// tiles, each skipping the key tiles of the batch's other requests. K is
+// not transposed: the row's scores are dot products with the key tile's
+// rows of K ([keys, d] at the KV head) where they lie.
+// CHECK-DAG: #[[$QROW:.+]] = affine_map<(d0, d1, d2) -> (d0, d2)>
+// CHECK-DAG: #[[$KROW:.+]] = affine_map<(d0, d1, d2) -> (d1, d2)>
 // CHECK-LABEL: func.func @step_attention
 // CHECK: %[[TQ:.+]] = tensor.dim %arg0
+// CHECK-NOT: linalg.transpose
 // CHECK: scf.forall (%{{.+}}, %{{.+}}) in (8, %[[TQ]]) shared_outs
+// CHECK: %[[KT:.+]] = tensor.extract_slice %arg1[%{{.+}}, %{{.+}}, 0] [%{{.+}}, 1, 16] [1, 1, 1] : tensor<?x2x16xf32> to tensor<?x16xf32>
+// CHECK-NEXT: linalg.generic {indexing_maps = [#[[$QROW]], #[[$KROW]], #{{.+}}], iterator_types = ["parallel", "parallel", "reduction"]} ins(%{{.+}}, %[[KT]] : tensor<?x16xf32>, tensor<?x16xf32>)
 func.func @step_attention(%q: tensor<?x8x16xf32>, %k: tensor<?x2x16xf32>, %v: tensor<?x2x16xf32>, %qp: tensor<?xi64>, %kp: tensor<?xi64>) -> tensor<?x8x16xf32> attributes {moe.decode_step} {
   %o = moe.attention %q, %k, %v, %qp, %kp {scale = 0.25 : f32} : tensor<?x8x16xf32>, tensor<?x2x16xf32>, tensor<?x2x16xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x16xf32>
   return %o : tensor<?x8x16xf32>

@@ -163,6 +163,16 @@ public:
   }
 
   void emit() {
+    if (rounded)
+      roundedCopy = copyAsBF16(rounded->get());
+    emitPaths();
+    if (roundedCopy)
+      memref::DeallocOp::create(b, loc, roundedCopy);
+  }
+
+private:
+  /// The packed and dot paths, chosen by the row count where both apply.
+  void emitPaths() {
     std::optional<int64_t> n =
         c.n ? getConstantIntValue(sizes[*c.n]) : std::nullopt;
     if (!c.packable || (n && *n < tiles.outerVectors * width))
@@ -179,7 +189,59 @@ public:
     emitLoops(/*packed=*/false);
   }
 
-private:
+  /// A bf16 copy of the f32 memref `src` (rounded to nearest even), in
+  /// vectors of 2 x width along its innermost dim; in parallel over its
+  /// outermost dim where the contraction's loops would be.
+  Value copyAsBF16(Value src) {
+    auto type = cast<MemRefType>(src.getType());
+    SmallVector<Value> dims, dynamic;
+    for (int64_t d = 0; d < type.getRank(); ++d) {
+      dims.push_back(getValueOrCreateConstantIndexOp(
+          b, loc, memref::getMixedSize(b, loc, src, d)));
+      if (type.isDynamicDim(d))
+        dynamic.push_back(dims.back());
+    }
+    Value copy = memref::AllocOp::create(
+        b, loc, MemRefType::get(type.getShape(), b.getBF16Type()), dynamic,
+        b.getI64IntegerAttr(64));
+    int64_t step = 2 * width;
+    auto row = [&](OpBuilder &, Location, ValueRange outer) {
+      SmallVector<Value> idx(outer);
+      idx.push_back(Value());
+      Value inner = dims.back(), main = wholeSteps(cst(0), inner, step);
+      forLoop(cst(0), main, cst(step), [&](Value k) {
+        idx.back() = k;
+        Value v = vector::LoadOp::create(
+            b, loc, VectorType::get({step}, accType), src, idx);
+        vector::StoreOp::create(b, loc, toBF16(v), copy, idx);
+      });
+      forLoop(main, inner, cst(1), [&](Value k) {
+        idx.back() = k;
+        memref::StoreOp::create(
+            b, loc, toBF16(memref::LoadOp::create(b, loc, src, idx)), copy,
+            idx);
+      });
+    };
+    ArrayRef<Value> outer = ArrayRef(dims).drop_back();
+    SmallVector<Value> zeros(outer.size(), cst(0)), ones(outer.size(), cst(1));
+    if (outer.empty() || !parallel || nested()) {
+      nest(zeros, outer, ones, {}, row);
+    } else {
+      auto par = scf::ParallelOp::create(b, loc, zeros[0], outer[0], ones[0]);
+      OpBuilder::InsertionGuard guard(b);
+      b.setInsertionPointToStart(par.getBody());
+      nest(ArrayRef(zeros).drop_front(), outer.drop_front(),
+           ArrayRef(ones).drop_front(), {par.getInductionVars()[0]}, row);
+    }
+    return copy;
+  }
+
+  /// Whether the contraction is inside a parallel loop already.
+  bool nested() {
+    return c.op->getParentOfType<scf::ParallelOp>() ||
+           c.op->getParentOfType<scf::ForallOp>();
+  }
+
   /// The loops over the outer dims and n blocks (parallel), then k blocks.
   /// `packed`: each (n block, k block) of b is first copied into panels of
   /// whole outer-product tiles, which every row tile then reads in order.
@@ -265,11 +327,9 @@ private:
       if (packed)
         memref::DeallocOp::create(b, loc, panels);
     };
-    bool nested = c.op->getParentOfType<scf::ParallelOp>() ||
-                  c.op->getParentOfType<scf::ForallOp>();
     if (lbs.empty()) {
       body(b, loc, {});
-    } else if (parallel && !nested) {
+    } else if (parallel && !nested()) {
       auto par = scf::ParallelOp::create(b, loc, lbs, ubs, steps);
       OpBuilder::InsertionGuard guard(b);
       b.setInsertionPointToStart(par.getBody());
@@ -293,11 +353,17 @@ private:
   /// While set, rows of a tile past it are clamped to it and not stored.
   Value lastRow;
   /// With bf16-dot, the f32 operand of a contraction with a bf16 one: read
-  /// rounded to bf16 everywhere, and multiplied in pairs of k by the dot.
+  /// rounded to bf16 everywhere (from `roundedCopy`, made once per
+  /// contraction), and multiplied in pairs of k by the dot.
   OpOperand *rounded = nullptr;
+  Value roundedCopy;
 
-  static Type elementType(OpOperand *o) {
-    return cast<MemRefType>(o->get().getType()).getElementType();
+  /// The memref the kernel reads for `o`: the rounded copy for `rounded`.
+  Value memrefOf(OpOperand *o) {
+    return o == rounded && roundedCopy ? roundedCopy : o->get();
+  }
+  Type elementType(OpOperand *o) {
+    return cast<MemRefType>(memrefOf(o).getType()).getElementType();
   }
   /// The f32 operand of a dot contraction of a bf16 operand with an f32
   /// one, if this is such a contraction.
@@ -362,32 +428,26 @@ private:
       bf16 = VectorType::get(vt.getShape(), bf16);
     return arith::TruncFOp::create(b, loc, bf16, v);
   }
-  /// A loaded value of `o` in the accumulator's type; the rounded operand's
-  /// through bf16.
-  Value widenLoaded(OpOperand *o, Value v) {
-    return widen(o == rounded ? toBF16(v) : v);
-  }
   Value loadScalar(OpOperand *o, ArrayRef<Value> iv) {
-    return widenLoaded(
-        o, memref::LoadOp::create(b, loc, o->get(), indices(o, iv)));
+    return widen(memref::LoadOp::create(b, loc, memrefOf(o), indices(o, iv)));
   }
   Value loadVector(OpOperand *o, ArrayRef<Value> iv) {
-    return widenLoaded(o, vector::LoadOp::create(
-                              b, loc, VectorType::get({width}, elementType(o)),
-                              o->get(), indices(o, iv)));
+    return widen(
+        vector::LoadOp::create(b, loc, VectorType::get({width}, elementType(o)),
+                               memrefOf(o), indices(o, iv)));
   }
-  /// 2 x width elements of `o` along k from iv, as bf16 pairs for the dot.
+  /// 2 x width bf16 elements of `o` along k from iv, pairs for the dot.
   Value loadPairs(OpOperand *o, ArrayRef<Value> iv) {
-    Value v = vector::LoadOp::create(
-        b, loc, VectorType::get({2 * width}, elementType(o)), o->get(),
-        indices(o, iv));
-    return o == rounded ? toBF16(v) : v;
+    return vector::LoadOp::create(b, loc,
+                                  VectorType::get({2 * width}, elementType(o)),
+                                  memrefOf(o), indices(o, iv));
   }
-  /// The pair o[iv], o[iv + 1 along k] (rounded to bf16) in every pair of
-  /// a vector for the dot.
+  /// The bf16 pair o[iv], o[iv + 1 along k] in every pair of a vector for
+  /// the dot.
   Value broadcastPair(OpOperand *o, ArrayRef<Value> iv) {
-    Value pair = toBF16(vector::LoadOp::create(
-        b, loc, VectorType::get({2}, accType), o->get(), indices(o, iv)));
+    Value pair =
+        vector::LoadOp::create(b, loc, VectorType::get({2}, b.getBF16Type()),
+                               memrefOf(o), indices(o, iv));
     Value bits = vector::ExtractOp::create(
         b, loc,
         vector::BitCastOp::create(b, loc, VectorType::get({1}, accType), pair),
@@ -419,23 +479,38 @@ private:
     return r;
   }
 
-  /// The row tiles of one (n block, k block): whole tiles of rows, then the
-  /// remaining rows one by one.
+  /// The row tiles of one (n block, k block): whole tiles of rows, then one
+  /// tile of the remaining rows.
   void rowTiles(ArrayRef<Value> iv, Value nb, Value nEnd, Value kb,
                 Value kEnd) {
     if (!c.m)
       return colTiles(iv, Value(), 1, nb, nEnd, kb, kEnd);
     rowTiles(iv, cst(0), sizes[*c.m], nb, nEnd, kb, kEnd);
   }
-  /// The same for rows [mBegin, mEnd).
+  /// The same for rows [mBegin, mEnd): the rows past the whole tiles in
+  /// one tile of as many rows (a switch over 1 .. tile - 1), so that a few
+  /// rows (a decode step's, an expert's of a short batch) read each block
+  /// of b once, not once per row.
   void rowTiles(ArrayRef<Value> iv, Value mBegin, Value mEnd, Value nb,
                 Value nEnd, Value kb, Value kEnd) {
     int64_t rows = c.kind == TileKind::Dot ? tiles.dotRows : tiles.outerRows;
     Value mFull = wholeSteps(mBegin, mEnd, rows);
     forLoop(mBegin, mFull, cst(rows),
             [&](Value m0) { colTiles(iv, m0, rows, nb, nEnd, kb, kEnd); });
-    forLoop(mFull, mEnd, cst(1),
-            [&](Value m0) { colTiles(iv, m0, 1, nb, nEnd, kb, kEnd); });
+    if (rows == 1)
+      return;
+    auto cases = llvm::to_vector(llvm::seq<int64_t>(1, rows));
+    auto left = scf::IndexSwitchOp::create(
+        b, loc, TypeRange{}, arith::SubIOp::create(b, loc, mEnd, mFull), cases,
+        cases.size());
+    OpBuilder::InsertionGuard guard(b);
+    b.setInsertionPointToStart(&left.getDefaultRegion().emplaceBlock());
+    scf::YieldOp::create(b, loc);
+    for (auto [r, region] : llvm::zip(cases, left.getCaseRegions())) {
+      b.setInsertionPointToStart(&region.emplaceBlock());
+      colTiles(iv, mFull, r, nb, nEnd, kb, kEnd);
+      scf::YieldOp::create(b, loc);
+    }
   }
 
   /// One (n block, k block) of a packable dot contraction: the whole

@@ -11,7 +11,8 @@
 // = 0 columns left would take dot tiles. Rows come in chunks of about 1024,
 // a multiple of 6: each block is packed once per chunk. With fewer rows, dot tiles alone:
 // a 4 x 3 tile of vector accumulators runs along k, over blocks of 48 rows
-// of w; edge tiles of 1 row / 1 column and a scalar k tail follow.
+// of w; an edge tile of the rows left (1 to 3) and 1-column tiles and a
+// scalar k tail follow.
 // With batch-invariant, the packed path whatever the row count (a row sums
 // in one order alone or with others), none included (a positive chunk).
 // INVARIANT-LABEL: func.func @linear
@@ -196,18 +197,23 @@ func.func @not_contractions(%x: memref<?x64xf32>, %w: memref<48x64xf32>, %ws: me
 
 // -----
 
-// bf16-dot: x (f32) · wᵀ (bf16) rounds x to bf16 and multiplies pairs of k
-// with the AVX512_BF16 dot. With at least 256 rows, each 32 x 16 square of
-// w (16 columns, 16 pairs of k as 32-bit lanes) is transposed into panels
-// of pairs ([k / 2][column], 32 pairs deep for k = 64), and a 6-row tile of
-// 4 vectors takes per pair of k 4 panel loads and, per row, one broadcast
-// of the row's rounded pair into 4 dots. With fewer rows, 4 x 4 dot tiles
-// step along k by 32: each row's 32 values rounded, w's loaded as they lie.
-// The last k % 32 (none here) and the edges round x the same way.
+// bf16-dot: x (f32) · wᵀ (bf16) rounds x to bf16 once, into a copy, and
+// multiplies pairs of k with the AVX512_BF16 dot. With at least 256 rows,
+// each 32 x 16 square of w (16 columns, 16 pairs of k as 32-bit lanes) is
+// transposed into panels of pairs ([k / 2][column], 32 pairs deep for
+// k = 64), and a 6-row tile of 4 vectors takes per pair of k 4 panel loads
+// and, per row, one broadcast of the row's pair into 4 dots. With fewer
+// rows, 4 x 4 dot tiles step along k by 32, loading the copy's rows and w's
+// as they lie; the rows past the whole tiles take one tile of as many rows.
+// The last k % 32 (none here) and the edges read the copy too.
 #a = affine_map<(m, n, k) -> (m, k)>
 #b = affine_map<(m, n, k) -> (n, k)>
 #o = affine_map<(m, n, k) -> (m, n)>
 // BF16DOT-LABEL: func.func @linear_pairs
+// BF16DOT: %[[X16:.*]] = memref.alloc(%{{.*}}) {alignment = 64 : i64} : memref<?x64xbf16>
+// BF16DOT: %[[XV:.*]] = vector.load %arg0[%{{.*}}, %{{.*}}] : memref<?x64xf32>, vector<32xf32>
+// BF16DOT-NEXT: %[[XR:.*]] = arith.truncf %[[XV]] : vector<32xf32> to vector<32xbf16>
+// BF16DOT-NEXT: vector.store %[[XR]], %[[X16]]
 // BF16DOT: scf.if
 // BF16DOT: %[[PANELS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<2x32x64xf32>
 // BF16DOT: scf.for %[[KK:.*]] = %{{.*}} to %{{.*}} step %c32
@@ -217,20 +223,22 @@ func.func @not_contractions(%x: memref<?x64xf32>, %w: memref<48x64xf32>, %ws: me
 // BF16DOT: scf.for %[[KP:.*]] = %{{.*}} to %{{.*}} step %c2{{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
 // BF16DOT: vector.load %[[PANELS]]{{.*}} : memref<2x32x64xf32>, vector<16xf32>
 // BF16DOT-NEXT: vector.bitcast %{{.*}} : vector<16xf32> to vector<32xbf16>
-// BF16DOT: %[[PAIR:.*]] = vector.load %arg0[%{{.*}}, %[[KP]]] : memref<?x64xf32>, vector<2xf32>
-// BF16DOT-NEXT: arith.truncf %[[PAIR]] : vector<2xf32> to vector<2xbf16>
+// BF16DOT: %[[PAIR:.*]] = vector.load %[[X16]][%{{.*}}, %[[KP]]] : memref<?x64xbf16>, vector<2xbf16>
+// BF16DOT-NEXT: vector.bitcast %[[PAIR]] : vector<2xbf16> to vector<1xf32>
 // BF16DOT: vector.broadcast %{{.*}} : f32 to vector<16xf32>
 // BF16DOT-NEXT: %[[BC:.*]] = vector.bitcast %{{.*}} : vector<16xf32> to vector<32xbf16>
 // BF16DOT-COUNT-4: x86vector.avx512.dot %{{.*}}, %[[BC]], %{{.*}} : vector<32xbf16> -> vector<16xf32>
 // BF16DOT: } else {
 // BF16DOT: scf.for %[[K:.*]] = %{{.*}} to %{{.*}} step %c32{{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
-// BF16DOT: vector.load %arg0[%{{.*}}, %[[K]]] : memref<?x64xf32>, vector<32xf32>
-// BF16DOT-NEXT: arith.truncf %{{.*}} : vector<32xf32> to vector<32xbf16>
+// BF16DOT: vector.load %[[X16]][%{{.*}}, %[[K]]] : memref<?x64xbf16>, vector<32xbf16>
 // BF16DOT: vector.load %arg1[%{{.*}}, %[[K]]] : memref<128x64xbf16>, vector<32xbf16>
 // BF16DOT-COUNT-16: x86vector.avx512.dot
 // BF16DOT: vector.reduction <add>
-// BF16DOT: scf.for
-// BF16DOT: arith.truncf %{{.*}} : f32 to bf16
+// BF16DOT: scf.index_switch
+// BF16DOT: case 1 {
+// BF16DOT: case 2 {
+// BF16DOT: case 3 {
+// BF16DOT: memref.dealloc %[[X16]]
 func.func @linear_pairs(%x: memref<?x64xf32>, %w: memref<128x64xbf16>, %y: memref<?x128xf32>) {
   linalg.generic {indexing_maps = [#a, #b, #o], iterator_types = ["parallel", "parallel", "reduction"]}
       ins(%x, %w : memref<?x64xf32>, memref<128x64xbf16>) outs(%y : memref<?x128xf32>) {

@@ -59,13 +59,14 @@ def MFLinalgContractionKernelsPass
 
     With `bf16-dot` (AVX-512 with AVX512_BF16), a contraction of a bf16
     operand (a weight) with an f32 one (an activation) rounds the f32
-    operand to bf16 wherever it is read and multiplies pairs of `k` with
+    operand to bf16 once, into a copy the kernel reads instead, and
+    multiplies pairs of `k` with
     `x86vector.avx512.dot` (`vdpbf16ps`: 32 products per instruction,
     accumulated in f32) instead of widening the weight to f32: dot tiles
     step along `k` by 32; packed panels hold pairs of `k` of a column
     (the weight's rows read as 32-bit pairs and transposed), and outer
     products broadcast a row's pair. Whole `k` blocks of 32 take the
-    pairs; the edges keep scalar loops over the rounded values. Where a
+    pairs; the edges keep scalar loops over the copy. Where a
     contraction has no such operands it is unchanged.
 
     A generic that is not such a contraction, or whose innermost operand
