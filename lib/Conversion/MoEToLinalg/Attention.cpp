@@ -14,6 +14,7 @@
 
 #include <functional>
 #include <limits>
+#include <tuple>
 
 using namespace mlir;
 using namespace meshfold::moe;
@@ -111,6 +112,7 @@ public:
     tk = tensor::DimOp::create(b, loc, k, 0);
     if (kQueryTile > 1)
       kT = transposeKeys();
+    std::tie(tileMin, tileMax) = keyTileBounds();
     scf::ForallOp forall = createWorkItems();
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(forall.getBody());
@@ -138,6 +140,33 @@ private:
                    {{k, 0}}),
                ArrayRef<int64_t>{1, 2, 0})
         .getResult()[0];
+  }
+
+  /// The least and the greatest position of each key tile, [tiles] each,
+  /// once for all work items (each work item reads them to skip the tiles
+  /// none of its queries can see).
+  std::pair<Value, Value> keyTileBounds() {
+    Value tile = cstIndex(b, loc, kKeyTile);
+    Value tiles = arith::CeilDivUIOp::create(b, loc, tk, tile);
+    Type i64 = cast<RankedTensorType>(kpos.getType()).getElementType();
+    Value empty =
+        tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{ShapedType::kDynamic},
+                                i64, ValueRange{tiles});
+    auto loop = scf::ForOp::create(
+        b, loc, cstIndex(b, loc, 0), tiles, cstIndex(b, loc, 1),
+        ValueRange{empty, empty},
+        [&](OpBuilder &nb, Location l, Value t, ValueRange bounds) {
+          Value j0 = arith::MulIOp::create(nb, l, t, tile);
+          Value bk = arith::MinSIOp::create(
+              nb, l, tile, arith::SubIOp::create(nb, l, tk, j0));
+          Value kp = rows1d(nb, l, kpos, j0, bk);
+          Value lo = tensor::InsertOp::create(
+              nb, l, positionBound(nb, l, kp, /*min=*/true), bounds[0], t);
+          Value hi = tensor::InsertOp::create(
+              nb, l, positionBound(nb, l, kp, /*min=*/false), bounds[1], t);
+          scf::YieldOp::create(nb, l, ValueRange{lo, hi});
+        });
+    return {loop.getResult(0), loop.getResult(1)};
   }
 
   /// The scf.forall over (head, query tile) whose shared outputs are the
@@ -187,10 +216,12 @@ private:
           Value bk =
               arith::MinSIOp::create(nb, l, cstIndex(nb, l, kKeyTile),
                                      arith::SubIOp::create(nb, l, tk, j0));
-          Value kp = rows1d(nb, l, kpos, j0, bk);
+          Value t =
+              arith::DivUIOp::create(nb, l, j0, cstIndex(nb, l, kKeyTile));
           auto ifOp = scf::IfOp::create(
-              nb, l, mayBeVisible(nb, l, kp),
+              nb, l, mayBeVisible(nb, l, t),
               [&](OpBuilder &tb, Location tl) {
+                Value kp = rows1d(tb, tl, kpos, j0, bk);
                 scf::YieldOp::create(
                     tb, tl, keyTile(tb, tl, j0, kp, it[0], it[1], it[2]));
               },
@@ -201,16 +232,16 @@ private:
         });
   }
 
-  /// Whether some key of the tile at positions `kp` may be visible to some
-  /// query of the work item: not all later, nor all of earlier sequences.
-  Value mayBeVisible(OpBuilder &nb, Location l, Value kp) {
-    Value notLater =
-        arith::CmpIOp::create(nb, l, arith::CmpIPredicate::sle,
-                              positionBound(nb, l, kp, /*min=*/true), maxQ);
+  /// Whether some key of key tile `t` may be visible to some query of the
+  /// work item: not all later, nor all of earlier sequences.
+  Value mayBeVisible(OpBuilder &nb, Location l, Value t) {
+    Value notLater = arith::CmpIOp::create(
+        nb, l, arith::CmpIPredicate::sle,
+        tensor::ExtractOp::create(nb, l, tileMin, t), maxQ);
     Value reachesSequence = arith::CmpIOp::create(
         nb, l, arith::CmpIPredicate::sge,
-        arith::ShRSIOp::create(nb, l, positionBound(nb, l, kp, /*min=*/false),
-                               shift),
+        arith::ShRSIOp::create(
+            nb, l, tensor::ExtractOp::create(nb, l, tileMax, t), shift),
         firstSequence);
     return arith::AndIOp::create(nb, l, notLater, reachesSequence);
   }
@@ -397,9 +428,9 @@ private:
   int64_t nh, nkv, dh, group;
   /// Per query row: [rows] and [rows, d].
   RankedTensorType rowType, rowDhType;
-  /// The query and key counts and the transposed keys (none for one-row
-  /// query tiles).
-  Value tq, tk, kT;
+  /// The query and key counts, the transposed keys (none for one-row query
+  /// tiles) and each key tile's least and greatest position.
+  Value tq, tk, kT, tileMin, tileMax;
   /// The work item's head, first query row, row count, KV head, query tile,
   /// its positions, their max, the 32-bit shift and the first sequence.
   Value h, i0, bq, kvh, qTile, qp, maxQ, shift, firstSequence;

@@ -83,7 +83,8 @@ func.func @mlp(%x: tensor<?x64xf32>, %w1: tensor<96x64xf32>, %w2: tensor<64x96xf
 // query tile of 64 rows), an scf.for over key tiles of 64 keys carrying the
 // running max, sum and accumulator; the KV head of query head h is picked by
 // slicing at h floordiv (n_h / n_kv); a key tile none of whose keys any query
-// of the tile sees is skipped (min key position > max query position); both
+// of the tile sees is skipped (min key position > max query position; each
+// key tile's bounds are computed once, before the work items); both
 // contractions are NN generics with one reduction dim (K is transposed to
 // [n_kv, d_h, T] once, before the loops, and each key tile is a slice of
 // it). attention-fused-bufferize.mlir checks that no [T, T]
@@ -102,6 +103,14 @@ func.func @mlp(%x: tensor<?x64xf32>, %w1: tensor<96x64xf32>, %w2: tensor<64x96xf
 // CHECK: %[[TQ:.+]] = tensor.dim %[[Q]]
 // CHECK: %[[TK:.+]] = tensor.dim %[[K]]
 // CHECK: %[[KTALL:.+]] = linalg.transpose ins(%[[K]] : tensor<?x2x16xf32>) outs(%{{.+}} : tensor<2x16x?xf32>) permutation = [1, 2, 0]
+// Each key tile's least and greatest position, once.
+// CHECK: %[[TILES:.+]] = arith.ceildivui %[[TK]], %{{.+}} : index
+// CHECK: %[[BOUNDS:.+]]:2 = scf.for %[[T:.+]] = %{{.+}} to %[[TILES]] step %{{.+}} iter_args(%[[LO:.+]] = %{{.+}}, %[[HI:.+]] = %{{.+}}) -> (tensor<?xi64>, tensor<?xi64>)
+// CHECK: tensor.extract_slice %[[KP]]
+// CHECK: arith.minsi %{{.+}}, %{{.+}} : i64
+// CHECK: tensor.insert %{{.+}} into %[[LO]][%[[T]]]
+// CHECK: arith.maxsi %{{.+}}, %{{.+}} : i64
+// CHECK: tensor.insert %{{.+}} into %[[HI]][%[[T]]]
 // CHECK: %[[OUT:.+]] = scf.forall (%[[H:.+]], %[[I0:.+]]) = (0, 0) to (8, %[[TQ]]) step (1, 64) shared_outs(%[[O:.+]] = %{{.+}}) -> (tensor<?x8x16xf32>)
 // CHECK: %[[REST:.+]] = arith.subi %[[TQ]], %[[I0]]
 // CHECK: %[[BQ:.+]] = arith.minsi %{{.+}}, %[[REST]]
@@ -119,16 +128,15 @@ func.func @mlp(%x: tensor<?x64xf32>, %w1: tensor<96x64xf32>, %w2: tensor<64x96xf
 // CHECK: %[[L0:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<?xf32>)
 // CHECK: %[[ACC0:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<?x16xf32>)
 // CHECK: %[[LOOP:.+]]:3 = scf.for %[[J0:.+]] = %{{.+}} to %[[TK]] step %{{.+}} iter_args(%[[M:.+]] = %[[M0]], %[[L:.+]] = %[[L0]], %[[ACC:.+]] = %[[ACC0]]) -> (tensor<?xf32>, tensor<?xf32>, tensor<?x16xf32>)
-// CHECK: %[[KPT:.+]] = tensor.extract_slice %[[KP]][%[[J0]]]
-// CHECK: arith.minsi %{{.+}}, %{{.+}} : i64
-// CHECK: %[[MINK:.+]] = tensor.extract
+// CHECK: %[[TI:.+]] = arith.divui %[[J0]], %{{.+}} : index
+// CHECK: %[[MINK:.+]] = tensor.extract %[[BOUNDS]]#0[%[[TI]]]
 // CHECK: %[[NOTLATER:.+]] = arith.cmpi sle, %[[MINK]], %[[MAXQ]] : i64
-// CHECK: arith.maxsi %{{.+}}, %{{.+}} : i64
-// CHECK: %[[MAXK:.+]] = tensor.extract
+// CHECK: %[[MAXK:.+]] = tensor.extract %[[BOUNDS]]#1[%[[TI]]]
 // CHECK: %[[SEQK:.+]] = arith.shrsi %[[MAXK]], %[[C32]] : i64
 // CHECK: %[[REACHES:.+]] = arith.cmpi sge, %[[SEQK]], %[[SEQ0]] : i64
 // CHECK: %[[VIS:.+]] = arith.andi %[[NOTLATER]], %[[REACHES]] : i1
 // CHECK: scf.if %[[VIS]] -> (tensor<?xf32>, tensor<?xf32>, tensor<?x16xf32>)
+// CHECK: %[[KPT:.+]] = tensor.extract_slice %[[KP]][%[[J0]]]
 // CHECK: %[[VT:.+]] = tensor.extract_slice %[[V]][%[[J0]], %[[KVH]], 0] [%{{.+}}, 1, 16] [1, 1, 1] : tensor<?x2x16xf32> to tensor<?x16xf32>
 // CHECK: %[[Z:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<?x?xf32>)
 // CHECK: %[[KTT:.+]] = tensor.extract_slice %[[KTALL]][%[[KVH]], 0, %[[J0]]] [1, 16, %{{.+}}] [1, 1, 1] : tensor<2x16x?xf32> to tensor<16x?xf32>
