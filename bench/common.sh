@@ -1,8 +1,16 @@
 # shellcheck shell=bash
 # Sourced by the bench scripts, which take [BUILD_DIR] [N] and set `here`
-# (their folder) and `default_reps` first. Sets build, bin, reps and work (a
-# scratch folder removed on exit), and the helpers below.
+# (their folder) and `default_reps` first (and `build_hint`, how to name
+# another build folder, where that is not the first argument). Exits on a
+# missing build folder; sets build, bin, reps and work (a scratch folder
+# removed on exit), and the helpers below.
 
+# The script's name, for its messages.
+bench_name="$(basename "$0")"
+if [[ ! -d "${1:-$here/../build}" ]]; then
+  echo "$bench_name: no build folder '${1:-$here/../build}': build meshfold first (cmake -S . -B build -G Ninja && cmake --build build) or ${build_hint:-pass the build folder as the first argument}" >&2
+  exit 1
+fi
 build="$(cd "${1:-$here/../build}" && pwd)"
 # shellcheck disable=SC2034 # used by the scripts that source this
 reps="${2:-$default_reps}"
@@ -10,6 +18,15 @@ bin="$build/bin"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 seed="$here/../python-free-examples/seed"
+
+# Exits naming the first of the meshfold tools $@ missing from $bin.
+bench_need_tools() {
+  local tool
+  for tool; do
+    [[ -x "$bin/$tool" ]] ||
+      { echo "$bench_name: '$bin/$tool' is missing: build meshfold first" >&2; exit 1; }
+  done
+}
 
 # The median of the numbers on stdin, one a line.
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }

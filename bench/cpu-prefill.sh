@@ -63,17 +63,11 @@ for t in "${token_counts[@]}"; do
   [[ "$t" =~ ^[0-9]+$ && "$t" -ge 8 && $((t % 4)) -eq 0 ]] ||
     { echo "cpu-prefill.sh: --tokens wants multiples of 4 from 8, got '$t'" >&2; exit 2; }
 done
-if [[ ! -d "$build_dir" ]]; then
-  echo "cpu-prefill.sh: no build folder '$build_dir': build meshfold first (cmake -S . -B build -G Ninja && cmake --build build) or pass --build DIR" >&2
-  exit 1
-fi
 set -- "$build_dir" "$reps_arg"
+build_hint="pass --build DIR"
 # shellcheck source=bench/common.sh
 . "$here/common.sh"
-for tool in meshfold-import-hf meshfold-gen-weights meshfold-compile; do
-  [[ -x "$bin/$tool" ]] ||
-    { echo "cpu-prefill.sh: '$bin/$tool' is missing: build meshfold first" >&2; exit 1; }
-done
+bench_need_tools meshfold-import-hf meshfold-gen-weights meshfold-compile
 [[ -x /usr/bin/time ]] ||
   { echo "cpu-prefill.sh: /usr/bin/time is missing (Debian package 'time')" >&2; exit 1; }
 if [[ "$ops" == 1 && ! -x "$bin/cpu-ops" ]]; then

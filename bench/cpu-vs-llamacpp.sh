@@ -101,17 +101,11 @@ IFS=, read -r -a dtypes <<< "$dtype_list"
 for d in "${dtypes[@]}"; do
   [[ "$d" == f32 || "$d" == bf16 ]] || { echo "$name: --dtypes wants f32 and/or bf16, got '$d'" >&2; exit 2; }
 done
-if [[ ! -d "$build_dir" ]]; then
-  echo "$name: no build folder '$build_dir': build meshfold first (cmake -S . -B build -G Ninja && cmake --build build) or pass --build DIR" >&2
-  exit 1
-fi
 set -- "$build_dir" "$reps_arg"
+build_hint="pass --build DIR"
 # shellcheck source=bench/common.sh
 . "$here/common.sh"
-for tool in meshfold-import-hf meshfold-gen-weights meshfold-compile; do
-  [[ -x "$bin/$tool" ]] ||
-    { echo "$name: '$bin/$tool' is missing: build meshfold first" >&2; exit 1; }
-done
+bench_need_tools meshfold-import-hf meshfold-gen-weights meshfold-compile
 for tool in /usr/bin/time cmake ninja cc; do
   command -v "$tool" > /dev/null ||
     { echo "$name: '$tool' is missing (Debian packages time, cmake, ninja-build, gcc)" >&2; exit 1; }
