@@ -142,6 +142,12 @@ private:
         .getResult()[0];
   }
 
+  /// The keys of the key tile at `j0`: the tile's size, or those left.
+  Value keyTileSize(OpBuilder &nb, Location l, Value j0) {
+    return arith::MinSIOp::create(nb, l, cstIndex(nb, l, kKeyTile),
+                                  arith::SubIOp::create(nb, l, tk, j0));
+  }
+
   /// The least and the greatest position of each key tile, [tiles] each,
   /// once for all work items (each work item reads them to skip the tiles
   /// none of its queries can see).
@@ -157,9 +163,7 @@ private:
         ValueRange{empty, empty},
         [&](OpBuilder &nb, Location l, Value t, ValueRange bounds) {
           Value j0 = arith::MulIOp::create(nb, l, t, tile);
-          Value bk = arith::MinSIOp::create(
-              nb, l, tile, arith::SubIOp::create(nb, l, tk, j0));
-          Value kp = rows1d(nb, l, kpos, j0, bk);
+          Value kp = rows1d(nb, l, kpos, j0, keyTileSize(nb, l, j0));
           Value lo = tensor::InsertOp::create(
               nb, l, positionBound(nb, l, kp, /*min=*/true), bounds[0], t);
           Value hi = tensor::InsertOp::create(
@@ -213,9 +217,7 @@ private:
         b, loc, cstIndex(b, loc, 0), tk, cstIndex(b, loc, kKeyTile),
         ValueRange{m0, l0, acc0},
         [&](OpBuilder &nb, Location l, Value j0, ValueRange it) {
-          Value bk =
-              arith::MinSIOp::create(nb, l, cstIndex(nb, l, kKeyTile),
-                                     arith::SubIOp::create(nb, l, tk, j0));
+          Value bk = keyTileSize(nb, l, j0);
           Value t =
               arith::DivUIOp::create(nb, l, j0, cstIndex(nb, l, kKeyTile));
           auto ifOp = scf::IfOp::create(

@@ -252,7 +252,7 @@ private:
     bool dot = c.kind == TileKind::Dot && !packed;
     int64_t panelWidth = tiles.outerVectors * width;
     int64_t nBlock =
-        dot ? kDotBlockTiles * tiles.dotCols
+        dot ? dotBlock()
         : packed
             ? std::max<int64_t>(1, kPackedColumns / panelWidth) * panelWidth
             : kOuterBlockTiles * panelWidth;
@@ -626,6 +626,9 @@ private:
           panels, ValueRange{panel, add(k0, l), cst(jv * width)});
   }
 
+  /// Columns of b per dot block (an n block of dot tiles).
+  int64_t dotBlock() const { return kDotBlockTiles * tiles.dotCols; }
+
   /// Columns of a dot tile of `rows` rows. Along a long reduction (a
   /// weight's rows), fewer rows take more columns (as many accumulators as
   /// a whole tile, a divisor of the n block), so that a decode step's row
@@ -637,7 +640,7 @@ private:
     std::optional<int64_t> k = getConstantIntValue(sizes[c.k]);
     if (!k || *k < kWideMinK)
       return tiles.dotCols;
-    int64_t block = kDotBlockTiles * tiles.dotCols;
+    int64_t block = dotBlock();
     int64_t cols =
         std::max(tiles.dotCols, tiles.dotRows * tiles.dotCols / rows);
     while (block % cols)
