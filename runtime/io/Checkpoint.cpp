@@ -98,9 +98,10 @@ bool readIndex(const std::string &path,
 } // namespace
 
 std::unique_ptr<Checkpoint> Checkpoint::open(const std::string &path,
-                                             std::string *error) {
+                                             std::string *error,
+                                             const std::string &label) {
   std::unique_ptr<Checkpoint> ckpt(new Checkpoint());
-  ckpt->givenPath = path;
+  ckpt->givenPath = label.empty() ? path : label;
   std::string file = path;
   if (isDirectory(path)) {
     if (exists(join(path, kIndexName)))

@@ -39,8 +39,9 @@ using namespace mfrt;
 namespace {
 void usage() {
   std::printf(
-      "usage: %s --weights W.safetensors --prompts PROMPTS.txt --out "
-      "OUT.safetensors [--backend local|mpi|nccl] [--timeout S] [--threads N] "
+      "usage: %s --weights W.safetensors|--random-weights SEED --prompts "
+      "PROMPTS.txt --out OUT.safetensors [--backend local|mpi|nccl] [--timeout "
+      "S] [--threads N] "
       "[--quiet]\n\n"
       "Runs prefill for every prompt (one request per line: token ids "
       "separated by spaces,\nor text with --prompts-text / --prompts-jsonl) "
@@ -53,6 +54,13 @@ void usage() {
       "                   one file, a model.safetensors.index.json with its "
       "shards, or\n"
       "                   a checkpoint folder holding either\n"
+      "  --random-weights SEED\n"
+      "                   instead of --weights: generate every weight from "
+      "SEED and its\n"
+      "                   name in memory (what meshfold-gen-weights --seed "
+      "SEED writes,\n"
+      "                   in the program's storage type): benchmarks "
+      "without a checkpoint\n"
       "  --prompts FILE   prompts, one request per line\n"
       "  --prompts-text FILE\n"
       "                   text prompts, one per line (UTF-8; escapes \\n, "
@@ -244,6 +252,7 @@ void configureRouting(const std::string &text, const Program &prog,
 bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
   const std::map<std::string, std::string *> valued = {
       {"--weights", &options.weights},
+      {"--random-weights", &options.randomWeights},
       {"--prompts", &options.prompts},
       {"--prompts-text", &options.promptsText},
       {"--prompts-jsonl", &options.promptsJsonl},
@@ -329,11 +338,15 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
     } else
       die("unknown option '" + arg + "' (see --help)");
   }
-  for (auto [flag, value] : {std::pair<const char *, const std::string *>{
-                                 "--weights", &options.weights},
-                             {"--out", &options.out}})
-    if (value->empty())
-      die(std::string("missing ") + flag + " (see --help)");
+  if (options.weights.empty() == options.randomWeights.empty())
+    die(options.weights.empty()
+            ? "missing --weights or --random-weights (see --help)"
+            : "give one of --weights and --random-weights");
+  if (!options.randomWeights.empty())
+    options.randomSeed =
+        uint64_t(parseCount("--random-weights", options.randomWeights));
+  if (options.out.empty())
+    die("missing --out (see --help)");
   int prompts = !options.prompts.empty() + !options.promptsText.empty() +
                 !options.promptsJsonl.empty();
   if (prompts != 1)

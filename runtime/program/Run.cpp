@@ -813,9 +813,16 @@ void mfrt::loadProgram(const Options &options, Program &prog) {
   checkPromptLengths(options, m, prog.prompts);
   checkGeneration(options, m, prog.requests);
   prog.generation = options.generation;
-  prog.weights = Checkpoint::open(options.weights, &error);
-  if (!prog.weights)
-    die(error);
+  if (options.randomWeights.empty()) {
+    prog.weights = Checkpoint::open(options.weights, &error);
+    if (!prog.weights)
+      die(error);
+  } else {
+    std::vector<const Manifest *> manifests = {&m};
+    if (prog.pools)
+      manifests.push_back(&prog.decodeManifest);
+    prog.weights = generateWeights(manifests, options.randomSeed);
+  }
   checkWeights(m, *prog.weights);
   if (prog.pools)
     checkWeights(prog.decodeManifest, *prog.weights);

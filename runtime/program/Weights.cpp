@@ -18,6 +18,7 @@
 
 #include "mfrt/program/Weights.h"
 
+#include "mfrt/io/RandomWeights.h"
 #include "mfrt/program/Program.h"
 
 #include "meshfold/Support/DType.h"
@@ -427,6 +428,25 @@ void mfrt::checkWeights(const Manifest &m, const Checkpoint &file) {
       if (file.header(name) &&
           !findTensor(file, name, shape, error, /*map=*/false))
         die(error);
+}
+
+std::unique_ptr<Checkpoint>
+mfrt::generateWeights(const std::vector<const Manifest *> &manifests,
+                      uint64_t seed) {
+  std::vector<RandomTensor> tensors;
+  std::set<std::string> seen;
+  for (const Manifest *m : manifests)
+    for (const ManifestParam &p : m->params)
+      for (auto &[name, shape] : checkpointTensors(p))
+        if (seen.insert(name).second)
+          tensors.push_back({name, p.bf16 ? DType::BF16 : DType::F32, shape});
+  std::string error;
+  std::unique_ptr<Checkpoint> weights = randomCheckpoint(
+      tensors, seed, "random weights (seed " + std::to_string(seed) + ")",
+      std::max(1u, std::thread::hardware_concurrency()), &error);
+  if (!weights)
+    die(error);
+  return weights;
 }
 
 int64_t mfrt::groupOf(std::map<std::string, int64_t> &cache,

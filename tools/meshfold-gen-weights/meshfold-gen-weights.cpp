@@ -4,15 +4,16 @@
 //
 // Writes one tensor per weight the model names (stacked expert weights are
 // written per expert, as in a Hugging Face checkpoint). Values depend only on
-// the seed and the tensor's name, so the same weight gets the same values in
-// any model that names it.
+// the seed and the tensor's name (mfrt/io/RandomWeights.h), so the same
+// weight gets the same values in any model that names it, and an emitted
+// program run with --random-weights S computes on the same values.
 //
 //===----------------------------------------------------------------------===//
 
 #include "meshfold/Dialect/MoE/IR/MoE.h"
 #include "meshfold/Version.h"
 
-#include "meshfold/Support/DType.h"
+#include "mfrt/io/RandomWeights.h"
 #include "mfrt/io/Safetensors.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -34,7 +35,6 @@
 #include "llvm/Support/WithColor.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
 #include <unistd.h>
@@ -69,26 +69,6 @@ namespace {
   std::exit(1);
 }
 
-/// splitmix64: small, fast, and the same on every platform.
-struct SplitMix64 {
-  uint64_t state;
-  uint64_t next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  /// Uniform in [-1, 1).
-  double uniform() { return double(next() >> 11) * 0x1.0p-52 - 1.0; }
-};
-
-uint64_t fnv1a(StringRef s) {
-  uint64_t h = 0xcbf29ce484222325ULL;
-  for (char c : s)
-    h = (h ^ uint8_t(c)) * 0x100000001b3ULL;
-  return h;
-}
-
 /// Elements of a tensor of `shape`.
 int64_t product(ArrayRef<int64_t> shape) {
   int64_t count = 1;
@@ -97,20 +77,6 @@ int64_t product(ArrayRef<int64_t> shape) {
   return count;
 }
 
-/// Values for one tensor: norms near 1, everything else uniform with a scale
-/// of 1/sqrt(fan_in) (the embedding: 1) so activations stay O(1).
-std::vector<float> generate(StringRef name, ArrayRef<int64_t> shape) {
-  int64_t count = product(shape);
-  SplitMix64 rng{fnv1a(name) ^ (seed * 0xd1342543de82ef95ULL)};
-  bool norm = name.ends_with("norm.weight");
-  double scale = name == "model.embed_tokens.weight"
-                     ? 1.0
-                     : 1.0 / std::sqrt(double(shape.back()));
-  std::vector<float> values(count);
-  for (float &v : values)
-    v = norm ? float(1.0 + 0.1 * rng.uniform()) : float(scale * rng.uniform());
-  return values;
-}
 /// The tensors in checkpoint order, by name and shape.
 using TensorList = std::vector<std::pair<std::string, std::vector<int64_t>>>;
 
@@ -182,17 +148,9 @@ std::vector<unsigned> assignShards(const TensorList &tensors,
 /// The tensor `name`'s values in the storage type --dtype asks for.
 void encode(StringRef name, ArrayRef<int64_t> dims,
             std::vector<uint8_t> &bytes) {
-  std::vector<float> values = generate(name, dims);
-  if (dtype == "f32") {
-    bytes.resize(values.size() * sizeof(float));
-    std::memcpy(bytes.data(), values.data(), bytes.size());
-  } else {
-    bytes.resize(values.size() * sizeof(uint16_t));
-    for (size_t k = 0; k < values.size(); ++k) {
-      uint16_t h = meshfold::f32ToBF16(values[k]);
-      std::memcpy(bytes.data() + 2 * k, &h, 2);
-    }
-  }
+  mfrt::randomWeightBytes(name.str(), {dims.begin(), dims.end()},
+                          dtype == "f32" ? mfrt::DType::F32 : mfrt::DType::BF16,
+                          seed, bytes);
 }
 
 /// Writes the tensors to -o: one file, or with --shards a folder of shard

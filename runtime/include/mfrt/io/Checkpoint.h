@@ -37,11 +37,13 @@ namespace mfrt {
 class Checkpoint {
 public:
   /// Opens and checks \p path (a file, an index or a folder). On failure
-  /// returns null and sets \p error to one line.
+  /// returns null and sets \p error to one line. \p label, when given, is
+  /// the name path() returns (a generated checkpoint's).
   static std::unique_ptr<Checkpoint> open(const std::string &path,
-                                          std::string *error);
+                                          std::string *error,
+                                          const std::string &label = "");
 
-  /// The path as given.
+  /// The path as given (or the label).
   const std::string &path() const { return givenPath; }
   /// The tensor called \p name, its shard mapped (its `data` set), or null
   /// when there is none or (with \p error set) its shard cannot be mapped.

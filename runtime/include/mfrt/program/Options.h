@@ -21,6 +21,9 @@ struct Program;
 /// The command line, as given (checked by the steps that use it).
 struct Options {
   std::string weights, prompts, out, backend = "local", timeout;
+  /// --random-weights SEED (instead of --weights), and the seed.
+  std::string randomWeights;
+  uint64_t randomSeed = 0;
   /// --prompts-text / --prompts-jsonl (text tokenized with --tokenizer's,
   /// else the checkpoint's tokenizer) and --out-jsonl.
   std::string promptsText, promptsJsonl, tokenizer, outJsonl;

@@ -14,7 +14,9 @@
 #include <atomic>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 namespace mfrt {
 
@@ -24,6 +26,11 @@ struct ProgramRank;
 /// Checks the dtype and shape of every tensor the model reads that the
 /// checkpoint holds.
 void checkWeights(const meshfold::Manifest &m, const Checkpoint &file);
+/// --random-weights: every tensor the manifests read, generated from
+/// `seed` in the storage type the manifest names (mfrt/io/RandomWeights.h).
+std::unique_ptr<Checkpoint>
+generateWeights(const std::vector<const meshfold::Manifest *> &manifests,
+                uint64_t seed);
 /// The runtime group of `axes` for this rank, made once per rank.
 int64_t groupOf(std::map<std::string, int64_t> &cache, const std::string &axes);
 /// Loads this rank's slice of every weight, in the storage type the
