@@ -1,21 +1,30 @@
 #!/usr/bin/env bash
-# The CUDA target end to end on a machine with one NVIDIA GPU and the CUDA
-# toolkit (nvcc, ptxas, NCCL). Installs what is missing, configures and builds
-# a release build with every core, then, within a total time limit:
+# The CUDA target end to end on a machine with one NVIDIA GPU. Two ways:
 #
-#   unit  the runtime's GPU unit tests (CudaRuntimeTest, mgpu symbol check)
+#   test/gpu/run-on-device.sh --prebuilt DIR [WORK_DIR]
+#       DIR comes from test/gpu/prepare-device-dir.sh, run on a machine with
+#       LLVM/MLIR and the CUDA toolkit; the GPU machine needs only the CUDA
+#       driver and toolkit (cuBLAS) and runs the steps alone
+#   test/gpu/run-on-device.sh [BUILD_DIR] [WORK_DIR]
+#       on a GPU machine that can also build: installs what is missing,
+#       builds a release build, prepares WORK_DIR/prebuilt, then the same steps
+#
+# The steps, within a total time limit:
+#
+#   unit  the runtime's GPU unit tests (CudaRuntimeTest, CudaErrorTest)
 #   (a)   the seed example compiled for one rank with --target cuda, run on
 #         the GPU, compared with the CPU reference
 #   (b)   the seed plan (--tp 2 --cp 2 --dp 4 --pp 2, 32 ranks) compiled with
 #         --target cuda, its 32 ranks run as threads on the one GPU (local
 #         backend, one stream per rank), compared with the reference
-#   (c)   the one-rank program on the nccl backend (mpirun -np 1)
-#   (d)   bench/gpu-kernels (cuBLAS timings, compiled kernels if the compiler
-#         can emit PTX, attention roofline)
-#   (e)   bench/gpu-layer.sh: the generated kernels at realistic dims (one
-#         Mixtral layer, 32 experts, T = 4096): per-kernel times
-#         (MFRT_PROFILE_KERNELS=1), achieved TFLOP/s, the matrix products'
-#         time against cuBLAS's
+#   (c)   the one-rank program on the nccl backend (mpirun -np 1), where
+#         mpirun and the nccl plugin are there (SKIP otherwise)
+#   (d)   bench/gpu-kernels (cuBLAS timings, the compiled kernels listed,
+#         attention roofline)
+#   (e)   bench/gpu-layer.sh: one Mixtral layer (32 experts, generated
+#         weights) at T = 512 and T = 4096: per-kernel times
+#         (MFRT_PROFILE_KERNELS=1), achieved TFLOP/s against cuBLAS's, and
+#         the GPU's peak memory in use (nvidia-smi)
 #   (f)   prefill and decode on separate pools (--decode-plan): the seed plan
 #         prefills on ranks 0..31 and hands each request's K/V to a TP2 x DP8
 #         decode pool on ranks 32..47, all 48 as threads on the one GPU;
@@ -28,31 +37,40 @@
 # rsqrt: outputs are compared with meshfold-compare --rtol 1e-3 (per tensor,
 # max|a-b| / max|ref|); the CPU target gets about 7e-7 on the same one.
 #
-# Prints PASS / FAIL / SKIP per step and exits non-zero if any step failed.
-#
-#   test/gpu/run-on-device.sh [BUILD_DIR] [WORK_DIR]
+# Prints PASS / FAIL / SKIP per step, then one table; exits non-zero if any
+# step failed (numerics included).
 #
 # Environment: MESHFOLD_CUDA_ROOT (default /usr/local/cuda),
-# MESHFOLD_GPU_STEPS_TIMEOUT (seconds for all steps, default 600),
+# MESHFOLD_GPU_STEPS_TIMEOUT (seconds for all steps, default 330),
 # MESHFOLD_GPU_BUILD_TIMEOUT (seconds for configure + build, default 1200),
 # MESHFOLD_GPU_RTOL (default 1e-3).
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-build="${1:-$root/build-gpu}"
-work="${2:-$build/gpu-check}"
+prebuilt=""
+if [ "${1:-}" = "--prebuilt" ]; then
+  [ -n "${2:-}" ] || { echo "run-on-device: --prebuilt needs a folder" >&2; exit 2; }
+  prebuilt="$(cd "$2" 2>/dev/null && pwd)" ||
+    { echo "run-on-device: --prebuilt $2: no such folder" >&2; exit 2; }
+  [ -f "$prebuilt/BUILT" ] ||
+    { echo "run-on-device: --prebuilt $2: not made by test/gpu/prepare-device-dir.sh (no BUILT)" >&2; exit 2; }
+  shift 2
+  work="${1:-/tmp/meshfold-gpu-check}"
+elif [ "${1:-}" = "-h" ] || [ "${1:-}" = "--help" ]; then
+  sed -n '2,46s/^# \{0,1\}//p' "$0"
+  exit 0
+else
+  build="${1:-$root/build-gpu}"
+  work="${2:-$build/gpu-check}"
+fi
 cuda_root="${MESHFOLD_CUDA_ROOT:-/usr/local/cuda}"
-steps_timeout="${MESHFOLD_GPU_STEPS_TIMEOUT:-600}"
+steps_timeout="${MESHFOLD_GPU_STEPS_TIMEOUT:-330}"
 build_timeout="${MESHFOLD_GPU_BUILD_TIMEOUT:-1200}"
 rtol="${MESHFOLD_GPU_RTOL:-1e-3}"
-examples="$root/python-free-examples"
-config="$examples/seed/config.json"
-prompts="$examples/seed/prompts.txt"
-# shellcheck disable=SC2054 # commas are part of the --order value
-plan=(--tp 2 --cp 2 --dp 4 --pp 2 --order tp,cp,dp,pp --gpus-per-node 8)
 
 mkdir -p "$work"
+work="$(cd "$work" && pwd)"
 export PATH="$cuda_root/bin:$PATH"
 summary=()
 failed=0
@@ -62,6 +80,12 @@ record() { # STEP STATUS DETAIL
   summary+=("$(printf '%-6s %-5s %s' "$1" "$2" "$3")")
   [ "$2" = FAIL ] && failed=1
   printf -- '-- %s: %s %s\n' "$1" "$2" "$3"
+}
+finish() {
+  printf '\nsummary (steps took %d s of %d):\n' $(($(date +%s) - ${start:-$(date +%s)})) \
+    "$steps_timeout"
+  printf '  %s\n' "${summary[@]}"
+  exit $failed
 }
 
 # Runs "$@" with a timeout (seconds, first argument), logging to $log.
@@ -86,33 +110,36 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 else
   echo "nvidia-smi not found (the driver may still work)"
 fi
-[ -x "$cuda_root/bin/nvcc" ] || echo "warning: no nvcc under $cuda_root"
 
-# --- dependencies, configure, build ----------------------------------------
-say "dependencies (scripts/install-deps.sh)"
-log="$work/deps.log"
-: >"$log"
-if ! run 600 "$root/scripts/install-deps.sh"; then
-  echo "warning: install-deps failed; trying to build with what is installed"
+# --- without --prebuilt: dependencies, build, the folder --------------------
+if [ -z "$prebuilt" ]; then
+  say "dependencies (scripts/install-deps.sh)"
+  log="$work/deps.log"
+  : >"$log"
+  run 600 "$root/scripts/install-deps.sh" ||
+    echo "warning: install-deps failed; trying to build with what is installed"
+  say "configure and build (release, -j$(nproc)) in $build"
+  log="$work/build.log"
+  : >"$log"
+  build_start=$(date +%s)
+  if run "$build_timeout" cmake -S "$root" -B "$build" -G Ninja \
+    -DCMAKE_BUILD_TYPE=Release -DMESHFOLD_CUDA_ROOT="$cuda_root" &&
+    run $((build_timeout - ($(date +%s) - build_start))) \
+      cmake --build "$build" -j"$(nproc)" &&
+    run 600 "$here/prepare-device-dir.sh" --build "$build" "$work/prebuilt"; then
+    record build PASS "$(($(date +%s) - build_start)) s"
+  else
+    record build FAIL "see $log"
+    finish
+  fi
+  prebuilt="$work/prebuilt"
 fi
-
-say "configure and build (release, -j$(nproc)) in $build"
-log="$work/build.log"
-: >"$log"
-build_start=$(date +%s)
-if run "$build_timeout" cmake -S "$root" -B "$build" -G Ninja \
-  -DCMAKE_BUILD_TYPE=Release -DMESHFOLD_CUDA_ROOT="$cuda_root" &&
-  run $((build_timeout - ($(date +%s) - build_start))) \
-    cmake --build "$build" -j"$(nproc)"; then
-  record build PASS "$(($(date +%s) - build_start)) s"
-else
-  record build FAIL "see $log"
-  printf '\nsummary:\n'
-  printf '  %s\n' "${summary[@]}"
-  exit 1
-fi
-bin="$build/bin"
-export MFRT_PLUGIN_DIR="$build/lib"
+echo "prebuilt folder: $prebuilt"
+sed 's/^/  /' "$prebuilt/BUILT"
+bin="$prebuilt/bin"
+seed="$prebuilt/seed"
+prompts="$seed/prompts.txt"
+export LD_LIBRARY_PATH="$prebuilt/lib:$cuda_root/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # --- the steps, within $steps_timeout seconds in all -----------------------
 start=$(date +%s)
@@ -121,10 +148,10 @@ left() { # seconds left for the steps, at most $1
   [ "$rest" -lt "$1" ] && echo "$rest" || echo "$1"
 }
 have_time() { [ "$(left 1000000)" -gt 5 ]; }
-# Compares the program's output $1 with the CPU reference (logged to $log).
+# Compares output $1 with reference $2 (default the prefill reference).
 compare() {
-  run "$(left 60)" "$bin/meshfold-compare" "$1" "$work/reference.safetensors" \
-    --rtol "$rtol"
+  run "$(left 60)" "$bin/meshfold-compare" "$1" \
+    "${2:-$seed/reference.safetensors}" --rtol "$rtol"
 }
 # What the last comparison in $log found, for the summary.
 compared() { echo "$(grep -o 'max rel err [^,]*' "$log" | tail -1) (rtol $rtol)"; }
@@ -132,34 +159,30 @@ compared() { echo "$(grep -o 'max rel err [^,]*' "$log" | tail -1) (rtol $rtol)"
 say "unit: runtime GPU tests"
 log="$work/unit.log"
 : >"$log"
-if run "$(left 120)" ctest --test-dir "$build" -R "CudaRuntime|CudaError|MfrtCuda" \
-  --output-on-failure; then
-  if grep -q "Skipped" "$log"; then
-    record unit FAIL "GPU tests were skipped: the device is not usable (see $log)"
-  else
-    record unit PASS "CudaRuntimeTest, CudaErrorTest, MfrtCuda.mgpu-symbols"
+unit_ok=1
+for t in CudaRuntimeTest CudaErrorTest; do
+  if [ ! -x "$bin/$t" ]; then
+    unit_ok=0
+    echo "   $t was not built" >>"$log"
+  elif ! run "$(left 120)" "$bin/$t"; then
+    unit_ok=0
   fi
-else
+done
+if [ $unit_ok -ne 1 ]; then
   record unit FAIL "see $log"
+elif grep -q "SKIPPED" "$log"; then
+  record unit FAIL "GPU tests were skipped: the device is not usable (see $log)"
+else
+  record unit PASS "CudaRuntimeTest, CudaErrorTest"
 fi
 
 say "(a) seed example, one rank, --target cuda"
 log="$work/a.log"
 : >"$log"
-a_ok=0
 if have_time &&
-  run "$(left 60)" "$bin/meshfold-import-hf" "$config" -o "$work/model.mlir" &&
-  run "$(left 60)" "$bin/meshfold-gen-weights" "$work/model.mlir" --seed 1 \
-    --dtype bf16 -o "$work/weights.safetensors" &&
-  run "$(left 120)" "$bin/meshfold-reference" --config "$config" \
-    --weights "$work/weights.safetensors" --prompts "$prompts" \
-    --out "$work/reference.safetensors" &&
-  run "$(left 180)" "$bin/meshfold-compile" "$work/model.mlir" --target cuda \
-    -o "$work/prefill-1" &&
-  run "$(left 120)" "$work/prefill-1" --weights "$work/weights.safetensors" \
+  run "$(left 120)" "$seed/prefill-1" --weights "$seed/weights.safetensors" \
     --prompts "$prompts" --out "$work/out-1.safetensors" --timeout 60 &&
   compare "$work/out-1.safetensors"; then
-  a_ok=1
   record a PASS "$(compared)"
 else
   record a FAIL "see $log"
@@ -168,11 +191,8 @@ fi
 say "(b) seed plan, 32 ranks on one GPU (local backend), --target cuda"
 log="$work/b.log"
 : >"$log"
-if ! have_time || [ ! -s "$work/reference.safetensors" ]; then
-  record b FAIL "no time left or no reference (step a)"
-elif run "$(left 180)" "$bin/meshfold-compile" "$work/model.mlir" "${plan[@]}" \
-  --target cuda -o "$work/prefill-32" &&
-  run "$(left 180)" "$work/prefill-32" --weights "$work/weights.safetensors" \
+if have_time &&
+  run "$(left 180)" "$seed/prefill-32" --weights "$seed/weights.safetensors" \
     --prompts "$prompts" --out "$work/out-32.safetensors" --timeout 120 &&
   compare "$work/out-32.safetensors"; then
   record b PASS "$(compared)"
@@ -184,16 +204,13 @@ say "(c) nccl backend, world size 1"
 log="$work/c.log"
 : >"$log"
 mpirun_cmd=$(command -v mpirun || true)
-if [ ! -f "$build/lib/libmfrt_nccl.so" ]; then
-  record c FAIL "libmfrt_nccl.so was not built (MPI, NCCL or nvcc missing)"
-elif [ -z "$mpirun_cmd" ]; then
-  record c FAIL "mpirun not found"
-elif [ $a_ok -ne 1 ] || ! have_time; then
-  record c FAIL "needs step (a)'s program and time left"
-elif run "$(left 120)" "$mpirun_cmd" --allow-run-as-root --oversubscribe -np 1 \
-  -x MFRT_PLUGIN_DIR "$work/prefill-1" --backend nccl \
-  --weights "$work/weights.safetensors" --prompts "$prompts" \
-  --out "$work/out-nccl.safetensors" --timeout 60 &&
+if [ ! -f "$prebuilt/lib/libmfrt_nccl.so" ] || [ -z "$mpirun_cmd" ]; then
+  record c SKIP "needs mpirun and the nccl plugin (libmfrt_nccl.so) on this machine"
+elif have_time &&
+  run "$(left 120)" "$mpirun_cmd" --allow-run-as-root --oversubscribe -np 1 \
+    -x MFRT_PLUGIN_DIR="$prebuilt/lib" -x LD_LIBRARY_PATH "$seed/prefill-1" \
+    --backend nccl --weights "$seed/weights.safetensors" --prompts "$prompts" \
+    --out "$work/out-nccl.safetensors" --timeout 60 &&
   compare "$work/out-nccl.safetensors"; then
   record c PASS "$(compared)"
 else
@@ -203,30 +220,37 @@ fi
 say "(d) kernel benchmark (bench/gpu-kernels)"
 log="$work/d.log"
 : >"$log"
-bench_args=(--iters 10)
-if [ -s "$work/model.mlir" ] && have_time &&
-  run "$(left 120)" "$bin/meshfold-compile" "$work/model.mlir" --target cuda \
-    --emit ptx -o "$work/kernels.ptx" && [ -s "$work/kernels.ptx" ]; then
-  bench_args+=(--ptx "$work/kernels.ptx")
-else
-  echo "   (no PTX from meshfold-compile --emit ptx: cuBLAS and roofline only)"
-fi
-if [ ! -x "$bin/gpu-kernels" ]; then
-  record d FAIL "gpu-kernels was not built (cuBLAS missing?)"
-elif have_time && run "$(left 240)" "$bin/gpu-kernels" "${bench_args[@]}"; then
+if have_time && run "$(left 120)" "$bin/gpu-kernels" --iters 10 \
+  --ptx "$prebuilt/kernels.ptx"; then
   sed -n '/^cuBLAS/,$p' "$log" | sed 's/^/   /'
   record d PASS "report in $log"
 else
   record d FAIL "see $log"
 fi
 
-say "(e) generated kernels at realistic dims (bench/gpu-layer.sh, T = 4096)"
+say "(e) one Mixtral layer (bench/gpu-layer.sh), T = 512 and 4096"
 log="$work/e.log"
 : >"$log"
-if have_time && run "$(left 300)" "$root/bench/gpu-layer.sh" "$build" \
-  "$work/layer"; then
-  sed -n '/^== generated vs cuBLAS/,$p' "$log" | sed 's/^/   /'
-  record e PASS "kernel profile in $log"
+peak="$work/memory.txt"
+: >"$peak"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 \
+    >"$peak" 2>/dev/null &
+  smi=$!
+fi
+e_ok=1
+for t in 512 4096; do
+  if ! have_time || ! run "$(left 150)" "$root/bench/gpu-layer.sh" --tokens "$t" \
+    --program "$prebuilt/layer/prefill" "$prebuilt" "$work/layer"; then
+    e_ok=0
+    break
+  fi
+done
+[ -n "${smi:-}" ] && kill "$smi" 2>/dev/null
+mem=$(sort -n "$peak" | tail -1)
+if [ $e_ok -eq 1 ]; then
+  grep '^  ' "$log" | grep -E 'linear|expert FFN|attention:' | sed 's/^/   /'
+  record e PASS "peak GPU memory in use ${mem:-?} MiB"
 else
   record e FAIL "see $log"
 fi
@@ -234,25 +258,18 @@ fi
 say "(f) two pools (seed plan -> tp=2 dp=8), 48 ranks on one GPU, decode"
 log="$work/f.log"
 : >"$log"
-if ! have_time || [ ! -s "$work/model.mlir" ]; then
-  record f FAIL "no time left or no model (step a)"
-elif run "$(left 120)" "$bin/meshfold-reference" --config "$config" \
-  --weights "$work/weights.safetensors" --prompts "$prompts" \
-  --out "$work/reference-decode.safetensors" --max-new-tokens 8 \
-  --step-logits &&
-  run "$(left 240)" "$bin/meshfold-compile" "$work/model.mlir" "${plan[@]}" \
-    --decode-plan "tp=2 dp=8" --target cuda -o "$work/pools" &&
-  run "$(left 180)" "$work/pools" --weights "$work/weights.safetensors" \
+if have_time &&
+  run "$(left 180)" "$seed/pools" --weights "$seed/weights.safetensors" \
     --prompts "$prompts" --out "$work/out-pools.safetensors" \
     --max-new-tokens 8 --step-logits --timeout 120 &&
-  run "$(left 60)" "$bin/meshfold-compare" "$work/out-pools.safetensors" \
-    "$work/reference-decode.safetensors" --rtol "$rtol"; then
+  compare "$work/out-pools.safetensors" "$seed/reference-decode.safetensors"; then
   record f PASS "$(compared)"
 else
   record f FAIL "see $log"
 fi
 
-printf '\nsummary (steps took %d s of %d):\n' $(($(date +%s) - start)) \
-  "$steps_timeout"
-printf '  %s\n' "${summary[@]}"
-exit $failed
+# The layer's lines (bench/gpu-layer.sh's last line per T) in the table.
+while read -r line; do
+  summary+=("$(printf '%-6s %-5s %s' e "" "$line")")
+done < <(grep '^layer T=' "$work/e.log" 2>/dev/null)
+finish
