@@ -12,19 +12,21 @@
 # report also has the attention roofline. The last line, "layer T=...", is
 # the one test/gpu/run-on-device.sh puts in its table.
 #
-#   bench/gpu-layer.sh [--tokens T] [--program EXE] [BUILD_DIR] [WORK_DIR]
+#   bench/gpu-layer.sh [--tokens T] [--program EXE] [--label NAME] [BUILD_DIR]
+#                      [WORK_DIR]
 #
 # BUILD_DIR (default build/) holds bin/gpu-kernels, and without --program
 # the tools that compile the layer; --program runs an already compiled layer
-# (test/gpu/prepare-device-dir.sh makes one).
+# (test/gpu/prepare-device-dir.sh makes one), named NAME in the last line.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-tokens=4096 program=""
+tokens=4096 program="" label=generated
 while [ $# -gt 0 ]; do
   case "$1" in
   --tokens) tokens="$2"; shift 2 ;;
   --program) program="$2"; shift 2 ;;
-  -h | --help) sed -n '2,19s/^# \{0,1\}//p' "$0"; exit 0 ;;
+  --label) label="$2"; shift 2 ;;
+  -h | --help) sed -n '2,20s/^# \{0,1\}//p' "$0"; exit 0 ;;
   -*) echo "gpu-layer: unknown option '$1' (see --help)" >&2; exit 1 ;;
   *) break ;;
   esac
@@ -54,7 +56,7 @@ if [ -z "$program" ]; then
 fi
 awk -v n="$tokens" 'BEGIN { s = ""; for (i = 0; i < n; i++) s = s (i ? " " : "") (i * 7919) % 32000; print s }' \
   >"$work/prompt-$tokens.txt"
-profile="$work/profile-$tokens.txt"
+profile="$work/profile-$label-$tokens.txt"
 MFRT_PROFILE_KERNELS=1 "$program" --random-weights 1 \
   --prompts "$work/prompt-$tokens.txt" --out "$work/out-$tokens.safetensors" \
   --timeout 300 2>"$profile"
@@ -72,7 +74,7 @@ lin=$(gen linear) ffn=$(gen experts) att=$(gen attention) total=$(all)
 qkv=$(cub qkv) o=$(cub o) f13=$(cub ffn13-all) f2=$(cub ffn2-all)
 echo
 echo "== generated vs cuBLAS and FLOPs"
-awk -v T="$tokens" -v lin="$lin" -v ffn="$ffn" -v att="$att" -v total="$total" \
+awk -v T="$tokens" -v label="$label" -v lin="$lin" -v ffn="$ffn" -v att="$att" -v total="$total" \
   -v qkv="${qkv:-0}" -v o="${o:-0}" -v f13="${f13:-0}" -v f2="${f2:-0}" 'BEGIN {
   # FLOPs (2 per multiply-add): the q/k/v/o projections and the router; the
   # routed experts (top-2, SwiGLU: w1, w3, w2); causal attention (QK^T and
@@ -86,8 +88,8 @@ awk -v T="$tokens" -v lin="$lin" -v ffn="$ffn" -v att="$att" -v total="$total" \
   printf "\n  expert FFN: %.3f ms, %.2f TFLOP/s", ffn, (ffn > 0 ? fffn / ffn / 1e9 : 0)
   if (f13 + f2 > 0) printf "; cuBLAS w1/w3 + w2 over the routed rows %.3f ms: %.1fx its time", (f13 + f2) / 1000, ffn / ((f13 + f2) / 1000)
   printf "\n  attention: %.3f ms, %.2f TFLOP/s (roofline above)\n", att, (att > 0 ? fatt / att / 1e9 : 0)
-  printf "layer T=%d: all kernels %.3f ms; linear %.2f TFLOP/s (cuBLAS %.2f), experts %.2f TFLOP/s (cuBLAS %.2f), attention %.2f TFLOP/s\n",
-    T, total, (lin > 0 ? flin / lin / 1e9 : 0), (qkv + o > 0 ? 2 * T * d * (d + kv + kv + d) / (qkv + o) / 1e6 : 0),
+  printf "layer T=%d %s: all kernels %.3f ms; linear %.2f TFLOP/s (cuBLAS %.2f), experts %.2f TFLOP/s (cuBLAS %.2f), attention %.2f TFLOP/s\n",
+    T, label, total, (lin > 0 ? flin / lin / 1e9 : 0), (qkv + o > 0 ? 2 * T * d * (d + kv + kv + d) / (qkv + o) / 1e6 : 0),
     (ffn > 0 ? fffn / ffn / 1e9 : 0), (f13 + f2 > 0 ? fffn / (f13 + f2) / 1e6 : 0), (att > 0 ? fatt / att / 1e9 : 0) }'
 if [ "$lin" = "0.000" ] || [ "$ffn" = "0.000" ]; then
   echo "gpu-layer: no linear / experts kernels in the profile" >&2

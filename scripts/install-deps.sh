@@ -77,13 +77,14 @@ make_venv() {
 }
 
 # The tests' independent tokenizers, Hugging Face `tokenizers` and
-# SentencePiece's Python package, and ml_dtypes (NumPy's fp8 types, which
-# write the fp8 checkpoints), from PyPI (a few tens of MB), in a venv in the
-# build folder (build/test-venv).
+# SentencePiece's Python package, ml_dtypes (NumPy's fp8 types, which write
+# the fp8 checkpoints) and NVIDIA's nvdisasm (the SASS of the CUDA target's
+# kernels; the toolkit has none), from PyPI (a few tens of MB), in a venv in
+# the build folder (build/test-venv).
 build="$(dirname "$0")/../build"
-make_venv "$build/test-venv" "tokenizers, sentencepiece, ml_dtypes" \
-  "tokenizer and fp8" python3 -- tokenizers==0.23.3 sentencepiece==0.2.3 \
-  ml_dtypes==0.6.0
+make_venv "$build/test-venv" "tokenizers, sentencepiece, ml_dtypes, nvidia.cu13" \
+  "tokenizer, fp8 and SASS" python3 -- tokenizers==0.23.3 sentencepiece==0.2.3 \
+  ml_dtypes==0.6.0 nvidia-cuda-nvdisasm==13.2.86
 
 # The tests' Hugging Face transformers (PyPI) on Debian's CPU PyTorch
 # (python3-torch, above), in a second venv that sees Debian's Python

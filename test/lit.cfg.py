@@ -1,4 +1,5 @@
 # -*- Python -*-
+import glob
 import os
 import sys
 
@@ -166,6 +167,20 @@ find_python("ml-dtypes", "%ml_python",
             [os.environ.get("MESHFOLD_TOK_PYTHON", ""), build_python("test-venv"),
              build_python("bench-venv")],
             ["ml_dtypes", "numpy"], 60)
+
+# NVIDIA's disassembler (PyPI nvidia-cuda-nvdisasm, in the test venv; the
+# toolkit here has none), for the SASS of the kernels (REQUIRES: nvdisasm;
+# %nvdisasm): MESHFOLD_NVDISASM, else the test venv's, else one on PATH.
+nvdisasm_candidates = [os.environ.get("MESHFOLD_NVDISASM", "")]
+nvdisasm_candidates += sorted(glob.glob(os.path.join(
+    config.meshfold_obj_root, "test-venv", "lib", "python*", "site-packages",
+    "nvidia", "cu*", "bin", "nvdisasm")))
+nvdisasm_candidates.append(shutil.which("nvdisasm") or "")
+for nvdisasm in nvdisasm_candidates:
+    if nvdisasm and os.access(nvdisasm, os.X_OK):
+        config.available_features.add("nvdisasm")
+        config.substitutions.append(("%nvdisasm", nvdisasm))
+        break
 
 # SentencePiece's trainer (Debian's sentencepiece), to make test models.
 spm_train = shutil.which("spm_train")

@@ -58,9 +58,19 @@ void meshfold::buildLowerToCUDAPipeline(OpPassManager &pm,
   buildLowerToBuffersPipeline(pm, options.entry, options.weightDType,
                               /*kernelLoops=*/true);
 
+  // With wgmma: the linear layers with bf16 weights -> TMA + warpgroup MMA
+  // kernels (gpu.launch) first.
+  if (options.wgmma)
+    pm.addNestedPass<func::FuncOp>(createMFGPUWgmmaContractionsPass());
   // Linalg -> parallel loops -> blocks x threads -> gpu.launch.
   addGPULoopNests(pm, options.threadsPerBlock, /*launches=*/true);
   pm.addNestedPass<func::FuncOp>(createConvertParallelLoopToGpuPass());
+  // TMA descriptors (host: mgpuTensorMapEncodeTiledMemref), mbarriers and
+  // TMA copies (kernels) -> NVVM, before the kernels leave their functions
+  // (as upstream's GPU pipeline does), so both sides agree on the
+  // descriptor's type.
+  if (options.wgmma)
+    pm.addPass(createConvertNVGPUToNVVMPass());
   MFGPUNameKernelsPassOptions names;
   names.moduleName = options.entry + "_kernels";
   pm.addPass(createMFGPUNameKernelsPass(names));

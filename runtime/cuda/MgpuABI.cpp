@@ -513,7 +513,10 @@ void *mgpuTensorMapEncodeTiledMemref(
       unsigned(tensorDataType) < sizeof(kElementBytes) / sizeof(int)
           ? kElementBytes[tensorDataType]
           : 1;
-  // As upstream: the descriptor's aligned pointer, innermost dimension first.
+  // The view's first element (its aligned pointer plus its offset: a
+  // subview, such as one expert of a stacked weight, starts there),
+  // innermost dimension first.
+  char *start = descriptor->data + descriptor->offset * elementBytes;
   const int64_t *sizes = descriptor->sizes;
   const int64_t *strides = sizes + tensorRank;
   cuuint64_t globalDim[5] = {1, 1, 1, 1, 1}, globalStrides[5] = {0};
@@ -525,18 +528,36 @@ void *mgpuTensorMapEncodeTiledMemref(
   for (int64_t i = 0; i + 1 < tensorRank; ++i)
     globalStrides[i] =
         cuuint64_t(strides[tensorRank - i - 2] * int64_t(elementBytes));
+  // A map depends only on these fields: one device copy per distinct map
+  // (a weight's is made at its first launch and reused by every later one;
+  // upstream's wrapper allocates and copies one per call).
+  std::vector<uint64_t> key = {uint64_t(reinterpret_cast<uintptr_t>(start)),
+                               uint64_t(tensorRank),
+                               uint64_t(tensorDataType),
+                               uint64_t(interleave),
+                               uint64_t(swizzle),
+                               uint64_t(l2Promotion),
+                               uint64_t(oobFill)};
+  for (int64_t i = 0; i < tensorRank; ++i)
+    key.insert(key.end(), {globalDim[i], globalStrides[i], boxDim[i]});
+  static std::mutex mutex;
+  static std::map<std::vector<uint64_t>, CUdeviceptr> maps;
+  std::lock_guard<std::mutex> lock(mutex);
+  if (auto it = maps.find(key); it != maps.end())
+    return reinterpret_cast<void *>(it->second);
   CUtensorMap map;
   check(cuTensorMapEncodeTiled(&map, tensorDataType, cuuint32_t(tensorRank),
-                               descriptor->data, globalDim, globalStrides,
-                               boxDim, elementStrides, interleave, swizzle,
-                               l2Promotion, oobFill),
+                               start, globalDim, globalStrides, boxDim,
+                               elementStrides, interleave, swizzle, l2Promotion,
+                               oobFill),
         "cuTensorMapEncodeTiled(rank " + std::to_string(tensorRank) + ")");
   // The kernel reads the map from device memory. It lives as long as the
-  // process (as upstream's wrapper does).
+  // process.
   CUdeviceptr dmap = 0;
   check(cuMemAlloc(&dmap, sizeof(CUtensorMap)), "cuMemAlloc(CUtensorMap)");
   check(cuMemcpyHtoD(dmap, &map, sizeof(CUtensorMap)),
         "cuMemcpyHtoD(CUtensorMap)");
+  maps.emplace(std::move(key), dmap);
   return reinterpret_cast<void *>(dmap);
 }
 

@@ -12,10 +12,12 @@
 #   seed/     the seed example: bf16 weights, prompts, the CPU reference's
 #             outputs (prefill, and decode with step logits), and its
 #             programs for --target cuda: one rank (prefill-1), the seed plan
-#             (prefill-32), the seed plan with a tp=2 dp=8 decode pool (pools)
-#   layer/    one Mixtral layer (bench/mixtral-layer.json) for --target cuda;
-#             it generates its 11 GB of weights on the GPU machine
-#             (--random-weights)
+#             (prefill-32), the seed plan with a tp=2 dp=8 decode pool
+#             (pools), and one rank and the seed plan with --wgmma
+#             (prefill-1-wgmma, prefill-32-wgmma)
+#   layer/    one Mixtral layer (bench/mixtral-layer.json) for --target cuda,
+#             without and with --wgmma (prefill, prefill-wgmma); it generates
+#             its 11 GB of weights on the GPU machine (--random-weights)
 #   kernels.ptx   the seed model's kernels (gpu-kernels --ptx lists them)
 #   BUILT     what made the folder (commit, compiler, toolkit)
 #
@@ -85,6 +87,10 @@ cp "$examples/seed/prompts.txt" "$s/prompts.txt"
   -o "$s/prefill-32"
 "$bin/meshfold-compile" "$s/model.mlir" "${plan[@]}" --decode-plan "tp=2 dp=8" \
   --target cuda -o "$s/pools"
+"$bin/meshfold-compile" "$s/model.mlir" --target cuda --wgmma \
+  -o "$s/prefill-1-wgmma"
+"$bin/meshfold-compile" "$s/model.mlir" "${plan[@]}" --target cuda --wgmma \
+  -o "$s/prefill-32-wgmma"
 "$bin/meshfold-compile" "$s/model.mlir" --target cuda --emit ptx \
   -o "$dir/kernels.ptx"
 
@@ -92,6 +98,8 @@ step "one Mixtral layer"
 "$bin/meshfold-import-hf" "$root/bench/mixtral-layer.json" -o "$dir/layer/model.mlir"
 "$bin/meshfold-compile" "$dir/layer/model.mlir" --target cuda \
   -o "$dir/layer/prefill"
+"$bin/meshfold-compile" "$dir/layer/model.mlir" --target cuda --wgmma \
+  -o "$dir/layer/prefill-wgmma"
 
 step "shared libraries"
 # Every library the programs and tools load, except the C and C++ runtimes

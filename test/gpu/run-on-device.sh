@@ -22,13 +22,17 @@
 #   (d)   bench/gpu-kernels (cuBLAS timings, the compiled kernels listed,
 #         attention roofline)
 #   (e)   bench/gpu-layer.sh: one Mixtral layer (32 experts, generated
-#         weights) at T = 512 and T = 4096: per-kernel times
-#         (MFRT_PROFILE_KERNELS=1), achieved TFLOP/s against cuBLAS's, and
-#         the GPU's peak memory in use (nvidia-smi)
+#         weights) at T = 512 and T = 4096, compiled without and with
+#         --wgmma: per-kernel times (MFRT_PROFILE_KERNELS=1), achieved
+#         TFLOP/s against cuBLAS's, and the GPU's peak memory in use
+#         (nvidia-smi)
 #   (f)   prefill and decode on separate pools (--decode-plan): the seed plan
 #         prefills on ranks 0..31 and hands each request's K/V to a TP2 x DP8
 #         decode pool on ranks 32..47, all 48 as threads on the one GPU;
 #         tokens and step logits compared with the reference's decode
+#   (g)   --wgmma (the linear layers and experts on Hopper tensor cores, bf16
+#         activations into the MMAs): one rank and the seed plan against
+#         the reference, rtol 2e-2 (MESHFOLD_GPU_RTOL_BF16)
 #
 # Tolerance: the CUDA program stores the weights in bf16 (--weight-dtype
 # bf16, the CUDA default) and computes and accumulates in fp32; the reference
@@ -43,7 +47,7 @@
 # Environment: MESHFOLD_CUDA_ROOT (default /usr/local/cuda),
 # MESHFOLD_GPU_STEPS_TIMEOUT (seconds for all steps, default 330),
 # MESHFOLD_GPU_BUILD_TIMEOUT (seconds for configure + build, default 1200),
-# MESHFOLD_GPU_RTOL (default 1e-3).
+# MESHFOLD_GPU_RTOL (default 1e-3), MESHFOLD_GPU_RTOL_BF16 (default 2e-2).
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -68,6 +72,7 @@ cuda_root="${MESHFOLD_CUDA_ROOT:-/usr/local/cuda}"
 steps_timeout="${MESHFOLD_GPU_STEPS_TIMEOUT:-330}"
 build_timeout="${MESHFOLD_GPU_BUILD_TIMEOUT:-1200}"
 rtol="${MESHFOLD_GPU_RTOL:-1e-3}"
+rtol_bf16="${MESHFOLD_GPU_RTOL_BF16:-2e-2}"
 
 mkdir -p "$work"
 work="$(cd "$work" && pwd)"
@@ -148,13 +153,14 @@ left() { # seconds left for the steps, at most $1
   [ "$rest" -lt "$1" ] && echo "$rest" || echo "$1"
 }
 have_time() { [ "$(left 1000000)" -gt 5 ]; }
-# Compares output $1 with reference $2 (default the prefill reference).
+# Compares output $1 with reference $2 (default the prefill reference) to
+# relative tolerance $3 (default $rtol).
 compare() {
   run "$(left 60)" "$bin/meshfold-compare" "$1" \
-    "${2:-$seed/reference.safetensors}" --rtol "$rtol"
+    "${2:-$seed/reference.safetensors}" --rtol "${3:-$rtol}"
 }
 # What the last comparison in $log found, for the summary.
-compared() { echo "$(grep -o 'max rel err [^,]*' "$log" | tail -1) (rtol $rtol)"; }
+compared() { echo "$(grep -o 'max rel err [^,]*' "$log" | tail -1) (rtol ${1:-$rtol})"; }
 
 say "unit: runtime GPU tests"
 log="$work/unit.log"
@@ -240,11 +246,14 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 e_ok=1
 for t in 512 4096; do
-  if ! have_time || ! run "$(left 150)" "$root/bench/gpu-layer.sh" --tokens "$t" \
-    --program "$prebuilt/layer/prefill" "$prebuilt" "$work/layer"; then
-    e_ok=0
-    break
-  fi
+  for program in prefill prefill-wgmma; do
+    if ! have_time || ! run "$(left 150)" "$root/bench/gpu-layer.sh" \
+      --tokens "$t" --program "$prebuilt/layer/$program" --label "$program" \
+      "$prebuilt" "$work/layer"; then
+      e_ok=0
+      break 2
+    fi
+  done
 done
 [ -n "${smi:-}" ] && kill "$smi" 2>/dev/null
 mem=$(sort -n "$peak" | tail -1)
@@ -268,7 +277,22 @@ else
   record f FAIL "see $log"
 fi
 
-# The layer's lines (bench/gpu-layer.sh's last line per T) in the table.
+say "(g) --wgmma: one rank and the seed plan, bf16 activations into the MMAs"
+log="$work/g.log"
+: >"$log"
+if have_time &&
+  run "$(left 120)" "$seed/prefill-1-wgmma" --weights "$seed/weights.safetensors" \
+    --prompts "$prompts" --out "$work/out-1-wgmma.safetensors" --timeout 60 &&
+  compare "$work/out-1-wgmma.safetensors" "" "$rtol_bf16" &&
+  run "$(left 180)" "$seed/prefill-32-wgmma" --weights "$seed/weights.safetensors" \
+    --prompts "$prompts" --out "$work/out-32-wgmma.safetensors" --timeout 120 &&
+  compare "$work/out-32-wgmma.safetensors" "" "$rtol_bf16"; then
+  record g PASS "$(compared "$rtol_bf16")"
+else
+  record g FAIL "see $log"
+fi
+
+# The layer's lines (bench/gpu-layer.sh's last line per run) in the table.
 while read -r line; do
   summary+=("$(printf '%-6s %-5s %s' e "" "$line")")
 done < <(grep '^layer T=' "$work/e.log" 2>/dev/null)

@@ -221,6 +221,13 @@ static cl::opt<bool> bf16Activations(
              "product (AVX512_BF16; default on where --cpu has it); "
              "=false keeps them f32 and widens the weights"),
     cl::cat(cat));
+static cl::opt<bool> wgmma(
+    "wgmma",
+    cl::desc("CUDA target, sm_90a: linear layers with bf16 weights on Hopper "
+             "tensor cores (TMA, mbarriers, wgmma.mma_async; activations "
+             "rounded to bf16, f32 accumulation). Off by default until a "
+             "device run has checked its numerics"),
+    cl::cat(cat));
 static cl::opt<std::string>
     dispatch("dispatch",
              cl::desc("EP dispatch: auto (hierarchical when an EP group "
@@ -404,8 +411,17 @@ static LogicalResult checkTargetFlags() {
     bf16Activations = host.bf16Dot;
   if (emit == Emit::PTX && target != "cuda")
     return fail("--emit ptx needs --target cuda");
+  if (wgmma && target != "cuda")
+    return fail("--wgmma needs --target cuda");
   if (target != "cuda")
     return success();
+  if (wgmma && gpuChip != "sm_90a")
+    return fail("--wgmma needs --gpu-chip sm_90a (warpgroup MMA and TMA are "
+                "Hopper's), got '" +
+                gpuChip + "'");
+  if (wgmma && weightDType != "bf16")
+    return fail("--wgmma needs --weight-dtype bf16 (the tensor cores "
+                "multiply bf16 weights)");
   if (gpuFormat != "fatbin" && gpuFormat != "bin" && gpuFormat != "isa")
     return fail("--gpu-format must be fatbin, bin or isa, got '" + gpuFormat +
                 "'");
@@ -712,6 +728,7 @@ static LogicalResult lower(ModuleOp module, StageTimer &stage) {
     options.format = emit == Emit::PTX ? std::string("isa") : gpuFormat;
     options.toolkit = cudaToolkit;
     options.weightDType = weightDType;
+    options.wgmma = wgmma;
     buildLowerToCUDAPipeline(pm, options);
   } else {
     CPUPipelineOptions options;

@@ -50,6 +50,13 @@ struct CUDAPipelineOptions
       llvm::cl::desc("Threads per block of the elementwise and reduction "
                      "kernels"),
       llvm::cl::init(256)};
+  Option<bool> wgmma{
+      *this, "wgmma",
+      llvm::cl::desc("Linear layers with bf16 weights on Hopper tensor cores "
+                     "(mf-gpu-wgmma-contractions: TMA, mbarriers, "
+                     "wgmma.mma_async; bf16 operands, f32 accumulation); "
+                     "needs sm_90a"),
+      llvm::cl::init(false)};
 };
 
 /// moe model (one rank or partitioned) -> LLVM dialect for the CUDA target:

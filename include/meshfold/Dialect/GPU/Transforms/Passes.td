@@ -121,6 +121,52 @@ def MFGPUTileContractionsPass
   ];
 }
 
+def MFGPUWgmmaContractionsPass
+    : Pass<"mf-gpu-wgmma-contractions", "::mlir::func::FuncOp"> {
+  let summary = "lower bf16-weight contractions to Hopper warpgroup MMA fed "
+                "by TMA";
+  let description = [{
+    Rewrites every top-level `linalg.generic` on buffers that is the
+    contraction `out[m, n] += a[m, k] * widen(w[n, k])` (a linear layer:
+    `a` f32 or bf16 with any layout and a dynamic row count, `w` bf16 with
+    static N a multiple of 8, static K a multiple of 16 and unit inner
+    stride, `out` f32) into a kernel for sm_90a:
+
+    - `a` is rounded to bf16 into a contiguous buffer (a `linalg.generic`
+      the other GPU passes make a kernel of), so both operands are bf16 and
+      K-major; the accumulation stays f32;
+    - the host makes a TMA descriptor of each operand
+      (`nvgpu.tma.create.descriptor`): boxes of 128 (`a`) or BN (`w`) rows
+      x BK elements, BN the widest of 128, 64, 32, 16 and 8 that divides N,
+      BK the widest of 64, 32 and 16 that divides K, each row of BK bf16
+      swizzled over its 128, 64 or 32 bytes, rows past the end read as
+      zeros;
+    - one block of one warpgroup (128 threads) per 128 x BN tile of `out`,
+      launched with dynamic shared memory: 3 stages of an `a` and a `w`
+      tile at multiples of 1024 bytes, each filled by TMA
+      (`nvgpu.tma.async.load`, issued by thread 0) under an mbarrier that
+      counts the bytes (`nvgpu.mbarrier.arrive.expect_tx`);
+    - per BK-wide step of K the warpgroup waits for the stage's mbarrier
+      (parity of the step's round), issues 2 x BK / 16
+      `nvvm.wgmma.mma_async` m64nBNk16 bf16 x bf16 -> f32 on shared-memory
+      descriptors (meshfold/Dialect/GPU/Transforms/WgmmaLayout.h: K-major,
+      swizzled rows, 8-row atoms; the k16 steps advance the start address
+      by 32 bytes), commits and waits for the group, and thread 0 refills
+      the stage with the step three ahead;
+    - the accumulators (two m64nBN fragments, BN / 2 f32 registers each)
+      are added to `out` where the row is inside it, each register at the
+      element the ISA's fragment layout gives it.
+
+    Other contractions are left to `mf-gpu-tile-contractions`.
+  }];
+  let dependentDialects = [
+    "::mlir::scf::SCFDialect", "::mlir::arith::ArithDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::gpu::GPUDialect",
+    "::mlir::nvgpu::NVGPUDialect", "::mlir::NVVM::NVVMDialect",
+    "::mlir::LLVM::LLVMDialect", "::mlir::linalg::LinalgDialect"
+  ];
+}
+
 def MFGPUForallToPhasesPass
     : Pass<"mf-gpu-forall-to-phases", "::mlir::func::FuncOp"> {
   let summary = "turn a top-level scf.forall over tiles into a block loop "
