@@ -12,21 +12,24 @@
 # report also has the attention roofline. The last line, "layer T=...", is
 # the one test/gpu/run-on-device.sh puts in its table.
 #
-#   bench/gpu-layer.sh [--tokens T] [--program EXE] [--label NAME] [BUILD_DIR]
-#                      [WORK_DIR]
+#   bench/gpu-layer.sh [--tokens T] [--program EXE] [--label NAME]
+#                      [--cublas-report FILE] [BUILD_DIR] [WORK_DIR]
 #
 # BUILD_DIR (default build/) holds bin/gpu-kernels, and without --program
 # the tools that compile the layer; --program runs an already compiled layer
-# (test/gpu/prepare-device-dir.sh makes one), named NAME in the last line.
+# (test/gpu/prepare-device-dir.sh makes one), named NAME in the last line;
+# --cublas-report reuses gpu-kernels' report for T where FILE exists (and
+# writes it there otherwise), so that several programs share one.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-tokens=4096 program="" label=generated
+tokens=4096 program="" label=generated report=""
 while [ $# -gt 0 ]; do
   case "$1" in
   --tokens) tokens="$2"; shift 2 ;;
   --program) program="$2"; shift 2 ;;
   --label) label="$2"; shift 2 ;;
-  -h | --help) sed -n '2,20s/^# \{0,1\}//p' "$0"; exit 0 ;;
+  --cublas-report) report="$2"; shift 2 ;;
+  -h | --help) sed -n '2,23s/^# \{0,1\}//p' "$0"; exit 0 ;;
   -*) echo "gpu-layer: unknown option '$1' (see --help)" >&2; exit 1 ;;
   *) break ;;
   esac
@@ -44,8 +47,13 @@ if [ ! -x "$bin/gpu-kernels" ]; then
   exit 1
 fi
 
+report="${report:-$work/cublas-$tokens.txt}"
 echo "== cuBLAS and the attention roofline (bench/gpu-kernels --tokens $tokens)"
-"$bin/gpu-kernels" --tokens "$tokens" --iters 10 | tee "$work/cublas-$tokens.txt"
+if [ -s "$report" ] && grep -q '^  qkv ' "$report"; then
+  echo "(the report of an earlier run: $report)"
+else
+  "$bin/gpu-kernels" --tokens "$tokens" --iters 10 | tee "$report"
+fi
 
 echo
 echo "== the generated kernels of one layer at T = $tokens"
@@ -69,7 +77,7 @@ gen() {
     awk -v p="$1" '$1 ~ "^"p"_[0-9]+$" { t += $3 } END { printf "%.3f", t }'
 }
 all() { sed -n '/^kernel profile/,$p' "$profile" | awk '$1 ~ /_[0-9]+$/ { t += $3 } END { printf "%.3f", t }'; }
-cub() { sed -n "s/^  $1 .* \([0-9.]*\) us .*/\1/p" "$work/cublas-$tokens.txt" | head -1; }
+cub() { sed -n "s/^  $1 .* \([0-9.]*\) us .*/\1/p" "$report" | head -1; }
 lin=$(gen linear) ffn=$(gen experts) att=$(gen attention) total=$(all)
 qkv=$(cub qkv) o=$(cub o) f13=$(cub ffn13-all) f2=$(cub ffn2-all)
 echo

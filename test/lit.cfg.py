@@ -168,6 +168,10 @@ find_python("ml-dtypes", "%ml_python",
              build_python("bench-venv")],
             ["ml_dtypes", "numpy"], 60)
 
+# cuBLASLt in the toolkit: --gemm-backend cublaslt links (REQUIRES: cublaslt).
+if config.meshfold_have_cuda_toolkit and config.meshfold_cublaslt_dir:
+    config.available_features.add("cublaslt")
+
 # NVIDIA's disassembler (PyPI nvidia-cuda-nvdisasm, in the test venv; the
 # toolkit here has none), for the SASS of the kernels (REQUIRES: nvdisasm;
 # %nvdisasm): MESHFOLD_NVDISASM, else the test venv's, else one on PATH.

@@ -58,9 +58,11 @@ void meshfold::buildLowerToCUDAPipeline(OpPassManager &pm,
   buildLowerToBuffersPipeline(pm, options.entry, options.weightDType,
                               /*kernelLoops=*/true);
 
-  // With wgmma: the linear layers with bf16 weights -> TMA + warpgroup MMA
-  // kernels (gpu.launch) first.
-  if (options.wgmma)
+  // The linear layers with bf16 weights first: cuBLASLt calls, or (wgmma)
+  // TMA + warpgroup MMA kernels (gpu.launch).
+  if (options.gemmBackend == "cublaslt")
+    pm.addPass(createMFGPULibraryContractionsPass());
+  else if (options.wgmma)
     pm.addNestedPass<func::FuncOp>(createMFGPUWgmmaContractionsPass());
   // Linalg -> parallel loops -> blocks x threads -> gpu.launch.
   addGPULoopNests(pm, options.threadsPerBlock, /*launches=*/true);
@@ -69,7 +71,7 @@ void meshfold::buildLowerToCUDAPipeline(OpPassManager &pm,
   // TMA copies (kernels) -> NVVM, before the kernels leave their functions
   // (as upstream's GPU pipeline does), so both sides agree on the
   // descriptor's type.
-  if (options.wgmma)
+  if (options.wgmma && options.gemmBackend != "cublaslt")
     pm.addPass(createConvertNVGPUToNVVMPass());
   MFGPUNameKernelsPassOptions names;
   names.moduleName = options.entry + "_kernels";

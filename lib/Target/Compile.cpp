@@ -306,19 +306,31 @@ LogicalResult meshfold::linkCUDAExecutable(llvm::StringRef object,
             "configured";
     return failure();
   }
+  // cuBLASLt's products, whole: their definition, not libmfrt.a's weak one
+  // (pulled in before them), is the program's.
+  llvm::SmallVector<std::string> extra;
+  if (cuda.cublasLt) {
+    llvm::SmallString<256> lt(runtimeDir);
+    llvm::sys::path::append(lt, "libmfrt_cublaslt.a");
+    if (!llvm::sys::fs::exists(lt)) {
+      error = "cuBLASLt runtime library not found: '" + std::string(lt) +
+              "' (build the mfrt_cublaslt target, or use --runtime-dir)";
+      return failure();
+    }
+    extra = {"-Wl,--whole-archive",
+             std::string(lt),
+             "-Wl,--no-whole-archive",
+             "-L" + cuda.cublasLtLibraryDir,
+             "-Wl,-rpath," + cuda.cublasLtLibraryDir,
+             "-lcublasLt"};
+  }
   // The mgpu* library and libmfrt.a may refer to each other: one group.
   // No run path to the driver: a stub must not shadow the real driver.
   llvm::SmallString<256> runtime(runtimeDir);
   llvm::sys::path::append(runtime, "libmfrt.a");
-  llvm::SmallVector<std::string> extra = {"-Wl,--start-group",
-                                          std::string(mgpu),
-                                          std::string(runtime),
-                                          "-Wl,--end-group",
-                                          "-L" + cuda.driverLibraryDir,
-                                          "-lcuda",
-                                          "-L" + cuda.ncclLibraryDir,
-                                          "-Wl,-rpath," + cuda.ncclLibraryDir,
-                                          "-lnccl",
-                                          "-ldl"};
+  extra.append({"-Wl,--start-group", std::string(mgpu), std::string(runtime),
+                "-Wl,--end-group", "-L" + cuda.driverLibraryDir, "-lcuda",
+                "-L" + cuda.ncclLibraryDir, "-Wl,-rpath," + cuda.ncclLibraryDir,
+                "-lnccl", "-ldl"});
   return link(object, output, runtimeDir, extra, error);
 }

@@ -829,4 +829,15 @@ void _mlir_ciface_mfrt_cg_combine_f32(int64_t handle,
   for (size_t i = 0; i < p.real.size(); ++i)
     copyAny(r.data + p.real[i] * p.hidden, sent.data() + i * row, row);
 }
+
+// --gemm-backend cublaslt's products are libmfrt_cublaslt.a's; a program
+// that calls them without that library linked (never one meshfold-compile
+// links) ends here.
+__attribute__((weak)) void
+_mlir_ciface_mfrt_cg_gemm_bf16(UnrankedMemRefType<uint16_t> *,
+                               UnrankedMemRefType<uint16_t> *,
+                               UnrankedMemRefType<float> *) {
+  fatal("this program calls cuBLASLt (--gemm-backend cublaslt) but was "
+        "linked without libmfrt_cublaslt.a");
+}
 } // extern "C"

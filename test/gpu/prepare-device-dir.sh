@@ -13,18 +13,20 @@
 #             outputs (prefill, and decode with step logits), and its
 #             programs for --target cuda: one rank (prefill-1), the seed plan
 #             (prefill-32), the seed plan with a tp=2 dp=8 decode pool
-#             (pools), and one rank and the seed plan with --wgmma
-#             (prefill-1-wgmma, prefill-32-wgmma)
-#   layer/    one Mixtral layer (bench/mixtral-layer.json) for --target cuda,
-#             without and with --wgmma (prefill, prefill-wgmma); it generates
-#             its 11 GB of weights on the GPU machine (--random-weights)
+#             (pools), one rank and the seed plan with --wgmma
+#             (prefill-1-wgmma, prefill-32-wgmma), one rank with
+#             --gemm-backend cublaslt (prefill-1-cublaslt)
+#   layer/    one Mixtral layer (bench/mixtral-layer.json) for --target cuda:
+#             generated (prefill), --wgmma (prefill-wgmma), --gemm-backend
+#             cublaslt (prefill-cublaslt); each generates its 11 GB of
+#             weights on the GPU machine (--random-weights)
 #   kernels.ptx   the seed model's kernels (gpu-kernels --ptx lists them)
 #   BUILT     what made the folder (commit, compiler, toolkit)
 #
 #   test/gpu/prepare-device-dir.sh [--build BUILD_DIR] DIR
 #
 # BUILD_DIR (default build/) must be configured with the CUDA toolkit. DIR
-# is replaced; it comes to about 40 MB.
+# is replaced; it comes to about 55 MB.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
@@ -91,6 +93,8 @@ cp "$examples/seed/prompts.txt" "$s/prompts.txt"
   -o "$s/prefill-1-wgmma"
 "$bin/meshfold-compile" "$s/model.mlir" "${plan[@]}" --target cuda --wgmma \
   -o "$s/prefill-32-wgmma"
+"$bin/meshfold-compile" "$s/model.mlir" --target cuda --gemm-backend cublaslt \
+  -o "$s/prefill-1-cublaslt"
 "$bin/meshfold-compile" "$s/model.mlir" --target cuda --emit ptx \
   -o "$dir/kernels.ptx"
 
@@ -100,6 +104,8 @@ step "one Mixtral layer"
   -o "$dir/layer/prefill"
 "$bin/meshfold-compile" "$dir/layer/model.mlir" --target cuda --wgmma \
   -o "$dir/layer/prefill-wgmma"
+"$bin/meshfold-compile" "$dir/layer/model.mlir" --target cuda \
+  --gemm-backend cublaslt -o "$dir/layer/prefill-cublaslt"
 
 step "shared libraries"
 # Every library the programs and tools load, except the C and C++ runtimes

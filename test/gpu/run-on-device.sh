@@ -22,9 +22,10 @@
 #   (d)   bench/gpu-kernels (cuBLAS timings, the compiled kernels listed,
 #         attention roofline)
 #   (e)   bench/gpu-layer.sh: one Mixtral layer (32 experts, generated
-#         weights) at T = 512 and T = 4096, compiled without and with
-#         --wgmma: per-kernel times (MFRT_PROFILE_KERNELS=1), achieved
-#         TFLOP/s against cuBLAS's, and the GPU's peak memory in use
+#         weights) at T = 512 and T = 4096, compiled three ways (generated
+#         CUDA-core kernels, --wgmma, --gemm-backend cublaslt): per-kernel
+#         times (MFRT_PROFILE_KERNELS=1), achieved TFLOP/s against cuBLAS's
+#         (bench/gpu-kernels, once per T), and the GPU's peak memory in use
 #         (nvidia-smi)
 #   (f)   prefill and decode on separate pools (--decode-plan): the seed plan
 #         prefills on ranks 0..31 and hands each request's K/V to a TP2 x DP8
@@ -32,7 +33,8 @@
 #         tokens and step logits compared with the reference's decode
 #   (g)   --wgmma (the linear layers and experts on Hopper tensor cores, bf16
 #         activations into the MMAs): one rank and the seed plan against
-#         the reference, rtol 2e-2 (MESHFOLD_GPU_RTOL_BF16)
+#         the reference; --gemm-backend cublaslt: one rank; rtol 2e-2
+#         (MESHFOLD_GPU_RTOL_BF16)
 #
 # Tolerance: the CUDA program stores the weights in bf16 (--weight-dtype
 # bf16, the CUDA default) and computes and accumulates in fp32; the reference
@@ -246,10 +248,10 @@ if command -v nvidia-smi >/dev/null 2>&1; then
 fi
 e_ok=1
 for t in 512 4096; do
-  for program in prefill prefill-wgmma; do
+  for program in prefill prefill-wgmma prefill-cublaslt; do
     if ! have_time || ! run "$(left 150)" "$root/bench/gpu-layer.sh" \
       --tokens "$t" --program "$prebuilt/layer/$program" --label "$program" \
-      "$prebuilt" "$work/layer"; then
+      --cublas-report "$work/layer/cublas-$t.txt" "$prebuilt" "$work/layer"; then
       e_ok=0
       break 2
     fi
@@ -277,7 +279,7 @@ else
   record f FAIL "see $log"
 fi
 
-say "(g) --wgmma: one rank and the seed plan, bf16 activations into the MMAs"
+say "(g) --wgmma (one rank, the seed plan) and --gemm-backend cublaslt (one rank)"
 log="$work/g.log"
 : >"$log"
 if have_time &&
@@ -286,7 +288,10 @@ if have_time &&
   compare "$work/out-1-wgmma.safetensors" "" "$rtol_bf16" &&
   run "$(left 180)" "$seed/prefill-32-wgmma" --weights "$seed/weights.safetensors" \
     --prompts "$prompts" --out "$work/out-32-wgmma.safetensors" --timeout 120 &&
-  compare "$work/out-32-wgmma.safetensors" "" "$rtol_bf16"; then
+  compare "$work/out-32-wgmma.safetensors" "" "$rtol_bf16" &&
+  run "$(left 120)" "$seed/prefill-1-cublaslt" --weights "$seed/weights.safetensors" \
+    --prompts "$prompts" --out "$work/out-1-cublaslt.safetensors" --timeout 60 &&
+  compare "$work/out-1-cublaslt.safetensors" "" "$rtol_bf16"; then
   record g PASS "$(compared "$rtol_bf16")"
 else
   record g FAIL "see $log"

@@ -221,6 +221,13 @@ static cl::opt<bool> bf16Activations(
              "product (AVX512_BF16; default on where --cpu has it); "
              "=false keeps them f32 and widens the weights"),
     cl::cat(cat));
+static cl::opt<std::string> gemmBackend(
+    "gemm-backend",
+    cl::desc("CUDA target: the linear layers with bf16 weights as generated "
+             "kernels (generated, the default) or as cuBLASLt calls "
+             "(cublaslt: bf16 operands, f32 accumulation; the peer of "
+             "every GPU timing and a fallback)"),
+    cl::init("generated"), cl::cat(cat));
 static cl::opt<bool> wgmma(
     "wgmma",
     cl::desc("CUDA target, sm_90a: linear layers with bf16 weights on Hopper "
@@ -413,8 +420,22 @@ static LogicalResult checkTargetFlags() {
     return fail("--emit ptx needs --target cuda");
   if (wgmma && target != "cuda")
     return fail("--wgmma needs --target cuda");
+  if (gemmBackend != "generated" && gemmBackend != "cublaslt")
+    return fail("--gemm-backend must be generated or cublaslt, got '" +
+                gemmBackend + "'");
+  if (gemmBackend == "cublaslt" && target != "cuda")
+    return fail("--gemm-backend cublaslt needs --target cuda");
   if (target != "cuda")
     return success();
+  if (gemmBackend == "cublaslt" && wgmma)
+    return fail("--wgmma is the generated backend's; --gemm-backend cublaslt "
+                "hands the same products to cuBLASLt");
+  if (gemmBackend == "cublaslt" && !*MESHFOLD_CUBLASLT_LIBRARY_DIR)
+    return fail("--gemm-backend cublaslt: no cuBLASLt (libcublasLt.so) was "
+                "found in the CUDA toolkit when meshfold was configured");
+  if (gemmBackend == "cublaslt" && weightDType != "bf16")
+    return fail("--gemm-backend cublaslt needs --weight-dtype bf16 (cuBLASLt "
+                "multiplies bf16 weights)");
   if (wgmma && gpuChip != "sm_90a")
     return fail("--wgmma needs --gpu-chip sm_90a (warpgroup MMA and TMA are "
                 "Hopper's), got '" +
@@ -729,6 +750,7 @@ static LogicalResult lower(ModuleOp module, StageTimer &stage) {
     options.toolkit = cudaToolkit;
     options.weightDType = weightDType;
     options.wgmma = wgmma;
+    options.gemmBackend = gemmBackend;
     buildLowerToCUDAPipeline(pm, options);
   } else {
     CPUPipelineOptions options;
@@ -826,6 +848,8 @@ static LogicalResult writeExecutable(ModuleOp module, const CodegenOptions &cg,
     CUDALinkOptions cuda;
     cuda.driverLibraryDir = MESHFOLD_CUDA_DRIVER_LIBRARY_DIR;
     cuda.ncclLibraryDir = MESHFOLD_NCCL_LIBRARY_DIR;
+    cuda.cublasLt = gemmBackend == "cublaslt";
+    cuda.cublasLtLibraryDir = MESHFOLD_CUBLASLT_LIBRARY_DIR;
     if (failed(linkCUDAExecutable(object, outputFile, rtDir, cuda, error)))
       return fail(error);
   } else if (failed(linkExecutable(object, outputFile, rtDir, error))) {

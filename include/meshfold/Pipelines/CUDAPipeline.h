@@ -50,6 +50,12 @@ struct CUDAPipelineOptions
       llvm::cl::desc("Threads per block of the elementwise and reduction "
                      "kernels"),
       llvm::cl::init(256)};
+  Option<std::string> gemmBackend{
+      *this, "gemm-backend",
+      llvm::cl::desc("The linear layers with bf16 weights: generated "
+                     "(kernels of this pipeline) or cublaslt (calls of the "
+                     "runtime's cuBLASLt products)"),
+      llvm::cl::init("generated")};
   Option<bool> wgmma{
       *this, "wgmma",
       llvm::cl::desc("Linear layers with bf16 weights on Hopper tensor cores "

@@ -64,6 +64,10 @@ struct CUDALinkOptions {
   std::string driverLibraryDir;
   /// Directory of libnccl.so; also the executable's run path for it.
   std::string ncclLibraryDir;
+  /// --gemm-backend cublaslt: link libmfrt_cublaslt.a and libcublasLt.so
+  /// from this directory (also the executable's run path for it).
+  bool cublasLt = false;
+  std::string cublasLtLibraryDir;
 };
 
 /// Links `object` with the runtime library found in `runtimeDir` into the

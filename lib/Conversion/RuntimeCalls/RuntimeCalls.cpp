@@ -40,6 +40,11 @@ struct UnrankedI64 {
     t.push_back(UnrankedMemRefType::get(IntegerType::get(ctx, 64), 0));
   }
 };
+struct UnrankedBF16 {
+  static void add(MLIRContext *ctx, Types &t) {
+    t.push_back(UnrankedMemRefType::get(BFloat16Type::get(ctx), 0));
+  }
+};
 template <int Rank> struct StridedF32 {
   static void add(MLIRContext *ctx, Types &t) {
     t.push_back(strided(ctx, Float32Type::get(ctx), Rank));

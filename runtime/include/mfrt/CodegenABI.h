@@ -20,6 +20,7 @@ using I64 = int64_t;
 using Ptr = void *;
 using UnrankedF32 = UnrankedMemRefType<float> *;
 using UnrankedI64 = UnrankedMemRefType<int64_t> *;
+using UnrankedBF16 = UnrankedMemRefType<uint16_t> *;
 using StridedF32R1 = StridedMemRefType<float, 1> *;
 using StridedF32R2 = StridedMemRefType<float, 2> *;
 using StridedF32R3 = StridedMemRefType<float, 3> *;

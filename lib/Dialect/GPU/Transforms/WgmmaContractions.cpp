@@ -8,9 +8,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "meshfold/Dialect/GPU/Transforms/BF16Linear.h"
 #include "meshfold/Dialect/GPU/Transforms/Passes.h"
 #include "meshfold/Dialect/GPU/Transforms/WgmmaLayout.h"
-#include "meshfold/Dialect/Linalg/Transforms/Contraction.h"
 
 #include "mlir/Dialect/NVGPU/IR/NVGPUDialect.h"
 #include "mlir/IR/Builders.h"
@@ -45,48 +45,17 @@ int64_t widestDividing(int64_t extent, ArrayRef<int64_t> tiles) {
   return 0;
 }
 
-/// Whether `type` is a 2-D memref with a unit inner stride.
-bool unitInnerStride(MemRefType type) {
-  SmallVector<int64_t> strides;
-  int64_t offset;
-  return type.getRank() == 2 &&
-         succeeded(type.getStridesAndOffset(strides, offset)) &&
-         strides[1] == 1;
-}
-
-/// The linear layers this pass takes: maps (m, k), (n, k) -> (m, n), a
-/// bf16 weight with static N and K that the tiles divide, f32 output.
-bool isWgmmaLinear(const ContractionMatch &c) {
-  MLIRContext *ctx = c.op.getContext();
-  AffineExpr m, n, k;
-  bindDims(ctx, m, n, k);
-  auto map = [&](ArrayRef<AffineExpr> e) {
-    return AffineMap::get(3, 0, e, ctx);
-  };
-  if (c.op.getNumLoops() != 3 || c.k != 2 ||
-      c.op.getMatchingIndexingMap(c.in0) != map({m, k}) ||
-      c.op.getMatchingIndexingMap(c.in1) != map({n, k}) ||
-      c.op.getMatchingIndexingMap(c.out) != map({m, n}))
-    return false;
-  auto a = cast<MemRefType>(c.in0->get().getType());
-  auto w = cast<MemRefType>(c.in1->get().getType());
-  auto out = cast<MemRefType>(c.out->get().getType());
-  return w.getElementType().isBF16() && unitInnerStride(w) &&
-         !ShapedType::isDynamic(w.getDimSize(0)) &&
-         !ShapedType::isDynamic(w.getDimSize(1)) &&
-         widestDividing(w.getDimSize(0), kTileNs) &&
-         widestDividing(w.getDimSize(1), kTileKs) &&
-         (a.getElementType().isF32() || a.getElementType().isBF16()) &&
-         out.getElementType().isF32();
+/// The linear layers this pass takes: those the tiles divide.
+bool fitsTiles(const ContractionMatch &c) {
+  auto [n, k] = weightShape(c);
+  return widestDividing(n, kTileNs) && widestDividing(k, kTileKs);
 }
 
 class WgmmaEmitter {
 public:
   WgmmaEmitter(const ContractionMatch &c, OpBuilder &builder)
       : c(c), b(c.op.getLoc(), builder) {
-    auto w = cast<MemRefType>(c.in1->get().getType());
-    n = w.getDimSize(0);
-    k = w.getDimSize(1);
+    std::tie(n, k) = weightShape(c);
     tileN = widestDividing(n, kTileNs);
     tileK = widestDividing(k, kTileKs);
     stageBytes = tileBytes(kTileM) + tileBytes(tileN);
@@ -95,7 +64,7 @@ public:
   /// Emits the operands' bf16 copy, their descriptors and the launch.
   void emit() {
     Value rows = memref::DimOp::create(b, c.in0->get(), 0);
-    Value a16 = roundToBF16(rows);
+    Value a16 = roundActivationsToBF16(b, c, rows);
     Value descA = tmaDescriptor(a16, kTileM);
     Value descW = tmaDescriptor(c.in1->get(), tileN);
     Value any =
@@ -137,24 +106,6 @@ private:
   }
   Value addi(Value x, Value y) { return arith::AddIOp::create(b, x, y); }
   Value muli(Value x, Value y) { return arith::MulIOp::create(b, x, y); }
-
-  /// `a` as a contiguous bf16 buffer (a copy, rounded to nearest even).
-  Value roundToBF16(Value rows) {
-    auto type = MemRefType::get({ShapedType::kDynamic, k}, b.getBF16Type());
-    Value copy = memref::AllocOp::create(b, type, ValueRange{rows});
-    AffineMap id = b.getMultiDimIdentityMap(2);
-    SmallVector<utils::IteratorType> par(2, utils::IteratorType::parallel);
-    linalg::GenericOp::create(
-        b, TypeRange{}, ValueRange{c.in0->get()}, ValueRange{copy},
-        ArrayRef<AffineMap>{id, id}, par,
-        [&](OpBuilder &nb, Location loc, ValueRange args) {
-          Value v = args[0];
-          if (!v.getType().isBF16())
-            v = arith::TruncFOp::create(nb, loc, nb.getBF16Type(), v);
-          linalg::YieldOp::create(nb, loc, v);
-        });
-    return copy;
-  }
 
   /// Bytes of a row of a tile (one stage's reduction), and of a tile of
   /// `rows` rows.
@@ -373,12 +324,8 @@ struct MFGPUWgmmaContractionsPass
   void runOnOperation() override {
     SmallVector<ContractionMatch> found;
     getOperation().walk([&](linalg::GenericOp op) {
-      if (op->getParentOfType<scf::ParallelOp>() ||
-          op->getParentOfType<scf::ForallOp>() ||
-          op->getParentOfType<gpu::LaunchOp>())
-        return;
-      if (std::optional<ContractionMatch> c = matchContraction(op);
-          c && isWgmmaLinear(*c))
+      if (std::optional<ContractionMatch> c = matchBF16Linear(op);
+          c && fitsTiles(*c))
         found.push_back(*c);
     });
     for (ContractionMatch &c : found) {

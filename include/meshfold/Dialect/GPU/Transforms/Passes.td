@@ -167,6 +167,37 @@ def MFGPUWgmmaContractionsPass
   ];
 }
 
+def MFGPULibraryContractionsPass
+    : Pass<"mf-gpu-library-contractions", "::mlir::ModuleOp"> {
+  let summary = "hand the linear layers with bf16 weights to cuBLASLt";
+  let description = [{
+    `--gemm-backend cublaslt`: every top-level linear layer
+    `out[m, n] += a[m, k] * widen(w[n, k])` on buffers with bf16 weights
+    (any static N and K; see BF16Linear.h) becomes a call of the runtime's
+    `mfrt_cg_gemm_bf16(w, a16, out)` (libmfrt_cublaslt.a: one
+    `cublasLtMatmul` on the rank's stream, bf16 operands, f32 accumulation
+    added to `out`), after `a` is rounded into a contiguous bf16 copy (a
+    `linalg.generic` the other GPU passes make a kernel of). The same
+    program as `--gemm-backend generated` with the library's products: the
+    peer every GPU timing is set beside, and a fallback users can pick.
+
+    ```mlir
+    linalg.generic {..} ins(%x, %w : memref<?x64xf32>, memref<128x64xbf16>)
+                        outs(%y : memref<?x128xf32>) {..}
+    // becomes
+    %x16 = memref.alloc(%t) : memref<?x64xbf16>
+    linalg.generic {..} ins(%x : memref<?x64xf32>) outs(%x16 : ..) {truncf}
+    func.call @mfrt_cg_gemm_bf16(%w_, %x16_, %y_)
+        : (memref<*xbf16>, memref<*xbf16>, memref<*xf32>) -> ()
+    memref.dealloc %x16
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::func::FuncDialect", "::mlir::arith::ArithDialect",
+    "::mlir::memref::MemRefDialect", "::mlir::linalg::LinalgDialect"
+  ];
+}
+
 def MFGPUForallToPhasesPass
     : Pass<"mf-gpu-forall-to-phases", "::mlir::func::FuncOp"> {
   let summary = "turn a top-level scf.forall over tiles into a block loop "
