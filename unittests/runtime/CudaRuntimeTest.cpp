@@ -197,6 +197,43 @@ TEST(CudaRuntimeGPU, PtxKernelLaunch) {
   mgpuModuleUnload(m);
 }
 
+// A TMA map (--wgmma's operands) is made once per distinct view: the same
+// view gets the same device copy; one expert of a stacked bf16 weight (a
+// view at an offset) gets its own.
+TEST(CudaRuntimeGPU, TensorMapsPerViewMadeOnce) {
+  REQUIRE_GPU();
+  CUstream s = mgpuStreamCreate();
+  const int64_t experts = 4, rows = 128, cols = 64;
+  void *d = mgpuMemAlloc(experts * rows * cols * 2, s, false);
+  auto view = [&](int64_t expert) {
+    StridedMemRefType<uint16_t, 2> v;
+    v.basePtr = v.data = static_cast<uint16_t *>(d);
+    v.offset = expert * rows * cols;
+    v.sizes[0] = rows;
+    v.sizes[1] = cols;
+    v.strides[0] = cols;
+    v.strides[1] = 1;
+    return v;
+  };
+  int64_t box[2] = {rows, cols};
+  auto encode = [&](StridedMemRefType<uint16_t, 2> &v) {
+    return mgpuTensorMapEncodeTiledMemref(
+        2, reinterpret_cast<StridedMemRefType<char, 1> *>(&v),
+        CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, CU_TENSOR_MAP_INTERLEAVE_NONE,
+        CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE, box);
+  };
+  auto first = view(0), again = view(0), third = view(2);
+  void *map = encode(first);
+  ASSERT_NE(map, nullptr);
+  EXPECT_EQ(encode(again), map);
+  void *other = encode(third);
+  EXPECT_NE(other, map);
+  EXPECT_EQ(encode(third), other);
+  mgpuMemFree(d, s);
+  mgpuStreamSynchronize(s);
+}
+
 // Local backend in CUDA mode: every rank a thread with its own stream on
 // device 0; collectives move managed memory with device copies.
 TEST(CudaRuntimeGPU, LocalBackendRanksShareTheDevice) {
