@@ -553,10 +553,16 @@ void *mgpuTensorMapEncodeTiledMemref(
         "cuTensorMapEncodeTiled(rank " + std::to_string(tensorRank) + ")");
   // The kernel reads the map from device memory. It lives as long as the
   // process.
+  // The copy is complete before the map is cached: another rank's stream
+  // may launch with it next, and a copy from pageable memory may still be
+  // in flight when the call returns (once per map).
   CUdeviceptr dmap = 0;
+  CUstream stream = streamOr(nullptr);
   check(cuMemAlloc(&dmap, sizeof(CUtensorMap)), "cuMemAlloc(CUtensorMap)");
-  check(cuMemcpyHtoD(dmap, &map, sizeof(CUtensorMap)),
-        "cuMemcpyHtoD(CUtensorMap)");
+  check(cuMemcpyHtoDAsync(dmap, &map, sizeof(CUtensorMap), stream),
+        "cuMemcpyHtoDAsync(CUtensorMap)");
+  check(cuStreamSynchronize(stream),
+        "cuStreamSynchronize(after copying a CUtensorMap)");
   maps.emplace(std::move(key), dmap);
   return reinterpret_cast<void *>(dmap);
 }

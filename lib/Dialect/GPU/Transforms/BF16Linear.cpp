@@ -63,7 +63,7 @@ Value meshfold::roundActivationsToBF16(OpBuilder &b, const ContractionMatch &c,
   Location loc = c.op.getLoc();
   int64_t k = weightShape(c).second;
   auto type = MemRefType::get({ShapedType::kDynamic, k}, b.getBF16Type());
-  Value copy = memref::AllocOp::create(b, loc, type, ValueRange{rows});
+  Value copy = allocDeviceBuffer(b, loc, type, ValueRange{rows});
   AffineMap id = b.getMultiDimIdentityMap(2);
   SmallVector<utils::IteratorType> par(2, utils::IteratorType::parallel);
   linalg::GenericOp::create(b, loc, TypeRange{}, ValueRange{c.in0->get()},
@@ -76,4 +76,21 @@ Value meshfold::roundActivationsToBF16(OpBuilder &b, const ContractionMatch &c,
                               linalg::YieldOp::create(nb, l, v);
                             });
   return copy;
+}
+
+Value meshfold::allocDeviceBuffer(OpBuilder &b, Location loc, MemRefType type,
+                                  ValueRange dynamicSizes) {
+  Type token = gpu::AsyncTokenType::get(b.getContext());
+  Value stream =
+      gpu::WaitOp::create(b, loc, token, ValueRange()).getAsyncToken();
+  return gpu::AllocOp::create(b, loc, type, token, ValueRange{stream},
+                              dynamicSizes, ValueRange(), /*hostShared=*/false)
+      .getMemref();
+}
+
+void meshfold::freeDeviceBuffer(OpBuilder &b, Location loc, Value buffer) {
+  Type token = gpu::AsyncTokenType::get(b.getContext());
+  Value stream =
+      gpu::WaitOp::create(b, loc, token, ValueRange()).getAsyncToken();
+  gpu::DeallocOp::create(b, loc, token, ValueRange{stream}, buffer);
 }

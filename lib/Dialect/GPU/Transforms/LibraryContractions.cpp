@@ -39,7 +39,7 @@ void callLibrary(const ContractionMatch &c, func::FuncOp gemm) {
                        ValueRange{unranked(b, loc, c.in1->get()),
                                   unranked(b, loc, a16),
                                   unranked(b, loc, c.out->get())});
-  memref::DeallocOp::create(b, loc, a16);
+  freeDeviceBuffer(b, loc, a16);
 }
 
 struct MFGPULibraryContractionsPass

@@ -36,6 +36,11 @@ constexpr int64_t kTileNs[] = {128, 64, 32, 16, 8};
 constexpr int64_t kTileKs[] = {64, 32, 16};
 /// The m64 MMAs per block tile.
 constexpr int64_t kMmasM = kTileM / wgmma::kRows;
+/// Bytes past the dynamic shared memory's symbol that the stages start
+/// beyond (the static mbarriers may lie there), and the shared memory asked
+/// for beside the stages: the skip and up to an atom to align.
+constexpr int64_t kStaticSkip = 64;
+constexpr int64_t kSharedSlack = kStaticSkip + int64_t(wgmma::kAtomBytes);
 
 /// The widest of `tiles` that divides `extent` (0: none).
 int64_t widestDividing(int64_t extent, ArrayRef<int64_t> tiles) {
@@ -45,9 +50,19 @@ int64_t widestDividing(int64_t extent, ArrayRef<int64_t> tiles) {
   return 0;
 }
 
-/// The linear layers this pass takes: those the tiles divide.
+/// The linear layers this pass takes: those the tiles divide, whose weight
+/// rows (and start, where it is static) are 16-byte aligned as TMA needs
+/// (a dynamic start is one expert of a stack of N x K weights: a multiple
+/// of K elements, 16 bytes with K a multiple of 16).
 bool fitsTiles(const ContractionMatch &c) {
   auto [n, k] = weightShape(c);
+  SmallVector<int64_t> strides;
+  int64_t offset;
+  auto w = cast<MemRefType>(c.in1->get().getType());
+  if (failed(w.getStridesAndOffset(strides, offset)) ||
+      ShapedType::isDynamic(strides[0]) || strides[0] % 8 != 0 ||
+      (!ShapedType::isDynamic(offset) && offset % 8 != 0))
+    return false;
   return widestDividing(n, kTileNs) && widestDividing(k, kTileKs);
 }
 
@@ -61,19 +76,20 @@ public:
     stageBytes = tileBytes(kTileM) + tileBytes(tileN);
   }
 
-  /// Emits the operands' bf16 copy, their descriptors and the launch.
+  /// Emits the operands' bf16 copy, their descriptors and the launch, for
+  /// a non-empty `a` (TMA refuses a dimension of 0).
   void emit() {
     Value rows = memref::DimOp::create(b, c.in0->get(), 0);
-    Value a16 = roundActivationsToBF16(b, c, rows);
-    Value descA = tmaDescriptor(a16, kTileM);
-    Value descW = tmaDescriptor(c.in1->get(), tileN);
     Value any =
         arith::CmpIOp::create(b, arith::CmpIPredicate::sgt, rows, cst(0));
     auto guard = scf::IfOp::create(b, any, /*withElseRegion=*/false);
     b.setInsertionPoint(guard.thenBlock()->getTerminator());
+    Value a16 = roundActivationsToBF16(b, c, rows);
+    Value descA = tmaDescriptor(a16, kTileM);
+    Value descW = tmaDescriptor(c.in1->get(), tileN);
     Value gridM = arith::CeilDivSIOp::create(b, rows, cst(kTileM));
     Value shared = arith::ConstantIntOp::create(
-        b, b.getI32Type(), kStages * stageBytes + wgmma::kAtomBytes);
+        b, b.getI32Type(), kStages * stageBytes + kSharedSlack);
     auto launch = gpu::LaunchOp::create(b, gridM, cst(n / tileN), cst(1),
                                         cst(wgmma::kThreads), cst(1), cst(1),
                                         shared, /*asyncTokenType=*/nullptr);
@@ -87,8 +103,8 @@ public:
                   descA,
                   descW};
     emitKernel(kernel);
-    b.setInsertionPointAfter(guard);
-    memref::DeallocOp::create(b, a16);
+    b.setInsertionPointAfter(launch);
+    freeDeviceBuffer(b, c.op.getLoc(), a16);
   }
 
 private:
@@ -159,8 +175,11 @@ private:
     store(kn, loop.getResults());
   }
 
-  /// The shared memory's start aligned to 1024 bytes (the swizzle atom),
-  /// and the stages' mbarriers, initialized by thread 0.
+  /// The stages' start: the first multiple of 1024 bytes (the largest
+  /// swizzle atom) at least kStaticSkip bytes past the dynamic shared
+  /// memory's symbol, so that the static mbarriers, wherever ptxas puts them
+  /// beside that symbol, are never under a tile. Then the mbarriers,
+  /// initialized by thread 0 and fenced for the asynchronous proxy.
   void setUpSharedMemory(Kernel &kn) {
     auto space = gpu::AddressSpaceAttr::get(b.getContext(),
                                             gpu::AddressSpace::Workgroup);
@@ -170,9 +189,11 @@ private:
     sharedBytes = raw;
     Value address = memref::ExtractAlignedPointerAsIndexOp::create(b, raw);
     Value atom = cst(wgmma::kAtomBytes);
-    Value misalign = arith::RemUIOp::create(b, address, atom);
-    kn.base = arith::RemUIOp::create(
-        b, arith::SubIOp::create(b, atom, misalign), atom);
+    Value misalign =
+        arith::RemUIOp::create(b, addi(address, cst(kStaticSkip)), atom);
+    kn.base = addi(cst(kStaticSkip),
+                   arith::RemUIOp::create(
+                       b, arith::SubIOp::create(b, atom, misalign), atom));
     sharedAddress = address;
     kn.leader =
         arith::CmpIOp::create(b, arith::CmpIPredicate::eq, kn.thread, cst(0));
@@ -180,6 +201,7 @@ private:
         b, nvgpu::MBarrierGroupType::get(b.getContext(), space, kStages));
     for (int64_t s = 0; s < kStages; ++s)
       nvgpu::MBarrierInitOp::create(b, kn.barriers, cst(1), cst(s), kn.leader);
+    NVVM::FenceMbarrierInitOp::create(b);
     gpu::BarrierOp::create(b);
   }
 

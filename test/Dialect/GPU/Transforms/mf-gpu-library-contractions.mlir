@@ -6,13 +6,14 @@
 
 // A linear layer with bf16 weights (any N and K: 48 x 40 here) becomes a
 // call of the runtime's cuBLASLt product on a contiguous bf16 copy of the
-// activations, freed after it; the runtime function is declared once with
-// the C interface.
+// activations in device memory, freed in stream order after it; the
+// runtime function is declared once with the C interface.
 // CHECK:       func.func private @mfrt_cg_gemm_bf16(memref<*xbf16>, memref<*xbf16>, memref<*xf32>) attributes {llvm.emit_c_interface}
 // CHECK-LABEL: func.func @linear
 // CHECK-SAME:    (%[[X:.+]]: memref<?x40xf32>, %[[W:.+]]: memref<48x40xbf16, strided<[40, 1], offset: ?>>, %[[Y:.+]]: memref<?x48xf32>)
 // CHECK:         %[[T:.+]] = memref.dim %[[X]], %{{.+}} : memref<?x40xf32>
-// CHECK:         %[[X16:.+]] = memref.alloc(%[[T]]) : memref<?x40xbf16>
+// CHECK:         %[[STREAM:.+]] = gpu.wait async
+// CHECK:         %[[X16:.+]], %{{.+}} = gpu.alloc async [%[[STREAM]]] (%[[T]]) : memref<?x40xbf16>
 // CHECK:         linalg.generic
 // CHECK-SAME:      ins(%[[X]] : memref<?x40xf32>) outs(%[[X16]] : memref<?x40xbf16>)
 // CHECK:           arith.truncf
@@ -20,7 +21,8 @@
 // CHECK:         %[[XU:.+]] = memref.cast %[[X16]] : memref<?x40xbf16> to memref<*xbf16>
 // CHECK:         %[[YU:.+]] = memref.cast %[[Y]] : memref<?x48xf32> to memref<*xf32>
 // CHECK:         call @mfrt_cg_gemm_bf16(%[[WU]], %[[XU]], %[[YU]])
-// CHECK:         memref.dealloc %[[X16]]
+// CHECK:         %[[FREE:.+]] = gpu.wait async
+// CHECK:         gpu.dealloc async [%[[FREE]]] %[[X16]]
 // The second product (its own copy) calls the same declaration.
 // CHECK:         linalg.generic
 // CHECK:         call @mfrt_cg_gemm_bf16

@@ -4,26 +4,29 @@
 #b = affine_map<(m, n, k) -> (n, k)>
 #o = affine_map<(m, n, k) -> (m, n)>
 
-// A linear layer with bf16 weights (N 256, K 128): the activations are
-// rounded into a contiguous bf16 copy; the host makes a TMA descriptor of
-// each operand (128 x 64 boxes, 128-byte swizzle); one warpgroup per
-// 128 x 128 tile, 3 stages of 2 x 16 KiB + 1 KiB to align.
+// A linear layer with bf16 weights (N 256, K 128), for a non-empty `a`: the
+// activations are rounded into a contiguous bf16 copy in device memory; the
+// host makes a TMA descriptor of each operand (128 x 64 boxes, 128-byte
+// swizzle); one warpgroup per 128 x 128 tile, 3 stages of 2 x 16 KiB, 1 KiB
+// to align them and 64 bytes past the static mbarriers.
 // CHECK-LABEL: func.func @linear
 // CHECK-SAME:    (%[[X:.+]]: memref<?x128xf32>, %[[W:.+]]: memref<256x128xbf16>, %[[Y:.+]]: memref<?x256xf32>)
 // CHECK-DAG:     %[[C64:.+]] = arith.constant 64 : index
 // CHECK-DAG:     %[[C128:.+]] = arith.constant 128 : index
-// CHECK-DAG:     %[[SHARED:.+]] = arith.constant 99328 : i32
+// CHECK-DAG:     %[[SHARED:.+]] = arith.constant 99392 : i32
 // CHECK-DAG:     %[[DESC_BITS:.+]] = arith.constant 4611686293305360384 : i64
 // CHECK:         %[[T:.+]] = memref.dim %[[X]], %{{.+}}
-// CHECK:         %[[X16:.+]] = memref.alloc(%[[T]]) : memref<?x128xbf16>
-// CHECK:         linalg.generic
+// CHECK:         %[[ANY:.+]] = arith.cmpi sgt, %[[T]], %c0
+// CHECK:         scf.if %[[ANY]] {
+// CHECK:           %[[STREAM:.+]] = gpu.wait async
+// CHECK:           %[[X16:.+]], %{{.+}} = gpu.alloc async [%[[STREAM]]] (%[[T]]) : memref<?x128xbf16>
+// CHECK:           linalg.generic
 // CHECK-SAME:      ins(%[[X]] : memref<?x128xf32>) outs(%[[X16]] : memref<?x128xbf16>)
 // CHECK:           arith.truncf %{{.+}} : f32 to bf16
 // CHECK:         %[[XU:.+]] = memref.cast %[[X16]] : memref<?x128xbf16> to memref<*xbf16>
 // CHECK:         %[[DX:.+]] = nvgpu.tma.create.descriptor %[[XU]] box[%[[C128]], %[[C64]]] : memref<*xbf16> -> <tensor = memref<128x64xbf16, #gpu.address_space<workgroup>>, swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none>
 // CHECK:         %[[WU:.+]] = memref.cast %[[W]] : memref<256x128xbf16> to memref<*xbf16>
 // CHECK:         %[[DW:.+]] = nvgpu.tma.create.descriptor %[[WU]] box[%[[C128]], %[[C64]]]
-// CHECK:         scf.if
 // CHECK:           %[[GM:.+]] = arith.ceildivsi %[[T]], %[[C128]]
 // CHECK:           gpu.launch blocks(%[[BX:.+]], %[[BY:.+]], %{{.+}}) in (%{{.+}} = %[[GM]], %{{.+}} = %c2, %{{.+}} = %c1) threads(%[[TX:.+]], %{{.+}}, %{{.+}}) in (%{{.+}} = %[[C128]], %{{.+}} = %c1, %{{.+}} = %c1) dynamic_shared_memory_size %[[SHARED]]
 // CHECK:             %[[M0:.+]] = arith.muli %[[BX]], %[[C128]]
@@ -32,6 +35,7 @@
 // CHECK:             %[[LEADER:.+]] = arith.cmpi eq, %[[TX]], %c0
 // CHECK:             %[[BAR:.+]] = nvgpu.mbarrier.create -> <memorySpace = #gpu.address_space<workgroup>, num_barriers = 3>
 // CHECK-COUNT-3:     nvgpu.mbarrier.init %[[BAR]][%{{.+}}], %c1, predicate = %[[LEADER]]
+// CHECK:             nvvm.fence.mbarrier.init
 // CHECK:             gpu.barrier
 // Both reduction steps (K 128 = 2 x 64) are in flight before the loop.
 // CHECK:             nvgpu.mbarrier.arrive.expect_tx %[[BAR]][%c0], %c32768, predicate = %[[LEADER]]
@@ -63,7 +67,8 @@
 // CHECK-COUNT-4:     arith.cmpi slt, %{{.+}}, %[[T]] : index
 // CHECK-NOT:         linalg.generic
 // CHECK:           gpu.terminator
-// CHECK:         memref.dealloc %[[X16]]
+// CHECK:           %[[FREE:.+]] = gpu.wait async
+// CHECK:           gpu.dealloc async [%[[FREE]]] %[[X16]]
 func.func @linear(%x: memref<?x128xf32>, %w: memref<256x128xbf16>, %y: memref<?x256xf32>) {
   linalg.generic {indexing_maps = [#a, #b, #o], iterator_types = ["parallel", "parallel", "reduction"]}
       ins(%x, %w : memref<?x128xf32>, memref<256x128xbf16>) outs(%y : memref<?x256xf32>) {
@@ -154,9 +159,9 @@ func.func @expert(%x: memref<?x64xbf16>, %stacked: memref<4x128x64xbf16>, %e: in
 #o = affine_map<(m, n, k) -> (m, n)>
 
 // A router of 32 experts: 128 x 32 tiles (m64n32k16, 16 registers per
-// fragment), a 4 KiB weight tile per stage: 3 x (16 + 4) KiB + 1 KiB.
+// fragment), a 4 KiB weight tile per stage: 3 x (16 + 4) KiB + 1088 bytes.
 // CHECK-LABEL: func.func @narrow
-// CHECK-DAG:     arith.constant 62464 : i32
+// CHECK-DAG:     arith.constant 62528 : i32
 // CHECK-DAG:     %[[C32:.+]] = arith.constant 32 : index
 // CHECK:         nvgpu.tma.create.descriptor %{{.+}} box[%[[C32]], %{{.+}}] : memref<*xbf16> -> <tensor = memref<32x64xbf16, #gpu.address_space<workgroup>>
 // CHECK:         gpu.launch

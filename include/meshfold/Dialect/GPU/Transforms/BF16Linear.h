@@ -30,10 +30,21 @@ std::optional<ContractionMatch> matchBF16Linear(mlir::linalg::GenericOp op);
 std::pair<int64_t, int64_t> weightShape(const ContractionMatch &c);
 
 /// A contiguous bf16 copy of the match's `a` (rows x K; f32 values rounded
-/// to nearest even, bf16 ones kept), written by a `linalg.generic` at `b`'s
-/// insertion point; the caller frees it.
+/// to nearest even, bf16 ones kept) in device memory, written by a
+/// `linalg.generic` at `b`'s insertion point; the caller frees it with
+/// freeDeviceBuffer.
 mlir::Value roundActivationsToBF16(mlir::OpBuilder &b,
                                    const ContractionMatch &c, mlir::Value rows);
+
+/// A buffer of `type` in device memory (only kernels, TMA and the runtime's
+/// device calls touch it): `gpu.alloc` on the rank's stream, the form
+/// `mf-gpu-device-memory` makes.
+mlir::Value allocDeviceBuffer(mlir::OpBuilder &b, mlir::Location loc,
+                              mlir::MemRefType type,
+                              mlir::ValueRange dynamicSizes);
+/// Frees a buffer of allocDeviceBuffer in stream order.
+void freeDeviceBuffer(mlir::OpBuilder &b, mlir::Location loc,
+                      mlir::Value buffer);
 
 } // namespace meshfold
 

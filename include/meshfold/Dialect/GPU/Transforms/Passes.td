@@ -132,8 +132,9 @@ def MFGPUWgmmaContractionsPass
     static N a multiple of 8, static K a multiple of 16 and unit inner
     stride, `out` f32) into a kernel for sm_90a:
 
-    - `a` is rounded to bf16 into a contiguous buffer (a `linalg.generic`
-      the other GPU passes make a kernel of), so both operands are bf16 and
+    - for a non-empty `a` (TMA refuses a dimension of 0), `a` is rounded to
+      bf16 into a contiguous buffer of device memory (a `linalg.generic` the
+      other GPU passes make a kernel of), so both operands are bf16 and
       K-major; the accumulation stays f32;
     - the host makes a TMA descriptor of each operand
       (`nvgpu.tma.create.descriptor`): boxes of 128 (`a`) or BN (`w`) rows
@@ -143,9 +144,12 @@ def MFGPUWgmmaContractionsPass
       zeros;
     - one block of one warpgroup (128 threads) per 128 x BN tile of `out`,
       launched with dynamic shared memory: 3 stages of an `a` and a `w`
-      tile at multiples of 1024 bytes, each filled by TMA
+      tile at multiples of 1024 bytes, at least 64 bytes past the dynamic
+      memory's symbol (ptxas may put the static mbarriers right after it),
+      each filled by TMA
       (`nvgpu.tma.async.load`, issued by thread 0) under an mbarrier that
-      counts the bytes (`nvgpu.mbarrier.arrive.expect_tx`);
+      counts the bytes (`nvgpu.mbarrier.arrive.expect_tx`; the mbarriers'
+      initialization fenced for the asynchronous proxy);
     - per BK-wide step of K the warpgroup waits for the stage's mbarrier
       (parity of the step's round), issues 2 x BK / 16
       `nvvm.wgmma.mma_async` m64nBNk16 bf16 x bf16 -> f32 on shared-memory
@@ -185,16 +189,17 @@ def MFGPULibraryContractionsPass
     linalg.generic {..} ins(%x, %w : memref<?x64xf32>, memref<128x64xbf16>)
                         outs(%y : memref<?x128xf32>) {..}
     // becomes
-    %x16 = memref.alloc(%t) : memref<?x64xbf16>
+    %x16, %t1 = gpu.alloc async [%s] (%t) : memref<?x64xbf16>
     linalg.generic {..} ins(%x : memref<?x64xf32>) outs(%x16 : ..) {truncf}
     func.call @mfrt_cg_gemm_bf16(%w_, %x16_, %y_)
         : (memref<*xbf16>, memref<*xbf16>, memref<*xf32>) -> ()
-    memref.dealloc %x16
+    gpu.dealloc async [%s2] %x16
     ```
   }];
   let dependentDialects = [
     "::mlir::func::FuncDialect", "::mlir::arith::ArithDialect",
-    "::mlir::memref::MemRefDialect", "::mlir::linalg::LinalgDialect"
+    "::mlir::memref::MemRefDialect", "::mlir::linalg::LinalgDialect",
+    "::mlir::gpu::GPUDialect"
   ];
 }
 
