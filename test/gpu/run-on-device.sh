@@ -161,6 +161,15 @@ compare() {
   run "$(left 60)" "$bin/meshfold-compare" "$1" \
     "${2:-$seed/reference.safetensors}" --rtol "${3:-$rtol}"
 }
+# Runs seed program $2 (at most $1 s) on the seed weights and prompts into
+# $work/$3.safetensors and compares that with the prefill reference to
+# relative tolerance $4 (default $rtol).
+seed_check() {
+  local out="$work/$3.safetensors"
+  run "$(left "$1")" "$seed/$2" --weights "$seed/weights.safetensors" \
+    --prompts "$prompts" --out "$out" --timeout 120 &&
+    compare "$out" "" "${4:-$rtol}"
+}
 # What the last comparison in $log found, for the summary.
 compared() { echo "$(grep -o 'max rel err [^,]*' "$log" | tail -1) (rtol ${1:-$rtol})"; }
 
@@ -187,10 +196,7 @@ fi
 say "(a) seed example, one rank, --target cuda"
 log="$work/a.log"
 : >"$log"
-if have_time &&
-  run "$(left 120)" "$seed/prefill-1" --weights "$seed/weights.safetensors" \
-    --prompts "$prompts" --out "$work/out-1.safetensors" --timeout 60 &&
-  compare "$work/out-1.safetensors"; then
+if have_time && seed_check 120 prefill-1 out-1; then
   record a PASS "$(compared)"
 else
   record a FAIL "see $log"
@@ -199,10 +205,7 @@ fi
 say "(b) seed plan, 32 ranks on one GPU (local backend), --target cuda"
 log="$work/b.log"
 : >"$log"
-if have_time &&
-  run "$(left 180)" "$seed/prefill-32" --weights "$seed/weights.safetensors" \
-    --prompts "$prompts" --out "$work/out-32.safetensors" --timeout 120 &&
-  compare "$work/out-32.safetensors"; then
+if have_time && seed_check 180 prefill-32 out-32; then
   record b PASS "$(compared)"
 else
   record b FAIL "see $log"
@@ -282,16 +285,9 @@ fi
 say "(g) --wgmma (one rank, the seed plan) and --gemm-backend cublaslt (one rank)"
 log="$work/g.log"
 : >"$log"
-if have_time &&
-  run "$(left 120)" "$seed/prefill-1-wgmma" --weights "$seed/weights.safetensors" \
-    --prompts "$prompts" --out "$work/out-1-wgmma.safetensors" --timeout 60 &&
-  compare "$work/out-1-wgmma.safetensors" "" "$rtol_bf16" &&
-  run "$(left 180)" "$seed/prefill-32-wgmma" --weights "$seed/weights.safetensors" \
-    --prompts "$prompts" --out "$work/out-32-wgmma.safetensors" --timeout 120 &&
-  compare "$work/out-32-wgmma.safetensors" "" "$rtol_bf16" &&
-  run "$(left 120)" "$seed/prefill-1-cublaslt" --weights "$seed/weights.safetensors" \
-    --prompts "$prompts" --out "$work/out-1-cublaslt.safetensors" --timeout 60 &&
-  compare "$work/out-1-cublaslt.safetensors" "" "$rtol_bf16"; then
+if have_time && seed_check 120 prefill-1-wgmma out-1-wgmma "$rtol_bf16" &&
+  seed_check 180 prefill-32-wgmma out-32-wgmma "$rtol_bf16" &&
+  seed_check 120 prefill-1-cublaslt out-1-cublaslt "$rtol_bf16"; then
   record g PASS "$(compared "$rtol_bf16")"
 else
   record g FAIL "see $log"
