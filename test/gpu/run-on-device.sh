@@ -9,7 +9,8 @@
 #       on a GPU machine that can also build: installs what is missing,
 #       builds a release build, prepares WORK_DIR/prebuilt, then the same steps
 #
-# The steps, within a total time limit:
+# The steps, within a total time limit, the numerics first (unit, a, b, c,
+# f, g), the timings last (d, e):
 #
 #   unit  the runtime's GPU unit tests (CudaRuntimeTest, CudaErrorTest)
 #   (a)   the seed example compiled for one rank with --target cuda, run on
@@ -228,6 +229,30 @@ else
   record c FAIL "see $log"
 fi
 
+say "(f) two pools (seed plan -> tp=2 dp=8), 48 ranks on one GPU, decode"
+log="$work/f.log"
+: >"$log"
+if have_time &&
+  run "$(left 180)" "$seed/pools" --weights "$seed/weights.safetensors" \
+    --prompts "$prompts" --out "$work/out-pools.safetensors" \
+    --max-new-tokens 8 --step-logits --timeout 120 &&
+  compare "$work/out-pools.safetensors" "$seed/reference-decode.safetensors"; then
+  record f PASS "$(compared)"
+else
+  record f FAIL "see $log"
+fi
+
+say "(g) --wgmma (one rank, the seed plan) and --gemm-backend cublaslt (one rank)"
+log="$work/g.log"
+: >"$log"
+if have_time && seed_check 120 prefill-1-wgmma out-1-wgmma "$rtol_bf16" &&
+  seed_check 180 prefill-32-wgmma out-32-wgmma "$rtol_bf16" &&
+  seed_check 120 prefill-1-cublaslt out-1-cublaslt "$rtol_bf16"; then
+  record g PASS "$(compared "$rtol_bf16")"
+else
+  record g FAIL "see $log"
+fi
+
 say "(d) kernel benchmark (bench/gpu-kernels)"
 log="$work/d.log"
 : >"$log"
@@ -267,30 +292,6 @@ if [ $e_ok -eq 1 ]; then
   record e PASS "peak GPU memory in use ${mem:-?} MiB"
 else
   record e FAIL "see $log"
-fi
-
-say "(f) two pools (seed plan -> tp=2 dp=8), 48 ranks on one GPU, decode"
-log="$work/f.log"
-: >"$log"
-if have_time &&
-  run "$(left 180)" "$seed/pools" --weights "$seed/weights.safetensors" \
-    --prompts "$prompts" --out "$work/out-pools.safetensors" \
-    --max-new-tokens 8 --step-logits --timeout 120 &&
-  compare "$work/out-pools.safetensors" "$seed/reference-decode.safetensors"; then
-  record f PASS "$(compared)"
-else
-  record f FAIL "see $log"
-fi
-
-say "(g) --wgmma (one rank, the seed plan) and --gemm-backend cublaslt (one rank)"
-log="$work/g.log"
-: >"$log"
-if have_time && seed_check 120 prefill-1-wgmma out-1-wgmma "$rtol_bf16" &&
-  seed_check 180 prefill-32-wgmma out-32-wgmma "$rtol_bf16" &&
-  seed_check 120 prefill-1-cublaslt out-1-cublaslt "$rtol_bf16"; then
-  record g PASS "$(compared "$rtol_bf16")"
-else
-  record g FAIL "see $log"
 fi
 
 # The layer's lines (bench/gpu-layer.sh's last line per run) in the table.
