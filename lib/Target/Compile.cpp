@@ -26,6 +26,8 @@
 #include "llvm/TargetParser/Host.h"
 #include "llvm/Transforms/IPO/MergeFunctions.h"
 
+#include <optional>
+
 using namespace mlir;
 using namespace meshfold;
 
@@ -192,17 +194,33 @@ LogicalResult meshfold::emitObjectFile(ModuleOp module, llvm::StringRef path,
 }
 
 namespace {
+/// The runtime library `file` in `runtimeDir`, or nothing, with `error` one
+/// line naming `what` is missing and `hint` (how to get it).
+std::optional<std::string>
+runtimeLibrary(llvm::StringRef runtimeDir, llvm::StringRef file,
+               llvm::StringRef what, llvm::StringRef hint, std::string &error) {
+  llvm::SmallString<256> path(runtimeDir);
+  llvm::sys::path::append(path, file);
+  if (llvm::sys::fs::exists(path))
+    return std::string(path);
+  error = (what + " not found: '" + path + "' (" + hint + ")").str();
+  return std::nullopt;
+}
+
+/// libmfrt.a in `runtimeDir`, or nothing (with `error` set).
+std::optional<std::string> coreRuntime(llvm::StringRef runtimeDir,
+                                       std::string &error) {
+  return runtimeLibrary(runtimeDir, "libmfrt.a", "runtime library",
+                        "use --runtime-dir", error);
+}
+
 /// Links `object`, the runtime and `extraArgs` into `output`.
 LogicalResult link(llvm::StringRef object, llvm::StringRef output,
                    llvm::StringRef runtimeDir,
                    llvm::ArrayRef<std::string> extraArgs, std::string &error) {
-  llvm::SmallString<256> runtime(runtimeDir);
-  llvm::sys::path::append(runtime, "libmfrt.a");
-  if (!llvm::sys::fs::exists(runtime)) {
-    error = "runtime library not found: '" + std::string(runtime) +
-            "' (use --runtime-dir)";
+  std::optional<std::string> runtime = coreRuntime(runtimeDir, error);
+  if (!runtime)
     return failure();
-  }
   std::string cxx = "c++";
   if (const char *env = std::getenv("CXX"))
     cxx = env;
@@ -216,7 +234,7 @@ LogicalResult link(llvm::StringRef object, llvm::StringRef output,
   tmp += ".link-tmp";
   std::string tmpStr(tmp);
   llvm::SmallVector<llvm::StringRef> args = {*linker, "-o", tmpStr, object,
-                                             runtime};
+                                             *runtime};
   for (const std::string &arg : extraArgs)
     args.push_back(arg);
   // LLVM's OpenMP runtime, named by its path and found at run time in its
@@ -289,13 +307,11 @@ LogicalResult meshfold::linkCUDAExecutable(llvm::StringRef object,
                                            llvm::StringRef runtimeDir,
                                            const CUDALinkOptions &cuda,
                                            std::string &error) {
-  llvm::SmallString<256> mgpu(runtimeDir);
-  llvm::sys::path::append(mgpu, "libmfrt_cuda.a");
-  if (!llvm::sys::fs::exists(mgpu)) {
-    error = "CUDA runtime library not found: '" + std::string(mgpu) +
-            "' (build the mfrt_cuda target, or use --runtime-dir)";
+  std::optional<std::string> mgpu =
+      runtimeLibrary(runtimeDir, "libmfrt_cuda.a", "CUDA runtime library",
+                     "build the mfrt_cuda target, or use --runtime-dir", error);
+  if (!mgpu)
     return failure();
-  }
   if (cuda.driverLibraryDir.empty()) {
     error = "no CUDA driver library (libcuda.so) was found when meshfold was "
             "configured";
@@ -310,15 +326,13 @@ LogicalResult meshfold::linkCUDAExecutable(llvm::StringRef object,
   // (pulled in before them), is the program's.
   llvm::SmallVector<std::string> extra;
   if (cuda.cublasLt) {
-    llvm::SmallString<256> lt(runtimeDir);
-    llvm::sys::path::append(lt, "libmfrt_cublaslt.a");
-    if (!llvm::sys::fs::exists(lt)) {
-      error = "cuBLASLt runtime library not found: '" + std::string(lt) +
-              "' (build the mfrt_cublaslt target, or use --runtime-dir)";
+    std::optional<std::string> lt = runtimeLibrary(
+        runtimeDir, "libmfrt_cublaslt.a", "cuBLASLt runtime library",
+        "build the mfrt_cublaslt target, or use --runtime-dir", error);
+    if (!lt)
       return failure();
-    }
     extra = {"-Wl,--whole-archive",
-             std::string(lt),
+             *lt,
              "-Wl,--no-whole-archive",
              "-L" + cuda.cublasLtLibraryDir,
              "-Wl,-rpath," + cuda.cublasLtLibraryDir,
@@ -326,10 +340,11 @@ LogicalResult meshfold::linkCUDAExecutable(llvm::StringRef object,
   }
   // The mgpu* library and libmfrt.a may refer to each other: one group.
   // No run path to the driver: a stub must not shadow the real driver.
-  llvm::SmallString<256> runtime(runtimeDir);
-  llvm::sys::path::append(runtime, "libmfrt.a");
-  extra.append({"-Wl,--start-group", std::string(mgpu), std::string(runtime),
-                "-Wl,--end-group", "-L" + cuda.driverLibraryDir, "-lcuda",
+  std::optional<std::string> runtime = coreRuntime(runtimeDir, error);
+  if (!runtime)
+    return failure();
+  extra.append({"-Wl,--start-group", *mgpu, *runtime, "-Wl,--end-group",
+                "-L" + cuda.driverLibraryDir, "-lcuda",
                 "-L" + cuda.ncclLibraryDir, "-Wl,-rpath," + cuda.ncclLibraryDir,
                 "-lnccl", "-ldl"});
   return link(object, output, runtimeDir, extra, error);
