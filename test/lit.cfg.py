@@ -17,6 +17,7 @@ config.substitutions.append(("%PATH%", config.environment["PATH"]))
 config.substitutions.append(("%examples", os.path.join(config.meshfold_src_root, "python-free-examples")))
 config.substitutions.append(("%src_root", config.meshfold_src_root))
 config.substitutions.append(("%obj_root", config.meshfold_obj_root))
+config.substitutions.append(("%tcp-launch", os.path.join(config.meshfold_src_root, "scripts", "tcp-launch.sh")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
 # The one declaration of the runtime entry points generated code calls.
 config.substitutions.append(("%codegen_abi", os.path.join(config.meshfold_src_root, "runtime", "include", "mfrt", "CodegenABI.def")))

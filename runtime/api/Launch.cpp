@@ -1,10 +1,11 @@
 //===- Launch.cpp - mfrt_launch: the ranks of a job and their outcome -----===//
 //
 // mfrt_launch parses the plan, then runs the user's function once per rank:
-// under `local` on one thread per rank of this process, under a plugin (mpi,
-// nccl) once in this process, which is one rank of an MPI job. Each rank gets
-// its RankState (the calling thread's, see OpScaffold.h); the job's first
-// failure becomes mfrt_launch's status and last error.
+// under `local` on one thread per rank of this process; under tcp, mpi or
+// nccl once in this process, which is one rank of the job (joined by a
+// rendezvous or by MPI; nccl's host messages go over the one or the other).
+// Each rank gets its RankState (the calling thread's, see OpScaffold.h); the
+// job's first failure becomes mfrt_launch's status and last error.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +13,7 @@
 #include "meshfold/Support/KVTransfer.h"
 #include "meshfold/Support/PlanText.h"
 #include "mfrt/backends/LocalBackend.h"
+#include "mfrt/backends/TCPTransport.h"
 #include "mfrt/comm/Device.h"
 #include "mfrt/comm/OpScaffold.h"
 
@@ -40,10 +42,26 @@ struct Launch {
   Device *device;
   int (*fn)(void *user);
   void *user;
+  /// tcp / nccl: rank 0's HOST:PORT ("" under mpirun), this process's rank
+  /// if given (else -1), and the plans' fingerprint.
+  std::string rendezvous;
+  int rank;
+  uint64_t fingerprint;
 };
 
 std::string fullMessage(const FailureRecord &r) {
   return "mfrt: rank " + std::to_string(r.rank) + ": " + r.detail;
+}
+
+/// FNV-1a over the plans' texts: ranks of one program agree on it.
+uint64_t fingerprintOf(const mfrt_options *options) {
+  uint64_t h = 1469598103934665603ull;
+  for (const char *text : {options->plan, options->second_plan}) {
+    for (const char *c = text ? text : ""; *c; ++c)
+      h = (h ^ uint8_t(*c)) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;
+  }
+  return h;
 }
 
 double resolveTimeout(const mfrt_options *options) {
@@ -146,11 +164,13 @@ mfrt_status launchLocal(const Launch &l) {
 }
 
 //===----------------------------------------------------------------------===//
-// mpi, nccl: this process is one rank of an MPI job
+// tcp, mpi, nccl: this process is one rank of the job
 //===----------------------------------------------------------------------===//
 
-/// Loads the plugin of `which` and creates its backend into `backend`.
+/// Loads the plugin of `which` and creates its backend into `backend`;
+/// `host` is the host transport lent to nccl.
 mfrt_status createPlugin(mfrt_backend which, const Launch &l,
+                         HostTransport *host,
                          std::unique_ptr<PluginBackend> &backend) {
   std::string error;
   PluginCreateFn create = mfrt::api::loadPlugin(which, &error);
@@ -161,12 +181,110 @@ mfrt_status createPlugin(mfrt_backend which, const Launch &l,
   request.devices = l.devices;
   request.timeoutS = l.timeoutS;
   request.device = l.device;
+  request.host = host;
   backend.reset(create(&request, &error));
   if (!backend)
     return setError(MFRT_ERR_BACKEND, std::string("mfrt: ") +
                                           mfrt::api::backendName(which) +
                                           " backend: " + error);
   return MFRT_OK;
+}
+
+/// A whole non-negative decimal number from the environment, or -1.
+int envIndex(const char *name) {
+  const char *v = std::getenv(name);
+  if (!v || !*v)
+    return -1;
+  char *end = nullptr;
+  long r = std::strtol(v, &end, 10);
+  return end && *end == 0 && r >= 0 && r < (1L << 30) ? int(r) : -1;
+}
+
+/// The rendezvous's view of this process: its rank (given, or srun's), the
+/// world size and the local-rank hint.
+mfrt_status rendezvousConfig(const Launch &l, RendezvousConfig &c) {
+  std::string error;
+  if (!parseRendezvousAddress(l.rendezvous, c.host, c.port, &error))
+    return setError(MFRT_ERR_ARGUMENT, "mfrt: " + error);
+  c.rank = l.rank >= 0 ? l.rank : envIndex("SLURM_PROCID");
+  if (c.rank < 0)
+    return setError(MFRT_ERR_ARGUMENT,
+                    "mfrt: a rendezvous needs this process's rank: --rank R "
+                    "(mfrt_options.rank), or srun's SLURM_PROCID");
+  int tasks = envIndex("SLURM_NTASKS");
+  if (l.rank < 0 && tasks >= 0 && tasks != l.devices)
+    return setError(MFRT_ERR_ARGUMENT,
+                    "mfrt: srun started " + std::to_string(tasks) +
+                        " tasks (SLURM_NTASKS), but the plan has " +
+                        std::to_string(l.devices) +
+                        " devices: start it with "
+                        "srun -n " +
+                        std::to_string(l.devices));
+  c.size = l.devices;
+  c.localRankHint = l.rank < 0 ? envIndex("SLURM_LOCALID") : -1;
+  c.fingerprint = l.fingerprint;
+  c.timeoutS = l.timeoutS;
+  return MFRT_OK;
+}
+
+/// The tcp transport, after the rendezvous, as a backend of its own.
+mfrt_status joinRendezvous(const Launch &l,
+                           std::unique_ptr<PluginBackend> &backend) {
+  RendezvousConfig c;
+  if (mfrt_status rc = rendezvousConfig(l, c))
+    return rc;
+  std::string error;
+  std::unique_ptr<TCPTransport> t = TCPTransport::create(c, &error);
+  if (!t)
+    return setError(error.find("timed out") != std::string::npos
+                        ? MFRT_ERR_TIMEOUT
+                        : MFRT_ERR_BACKEND,
+                    "mfrt: rank " + std::to_string(c.rank) + ": " + error);
+  backend = std::make_unique<HostBackend>(std::move(t));
+  return MFRT_OK;
+}
+
+/// The nccl backend over the host transport of `lender` (tcp after a
+/// rendezvous, else the mpi plugin's).
+mfrt_status createNCCL(const Launch &l, std::unique_ptr<PluginBackend> &lender,
+                       std::unique_ptr<PluginBackend> &backend) {
+  mfrt_status rc = l.rendezvous.empty()
+                       ? createPlugin(MFRT_BACKEND_MPI, l, nullptr, lender)
+                       : joinRendezvous(l, lender);
+  if (rc != MFRT_OK && l.rendezvous.empty())
+    return setError(rc, "mfrt: the nccl backend runs under mpirun (over the "
+                        "mpi backend) or with a rendezvous (--rendezvous "
+                        "HOST:PORT): " +
+                            lastError().substr(6));
+  if (rc != MFRT_OK)
+    return rc;
+  HostTransport &host = *lender->hostTransport();
+  if ((rc = createPlugin(MFRT_BACKEND_NCCL, l, &host, backend)) == MFRT_OK)
+    return MFRT_OK;
+  std::string detail = lastError();
+  const std::string prefix = "mfrt: ";
+  if (detail.compare(0, prefix.size(), prefix) == 0)
+    detail = detail.substr(prefix.size());
+  host.raiseFailure(FailureRecord{host.rank(), rc, detail});
+  lender->shutdown(false);
+  return rc;
+}
+
+/// The backend of a launch whose ranks are processes.
+mfrt_status createProcessBackend(mfrt_backend which, const Launch &l,
+                                 std::unique_ptr<PluginBackend> &lender,
+                                 std::unique_ptr<PluginBackend> &backend) {
+  switch (which) {
+  case MFRT_BACKEND_TCP:
+    return joinRendezvous(l, backend);
+  case MFRT_BACKEND_MPI:
+    return createPlugin(which, l, nullptr, backend);
+  case MFRT_BACKEND_NCCL:
+    return createNCCL(l, lender, backend);
+  default:
+    return setError(MFRT_ERR_ARGUMENT,
+                    "mfrt: unknown backend " + std::to_string(int(which)));
+  }
 }
 
 /// Checks that the job runs one process per device of the plan.
@@ -193,9 +311,11 @@ mfrt_status attachDevice(PluginBackend &backend, Device *device) {
   Transport &transport = backend.transport();
   int count = 0;
   Status s = device->deviceCount(count);
+  HostTransport *host = backend.hostTransport();
+  int local =
+      host ? host->localRank() : localRankFromEnvironment(transport.rank());
   if (s.ok())
-    s = device->attach(transport.rank(),
-                       localRankFromEnvironment(transport.rank()) % count);
+    s = device->attach(transport.rank(), local % count);
   if (s.ok())
     return MFRT_OK;
   std::string msg =
@@ -228,11 +348,10 @@ FailureRecord runPluginRank(PluginBackend &backend, Compute &compute,
 }
 
 mfrt_status launchPlugin(mfrt_backend which, const Launch &l) {
-  if (which != MFRT_BACKEND_MPI && which != MFRT_BACKEND_NCCL)
-    return setError(MFRT_ERR_ARGUMENT,
-                    "mfrt: unknown backend " + std::to_string(int(which)));
+  // nccl's host transport's owner, released after the nccl backend.
+  std::unique_ptr<PluginBackend> lender;
   std::unique_ptr<PluginBackend> backend;
-  if (mfrt_status rc = createPlugin(which, l, backend))
+  if (mfrt_status rc = createProcessBackend(which, l, lender, backend))
     return rc;
   gProcessRank = backend->transport().rank();
   gProcessWorld = backend->transport().size();
@@ -250,6 +369,7 @@ mfrt_status launchPlugin(mfrt_backend which, const Launch &l) {
   backend->shutdown(!outcome.failed());
   // The plugin's device memory and communicators go before the stream.
   backend.reset();
+  lender.reset();
   if (l.device)
     l.device->detach();
   if (!outcome.failed())
@@ -293,16 +413,31 @@ extern "C" mfrt_status mfrt_launch(const mfrt_options *options,
   const int devices =
       int(layout->numDevices() + (second ? second->numDevices() : 0));
   const double timeoutS = resolveTimeout(options);
+  const char *rendezvous = options->rendezvous ? options->rendezvous
+                                               : std::getenv("MFRT_RENDEZVOUS");
   const Launch l{*layout,
                  second ? &*second : nullptr,
                  devices,
                  timeoutS,
                  activeDevice(),
                  fn,
-                 user};
+                 user,
+                 rendezvous ? rendezvous : "",
+                 options->has_rank ? options->rank : -1,
+                 fingerprintOf(options)};
   clearError();
   if (options->backend == MFRT_BACKEND_LOCAL)
     return launchLocal(l);
+  if (options->backend == MFRT_BACKEND_TCP && l.rendezvous.empty())
+    return setError(MFRT_ERR_ARGUMENT,
+                    "mfrt: the tcp backend needs a rendezvous: rank 0's "
+                    "HOST:PORT (--rendezvous, mfrt_options.rendezvous or "
+                    "MFRT_RENDEZVOUS)");
+  if (options->has_rank && (options->rank < 0 || options->rank >= devices))
+    return setError(MFRT_ERR_ARGUMENT,
+                    "mfrt: rank " + std::to_string(options->rank) +
+                        " is not one of the plan's " + std::to_string(devices) +
+                        " devices (0 to " + std::to_string(devices - 1) + ")");
   return launchPlugin(options->backend, l);
 }
 

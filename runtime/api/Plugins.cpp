@@ -31,6 +31,8 @@ const char *mfrt::api::backendName(mfrt_backend b) {
     return "mpi";
   case MFRT_BACKEND_NCCL:
     return "nccl";
+  case MFRT_BACKEND_TCP:
+    return "tcp";
   }
   return "unknown";
 }

@@ -54,6 +54,8 @@ void mfrt::comm::failRank(mfrt_status status, const std::string &detail) {
     st->failure = FailureRecord{st->rank, status, detail};
     st->transport.raiseFailure(st->failure);
   }
+  if (st)
+    st->transport.beforeExit();
   // Ranks may be threads: the first one to fail speaks for the process.
   static std::mutex once;
   once.lock();

@@ -40,8 +40,8 @@ namespace {
 void usage() {
   std::printf(
       "usage: %s --weights W.safetensors|--random-weights SEED --prompts "
-      "PROMPTS.txt --out OUT.safetensors [--backend local|mpi|nccl] [--timeout "
-      "S] [--threads N] "
+      "PROMPTS.txt --out OUT.safetensors [--backend local|mpi|tcp|nccl] "
+      "[--timeout S] [--threads N] "
       "[--quiet]\n\n"
       "Runs prefill for every prompt (one request per line: token ids "
       "separated by spaces,\nor text with --prompts-text / --prompts-jsonl) "
@@ -85,10 +85,26 @@ void usage() {
       "                   (stop: end of sequence; length: the token "
       "budget)\n"
       "  --backend NAME   local (default: every rank a thread of this "
-      "process) or mpi\n"
-      "                   (one process per rank under mpirun) or nccl "
-      "(--target cuda\n"
-      "                   programs: one process per GPU under mpirun)\n"
+      "process), mpi\n"
+      "                   (one process per rank under mpirun), tcp (one "
+      "process per rank\n"
+      "                   over sockets, started by srun or any launcher, "
+      "no MPI) or nccl\n"
+      "                   (--target cuda programs: one process per GPU "
+      "under mpirun, or\n"
+      "                   like tcp with --rendezvous)\n"
+      "  --rendezvous HOST:PORT\n"
+      "                   tcp and nccl: where the processes meet; rank 0 "
+      "listens there,\n"
+      "                   the others connect (default: $MFRT_RENDEZVOUS); "
+      "under srun e.g.\n"
+      "                   the first host of $SLURM_STEP_NODELIST and a free "
+      "port\n"
+      "  --rank R         tcp and nccl with --rendezvous: this process's "
+      "rank (default:\n"
+      "                   srun's SLURM_PROCID); a GPU is SLURM_LOCALID, else "
+      "the rank's\n"
+      "                   index among the ranks on its host\n"
       "  --timeout S      seconds a collective waits for its peers (default "
       "60)\n"
       "  --report traffic print, per GPU and layer, the elements each "
@@ -261,6 +277,8 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
       {"--out-jsonl", &options.outJsonl},
       {"--backend", &options.backend},
       {"--timeout", &options.timeout},
+      {"--rendezvous", &options.rendezvous},
+      {"--rank", &options.rank},
       {"--trace-token", &options.traceToken},
       {"--force-routing", &options.forceRouting},
       {"--trace-svg", &options.traceSvg},
@@ -364,12 +382,28 @@ mfrt_options mfrt::launchOptions(const Options &options) {
     launch.backend = MFRT_BACKEND_LOCAL;
   else if (backend == "mpi")
     launch.backend = MFRT_BACKEND_MPI;
+  else if (backend == "tcp")
+    launch.backend = MFRT_BACKEND_TCP;
   else if (backend == "nccl" && programUsesDevice())
     launch.backend = MFRT_BACKEND_NCCL;
   else if (backend == "nccl")
     die("--backend nccl needs a program compiled with --target cuda");
   else
-    die("--backend must be local, mpi or nccl, got '" + backend + "'");
+    die("--backend must be local, mpi, tcp or nccl, got '" + backend + "'");
+  bool joins = backend == "tcp" || backend == "nccl";
+  if (!options.rendezvous.empty() && !joins)
+    die("--rendezvous is for the tcp and nccl backends (--backend " + backend +
+        " does not meet over sockets)");
+  if (!options.rank.empty() && !joins)
+    die("--rank is for the tcp and nccl backends (--backend " + backend +
+        " numbers its ranks itself)");
+  if (!options.rendezvous.empty())
+    launch.rendezvous = options.rendezvous.c_str();
+  if (!options.rank.empty()) {
+    launch.has_rank = 1;
+    launch.rank =
+        int(std::min<int64_t>(parseCount("--rank", options.rank), INT32_MAX));
+  }
   if (options.timeoutGiven) {
     const std::string &timeout = options.timeout;
     char *end = nullptr;

@@ -43,6 +43,13 @@ void mfrt::die(const std::string &msg) {
     std::fputc('\n', stderr);
   std::fprintf(stderr, "%s: error: %s\n", gProgram, msg.c_str());
   std::fflush(stderr);
+  // The peers of a process backend learn why before the sockets close.
+  if (comm::RankState *rank = comm::currentRank()) {
+    comm::FailureRecord seen;
+    if (!rank->failure.failed() && !rank->transport.failureSeen(seen))
+      rank->transport.raiseFailure({rank->rank, MFRT_ERR_BACKEND, msg});
+    rank->transport.beforeExit();
+  }
   std::_Exit(1);
 }
 

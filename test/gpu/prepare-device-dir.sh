@@ -8,7 +8,7 @@
 #             from the GPU machine's toolkit), the runtime's GPU unit tests
 #   lib/      the shared libraries the emitted programs need beyond the C
 #             and C++ runtimes and the CUDA driver (OpenMP, SentencePiece,
-#             Oniguruma, utf8proc)
+#             Oniguruma, utf8proc), and the nccl plugin (libmfrt_nccl.so)
 #   seed/     the seed example: bf16 weights, prompts, the CPU reference's
 #             outputs (prefill, and decode with step logits), and its
 #             programs for --target cuda: one rank (prefill-1), the seed plan
@@ -108,11 +108,16 @@ step "one Mixtral layer"
   --gemm-backend cublaslt -o "$dir/layer/prefill-cublaslt"
 
 step "shared libraries"
+# The nccl plugin (without libnccl itself, over 200 MB: the GPU machine's
+# toolkit has it, or step c says it is missing).
+if [ -f "$build/lib/libmfrt_nccl.so" ]; then
+  cp "$build/lib/libmfrt_nccl.so" "$dir/lib/"
+fi
 # Every library the programs and tools load, except the C and C++ runtimes
 # (the GPU machine's are newer) and the CUDA driver and toolkit (its own).
 ldd "$dir"/bin/* "$s/prefill-1" "$dir/layer/prefill" 2>/dev/null |
   awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | sort -u |
-  grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|libcuda|libcublas|libcublasLt|libcudart)\.so' |
+  grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libpthread|libdl|librt|libcuda|libcublas|libcublasLt|libcudart|libnccl)\.so' |
   while read -r lib; do cp -L "$lib" "$dir/lib/"; done
 ls "$dir/lib"
 

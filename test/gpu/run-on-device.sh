@@ -18,8 +18,9 @@
 #   (b)   the seed plan (--tp 2 --cp 2 --dp 4 --pp 2, 32 ranks) compiled with
 #         --target cuda, its 32 ranks run as threads on the one GPU (local
 #         backend, one stream per rank), compared with the reference
-#   (c)   the one-rank program on the nccl backend (mpirun -np 1), where
-#         mpirun and the nccl plugin are there (SKIP otherwise)
+#   (c)   the one-rank program on the nccl backend, started without mpirun
+#         (--rendezvous, --rank 0), where the nccl plugin and libnccl load
+#         (SKIP otherwise)
 #   (d)   bench/gpu-kernels (cuBLAS timings, the compiled kernels listed,
 #         attention roofline)
 #   (e)   bench/gpu-layer.sh: one Mixtral layer (32 experts, generated
@@ -212,16 +213,18 @@ else
   record b FAIL "see $log"
 fi
 
-say "(c) nccl backend, world size 1"
+say "(c) nccl backend, world size 1, started without mpirun (--rendezvous)"
 log="$work/c.log"
 : >"$log"
-mpirun_cmd=$(command -v mpirun || true)
-if [ ! -f "$prebuilt/lib/libmfrt_nccl.so" ] || [ -z "$mpirun_cmd" ]; then
-  record c SKIP "needs mpirun and the nccl plugin (libmfrt_nccl.so) on this machine"
+nccl_plugin="$prebuilt/lib/libmfrt_nccl.so"
+if [ ! -f "$nccl_plugin" ]; then
+  record c SKIP "the nccl plugin (libmfrt_nccl.so) was not built where $prebuilt was prepared"
+elif ldd "$nccl_plugin" | grep -q 'not found'; then
+  record c SKIP "the nccl plugin cannot load here: $(ldd "$nccl_plugin" | grep 'not found' | head -1 | awk '{ print $1 }') not found"
 elif have_time &&
-  run "$(left 120)" "$mpirun_cmd" --allow-run-as-root --oversubscribe -np 1 \
-    -x MFRT_PLUGIN_DIR="$prebuilt/lib" -x LD_LIBRARY_PATH "$seed/prefill-1" \
-    --backend nccl --weights "$seed/weights.safetensors" --prompts "$prompts" \
+  run "$(left 120)" env MFRT_PLUGIN_DIR="$prebuilt/lib" "$seed/prefill-1" \
+    --backend nccl --rendezvous 127.0.0.1:$((20000 + $$ % 20000)) --rank 0 \
+    --weights "$seed/weights.safetensors" --prompts "$prompts" \
     --out "$work/out-nccl.safetensors" --timeout 60 &&
   compare "$work/out-nccl.safetensors"; then
   record c PASS "$(compared)"

@@ -1,30 +1,14 @@
 //===- MPIPlugin.cpp - libmfrt_mpi.so: the mpi backend --------------------===//
 //
 // One process per rank (mpirun -np <devices>); host memory. mfrt_launch
-// loads this plugin with dlopen and calls mfrt_comm_plugin_create.
+// loads this plugin with dlopen and calls mfrt_comm_plugin_create; for the
+// nccl backend under mpirun it takes the backend's host transport.
 //
 //===----------------------------------------------------------------------===//
 
 #include "mfrt/backends/MPITransport.h"
 
 using namespace mfrt::comm;
-
-namespace {
-
-class MPIBackend final : public PluginBackend {
-public:
-  explicit MPIBackend(std::unique_ptr<MPITransport> t) : t(std::move(t)) {}
-  Transport &transport() override { return *t; }
-  FailureRecord finish(const FailureRecord &mine, double timeoutS) override {
-    return t->finish(mine, timeoutS);
-  }
-  void shutdown(bool success) override { t->shutdown(success); }
-
-private:
-  std::unique_ptr<MPITransport> t;
-};
-
-} // namespace
 
 extern "C" __attribute__((visibility("default"))) PluginBackend *
 mfrt_comm_plugin_create(const PluginRequest *request, std::string *error) {
@@ -39,5 +23,5 @@ mfrt_comm_plugin_create(const PluginRequest *request, std::string *error) {
   std::unique_ptr<MPITransport> t = MPITransport::create(error);
   if (!t)
     return nullptr;
-  return new MPIBackend(std::move(t));
+  return new HostBackend(std::move(t));
 }

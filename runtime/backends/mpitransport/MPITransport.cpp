@@ -2,9 +2,6 @@
 
 #include "mfrt/backends/MPITransport.h"
 
-#include <sched.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -176,6 +173,11 @@ std::unique_ptr<MPITransport> MPITransport::create(std::string *error) {
   MPI_Comm_set_errhandler(t->control, MPI_ERRORS_RETURN);
   MPI_Comm_rank(t->data, &t->me);
   MPI_Comm_size(t->data, &t->worldSize);
+  MPI_Comm node;
+  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, t->me,
+                      MPI_INFO_NULL, &node);
+  MPI_Comm_rank(node, &t->local);
+  MPI_Comm_free(&node);
   void *attr = nullptr;
   int flag = 0;
   MPI_Comm_get_attr(MPI_COMM_WORLD, MPI_TAG_UB, &attr, &flag);
@@ -190,17 +192,6 @@ std::unique_ptr<MPITransport> MPITransport::create(std::string *error) {
 MPITransport::~MPITransport() {
   for (auto &[bytes, ptr] : stagingCache)
     std::free(ptr);
-}
-
-void MPITransport::backoff(int &spins) {
-  ++spins;
-  if (spins < 32)
-    return;
-  if (spins < 256) {
-    sched_yield();
-    return;
-  }
-  usleep(useconds_t(std::min(1000, 10 * (spins - 255))));
 }
 
 void MPITransport::progress() {
@@ -463,8 +454,8 @@ FailureRecord MPITransport::finish(const FailureRecord &mine, double timeoutS) {
   return *std::min_element(candidates.begin(), candidates.end(), preferRoot);
 }
 
-void MPITransport::shutdown(bool finalize) {
-  if (!finalize)
+void MPITransport::shutdown(bool success) {
+  if (!success)
     return; // a failed run exits without MPI_Finalize (which could hang)
   const Clock::time_point until = Clock::now() + std::chrono::seconds(2);
   int spins = 0;

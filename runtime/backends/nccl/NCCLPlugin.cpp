@@ -1,13 +1,16 @@
 //===- NCCLPlugin.cpp - libmfrt_nccl.so: the nccl backend -----------------===//
 //
-// One process per GPU under mpirun (device = the rank's index among the
-// processes of its node, modulo the visible devices). Buffers are device
+// One process per GPU, under mpirun or started by srun or by hand with a
+// rendezvous (device = the rank's local index on its node, modulo the
+// visible devices). Buffers are device
 // pointers; dispatch's `experts` / `weights` may be host or device memory
 // (they are read to the host), and mfrt_dispatch_experts is host memory.
 //
-// Bootstrap as nccl-tests does it: rank 0 makes an ncclUniqueId, MPI_Bcast
-// sends it to all, ncclCommInitRankConfig makes the world communicator; every
-// group of mfrt_group gets its own communicator by ncclCommSplit. All
+// The host transport comes from the core (PluginRequest::host): the tcp
+// transport after a rendezvous, or the mpi plugin's under mpirun. Bootstrap
+// as nccl-tests does it: rank 0 makes an ncclUniqueId and sends it to all
+// over the host transport, ncclCommInitRankConfig makes the world communicator;
+// every group of mfrt_group gets its own communicator by ncclCommSplit. All
 // communicators are non-blocking, so every wait polls against the op's
 // deadline (a stuck peer times out; the communicators are then aborted).
 //
@@ -17,7 +20,7 @@
 //  - everything else (K/V ring step, send / recv, gather, dispatch and
 //    combine) runs the generic algorithms, whose messages become grouped
 //    ncclSend / ncclRecv on the world communicator; their host parts (counts,
-//    expert ids, routing weights) travel over MPI.
+//    expert ids, routing weights) travel over the host transport.
 //
 // Every CUDA / NCCL error names the failing call.
 //
@@ -28,10 +31,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mfrt/backends/NCCLKernels.h"
 #include "mfrt/comm/CommDType.h"
 #include "mfrt/comm/Device.h"
-#include "mfrt/backends/MPITransport.h"
-#include "mfrt/backends/NCCLKernels.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -88,7 +90,7 @@ Clock::time_point deadlineIn(double seconds) { return deadlineAfter(seconds); }
 
 /// Waits until a non-blocking communicator's pending call finished.
 Status waitComm(ncclComm_t comm, const char *call, Clock::time_point deadline,
-                double timeoutS, MPITransport &host) {
+                double timeoutS, HostTransport &host) {
   int spins = 0;
   while (true) {
     ncclResult_t state = ncclSuccess;
@@ -105,14 +107,14 @@ Status waitComm(ncclComm_t comm, const char *call, Clock::time_point deadline,
     if (Clock::now() >= deadline)
       return Status::error(MFRT_ERR_TIMEOUT,
                            timeoutDetail(timeoutS, {}) + " in " + call);
-    MPITransport::backoff(spins);
+    backoff(spins);
   }
 }
 
 /// The device memory and kernels of the collectives.
 class CudaCompute final : public Compute {
 public:
-  CudaCompute(cudaStream_t stream, MPITransport &host)
+  CudaCompute(cudaStream_t stream, HostTransport &host)
       : stream(stream), host(host) {}
   ~CudaCompute() override {
     for (auto &[bytes, ptr] : cached)
@@ -225,7 +227,7 @@ public:
                                    " for the device work of the op");
         break;
       }
-      MPITransport::backoff(spins);
+      backoff(spins);
     }
     cudaEventDestroy(event);
     if (err != cudaSuccess)
@@ -257,7 +259,7 @@ private:
     return Status::success();
   }
 
-  MPITransport &host;
+  HostTransport &host;
   std::map<void *, size_t> live;
   std::multimap<size_t, void *> cached;
   void *scratch[3] = {nullptr, nullptr, nullptr};
@@ -295,7 +297,7 @@ std::vector<SpanT> splitParts(const SpanT *parts, size_t numParts,
 
 class NCCLTransport final : public Transport {
 public:
-  NCCLTransport(MPITransport &host, ncclComm_t world, CudaCompute &compute)
+  NCCLTransport(HostTransport &host, ncclComm_t world, CudaCompute &compute)
       : host(host), world(world), compute(compute) {}
 
   int rank() const override { return host.rank(); }
@@ -457,14 +459,14 @@ private:
     return s;
   }
 
-  MPITransport &host;
+  HostTransport &host;
   ncclComm_t world;
   CudaCompute &compute;
 };
 
 class NCCLNative final : public Native {
 public:
-  NCCLNative(ncclComm_t world, CudaCompute &compute, MPITransport &host,
+  NCCLNative(ncclComm_t world, CudaCompute &compute, HostTransport &host,
              double setupTimeoutS)
       : world(world), compute(compute), host(host),
         setupTimeoutS(setupTimeoutS) {}
@@ -596,7 +598,7 @@ private:
   }
 
   CudaCompute &compute;
-  MPITransport &host;
+  HostTransport &host;
   double setupTimeoutS;
   std::map<int64_t, ncclComm_t> comms;
 };
@@ -635,7 +637,7 @@ public:
   }
 
 private:
-  std::unique_ptr<MPITransport> host;
+  HostTransport *host = nullptr;
   cudaStream_t stream = nullptr;
   /// False when the stream is the program's (CUDA mode).
   bool ownsStream = true;
@@ -644,24 +646,37 @@ private:
   std::unique_ptr<NCCLNative> native_;
 };
 
+/// Rank 0's ncclUniqueId, sent to every rank over the host transport.
+Status shareUniqueId(HostTransport &host, ncclUniqueId &id, double timeoutS) {
+  const Tag tag = makeTag(kBootstrapChannel, 0, 0);
+  std::vector<Request *> reqs;
+  if (host.rank() == 0) {
+    if (ncclGetUniqueId(&id) != ncclSuccess)
+      std::memset(&id, 0, sizeof(id));
+    ConstSpan part{&id, sizeof(id), true};
+    for (int p = 1; p < host.size(); ++p)
+      reqs.push_back(host.isend(p, tag, &part, 1));
+  } else {
+    Span part{&id, sizeof(id), true};
+    reqs.push_back(host.irecv(0, tag, &part, 1));
+  }
+  return host.waitAll(reqs.data(), reqs.size(), deadlineIn(timeoutS), timeoutS);
+}
+
 NCCLBackend *NCCLBackend::create(const PluginRequest &request,
                                  std::string *error) {
-  auto b = std::make_unique<NCCLBackend>();
-  b->host = MPITransport::create(error);
-  if (!b->host)
+  if (!request.host) {
+    *error = "the nccl backend needs the core's host transport";
     return nullptr;
+  }
+  auto b = std::make_unique<NCCLBackend>();
+  b->host = request.host;
   auto fail = [&](const Status &s) -> NCCLBackend * {
     *error = s.detail;
-    b->host->shutdown(false);
     return nullptr;
   };
   // One GPU per process: the rank's index among its node's processes.
-  MPI_Comm node;
-  MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, b->host->rank(),
-                      MPI_INFO_NULL, &node);
-  int localRank = 0;
-  MPI_Comm_rank(node, &localRank);
-  MPI_Comm_free(&node);
+  const int localRank = b->host->localRank();
   int devices = 0;
   cudaError_t err = cudaGetDeviceCount(&devices);
   if (err != cudaSuccess)
@@ -682,14 +697,15 @@ NCCLBackend *NCCLBackend::create(const PluginRequest &request,
     return fail(cudaFailure("cudaStreamCreateWithFlags", err));
   }
 
-  // The world communicator, bootstrapped over MPI like nccl-tests.
+  // The world communicator, bootstrapped like nccl-tests.
+  const double setupS = std::max(60.0, request.timeoutS);
   ncclUniqueId id;
-  if (b->host->rank() == 0) {
-    ncclResult_t res = ncclGetUniqueId(&id);
-    if (res != ncclSuccess)
-      std::memset(&id, 0, sizeof(id));
-  }
-  MPI_Bcast(&id, int(sizeof(id)), MPI_BYTE, 0, MPI_COMM_WORLD);
+  if (Status s = shareUniqueId(*b->host, id, setupS); !s.ok())
+    return fail(s.code == MFRT_ERR_PEER
+                    ? Status::error(s.code, "rank " +
+                                                std::to_string(s.cause.rank) +
+                                                " failed: " + s.cause.detail)
+                    : s);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t world = nullptr;
@@ -697,9 +713,8 @@ NCCLBackend *NCCLBackend::create(const PluginRequest &request,
                                             b->host->rank(), &config);
   Status s;
   if (res == ncclInProgress)
-    s = waitComm(world, "ncclCommInitRankConfig",
-                 deadlineIn(std::max(60.0, request.timeoutS)),
-                 std::max(60.0, request.timeoutS), *b->host);
+    s = waitComm(world, "ncclCommInitRankConfig", deadlineIn(setupS), setupS,
+                 *b->host);
   else if (res != ncclSuccess)
     s = ncclFailure("ncclCommInitRankConfig", res, world);
   if (!s.ok())
@@ -708,8 +723,8 @@ NCCLBackend *NCCLBackend::create(const PluginRequest &request,
   b->compute_ = std::make_unique<CudaCompute>(b->stream, *b->host);
   b->transport_ =
       std::make_unique<NCCLTransport>(*b->host, world, *b->compute_);
-  b->native_ = std::make_unique<NCCLNative>(world, *b->compute_, *b->host,
-                                            std::max(60.0, request.timeoutS));
+  b->native_ =
+      std::make_unique<NCCLNative>(world, *b->compute_, *b->host, setupS);
   return b.release();
 }
 

@@ -6,8 +6,10 @@
 |* Model: an SPMD program runs on every rank of a plan (the devices). A    *|
 |* backend runs the ranks: `local` (every rank a thread of this process,   *|
 |* a simulated cluster with the plan's node topology), `mpi` (one process  *|
-|* per rank under mpirun), `nccl` (one process per GPU, NCCL communicators *|
-|* bootstrapped over MPI). Groups are made from mesh axes by MeshLayout.   *|
+|* per rank under mpirun), `tcp` (one process per rank over sockets,       *|
+|* started by srun or any launcher, joined by a rendezvous), `nccl` (one   *|
+|* process per GPU, NCCL communicators bootstrapped over MPI or a          *|
+|* rendezvous). Groups are made from mesh axes by MeshLayout.              *|
 |* Every call is made by the calling rank (thread) for itself.             *|
 |*                                                                          *|
 |* Errors: every function returns an mfrt_status. A failure on one rank    *|
@@ -61,7 +63,8 @@ typedef enum mfrt_dtype {
 typedef enum mfrt_backend {
   MFRT_BACKEND_LOCAL = 0,
   MFRT_BACKEND_MPI = 1,
-  MFRT_BACKEND_NCCL = 2
+  MFRT_BACKEND_NCCL = 2,
+  MFRT_BACKEND_TCP = 3
 } mfrt_backend;
 
 /* What a collective is, for the byte accounting (docs/design.md §5 table). */
@@ -117,13 +120,25 @@ typedef struct mfrt_options {
      first's devices) everywhere in this API, and mfrt_transfer_send /
      mfrt_transfer_recv move data between the pools. */
   const char *second_plan;
+  /* tcp, and nccl without mpirun: rank 0's "HOST:PORT", where the processes
+     meet (NULL: env MFRT_RENDEZVOUS; nccl without either runs under
+     mpirun). Rank 0 listens there; the others connect, retrying until the
+     timeout. */
+  const char *rendezvous;
+  /* tcp / nccl with a rendezvous: this process's rank when has_rank is
+     non-zero; otherwise srun's SLURM_PROCID (and SLURM_NTASKS, if set, must
+     equal the plan's devices). A GPU's local rank is SLURM_LOCALID, else the
+     rank's index among the ranks on its host. */
+  int has_rank;
+  int rank;
 } mfrt_options;
 
 #define MFRT_DEFAULT_TIMEOUT_S 60.0
 
 /* Runs fn(user) once on every rank of the plan and returns when all ranks
    are done: local = one thread per rank; mpi/nccl = this process is the
-   rank MPI gives it (the world size must equal the plan's devices). Returns
+   rank MPI gives it (the world size must equal the plan's devices);
+   tcp = this process is the rank it was given (see rendezvous). Returns
    MFRT_OK only if every rank's fn returned 0 and no collective failed;
    otherwise the first failure (mfrt_last_error() has its message; a fn
    that returned N without a failed call: MFRT_ERR_PEER, "mfrt: rank R: fn

@@ -14,7 +14,7 @@
 
 namespace mfrt::api {
 
-/// "local", "mpi", "nccl" ("unknown" for any other value).
+/// "local", "mpi", "nccl", "tcp" ("unknown" for any other value).
 const char *backendName(mfrt_backend b);
 
 /// Loads libmfrt_<name>.so from $MFRT_PLUGIN_DIR, beside the executable, its

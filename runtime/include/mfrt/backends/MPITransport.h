@@ -4,8 +4,9 @@
 // private duplicate of MPI_COMM_WORLD, completed by MPI_Test polling against
 // the op's deadline (with back-off, so oversubscribed runs stay usable), so
 // nothing blocks forever. Failures travel on a second duplicate as small
-// notices that every waiting rank polls for. Built into libmfrt_mpi.so and
-// libmfrt_nccl.so (the nccl backend's host messages and bootstrap).
+// notices that every waiting rank polls for. Built into libmfrt_mpi.so, whose
+// backend also lends it to the nccl backend under mpirun (host messages and
+// bootstrap).
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,7 +22,7 @@
 
 namespace mfrt::comm {
 
-class MPITransport final : public Transport {
+class MPITransport final : public HostTransport {
 public:
   /// Initializes MPI (MPI_THREAD_FUNNELED) unless the program did; nullptr
   /// and *error on failure.
@@ -30,6 +31,9 @@ public:
 
   int rank() const override { return me; }
   int size() const override { return worldSize; }
+  /// The rank's index among the processes of its node (MPI's shared-memory
+  /// split).
+  int localRank() const override { return local; }
   Request *isend(int peer, Tag tag, const ConstSpan *parts,
                  size_t numParts) override;
   Status sendBuffered(int peer, Tag tag, const ConstSpan *parts,
@@ -42,15 +46,11 @@ public:
   void raiseFailure(const FailureRecord &record) override;
   bool failureSeen(FailureRecord &record) override;
 
-  /// The launch's outcome: every rank sends its record to every other one
-  /// (bounded by the timeout); the best root failure wins (preferRoot).
-  FailureRecord finish(const FailureRecord &mine, double timeoutS);
+  FailureRecord finish(const FailureRecord &mine, double timeoutS) override;
   /// MPI_Finalize after a success if this transport initialized MPI.
-  void shutdown(bool finalize);
+  void shutdown(bool success) override;
   /// Advances detached sends (buffered sends, failure notices).
   void progress();
-  /// Sleeps a little more on each call, for polling loops.
-  static void backoff(int &spins);
 
 private:
   MPITransport() = default;
@@ -62,7 +62,7 @@ private:
   size_t stagingCached = 0;
 
   MPI_Comm data = MPI_COMM_NULL, control = MPI_COMM_NULL;
-  int me = 0, worldSize = 0;
+  int me = 0, worldSize = 0, local = 0;
   bool initializedMPI = false;
   struct Detached;
   std::vector<std::unique_ptr<Detached>> detached;

@@ -29,6 +29,10 @@
 
 #include "mfrt/mfrt.h"
 
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -49,6 +53,8 @@ using Clock = std::chrono::steady_clock;
 using Tag = uint32_t;
 constexpr unsigned kMaxGroups = 254;
 constexpr unsigned kP2PChannel = 254;
+/// The channel of a backend's own start-up messages (nccl's unique id).
+constexpr unsigned kBootstrapChannel = 255;
 
 /// The deadline `seconds` from now. Longer than ~31 years (1e9 s, also inf)
 /// means forever: clamped so that now + duration cannot overflow the clock's
@@ -169,6 +175,24 @@ public:
   virtual void raiseFailure(const FailureRecord &record) = 0;
   /// True (and the record) once some rank's failure reached this rank.
   virtual bool failureSeen(FailureRecord &record) = 0;
+  /// The process exits at once after a failure: deliver what is queued (the
+  /// failure notices) first, within a short bound.
+  virtual void beforeExit() {}
+};
+
+/// The transport of a backend whose ranks are processes (mpi, tcp): it also
+/// knows the process's place on its node and agrees on the launch's end. The
+/// nccl backend moves its host messages and its bootstrap over one.
+class HostTransport : public Transport {
+public:
+  /// This process's index among the ranks on its node (its GPU).
+  virtual int localRank() const = 0;
+  /// The launch's outcome: every rank sends its record to every other one
+  /// (bounded by the timeout); the best root failure wins (preferRoot).
+  virtual FailureRecord finish(const FailureRecord &mine, double timeoutS) = 0;
+  /// Releases the transport. After a failure it does not wait on the peers
+  /// beyond a short bound, so the process can exit non-zero.
+  virtual void shutdown(bool success) = 0;
 };
 
 /// One term of a weighted sum: weight * row `row` of buffer `buf`.
@@ -237,6 +261,9 @@ public:
   /// nullptr: host memory (the core's host Compute).
   virtual Compute *compute() { return nullptr; }
   virtual Native *native() { return nullptr; }
+  /// The host transport of a backend of processes (mpi), which the nccl
+  /// backend can run its host messages over; nullptr otherwise.
+  virtual HostTransport *hostTransport() { return nullptr; }
   /// The launch's outcome, agreed by all ranks after fn returned on each
   /// (collective, bounded by the timeout): the root failure of any rank, or
   /// a record with MFRT_OK.
@@ -247,8 +274,24 @@ public:
   virtual void shutdown(bool success) = 0;
 };
 
+/// A backend that is its host transport (mpi, tcp): host memory, the core's
+/// algorithms.
+class HostBackend final : public PluginBackend {
+public:
+  explicit HostBackend(std::unique_ptr<HostTransport> t) : t(std::move(t)) {}
+  Transport &transport() override { return *t; }
+  HostTransport *hostTransport() override { return t.get(); }
+  FailureRecord finish(const FailureRecord &mine, double timeoutS) override {
+    return t->finish(mine, timeoutS);
+  }
+  void shutdown(bool success) override { t->shutdown(success); }
+
+private:
+  std::unique_ptr<HostTransport> t;
+};
+
 /// Version of this interface; a plugin built from another tree is refused.
-constexpr int kPluginAbiVersion = 2;
+constexpr int kPluginAbiVersion = 3;
 
 class Device;
 
@@ -262,6 +305,9 @@ struct PluginRequest {
   /// that drives the device itself (nccl) attaches this process's rank to it
   /// and uses the rank's stream; otherwise the core attaches it.
   Device *device = nullptr;
+  /// nccl: the host transport made by the core (tcp after a rendezvous, or
+  /// the mpi plugin's under mpirun), which the backend uses but does not own.
+  HostTransport *host = nullptr;
 };
 
 /// `extern "C" PluginBackend *mfrt_comm_plugin_create(const PluginRequest *,
@@ -286,7 +332,20 @@ inline std::string timeoutDetail(double timeoutS,
   return out;
 }
 
-/// The host-memory Compute (local and mpi backends).
+/// Sleeps a little more on each call, for polling loops: spins, then
+/// yields, then naps of up to 1 ms (so oversubscribed runs stay usable).
+inline void backoff(int &spins) {
+  ++spins;
+  if (spins < 32)
+    return;
+  if (spins < 256) {
+    sched_yield();
+    return;
+  }
+  usleep(useconds_t(std::min(1000, 10 * (spins - 255))));
+}
+
+/// The host-memory Compute (local, mpi and tcp backends).
 std::unique_ptr<Compute> createHostCompute();
 
 } // namespace mfrt::comm

@@ -29,6 +29,8 @@ struct Options {
   std::string promptsText, promptsJsonl, tokenizer, outJsonl;
   /// Whether --timeout was given (its value may be empty: --timeout=).
   bool timeoutGiven = false;
+  /// --rendezvous HOST:PORT and --rank R (tcp, and nccl without mpirun).
+  std::string rendezvous, rank;
   std::string traceToken, forceRouting, traceSvg, nvlinkGBps, ibGBps;
   bool quiet = false;
   /// --allow-long-prompts: run prompts longer than the model's
@@ -52,7 +54,8 @@ struct Options {
 /// --version the version.
 /// Unknown flags, a flag without its value and missing required flags fail.
 bool parseCommandLine(int argc, char **argv, Options &options);
-/// The launch options of --backend and --timeout (the plan is set later).
+/// The launch options of --backend, --timeout, --rendezvous and --rank (the
+/// plan is set later); they point into `options`.
 mfrt_options launchOptions(const Options &options);
 /// OpenMP threads per rank: --threads, else 1 when the local backend runs
 /// several ranks in this process, else the cores this process may run on

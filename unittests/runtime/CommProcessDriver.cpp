@@ -1,20 +1,25 @@
-//===- CommMPIDriver.cpp - The mfrt collectives on the mpi backend --------===//
+//===- CommProcessDriver.cpp - The mfrt collectives across processes -----===//
 //
-// Run under `mpirun --allow-run-as-root --oversubscribe -np 32`:
+// `RuntimeProcessDriver MODE [mpi|tcp]`, one process per rank: under
+// `mpirun --allow-run-as-root --oversubscribe -np 32` for mpi (the default),
+// or started by tcp-launch.sh (its rank from SLURM_PROCID, rank 0's address
+// from MFRT_RENDEZVOUS) for tcp:
 //
-//   RuntimeMPIDriver ops      every op of CommChecks.h on the seed layout
-//                             (a reduced set of dispatch cases), exit 0
-//   RuntimeMPIDriver exit     rank 3 calls _exit(3) inside an all-gather
-//                             (MFRT_FAULT_EXIT): the job must end non-zero
-//   RuntimeMPIDriver fail     rank 5's fn returns 5 before a collective: every
-//                             rank reports "rank 5: fn returned 5", exit 2
-//   RuntimeMPIDriver stall    rank 2 stops for 3 s (timeout 1 s): every rank
-//                             fails with a timeout naming rank 2, exit 2
-//   RuntimeMPIDriver size     (with -np 2) the world size must equal the
-//                             plan's 32 devices: a clear error, exit 2
-//   RuntimeMPIDriver pools    (with -np 12) two pools, TP2 x CP2 x DP2 then
-//                             TP2 x DP2 on nodes of 4: each pool's groups,
-//                             and transfers from the first to the second
+//   ops      every op of CommChecks.h on the seed layout (a reduced set of
+//            dispatch cases), exit 0
+//   exit     rank 3 calls _exit(3) inside an all-gather (MFRT_FAULT_EXIT):
+//            the job must end non-zero
+//   fail     rank 5's fn returns 5 before a collective: every rank reports
+//            "rank 5: fn returned 5", exit 2
+//   stall    rank 2 stops for 3 s (timeout 1 s): every rank fails with a
+//            timeout naming rank 2, exit 2
+//   size     (with 2 processes under mpirun) the world size must equal the
+//            plan's 32 devices: a clear error, exit 2
+//   pools    (with 12 processes) two pools, TP2 x CP2 x DP2 then TP2 x DP2
+//            on nodes of 4: each pool's groups, and transfers from the first
+//            to the second
+//   kill     (tcp) rank 6 is killed (SIGKILL) before a collective: every
+//            other rank names it at once, long before the 60 s timeout
 //
 // Exit status: 0 all good, 1 a check failed, 2 mfrt_launch failed.
 //
@@ -23,6 +28,7 @@
 #include "CommChecks.h"
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
@@ -100,6 +106,8 @@ int rankMain(void *user) {
     return 5;
   if (ctx.mode == "stall" && ctx.rank == 2)
     std::this_thread::sleep_for(std::chrono::seconds(3));
+  if (ctx.mode == "kill" && ctx.rank == 6)
+    raise(SIGKILL);
   for (int i = 0; i < 3; ++i)
     if (mfrt_all_gather(ep, send.data(), recv.data(), 256, MFRT_F32)) {
       std::fprintf(stderr, "%s\n", mfrt_last_error());
@@ -112,9 +120,12 @@ int rankMain(void *user) {
 
 int main(int argc, char **argv) {
   const std::string mode = argc > 1 ? argv[1] : "ops";
-  if (mode != "ops" && mode != "exit" && mode != "fail" && mode != "stall" &&
-      mode != "size" && mode != "pools") {
-    std::fprintf(stderr, "usage: %s [ops|exit|fail|stall|size|pools]\n",
+  const std::string backend = argc > 2 ? argv[2] : "mpi";
+  if ((mode != "ops" && mode != "exit" && mode != "fail" && mode != "stall" &&
+       mode != "size" && mode != "pools" && mode != "kill") ||
+      (backend != "mpi" && backend != "tcp") || argc > 3) {
+    std::fprintf(stderr,
+                 "usage: %s [ops|exit|fail|stall|size|pools|kill] [mpi|tcp]\n",
                  argv[0]);
     return 64;
   }
@@ -122,9 +133,14 @@ int main(int argc, char **argv) {
     setenv("MFRT_FAULT_EXIT", "3:all_gather", 1);
   const bool pools = mode == "pools";
   Context ctx{mode, layoutOf(pools ? kPoolsFirst : kSeedPlan), {}, -1};
-  const double timeoutS = mode == "ops" || pools ? 60 : mode == "exit" ? 10 : 1;
-  mfrt_options options{MFRT_BACKEND_MPI, pools ? kPoolsFirst : kSeedPlan,
-                       timeoutS, pools ? kPoolsSecond : nullptr};
+  const double timeoutS = mode == "ops" || pools || mode == "kill" ? 60
+                          : mode == "exit"                         ? 10
+                                                                   : 1;
+  mfrt_options options{};
+  options.backend = backend == "tcp" ? MFRT_BACKEND_TCP : MFRT_BACKEND_MPI;
+  options.plan = pools ? kPoolsFirst : kSeedPlan;
+  options.timeout_s = timeoutS;
+  options.second_plan = pools ? kPoolsSecond : nullptr;
   auto t0 = std::chrono::steady_clock::now();
   mfrt_status s = mfrt_launch(&options, rankMain, &ctx);
   const double secs =
@@ -132,7 +148,7 @@ int main(int argc, char **argv) {
           .count();
   if (s != MFRT_OK) {
     std::fprintf(stderr,
-                 "RuntimeMPIDriver %s: mfrt_launch failed (status %d) "
+                 "RuntimeProcessDriver %s: mfrt_launch failed (status %d) "
                  "after %.1f s: %s\n",
                  mode.c_str(), int(s), secs, mfrt_last_error());
     return 2;
@@ -142,8 +158,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (ctx.rank == 0)
-    std::printf("RuntimeMPIDriver %s: all checks passed on %d ranks in %.1f "
-                "s\n",
+    std::printf("RuntimeProcessDriver %s: all checks passed on %d ranks in "
+                "%.1f s\n",
                 mode.c_str(), mfrt_world_size(), secs);
   return 0;
 }
