@@ -477,9 +477,18 @@ bool RankN::greet(std::string *error) {
 
 bool RankN::readTable(std::vector<TableEntry> &table, std::string *error) {
   AnswerHead head{};
-  IO io = recvAll(peers[0].get(), &head, sizeof(head), deadline);
+  // Rank 0 answers by its own deadline, which may come a little after this
+  // rank's (it may have started later): its verdict (which ranks are
+  // missing) is worth a short wait.
+  Clock::time_point verdictBy = deadline + std::chrono::seconds(3);
+  IO io = recvAll(peers[0].get(), &head, sizeof(head), verdictBy);
   if (io == IO::Ok && std::memcmp(head.magic, kMagic, sizeof(kMagic)) != 0)
     io = IO::Error;
+  if (io == IO::Timeout) {
+    *error = "rendezvous: rank 0 did not answer within " +
+             secondsText(c.timeoutS) + " s (is a rank missing?)";
+    return false;
+  }
   if (io != IO::Ok) {
     *error = ioError(io, "waiting for rank 0's answer");
     return false;
