@@ -413,8 +413,14 @@ extern "C" mfrt_status mfrt_launch(const mfrt_options *options,
   const int devices =
       int(layout->numDevices() + (second ? second->numDevices() : 0));
   const double timeoutS = resolveTimeout(options);
-  const char *rendezvous = options->rendezvous ? options->rendezvous
-                                               : std::getenv("MFRT_RENDEZVOUS");
+  // The rendezvous: given, else MFRT_RENDEZVOUS, else srun's first node
+  // (tcp, and nccl when srun started it).
+  const char *given = options->rendezvous ? options->rendezvous
+                                          : std::getenv("MFRT_RENDEZVOUS");
+  std::string rendezvous = given ? given : "";
+  if (rendezvous.empty() && (options->backend == MFRT_BACKEND_TCP ||
+                             options->backend == MFRT_BACKEND_NCCL))
+    rendezvous = slurmRendezvousAddress();
   const Launch l{*layout,
                  second ? &*second : nullptr,
                  devices,
@@ -422,7 +428,7 @@ extern "C" mfrt_status mfrt_launch(const mfrt_options *options,
                  activeDevice(),
                  fn,
                  user,
-                 rendezvous ? rendezvous : "",
+                 rendezvous,
                  options->has_rank ? options->rank : -1,
                  fingerprintOf(options)};
   clearError();
@@ -432,7 +438,7 @@ extern "C" mfrt_status mfrt_launch(const mfrt_options *options,
     return setError(MFRT_ERR_ARGUMENT,
                     "mfrt: the tcp backend needs a rendezvous: rank 0's "
                     "HOST:PORT (--rendezvous, mfrt_options.rendezvous or "
-                    "MFRT_RENDEZVOUS)");
+                    "MFRT_RENDEZVOUS), or srun's SLURM_STEP_NODELIST");
   if (options->has_rank && (options->rank < 0 || options->rank >= devices))
     return setError(MFRT_ERR_ARGUMENT,
                     "mfrt: rank " + std::to_string(options->rank) +

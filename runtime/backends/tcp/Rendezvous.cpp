@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <thread>
@@ -593,6 +594,43 @@ bool mfrt::comm::parseRendezvousAddress(const std::string &text,
   host = h;
   port = uint16_t(value);
   return true;
+}
+
+std::string mfrt::comm::firstSlurmHost(const std::string &hostList) {
+  std::string host;
+  for (size_t i = 0; i < hostList.size() && hostList[i] != ','; ++i) {
+    if (hostList[i] != '[') {
+      host += hostList[i];
+      continue;
+    }
+    // A range list: its first number, zero padding kept.
+    size_t end = hostList.find(']', i);
+    size_t stop = hostList.find_first_of(",-]", i + 1);
+    host += hostList.substr(i + 1, stop - i - 1);
+    if (end == std::string::npos)
+      break;
+    i = end;
+  }
+  return host;
+}
+
+std::string mfrt::comm::slurmRendezvousAddress() {
+  // A task of an srun step (not a batch script, whose mpirun children
+  // inherit its SLURM_PROCID), and not an MPI launcher's process.
+  const char *list = std::getenv("SLURM_STEP_NODELIST");
+  if (!list || !*list || !std::getenv("SLURM_PROCID") ||
+      !std::getenv("SLURM_STEP_NUM_TASKS"))
+    return "";
+  for (const char *mpi : {"OMPI_COMM_WORLD_SIZE", "PMI_RANK", "PMIX_RANK"})
+    if (std::getenv(mpi))
+      return "";
+  auto id = [](const char *name) {
+    const char *v = std::getenv(name);
+    return v ? std::strtoull(v, nullptr, 10) : 0ull;
+  };
+  unsigned long long port =
+      20000 + (16 * id("SLURM_JOB_ID") + id("SLURM_STEP_ID")) % 20000;
+  return firstSlurmHost(list) + ":" + std::to_string(port);
 }
 
 bool mfrt::comm::rendezvous(const RendezvousConfig &config,

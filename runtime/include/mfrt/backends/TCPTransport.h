@@ -60,6 +60,16 @@ struct RendezvousConfig {
 bool parseRendezvousAddress(const std::string &text, std::string &host,
                             uint16_t &port, std::string *error);
 
+/// The first host of a Slurm host list ("node[01-04,07],gpu1" -> "node01").
+std::string firstSlurmHost(const std::string &hostList);
+
+/// In a task of an srun step (SLURM_STEP_NODELIST, SLURM_STEP_NUM_TASKS and
+/// SLURM_PROCID set, no MPI launcher's variables): rank 0's HOST:PORT, the
+/// step's first node (where srun's block and cyclic distributions put rank
+/// 0) and a port from the job and step ids (20000 + (16 * job + step) mod
+/// 20000, so concurrent steps on one node differ); "" otherwise.
+std::string slurmRendezvousAddress();
+
 /// After the rendezvous: a connected socket to every other rank (-1 for this
 /// one) and this rank's local index on its host.
 struct RendezvousResult {
