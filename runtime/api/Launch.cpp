@@ -234,11 +234,10 @@ mfrt_status joinRendezvous(const Launch &l,
   if (mfrt_status rc = rendezvousConfig(l, c))
     return rc;
   std::string error;
-  std::unique_ptr<TCPTransport> t = TCPTransport::create(c, &error);
+  mfrt_status status = MFRT_OK;
+  std::unique_ptr<TCPTransport> t = TCPTransport::create(c, &error, &status);
   if (!t)
-    return setError(error.find("timed out") != std::string::npos
-                        ? MFRT_ERR_TIMEOUT
-                        : MFRT_ERR_BACKEND,
+    return setError(status,
                     "mfrt: rank " + std::to_string(c.rank) + ": " + error);
   backend = std::make_unique<HostBackend>(std::move(t));
   return MFRT_OK;
@@ -265,7 +264,9 @@ mfrt_status createNCCL(const Launch &l, std::unique_ptr<PluginBackend> &lender,
   const std::string prefix = "mfrt: ";
   if (detail.compare(0, prefix.size(), prefix) == 0)
     detail = detail.substr(prefix.size());
-  host.raiseFailure(FailureRecord{host.rank(), rc, detail});
+  // Another rank's failure was raised by that rank.
+  if (rc != MFRT_ERR_PEER)
+    host.raiseFailure(FailureRecord{host.rank(), rc, detail});
   lender->shutdown(false);
   return rc;
 }

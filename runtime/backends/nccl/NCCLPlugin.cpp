@@ -365,6 +365,7 @@ public:
   bool failureSeen(FailureRecord &record) override {
     return host.failureSeen(record);
   }
+  void beforeExit() override { host.beforeExit(); }
 
 private:
   /// The device halves: one grouped ncclSend / ncclRecv per message, in
@@ -651,8 +652,11 @@ Status shareUniqueId(HostTransport &host, ncclUniqueId &id, double timeoutS) {
   const Tag tag = makeTag(kBootstrapChannel, 0, 0);
   std::vector<Request *> reqs;
   if (host.rank() == 0) {
-    if (ncclGetUniqueId(&id) != ncclSuccess)
-      std::memset(&id, 0, sizeof(id));
+    if (ncclResult_t res = ncclGetUniqueId(&id); res != ncclSuccess) {
+      Status s = ncclFailure("ncclGetUniqueId", res, nullptr);
+      host.raiseFailure(FailureRecord{0, s.code, s.detail});
+      return s;
+    }
     ConstSpan part{&id, sizeof(id), true};
     for (int p = 1; p < host.size(); ++p)
       reqs.push_back(host.isend(p, tag, &part, 1));
@@ -700,12 +704,12 @@ NCCLBackend *NCCLBackend::create(const PluginRequest &request,
   // The world communicator, bootstrapped like nccl-tests.
   const double setupS = std::max(60.0, request.timeoutS);
   ncclUniqueId id;
-  if (Status s = shareUniqueId(*b->host, id, setupS); !s.ok())
-    return fail(s.code == MFRT_ERR_PEER
-                    ? Status::error(s.code, "rank " +
-                                                std::to_string(s.cause.rank) +
-                                                " failed: " + s.cause.detail)
-                    : s);
+  if (Status s = shareUniqueId(*b->host, id, setupS); !s.ok()) {
+    *error = s.code == MFRT_ERR_PEER ? "rank " + std::to_string(s.cause.rank) +
+                                           " failed: " + s.cause.detail
+                                     : s.detail;
+    return nullptr;
+  }
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;
   ncclComm_t world = nullptr;

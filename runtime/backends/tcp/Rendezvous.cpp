@@ -207,7 +207,10 @@ bool dial(const std::string &host, uint16_t port, const std::string &who,
   int lastErr = ETIMEDOUT;
   while (true) {
     for (addrinfo *ai = list.head; ai; ai = ai->ai_next)
-      if ((lastErr = connectOnce(*ai, out, deadline)) == 0)
+      if ((lastErr = connectOnce(
+               *ai, out,
+               std::min(deadline, Clock::now() + std::chrono::seconds(2)))) ==
+          0)
         return true;
     if (Clock::now() >= deadline)
       break;
@@ -243,9 +246,10 @@ std::string numericAddress(const sockaddr_storage &ss, socklen_t len) {
   return host;
 }
 
-/// Accepts one connection before the deadline (non-blocking socket).
+/// Accepts one connection before the deadline (non-blocking socket); false
+/// at the deadline, or with *failure set when accept itself fails.
 bool acceptOne(int listener, Clock::time_point deadline, Socket &out,
-               std::string &peerAddress) {
+               std::string &peerAddress, std::string *failure) {
   while (waitFor(listener, POLLIN, deadline)) {
     sockaddr_storage ss{};
     socklen_t len = sizeof(ss);
@@ -256,7 +260,13 @@ bool acceptOne(int listener, Clock::time_point deadline, Socket &out,
       peerAddress = numericAddress(ss, len);
       return true;
     }
-    if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED)
+    if (errno == EMFILE || errno == ENFILE) {
+      *failure = std::string("cannot accept a rank's connection: ") +
+                 std::strerror(errno) + " (raise the open-files limit)";
+      return false;
+    }
+    if (errno != EAGAIN && errno != EINTR && errno != ECONNABORTED &&
+        errno != ENOBUFS && errno != ENOMEM && errno != EPERM)
       return false;
   }
   return false;
@@ -317,6 +327,8 @@ std::string Rank0::check(const Greeting &g, const std::string &from) const {
            " devices, rank 0's has " + std::to_string(c.size);
   if (g.fingerprint != c.fingerprint)
     return who + " runs another program (its plans differ from rank 0's)";
+  if (g.rank == 0)
+    return "two processes say they are rank 0 (this one and " + from + ")";
   if (g.rank < 1 || g.rank >= c.size)
     return "a process (" + from + ") says it is rank " +
            std::to_string(g.rank) + ", but the plan has " +
@@ -363,7 +375,10 @@ bool Rank0::run(RendezvousResult &result, std::string *error) {
   for (int joined = 1; joined < c.size;) {
     Socket s;
     std::string from;
-    if (!acceptOne(listener.get(), deadline, s, from)) {
+    std::string failure;
+    if (!acceptOne(listener.get(), deadline, s, from, &failure)) {
+      if (!failure.empty())
+        return fail("rendezvous: rank 0 " + failure, error);
       std::vector<int> missing;
       for (int r = 1; r < c.size; ++r)
         if (conns[size_t(r)].get() < 0)
@@ -483,8 +498,12 @@ bool RankN::readTable(std::vector<TableEntry> &table, std::string *error) {
   // missing) is worth a short wait.
   Clock::time_point verdictBy = deadline + std::chrono::seconds(3);
   IO io = recvAll(peers[0].get(), &head, sizeof(head), verdictBy);
-  if (io == IO::Ok && std::memcmp(head.magic, kMagic, sizeof(kMagic)) != 0)
-    io = IO::Error;
+  if (io == IO::Ok && (std::memcmp(head.magic, kMagic, sizeof(kMagic)) != 0 ||
+                       head.bytes > (1u << 24))) {
+    *error = "rendezvous: " + c.host + ":" + std::to_string(c.port) +
+             " answered, but not as a meshfold rank 0";
+    return false;
+  }
   if (io == IO::Timeout) {
     *error = "rendezvous: rank 0 did not answer within " +
              secondsText(c.timeoutS) + " s (is a rank missing?)";
@@ -537,7 +556,12 @@ bool RankN::connectMesh(const std::vector<TableEntry> &table,
     Socket s;
     std::string from;
     MeshGreeting g{};
-    if (!acceptOne(listener.get(), deadline, s, from)) {
+    std::string failure;
+    if (!acceptOne(listener.get(), deadline, s, from, &failure)) {
+      if (!failure.empty()) {
+        *error = "rendezvous: rank " + std::to_string(c.rank) + " " + failure;
+        return false;
+      }
       std::vector<int> missing;
       for (int r = c.rank + 1; r < c.size; ++r)
         if (peers[size_t(r)].get() < 0)
@@ -546,7 +570,9 @@ bool RankN::connectMesh(const std::vector<TableEntry> &table,
           "rendezvous: " + timeoutDetail(c.timeoutS, missing) + " to connect";
       return false;
     }
-    if (recvAll(s.get(), &g, sizeof(g), deadline) != IO::Ok ||
+    Clock::time_point greetBy =
+        std::min(deadline, Clock::now() + std::chrono::seconds(5));
+    if (recvAll(s.get(), &g, sizeof(g), greetBy) != IO::Ok ||
         std::memcmp(g.magic, kMagic, sizeof(kMagic)) != 0 ||
         g.fingerprint != c.fingerprint || g.rank <= c.rank ||
         g.rank >= c.size || peers[size_t(g.rank)].get() >= 0)
@@ -559,7 +585,12 @@ bool RankN::connectMesh(const std::vector<TableEntry> &table,
 
 bool RankN::run(RendezvousResult &result, std::string *error) {
   std::vector<TableEntry> table;
-  if (!greet(error) || !readTable(table, error) || !connectMesh(table, error))
+  if (!greet(error) || !readTable(table, error))
+    return false;
+  // Every rank is there: the mesh gets a few seconds even if the table came
+  // in the grace past this rank's deadline.
+  deadline = std::max(deadline, Clock::now() + std::chrono::seconds(5));
+  if (!connectMesh(table, error))
     return false;
   listener.reset();
   result.localRank = table[size_t(c.rank)].localRank;
@@ -633,21 +664,39 @@ std::string mfrt::comm::slurmRendezvousAddress() {
   return firstSlurmHost(list) + ":" + std::to_string(port);
 }
 
+/// What kind of failure a rendezvous error is: a rank that did not come
+/// (its wait ran out), a launch set up wrong, or a socket error.
+static mfrt_status classify(const std::string &error) {
+  for (const char *late : {"timed out", "did not answer", "no rank 0 at",
+                           "no rank ", "closed the connection"})
+    if (error.find(late) != std::string::npos)
+      return MFRT_ERR_TIMEOUT;
+  for (const char *wrong :
+       {"two processes", "says it is", "runs a plan", "another program",
+        "another meshfold", "is not one of", "must name", "not as a meshfold"})
+    if (error.find(wrong) != std::string::npos)
+      return MFRT_ERR_ARGUMENT;
+  return MFRT_ERR_BACKEND;
+}
+
 bool mfrt::comm::rendezvous(const RendezvousConfig &config,
-                            RendezvousResult &result, std::string *error) {
+                            RendezvousResult &result, std::string *error,
+                            mfrt_status *status) {
+  bool ok = false;
   if (config.size < 1 || config.rank < 0 || config.rank >= config.size) {
     *error = "rendezvous: rank " + std::to_string(config.rank) +
              " is not one of the plan's " + std::to_string(config.size) +
              " devices (0 to " + std::to_string(config.size - 1) + ")";
-    return false;
-  }
-  const Clock::time_point deadline = deadlineAfter(config.timeoutS);
-  if (config.size == 1) {
+  } else if (config.size == 1) {
     result.sockets.assign(1, -1);
     result.localRank = std::max(0, config.localRankHint);
-    return true;
+    ok = true;
+  } else {
+    const Clock::time_point deadline = deadlineAfter(config.timeoutS);
+    ok = config.rank == 0 ? Rank0(config, deadline).run(result, error)
+                          : RankN(config, deadline).run(result, error);
   }
-  if (config.rank == 0)
-    return Rank0(config, deadline).run(result, error);
-  return RankN(config, deadline).run(result, error);
+  if (status)
+    *status = ok ? MFRT_OK : classify(*error);
+  return ok;
 }

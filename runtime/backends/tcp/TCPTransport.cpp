@@ -36,6 +36,19 @@ struct FrameHeader {
   uint64_t bytes;
 };
 
+/// A header as this transport writes them: a known kind, notices short,
+/// data below 1 TiB.
+bool plausible(const FrameHeader &h) {
+  if (h.kind == kData)
+    return h.bytes < (uint64_t(1) << 40);
+  return (h.kind == kFailure || h.kind == kOutcome) && h.bytes < (1u << 20);
+}
+
+std::string unsent(int peer) {
+  return "the connection to rank " + std::to_string(peer) +
+         " closed before the message was sent";
+}
+
 /// How many pieces one sendmsg / readv takes at most.
 constexpr size_t kMaxIov = 64;
 
@@ -121,9 +134,10 @@ struct TCPTransport::Peer {
 };
 
 std::unique_ptr<TCPTransport>
-TCPTransport::create(const RendezvousConfig &config, std::string *error) {
+TCPTransport::create(const RendezvousConfig &config, std::string *error,
+                     mfrt_status *status) {
   RendezvousResult joined;
-  if (!rendezvous(config, joined, error))
+  if (!rendezvous(config, joined, error, status))
     return nullptr;
   std::unique_ptr<TCPTransport> t(new TCPTransport);
   t->me = config.rank;
@@ -162,13 +176,16 @@ void TCPTransport::queue(int peer, std::unique_ptr<Outgoing> out) {
     return;
   }
   if (p.fd < 0) { // lost: the failure is known already
-    if (out->request)
+    if (out->request) {
+      out->request->error = unsent(peer);
       out->request->done = true;
+    }
     return;
   }
-  // Notices go ahead of the data frames not yet started.
+  // Failure notices go ahead of the data frames not yet started (an
+  // outcome stays behind the data it follows).
   auto at = p.out.end();
-  if (out->header.kind != kData)
+  if (out->header.kind == kFailure)
     at = p.out.begin() + (!p.out.empty() && p.out.front()->sent ? 1 : 0);
   p.out.insert(at, std::move(out));
   writeTo(peer);
@@ -286,6 +303,11 @@ void TCPTransport::matchEarly(int peer, Tag tag) {
     posted->second.pop_front();
     early->second.pop_front();
   }
+  // Every op has tags of its own: spent entries go.
+  if (early != p.early.end() && early->second.empty())
+    p.early.erase(early);
+  if (posted != p.posted.end() && posted->second.empty())
+    p.posted.erase(posted);
 }
 
 void TCPTransport::frameArrived(int peer) {
@@ -327,6 +349,8 @@ static TCPRequest *matchPosted(TCPTransport::Peer &p, int peer,
     return nullptr;
   TCPRequest *r = it->second.front();
   it->second.pop_front();
+  if (it->second.empty())
+    p.posted.erase(it);
   if (r->bytes == h.bytes)
     return r;
   r->error = "message size mismatch: rank " + std::to_string(peer) + " sent " +
@@ -345,6 +369,12 @@ void TCPTransport::readFrom(int peer) {
       got = recv(p.fd, reinterpret_cast<char *>(&p.header) + p.headerGot,
                  sizeof(FrameHeader) - p.headerGot, 0);
       if (got > 0 && (p.headerGot += size_t(got)) == sizeof(FrameHeader)) {
+        if (!plausible(p.header)) {
+          lost(peer, "sent a malformed frame (kind " +
+                         std::to_string(p.header.kind) + ", " +
+                         std::to_string(p.header.bytes) + " bytes)");
+          return;
+        }
         bool mismatch = false;
         p.target = matchPosted(p, peer, mismatch);
         p.discard = mismatch;
@@ -388,8 +418,10 @@ void TCPTransport::lost(int peer, const std::string &why) {
   close(p.fd);
   p.fd = -1;
   for (auto &o : p.out)
-    if (o->request)
+    if (o->request) {
+      o->request->error = unsent(peer);
       o->request->done = true;
+    }
   p.out.clear();
   if (!p.outcomeSeen && !finishing)
     losses.push_back({peer, why});
@@ -484,8 +516,11 @@ Status TCPTransport::waitAll(Request *const *requests, size_t numRequests,
     // Abandoned: its frame must not touch the caller's memory any more.
     Peer &p = *peers[size_t(r->peer)];
     if (!r->isSend) {
-      for (auto &[tag, q] : p.posted)
+      for (auto it = p.posted.begin(); it != p.posted.end();) {
+        auto &q = it->second;
         q.erase(std::remove(q.begin(), q.end(), r.get()), q.end());
+        it = q.empty() ? p.posted.erase(it) : std::next(it);
+      }
       if (p.target == r.get()) { // the rest of its bytes are dropped
         p.target = nullptr;
         p.held.resize(p.header.bytes);

@@ -77,16 +77,19 @@ struct RendezvousResult {
   int localRank = 0;
 };
 
-/// Runs the rendezvous of `config` (bounded by its timeout); false and a
-/// one-line *error (naming the missing or offending ranks) on failure.
+/// Runs the rendezvous of `config` (bounded by its timeout); false, a
+/// one-line *error (naming the missing or offending ranks) and *status
+/// (MFRT_ERR_TIMEOUT when a rank did not come, else MFRT_ERR_ARGUMENT for a
+/// misconfigured launch or MFRT_ERR_BACKEND for a socket error) on failure.
 bool rendezvous(const RendezvousConfig &config, RendezvousResult &result,
-                std::string *error);
+                std::string *error, mfrt_status *status = nullptr);
 
 class TCPTransport final : public HostTransport {
 public:
   /// Runs the rendezvous and returns the transport, or nullptr and *error.
   static std::unique_ptr<TCPTransport> create(const RendezvousConfig &config,
-                                              std::string *error);
+                                              std::string *error,
+                                              mfrt_status *status = nullptr);
   ~TCPTransport() override;
 
   int rank() const override { return me; }

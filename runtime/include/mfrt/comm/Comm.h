@@ -306,7 +306,8 @@ struct PluginRequest {
   /// and uses the rank's stream; otherwise the core attaches it.
   Device *device = nullptr;
   /// nccl: the host transport made by the core (tcp after a rendezvous, or
-  /// the mpi plugin's under mpirun), which the backend uses but does not own.
+  /// the mpi plugin's under mpirun). The core keeps it alive until the
+  /// backend is destroyed; the backend's finish and shutdown end it (once).
   HostTransport *host = nullptr;
 };
 
