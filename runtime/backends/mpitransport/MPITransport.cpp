@@ -276,34 +276,17 @@ Status MPITransport::waitAll(Request *const *requests, size_t numRequests,
   std::vector<std::unique_ptr<MPIRequest>> reqs;
   for (size_t i = 0; i < numRequests; ++i)
     reqs.emplace_back(static_cast<MPIRequest *>(requests[i]));
-  Status result;
   int spins = 0;
-  while (true) {
-    bool all = true;
-    for (auto &r : reqs)
-      all &= test(*r);
-    progress();
-    if (all)
-      break;
-    FailureRecord record;
-    if (failureSeen(record)) {
-      result = Status::peer(record);
-      break;
-    }
-    if (Clock::now() >= deadline) {
-      std::set<int> recvPeers, sendPeers;
-      for (auto &r : reqs)
-        if (!r->done)
-          (r->isSend ? sendPeers : recvPeers).insert(r->peer);
-      const std::set<int> &peers = recvPeers.empty() ? sendPeers : recvPeers;
-      result =
-          Status::error(MFRT_ERR_TIMEOUT,
-                        timeoutDetail(timeoutS, std::vector<int>(peers.begin(),
-                                                                 peers.end())));
-      break;
-    }
-    backoff(spins);
-  }
+  Status result = waitLoop(
+      *this, reqs,
+      [&] {
+        bool all = true;
+        for (auto &r : reqs)
+          all &= test(*r);
+        progress();
+        return all;
+      },
+      [&] { backoff(spins); }, deadline, timeoutS);
   for (auto &r : reqs) {
     if (!r->done) {
       abandon(*r);

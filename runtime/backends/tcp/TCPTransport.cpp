@@ -479,35 +479,21 @@ Status TCPTransport::waitAll(Request *const *requests, size_t numRequests,
   std::vector<std::unique_ptr<TCPRequest>> reqs;
   for (size_t i = 0; i < numRequests; ++i)
     reqs.emplace_back(static_cast<TCPRequest *>(requests[i]));
-  Status result;
-  while (true) {
-    bool all = true;
-    for (auto &r : reqs)
-      all &= r->done;
-    if (all)
-      break;
-    FailureRecord record;
-    if (failureSeen(record)) {
-      result = Status::peer(record);
-      break;
-    }
-    if (Clock::now() >= deadline) {
-      std::set<int> recvPeers, sendPeers;
-      for (auto &r : reqs)
-        if (!r->done)
-          (r->isSend ? sendPeers : recvPeers).insert(r->peer);
-      const std::set<int> &stuck = recvPeers.empty() ? sendPeers : recvPeers;
-      result =
-          Status::error(MFRT_ERR_TIMEOUT,
-                        timeoutDetail(timeoutS, std::vector<int>(stuck.begin(),
-                                                                 stuck.end())));
-      break;
-    }
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                    deadline - Clock::now())
-                    .count();
-    progress(int(std::clamp<long long>(left, 0, 50)));
-  }
+  Status result = waitLoop(
+      *this, reqs,
+      [&] {
+        for (auto &r : reqs)
+          if (!r->done)
+            return false;
+        return true;
+      },
+      [&] {
+        auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - Clock::now())
+                        .count();
+        progress(int(std::clamp<long long>(left, 0, 50)));
+      },
+      deadline, timeoutS);
   for (auto &r : reqs) {
     if (result.ok() && !r->error.empty())
       result = Status::error(MFRT_ERR_BACKEND, r->error);

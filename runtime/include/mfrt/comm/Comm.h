@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -331,6 +332,39 @@ inline std::string timeoutDetail(double timeoutS,
   if (peers.size() > 8)
     out += " and " + std::to_string(peers.size() - 8) + " more";
   return out;
+}
+
+/// A wait's timeout: MFRT_ERR_TIMEOUT naming the peers of its outstanding
+/// receives, else of its outstanding sends (`reqs`: pointers to requests
+/// with `done`, `isSend` and `peer`).
+template <typename Requests>
+Status waitTimedOut(const Requests &reqs, double timeoutS) {
+  std::set<int> recvPeers, sendPeers;
+  for (const auto &r : reqs)
+    if (!r->done)
+      (r->isSend ? sendPeers : recvPeers).insert(r->peer);
+  const std::set<int> &stuck = recvPeers.empty() ? sendPeers : recvPeers;
+  return Status::error(
+      MFRT_ERR_TIMEOUT,
+      timeoutDetail(timeoutS, std::vector<int>(stuck.begin(), stuck.end())));
+}
+
+/// The loop of a transport's waitAll: until `allDone()` (which may advance
+/// the transport), a failure reaches this rank, or the deadline, with
+/// `idle()` between the rounds.
+template <typename Requests, typename AllDone, typename Idle>
+Status waitLoop(Transport &transport, const Requests &reqs, AllDone allDone,
+                Idle idle, Clock::time_point deadline, double timeoutS) {
+  while (true) {
+    if (allDone())
+      return Status::success();
+    FailureRecord record;
+    if (transport.failureSeen(record))
+      return Status::peer(record);
+    if (Clock::now() >= deadline)
+      return waitTimedOut(reqs, timeoutS);
+    idle();
+  }
 }
 
 /// Sleeps a little more on each call, for polling loops: spins, then
