@@ -27,6 +27,23 @@ using namespace mlir;
 using namespace meshfold;
 
 namespace {
+
+/// TMA's swizzle of the span the matrix descriptor's swizzle `s` covers, so
+/// that the copy lays tiles out as the MMAs read them.
+nvgpu::TensorMapSwizzleKind tmaSwizzle(wgmma::Swizzle s) {
+  switch (s) {
+  case wgmma::Swizzle::B128:
+    return nvgpu::TensorMapSwizzleKind::SWIZZLE_128B;
+  case wgmma::Swizzle::B64:
+    return nvgpu::TensorMapSwizzleKind::SWIZZLE_64B;
+  case wgmma::Swizzle::B32:
+    return nvgpu::TensorMapSwizzleKind::SWIZZLE_32B;
+  case wgmma::Swizzle::None:
+    break;
+  }
+  return nvgpu::TensorMapSwizzleKind::SWIZZLE_NONE;
+}
+
 /// The block tile's rows of `out` and the stages; the tile's columns are
 /// the widest of kTileNs that divides N, the reduction per stage the
 /// widest of kTileKs that divides K (one swizzled row of 128, 64 or 32
@@ -135,12 +152,8 @@ private:
         {rows, tileK}, b.getBF16Type(), MemRefLayoutAttrInterface{},
         gpu::AddressSpaceAttr::get(b.getContext(),
                                    gpu::AddressSpace::Workgroup));
-    auto swizzle = rowBytes() == 128 ? nvgpu::TensorMapSwizzleKind::SWIZZLE_128B
-                   : rowBytes() == 64
-                       ? nvgpu::TensorMapSwizzleKind::SWIZZLE_64B
-                       : nvgpu::TensorMapSwizzleKind::SWIZZLE_32B;
     return nvgpu::TensorMapDescriptorType::get(
-        b.getContext(), tile, swizzle,
+        b.getContext(), tile, tmaSwizzle(wgmma::swizzleOfRow(rowBytes())),
         nvgpu::TensorMapL2PromoKind::L2PROMO_256B,
         nvgpu::TensorMapOOBKind::OOB_ZERO,
         nvgpu::TensorMapInterleaveKind::INTERLEAVE_NONE);
