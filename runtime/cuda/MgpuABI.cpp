@@ -76,6 +76,48 @@ void ready() { check(dev().ensureThread()); }
 
 CUstream streamOr(CUstream s) { return s ? s : dev().currentStream(); }
 
+/// Device copies of TMA maps of this thread's (rank's) short-lived buffers,
+/// made since its last launch: the launch that reads them frees them after
+/// itself, in stream order.
+thread_local std::vector<void *> launchScopedMaps;
+
+/// Returns this thread's launch-scoped maps to the pool after the work
+/// queued on `stream` so far (the launch that reads them).
+void releaseLaunchScopedMaps(CUstream stream) {
+  for (void *map : launchScopedMaps)
+    check(dev().freeOnStream(map, stream));
+  launchScopedMaps.clear();
+}
+
+/// Whether `p` lies in memory of the device's stream-ordered pool (the
+/// program's temporaries, such as a contraction's bf16 activation copy):
+/// such a buffer lives for a launch or two, and its address is reused.
+bool inStreamPool(const void *p) {
+  CUmemoryPool pool = nullptr;
+  return cuPointerGetAttribute(&pool, CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+                               reinterpret_cast<CUdeviceptr>(p)) ==
+             CUDA_SUCCESS &&
+         pool;
+}
+
+/// The device copy of `map` for one launch on `stream`: made in stream
+/// order (the host copy is freed by a host function once the copy ran) and
+/// freed after the next launch of this thread.
+void *launchScopedMap(const CUtensorMap &map, CUstream stream) {
+  void *dmap = nullptr;
+  check(dev().allocOnStream(sizeof(CUtensorMap), stream, &dmap));
+  auto *host = new CUtensorMap(map);
+  check(cuMemcpyHtoDAsync(reinterpret_cast<CUdeviceptr>(dmap), host,
+                          sizeof(CUtensorMap), stream),
+        "cuMemcpyHtoDAsync(CUtensorMap)");
+  check(
+      cuLaunchHostFunc(
+          stream, [](void *p) { delete static_cast<CUtensorMap *>(p); }, host),
+      "cuLaunchHostFunc(after copying a CUtensorMap)");
+  launchScopedMaps.push_back(dmap);
+  return dmap;
+}
+
 /// A gpu.binary: PTX (JIT) or cubin / fatbin.
 struct LoadedBinary {
   const void *data = nullptr;
@@ -284,6 +326,7 @@ void mgpuLaunchKernel(CUfunction function, intptr_t gridX, intptr_t gridY,
                  dims(blockX, blockY, blockZ) + ", " + std::to_string(smem) +
                  " B shared)");
   dev().noteLaunch(function);
+  releaseLaunchScopedMaps(s);
   if (begin) {
     check(cuEventRecord(end, s), "cuEventRecord");
     check(cuEventSynchronize(end),
@@ -338,6 +381,7 @@ void mgpuLaunchClusterKernel(CUfunction function, intptr_t clusterX,
                  dims(blockX, blockY, blockZ) + ", " + std::to_string(smem) +
                  " B shared)");
   dev().noteLaunch(function);
+  releaseLaunchScopedMaps(config.hStream);
 }
 
 CUstream mgpuStreamCreate(void) {
@@ -528,6 +572,20 @@ void *mgpuTensorMapEncodeTiledMemref(
   for (int64_t i = 0; i + 1 < tensorRank; ++i)
     globalStrides[i] =
         cuuint64_t(strides[tensorRank - i - 2] * int64_t(elementBytes));
+  CUtensorMap map;
+  auto encode = [&] {
+    check(cuTensorMapEncodeTiled(&map, tensorDataType, cuuint32_t(tensorRank),
+                                 start, globalDim, globalStrides, boxDim,
+                                 elementStrides, interleave, swizzle,
+                                 l2Promotion, oobFill),
+          "cuTensorMapEncodeTiled(rank " + std::to_string(tensorRank) + ")");
+  };
+  // A temporary's map serves the launch it is made for (caching maps by
+  // address would grow without bound as temporaries come and go).
+  if (inStreamPool(start)) {
+    encode();
+    return launchScopedMap(map, streamOr(nullptr));
+  }
   // A map depends only on these fields: one device copy per distinct map
   // (a weight's is made at its first launch and reused by every later one;
   // upstream's wrapper allocates and copies one per call).
@@ -545,12 +603,7 @@ void *mgpuTensorMapEncodeTiledMemref(
   std::lock_guard<std::mutex> lock(mutex);
   if (auto it = maps.find(key); it != maps.end())
     return reinterpret_cast<void *>(it->second);
-  CUtensorMap map;
-  check(cuTensorMapEncodeTiled(&map, tensorDataType, cuuint32_t(tensorRank),
-                               start, globalDim, globalStrides, boxDim,
-                               elementStrides, interleave, swizzle, l2Promotion,
-                               oobFill),
-        "cuTensorMapEncodeTiled(rank " + std::to_string(tensorRank) + ")");
+  encode();
   // The kernel reads the map from device memory. It lives as long as the
   // process.
   // The copy is complete before the map is cached: another rank's stream

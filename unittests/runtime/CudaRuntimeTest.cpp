@@ -204,10 +204,15 @@ TEST(CudaRuntimeGPU, TensorMapsPerViewMadeOnce) {
   REQUIRE_GPU();
   CUstream s = mgpuStreamCreate();
   const int64_t experts = 4, rows = 128, cols = 64;
-  void *d = mgpuMemAlloc(experts * rows * cols * 2, s, false);
-  auto view = [&](int64_t expert) {
+  const size_t bytes = size_t(experts * rows * cols * 2);
+  // Long-lived memory (a weight: cuMemAlloc) and a temporary of the
+  // stream-ordered pool (an activation copy: gpu.alloc).
+  CUdeviceptr weight = 0;
+  ASSERT_EQ(cuMemAlloc(&weight, bytes), CUDA_SUCCESS);
+  void *temporary = mgpuMemAlloc(bytes, s, false);
+  auto view = [&](void *base, int64_t expert) {
     StridedMemRefType<uint16_t, 2> v;
-    v.basePtr = v.data = static_cast<uint16_t *>(d);
+    v.basePtr = v.data = static_cast<uint16_t *>(base);
     v.offset = expert * rows * cols;
     v.sizes[0] = rows;
     v.sizes[1] = cols;
@@ -216,22 +221,29 @@ TEST(CudaRuntimeGPU, TensorMapsPerViewMadeOnce) {
     return v;
   };
   int64_t box[2] = {rows, cols};
-  auto encode = [&](StridedMemRefType<uint16_t, 2> &v) {
+  auto encode = [&](StridedMemRefType<uint16_t, 2> v) {
     return mgpuTensorMapEncodeTiledMemref(
         2, reinterpret_cast<StridedMemRefType<char, 1> *>(&v),
         CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, CU_TENSOR_MAP_INTERLEAVE_NONE,
         CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE, box);
   };
-  auto first = view(0), again = view(0), third = view(2);
-  void *map = encode(first);
+  void *w = reinterpret_cast<void *>(weight);
+  void *map = encode(view(w, 0));
   ASSERT_NE(map, nullptr);
-  EXPECT_EQ(encode(again), map);
-  void *other = encode(third);
+  EXPECT_EQ(encode(view(w, 0)), map);
+  void *other = encode(view(w, 2));
   EXPECT_NE(other, map);
-  EXPECT_EQ(encode(third), other);
-  mgpuMemFree(d, s);
+  EXPECT_EQ(encode(view(w, 2)), other);
+  // A temporary's maps serve one launch each: never cached, freed in stream
+  // order after the next launch.
+  void *first = encode(view(temporary, 0));
+  void *second = encode(view(temporary, 0));
+  ASSERT_NE(first, nullptr);
+  EXPECT_NE(first, second);
+  mgpuMemFree(temporary, s);
   mgpuStreamSynchronize(s);
+  cuMemFree(weight);
 }
 
 // Local backend in CUDA mode: every rank a thread with its own stream on
