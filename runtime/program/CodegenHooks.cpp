@@ -784,6 +784,8 @@ int64_t _mlir_ciface_mfrt_cg_dispatch_f32(int64_t id, int64_t hierarchical,
   if (sent < tokens)
     rs.packedDispatches[int64_t(reinterpret_cast<intptr_t>(h))] = {
         std::move(real), tokens, hidden};
+  if (program().reportRouting)
+    countRouting(rs, choices, sent * k, numExperts);
   countCompute(rs, rs.layer, kMoERows, uint64_t(tokens));
   countCompute(rs, rs.layer, kExpertRows, uint64_t(mfrt_dispatch_count(h)));
   return int64_t(reinterpret_cast<intptr_t>(h));

@@ -53,6 +53,9 @@ int main(int argc, char **argv) {
   configureTrace(options, prog);
   prog.reportTraffic = options.reportTraffic;
   prog.reportLoad = options.reportLoad;
+  prog.reportRouting = options.reportRouting || !options.routingJson.empty();
+  if (prog.reportRouting)
+    checkRoutingReport(prog);
   prog.collectOutputs = launch.backend != MFRT_BACKEND_LOCAL;
   prog.bufferedSends = launch.backend != MFRT_BACKEND_NCCL;
   std::string plan = planText(prog.manifest);
@@ -70,6 +73,8 @@ int main(int argc, char **argv) {
   prepareTraffic(prog, plan);
   if (prog.reportLoad)
     prog.loads.assign(size_t(localRanks), {});
+  if (prog.reportRouting)
+    prog.routing.assign(size_t(localRanks), {});
   auto t0 = std::chrono::steady_clock::now();
   // Progress for a terminal only: a log gets no \r-updated lines.
   std::atomic<bool> stopProgress{false};
@@ -93,6 +98,9 @@ int main(int argc, char **argv) {
   if (traceConfig().traceToken)
     reportTrace(prog, plan);
   std::string error;
+  if (!options.routingJson.empty() &&
+      !writeRoutingJson(prog, options.routingJson, &error))
+    die(error);
   if (!writer.write(options.out, &error))
     die(error);
   writeJsonlResults(options, prog);
@@ -102,6 +110,8 @@ int main(int argc, char **argv) {
     printDecodeReport(prog);
   if (prog.reportLoad)
     printLoadReport(prog);
+  if (options.reportRouting)
+    printRoutingReport(prog);
   if (!options.quiet) {
     double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)

@@ -197,6 +197,17 @@ void usage() {
       "computed (the\n"
       "                   step's own) and read from the cache, counted by "
       "the runtime\n"
+      "  --report routing print per layer the rows routed to each expert "
+      "over the run\n"
+      "                   (prefill and decode, summed over the ranks, "
+      "counted at the\n"
+      "                   expert dispatch: programs with expert parallelism) "
+      "and their\n"
+      "                   max/mean\n"
+      "  --routing-json FILE\n"
+      "                   write those rows as JSON (the format: "
+      "docs/design.md,\n"
+      "                   section Formats)\n"
       "  --quiet          print nothing but errors\n"
       "  --version        meshfold's version, which built this program\n"
       "  --help           this text\n",
@@ -282,6 +293,7 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
       {"--trace-token", &options.traceToken},
       {"--force-routing", &options.forceRouting},
       {"--trace-svg", &options.traceSvg},
+      {"--routing-json", &options.routingJson},
       {"--nvlink-gbps", &options.nvlinkGBps},
       {"--ib-gbps", &options.ibGBps}};
   for (int i = 1; i < argc; ++i) {
@@ -348,11 +360,14 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
     else if (name == "--report") {
       std::string what;
       value(what);
-      if (what != "traffic" && what != "decode" && what != "load")
-        die("--report must be traffic, decode or load, got '" + what + "'");
-      (what == "traffic"  ? options.reportTraffic
-       : what == "decode" ? options.reportDecode
-                          : options.reportLoad) = true;
+      if (what != "traffic" && what != "decode" && what != "load" &&
+          what != "routing")
+        die("--report must be traffic, decode, load or routing, got '" + what +
+            "'");
+      (what == "traffic"   ? options.reportTraffic
+       : what == "decode"  ? options.reportDecode
+       : what == "routing" ? options.reportRouting
+                           : options.reportLoad) = true;
     } else
       die("unknown option '" + arg + "' (see --help)");
   }
@@ -445,7 +460,8 @@ void mfrt::checkOutputPaths(const Options &options) {
   for (auto [flag, file] :
        {std::pair<const char *, const std::string *>{"--out", &options.out},
         {"--out-jsonl", &options.outJsonl},
-        {"--trace-svg", &options.traceSvg}}) {
+        {"--trace-svg", &options.traceSvg},
+        {"--routing-json", &options.routingJson}}) {
     if (file->empty())
       continue;
     std::string dir = file->find('/') == std::string::npos

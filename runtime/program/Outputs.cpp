@@ -295,6 +295,10 @@ void mfrt::collectLoads(Program &prog) {
   collectRows(prog.loads, "load figures");
 }
 
+void mfrt::collectRouting(Program &prog) {
+  collectRows(prog.routing, "routing counters");
+}
+
 void mfrt::printLoadReport(const Program &prog) {
   std::string pools;
   if (prog.pools) {

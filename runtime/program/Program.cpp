@@ -72,6 +72,18 @@ void mfrt::countCompute(ProgramRank &rs, int64_t layer, ComputeCounter c,
   rs.compute[size_t(layer * kComputeCounters + c)] += n;
 }
 
+void mfrt::countRouting(ProgramRank &rs, const int64_t *choices, int64_t n,
+                        int64_t experts) {
+  const int64_t layers = rs.manifest->layers;
+  if (rs.layer < 0 || rs.layer >= layers)
+    return;
+  rs.routedRows.resize(size_t(layers * experts), 0);
+  uint64_t *row = &rs.routedRows[size_t(rs.layer * experts)];
+  for (int64_t i = 0; i < n; ++i)
+    if (choices[i] >= 0 && choices[i] < experts)
+      ++row[choices[i]];
+}
+
 void mfrt::fatal(const std::string &msg) {
   comm::RankState *rank = comm::currentRank();
   const ProgramRank *rs = rank ? rank->program : nullptr;

@@ -18,7 +18,10 @@
 #include "meshfold/Support/PlanText.h"
 #include "meshfold/Support/TrafficModel.h"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -171,6 +174,35 @@ void printComparison(const Program &prog, const MeshLayout &layout,
   }
   line("ep (dispatch+combine)", "ib", epIB, epIBWant);
 }
+/// Prefill's expert rows per rank and layer: the load of the ranks that ran
+/// the layer's experts (those of its stage), its max over its mean.
+void printExpertLoad(const Program &prog) {
+  const Manifest &m = prog.manifest;
+  std::printf("expert rows per rank in prefill (the ranks of the layer's "
+              "stage)\n");
+  for (int64_t l = 0; l < m.layers; ++l) {
+    uint64_t most = 0, sum = 0, ranks = 0;
+    for (const auto &row : prog.compute) {
+      if (row.empty())
+        continue;
+      const uint64_t *c = &row[size_t(l * kComputeCounters)];
+      uint64_t experts = c[kExpertRows];
+      if (!c[kKVRows] && !c[kMoERows] && !experts)
+        continue; // another stage's rank
+      most = std::max(most, experts);
+      sum += experts;
+      ++ranks;
+    }
+    if (!sum)
+      continue; // a dense layer
+    double mean = double(sum) / double(ranks);
+    std::printf("  layer %lld: max %llu, mean %.1f over %llu ranks, max/mean "
+                "%.2f\n",
+                (long long)l, (unsigned long long)most, mean,
+                (unsigned long long)ranks, double(most) / mean);
+  }
+}
+
 /// Prefill's compute per layer, summed over the GPUs: the rows each part of
 /// the layer ran on, as the runtime's hooks saw them (ProgramRank::compute),
 /// and the FLOPs of those rows at the ranks' shapes (a multiply-add is 2):
@@ -207,6 +239,7 @@ void printCompute(const Program &prog, const MeshLayout &layout) {
                 (unsigned long long)c[kExpertRows], kv / 1e6, attention / 1e6,
                 moe / 1e6);
   }
+  printExpertLoad(prog);
 }
 
 /// Decode steps (from Program::traffic's second block): per GPU, layer and
@@ -399,4 +432,97 @@ void mfrt::reportTrace(const Program &prog, const std::string &plan) {
   if (!c.svgPath.empty() &&
       !writeTraceSvg(c.svgPath, machine, log, decodeBase, &error))
     die(error);
+}
+
+//===----------------------------------------------------------------------===//
+// --report routing, --routing-json
+//===----------------------------------------------------------------------===//
+
+void mfrt::checkRoutingReport(const Program &prog) {
+  const Manifest &m = prog.manifest;
+  if (m.experts < 1)
+    die("--report routing / --routing-json: the model has no experts");
+  for (const Manifest *pool : {&m, prog.pools ? &prog.decodeManifest : &m})
+    if (layoutOf(*pool).axisSize("ep") < 2)
+      die("--report routing / --routing-json count the rows each expert "
+          "dispatch sends, and this program has no expert parallelism " +
+          std::string(pool == &m ? "" : "in its decode pool ") +
+          "(compile it with --ep N; the local backend runs such a plan on "
+          "one machine)");
+}
+
+namespace {
+/// Rows per expert of each layer, summed over the ranks.
+std::vector<std::vector<uint64_t>> routedPerLayer(const Program &prog) {
+  const Manifest &m = prog.manifest;
+  std::vector<std::vector<uint64_t>> layers(
+      size_t(m.layers), std::vector<uint64_t>(size_t(m.experts), 0));
+  for (const std::vector<uint64_t> &rank : prog.routing)
+    for (size_t i = 0; i < rank.size() && i < size_t(m.layers * m.experts); ++i)
+      layers[i / size_t(m.experts)][i % size_t(m.experts)] += rank[i];
+  return layers;
+}
+
+uint64_t total(const std::vector<uint64_t> &rows) {
+  uint64_t n = 0;
+  for (uint64_t r : rows)
+    n += r;
+  return n;
+}
+
+/// The hottest expert's rows over the mean (1 for no rows).
+double maxOverMean(const std::vector<uint64_t> &rows) {
+  uint64_t n = total(rows);
+  if (!n)
+    return 1;
+  return double(*std::max_element(rows.begin(), rows.end())) *
+         double(rows.size()) / double(n);
+}
+} // namespace
+
+void mfrt::printRoutingReport(const Program &prog) {
+  std::vector<std::vector<uint64_t>> layers = routedPerLayer(prog);
+  std::printf("rows routed to each expert (prefill and decode, all ranks):\n");
+  for (size_t l = 0; l < layers.size(); ++l) {
+    if (!total(layers[l]))
+      continue; // a dense layer
+    std::printf("  layer %zu: max/mean %.2f, rows", l, maxOverMean(layers[l]));
+    for (uint64_t r : layers[l])
+      std::printf(" %llu", (unsigned long long)r);
+    std::printf("\n");
+  }
+}
+
+bool mfrt::writeRoutingJson(const Program &prog, const std::string &path,
+                            std::string *error) {
+  const Manifest &m = prog.manifest;
+  std::vector<std::vector<uint64_t>> layers = routedPerLayer(prog);
+  nlohmann::ordered_json out = {{"format", "meshfold-routing"}, {"version", 1}};
+  out["model"] = {{"layers", m.layers},
+                  {"experts", m.experts},
+                  {"top_k", m.topK},
+                  {"hidden_size", m.hidden}};
+  out["requests"] = prog.requests.size();
+  uint64_t routed = 0;
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (size_t l = 0; l < layers.size(); ++l) {
+    if (!total(layers[l]))
+      continue;
+    routed += total(layers[l]);
+    list.push_back({{"layer", l},
+                    {"rows", layers[l]},
+                    {"max_over_mean", maxOverMean(layers[l])}});
+  }
+  out["routed_rows"] = routed;
+  out["layers"] = std::move(list);
+  std::string text = out.dump() + "\n";
+  FILE *f = std::fopen(path.c_str(), "wb");
+  bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  ok = f && std::fclose(f) == 0 && ok;
+  if (!ok) {
+    *error =
+        "cannot write the routing file " + path + ": " + std::strerror(errno);
+    std::remove(path.c_str());
+  }
+  return ok;
 }

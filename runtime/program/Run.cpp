@@ -888,6 +888,13 @@ int mfrt::rankMain(void *) {
     collectTraffic(prog);
   if (prog.collectOutputs && prog.reportLoad)
     collectLoads(prog);
+  if (prog.reportRouting) {
+    std::vector<uint64_t> routed = rs.routedRows;
+    routed.resize(size_t(prog.manifest.layers * prog.manifest.experts), 0);
+    prog.routing[size_t(rank.rank)] = std::move(routed);
+    if (prog.collectOutputs)
+      collectRouting(prog);
+  }
   if (prog.collectOutputs && traceConfig().traceToken)
     collectTrace(prog);
   if (prog.collectOutputs)

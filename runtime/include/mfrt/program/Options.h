@@ -46,6 +46,10 @@ struct Options {
   /// --report load: per rank, the checkpoint files it read and the bytes of
   /// its slices, used in place or copied.
   bool reportLoad = false;
+  /// --report routing: rows routed to each expert per layer; --routing-json
+  /// FILE writes them as JSON (and implies the report's counting).
+  bool reportRouting = false;
+  std::string routingJson;
   /// Generation after prefill.
   Generation generation;
 };

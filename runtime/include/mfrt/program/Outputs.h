@@ -26,6 +26,8 @@ void collectTraffic(Program &prog);
 /// --report load: rank 0 gathers every rank's load figures (under MPI), and
 /// prints them.
 void collectLoads(Program &prog);
+/// --report routing: every rank's routing counters to rank 0 (collective).
+void collectRouting(Program &prog);
 void printLoadReport(const Program &prog);
 /// Checks that every output was written and adds it to `writer`; prints
 /// each request's next token unless `quiet`.

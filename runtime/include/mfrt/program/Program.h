@@ -53,6 +53,10 @@ struct Program {
   /// copied}.
   bool reportLoad = false;
   std::vector<std::vector<uint64_t>> loads;
+  /// --report routing / --routing-json: each rank's ProgramRank::routedRows
+  /// (rank 0 sums them).
+  bool reportRouting = false;
+  std::vector<std::vector<uint64_t>> routing;
   /// Rank 0's run of its requests (--report decode's throughput): wall
   /// seconds (prefills and decode steps), decode steps and the most
   /// requests a step ran.

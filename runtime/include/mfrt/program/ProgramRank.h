@@ -198,6 +198,9 @@ struct ProgramRank {
   /// (ComputeCounter): the rows the layer's parts ran on, as the hooks saw
   /// them.
   std::vector<uint64_t> compute;
+  /// --report routing: the rows this rank dispatched to each expert, by
+  /// [layer][expert] (prefill and decode steps; padding rows not counted).
+  std::vector<uint64_t> routedRows;
   /// Dispatches in flight that left padding rows home, by handle.
   std::map<int64_t, PackedDispatch> packedDispatches;
 };
@@ -220,6 +223,10 @@ bool countsCompute(const ProgramRank &rs);
 
 /// Adds `n` to counter `c` of `layer` when the rank counts compute.
 void countCompute(ProgramRank &rs, int64_t layer, ComputeCounter c, uint64_t n);
+/// --report routing: counts the `n` expert choices (global expert ids) a
+/// dispatch of the rank's current layer sends.
+void countRouting(ProgramRank &rs, const int64_t *choices, int64_t n,
+                  int64_t experts);
 
 /// The program's part of the calling rank's state. Only inside the rank's
 /// body (mfrt_launch), where the program's hooks run.
