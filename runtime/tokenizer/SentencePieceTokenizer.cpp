@@ -13,6 +13,8 @@
 
 #include <sentencepiece_processor.h>
 
+#include <exception>
+
 using namespace mfrt;
 
 SentencePieceTokenizer::SentencePieceTokenizer()
@@ -27,7 +29,17 @@ SentencePieceTokenizer::load(const std::string &path, bool addBos, bool addEos,
   t->file = path;
   t->addBos = addBos;
   t->addEos = addEos;
-  sentencepiece::util::Status status = t->processor->Load(path);
+  sentencepiece::util::Status status;
+  try {
+    status = t->processor->Load(path);
+  } catch (const std::exception &) {
+    // The library's trie builder throws on a piece it cannot index (one
+    // holding a NUL byte, or an empty one).
+    if (error)
+      *error = path + ": the SentencePiece model has a piece that cannot be "
+                      "indexed (empty, or holding a NUL byte)";
+    return nullptr;
+  }
   if (!status.ok()) {
     // SentencePiece's own message names its source lines: not for users.
     if (error)
