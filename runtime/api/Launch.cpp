@@ -243,6 +243,14 @@ mfrt_status joinRendezvous(const Launch &l,
   return MFRT_OK;
 }
 
+/// The calling thread's last error without its "mfrt: " prefix, to be
+/// wrapped in another line or sent as a failure record.
+std::string lastErrorDetail() {
+  const std::string prefix = "mfrt: ";
+  const std::string &e = lastError();
+  return e.compare(0, prefix.size(), prefix) == 0 ? e.substr(prefix.size()) : e;
+}
+
 /// The nccl backend over the host transport of `lender` (tcp after a
 /// rendezvous, else the mpi plugin's).
 mfrt_status createNCCL(const Launch &l, std::unique_ptr<PluginBackend> &lender,
@@ -254,19 +262,13 @@ mfrt_status createNCCL(const Launch &l, std::unique_ptr<PluginBackend> &lender,
     return setError(rc, "mfrt: the nccl backend runs under mpirun (over the "
                         "mpi backend) or with a rendezvous (--rendezvous "
                         "HOST:PORT): " +
-                            lastError().substr(6));
+                            lastErrorDetail());
   if (rc != MFRT_OK)
     return rc;
   HostTransport &host = *lender->hostTransport();
   if ((rc = createPlugin(MFRT_BACKEND_NCCL, l, &host, backend)) == MFRT_OK)
     return MFRT_OK;
-  std::string detail = lastError();
-  const std::string prefix = "mfrt: ";
-  if (detail.compare(0, prefix.size(), prefix) == 0)
-    detail = detail.substr(prefix.size());
-  // Another rank's failure was raised by that rank.
-  if (rc != MFRT_ERR_PEER)
-    host.raiseFailure(FailureRecord{host.rank(), rc, detail});
+  host.raiseFailure(FailureRecord{host.rank(), rc, lastErrorDetail()});
   lender->shutdown(false);
   return rc;
 }

@@ -71,3 +71,22 @@ bool mfrt::readWholeFile(const std::string &path, std::string &out,
   }
   return true;
 }
+
+bool mfrt::writeWholeFile(const std::string &path, const std::string &text,
+                          std::string &error) {
+  std::string tmp = path + ".tmp";
+  std::FILE *out = std::fopen(tmp.c_str(), "wb");
+  if (!out) {
+    error = tmp + ": cannot create: " + std::strerror(errno);
+    return false;
+  }
+  bool ok = std::fwrite(text.data(), 1, text.size(), out) == text.size();
+  ok = std::fclose(out) == 0 && ok;
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int saved = errno;
+    std::remove(tmp.c_str());
+    error = path + ": cannot write: " + std::strerror(saved);
+    return false;
+  }
+  return true;
+}

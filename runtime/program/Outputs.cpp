@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mfrt/program/Outputs.h"
+#include "mfrt/io/Json.h"
 
 #include "mfrt/program/DeviceBuffers.h"
 #include "mfrt/program/Options.h"
@@ -464,16 +465,7 @@ void mfrt::writeJsonlResults(const Options &options, const Program &prog) {
         line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) +
         "\n";
   }
-  // Written whole to a temporary name, then renamed: no partial file.
-  std::string tmp = options.outJsonl + ".tmp";
-  std::FILE *out = std::fopen(tmp.c_str(), "wb");
-  if (!out)
-    die(tmp + ": cannot create: " + std::strerror(errno));
-  bool ok = std::fwrite(text.data(), 1, text.size(), out) == text.size();
-  ok = std::fclose(out) == 0 && ok;
-  if (!ok || std::rename(tmp.c_str(), options.outJsonl.c_str()) != 0) {
-    int saved = errno;
-    std::remove(tmp.c_str());
-    die(options.outJsonl + ": cannot write: " + std::strerror(saved));
-  }
+  std::string error;
+  if (!writeWholeFile(options.outJsonl, text, error))
+    die(error);
 }

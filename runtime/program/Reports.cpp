@@ -10,6 +10,7 @@
 
 #include "mfrt/program/Reports.h"
 
+#include "mfrt/io/Json.h"
 #include "mfrt/program/Program.h"
 #include "mfrt/program/ProgramRank.h"
 #include "mfrt/program/Trace.h"
@@ -18,10 +19,7 @@
 #include "meshfold/Support/PlanText.h"
 #include "meshfold/Support/TrafficModel.h"
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
@@ -515,14 +513,5 @@ bool mfrt::writeRoutingJson(const Program &prog, const std::string &path,
   }
   out["routed_rows"] = routed;
   out["layers"] = std::move(list);
-  std::string text = out.dump() + "\n";
-  FILE *f = std::fopen(path.c_str(), "wb");
-  bool ok = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  ok = f && std::fclose(f) == 0 && ok;
-  if (!ok) {
-    *error =
-        "cannot write the routing file " + path + ": " + std::strerror(errno);
-    std::remove(path.c_str());
-  }
-  return ok;
+  return writeWholeFile(path, out.dump() + "\n", *error);
 }

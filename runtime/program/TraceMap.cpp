@@ -6,12 +6,12 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "mfrt/io/Json.h"
 #include "mfrt/program/Trace.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <sstream>
 
@@ -197,31 +197,13 @@ private:
   std::ostringstream svg;
 };
 
-/// Writes `text` to `path` through a temporary file, so that a failed write
-/// leaves no partial file.
-bool writeWhole(const std::string &path, const std::string &text) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    if (!out.good()) {
-      std::remove(tmp.c_str());
-      return false;
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    return false;
-  }
-  return true;
-}
-
 } // namespace
 
 bool mfrt::writeTraceSvg(const std::string &path, const MeshLayout &layout,
                          const TraceLog &log, int64_t decodeBase,
                          std::string *error) {
-  if (writeWhole(path, TraceMap(layout, log, decodeBase).render()))
+  std::string detail;
+  if (writeWholeFile(path, TraceMap(layout, log, decodeBase).render(), detail))
     return true;
   *error = "--trace-svg " + path + ": cannot write the file";
   return false;

@@ -36,6 +36,12 @@ bool parseJson(const std::string &text, nlohmann::json &out,
 bool readWholeFile(const std::string &path, std::string &out,
                    std::string &error);
 
+/// Writes \p text to \p path through a temporary file (PATH.tmp, then
+/// renamed), so that a failed write leaves no partial file; false with
+/// \p error set to one line naming the file otherwise.
+bool writeWholeFile(const std::string &path, const std::string &text,
+                    std::string &error);
+
 } // namespace mfrt
 
 #endif // MFRT_IO_JSON_H
