@@ -16,26 +16,6 @@
 using namespace mlir;
 using namespace meshfold;
 
-int64_t meshfold::parseByteSize(StringRef text) {
-  text = text.trim();
-  uint64_t scale = 1;
-  for (auto [suffix, mult] : {std::pair<StringRef, uint64_t>{"GiB", 1ull << 30},
-                              {"MiB", 1ull << 20},
-                              {"KiB", 1ull << 10},
-                              {"GB", 1000000000ull},
-                              {"MB", 1000000ull},
-                              {"KB", 1000ull},
-                              {"B", 1ull}})
-    if (text.consume_back(suffix)) {
-      scale = mult;
-      break;
-    }
-  double value;
-  if (text.trim().getAsDouble(value) || !(value > 0))
-    return -1;
-  return int64_t(value * double(scale));
-}
-
 /// Bytes of a tensor `v` with each dynamic dim `dynamic` long; 0 for
 /// anything else.
 static int64_t tensorBytes(Value v, int64_t dynamic) {

@@ -31,9 +31,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <utility>
 #include <vector>
 
 using namespace mfrt;
@@ -109,8 +111,24 @@ void copyPositions(UnrankedMemRefType<int64_t> *m, std::vector<int64_t> &out) {
   MemRefBuffer<int64_t> b(m);
   out.assign(b.data, b.data + b.count);
 }
-/// Calls `f(sequence, global position, place)` for each cached row of
-/// `layer` that a decode step at positions `sp` reads: every sequence's of
+/// Copies row `t` of `x [rows, heads, head_dim]` (all its heads) to `to`,
+/// contiguous.
+void copyRowIn(float *to, const StridedMemRefType<float, 3> *x, int64_t t) {
+  int64_t heads = x->sizes[1], dim = x->sizes[2];
+  const float *from = x->data + x->offset + t * x->strides[0];
+  for (int64_t h = 0; h < heads; ++h) {
+    const float *head = from + h * x->strides[1];
+    if (x->strides[2] == 1)
+      std::memcpy(to + h * dim, head, size_t(dim) * sizeof(float));
+    else
+      for (int64_t d = 0; d < dim; ++d)
+        to[h * dim + d] = head[d * x->strides[2]];
+  }
+}
+
+/// Calls `f(sequence, global position, place, slot)` for each cached row of
+/// `layer` that a decode step at positions `sp` reads (`slot`: its row in
+/// the rank's KVPool, Sequence::cachedPositions): every sequence's of
 /// the step (one, prefill's, when prefill runs as a step), in slot order
 /// and each in the order this rank recorded them, leaving out the step's
 /// own rows (recorded just before).
@@ -128,9 +146,10 @@ void forEachCached(ProgramRank &rs, int64_t layer,
     if (!s.output || (rs.stepping ? !s.inStep : int64_t(slot) != rs.prefill))
       continue;
     int64_t base = rs.stepping ? globalPosition(int64_t(slot), 0) : 0;
-    for (int64_t p : s.cachedPositions[size_t(layer)])
-      if (!std::binary_search(own.begin(), own.end(), base + p))
-        f(s, base + p, p);
+    const std::vector<int64_t> &cached = s.cachedPositions[size_t(layer)];
+    for (size_t i = 0; i < cached.size(); ++i)
+      if (!std::binary_search(own.begin(), own.end(), base + cached[i]))
+        f(s, base + cached[i], cached[i], int64_t(i));
   }
 }
 
@@ -145,7 +164,12 @@ void sendRecordedKV(ProgramRank &rs, Sequence &s, int64_t layer) {
         s.sends.push_back(b);
     s.sendsPlanned = true;
   }
-  RequestOutput *out = s.output;
+  // The rank's slot of each place it recorded for the layer.
+  std::map<int64_t, int64_t> slots;
+  const std::vector<int64_t> &cached = s.cachedPositions[size_t(layer)];
+  for (size_t i = 0; i < cached.size(); ++i)
+    slots[cached[i]] = int64_t(i);
+  int64_t first = rs.kv.headOffset(layer);
   std::vector<float> buf;
   for (const meshfold::KVBlock &b : s.sends) {
     if (b.layer != layer)
@@ -154,24 +178,22 @@ void sendRecordedKV(ProgramRank &rs, Sequence &s, int64_t layer) {
     buf.assign(size_t(b.elements(m.headDim)), 0.0f);
     // K, then V unless one tensor is both.
     float *kOut = buf.data(), *vOut = kOut + buf.size() / size_t(b.kvCopies);
-    {
-      std::lock_guard<std::mutex> lock(out->mutex);
-      for (int64_t h = b.headBegin; h < b.headEnd; ++h)
-        for (int64_t pos = b.positionBegin; pos < b.positionEnd; ++pos) {
-          if (!out->written[size_t(layer)][size_t(pos * m.kvHeads + h)])
-            fatal("internal: the K/V of layer " + std::to_string(layer) +
-                  " position " + std::to_string(pos) + " head " +
-                  std::to_string(h) + " is not here to send");
-          int64_t at = (pos * m.kvHeads + h) * m.headDim;
-          int64_t to = ((h - b.headBegin) * positions + pos - b.positionBegin) *
-                       m.headDim;
-          std::copy_n(out->keys[size_t(layer)].begin() + at, m.headDim,
-                      kOut + to);
-          if (b.kvCopies == 2)
-            std::copy_n(out->values[size_t(layer)].begin() + at, m.headDim,
-                        vOut + to);
-        }
-    }
+    for (int64_t h = b.headBegin; h < b.headEnd; ++h)
+      for (int64_t pos = b.positionBegin; pos < b.positionEnd; ++pos) {
+        auto it = slots.find(pos);
+        if (it == slots.end() || h < first || h >= first + rs.kv.heads(layer))
+          fatal("internal: the K/V of layer " + std::to_string(layer) +
+                " position " + std::to_string(pos) + " head " +
+                std::to_string(h) + " is not here to send");
+        int64_t at = (h - first) * m.headDim;
+        int64_t to =
+            ((h - b.headBegin) * positions + pos - b.positionBegin) * m.headDim;
+        std::copy_n(rs.kv.row(s.blocks, layer, it->second, 0) + at, m.headDim,
+                    kOut + to);
+        if (b.kvCopies == 2)
+          std::copy_n(rs.kv.row(s.blocks, layer, it->second, 1) + at, m.headDim,
+                      vOut + to);
+      }
     // --trace-token: the block that carries the traced token's K/V.
     const TraceConfig &c = traceConfig();
     if (c.traceToken && s.request == c.request &&
@@ -243,6 +265,7 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
           " have an unexpected shape");
   int64_t row = m.kvHeads * m.headDim;
   countCompute(rs, layer, kKVRows, uint64_t(k->sizes[0]));
+  rs.kv.useHeads(layer, headOffset, heads);
   std::set<Sequence *> recorded;
   for (int64_t t = 0; t < k->sizes[0]; ++t) {
     int64_t position =
@@ -259,9 +282,17 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
       std::lock_guard<std::mutex> lock(seen.mutex);
       seen.kv.insert(mfrt_rank());
     }
+    // The row into the rank's cache (its next slot), and with --out's K/V
+    // into the request's outputs.
+    int64_t slot = int64_t(s->cachedPositions[size_t(layer)].size());
+    s->cachedPositions[size_t(layer)].push_back(pos);
+    copyRowIn(rs.kv.row(s->blocks, layer, slot, 0), k, t);
+    if (!m.kvShared)
+      copyRowIn(rs.kv.row(s->blocks, layer, slot, 1), v, t);
+    if (!program().kvOutputs)
+      continue;
     RequestOutput *out = s->output;
     std::lock_guard<std::mutex> lock(out->mutex);
-    s->cachedPositions[size_t(layer)].push_back(pos);
     for (int64_t h = 0; h < heads; ++h) {
       out->written[layer][pos * m.kvHeads + headOffset + h] = 1;
       for (int64_t d = 0; d < m.headDim; ++d) {
@@ -292,7 +323,8 @@ int64_t _mlir_ciface_mfrt_kv_history_length(int64_t layer,
           " outside the model's " + std::to_string(rs.manifest->layers) +
           " layers");
   int64_t n = 0;
-  forEachCached(rs, layer, sp, [&](Sequence &, int64_t, int64_t) { ++n; });
+  forEachCached(rs, layer, sp,
+                [&](Sequence &, int64_t, int64_t, int64_t) { ++n; });
   return n;
 }
 
@@ -344,32 +376,32 @@ void _mlir_ciface_mfrt_kv_history_f32(
       for (int64_t d = 0; d < m.headDim; ++d)
         at3(x, t, h, d) = from[d];
   };
+  if (cached > 0 &&
+      (rs.kv.headOffset(layer) != headOffset || rs.kv.heads(layer) != heads))
+    fatal("internal: the K/V history of layer " + std::to_string(layer) +
+          " asks for heads the rank's cache does not hold");
+  int64_t valueTensor = m.kvShared ? 0 : 1;
   int64_t t = 0;
   Sequence *last = nullptr;
   std::pair<int64_t, int64_t> *count = nullptr;
-  forEachCached(rs, layer, sp, [&](Sequence &s, int64_t position, int64_t p) {
-    if (t == cached)
-      fatal("internal: the K/V history of layer " + std::to_string(layer) +
-            " grew during the step");
-    if (&s != last)
-      count = &counts[last = &s];
-    ++count->second;
-    RequestOutput *out = s.output;
-    const uint8_t *written = &out->written[layer][p * m.kvHeads + headOffset];
-    const float *keys =
-        &out->keys[layer][(p * m.kvHeads + headOffset) * m.headDim];
-    const float *values =
-        &out->value(size_t(layer))[(p * m.kvHeads + headOffset) * m.headDim];
-    at1(positions, t) = position;
-    for (int64_t h = 0; h < heads; ++h) {
-      if (!written[h])
-        fatal("internal: no cached K/V for layer " + std::to_string(layer) +
-              " position " + std::to_string(p));
-      copyHead(k, t, h, keys + h * m.headDim);
-      copyHead(v, t, h, values + h * m.headDim);
-    }
-    ++t;
-  });
+  forEachCached(
+      rs, layer, sp, [&](Sequence &s, int64_t position, int64_t, int64_t slot) {
+        if (t == cached)
+          fatal("internal: the K/V history of layer " + std::to_string(layer) +
+                " grew during the step");
+        if (&s != last)
+          count = &counts[last = &s];
+        ++count->second;
+        const float *keys = rs.kv.row(std::as_const(s.blocks), layer, slot, 0);
+        const float *values =
+            rs.kv.row(std::as_const(s.blocks), layer, slot, valueTensor);
+        at1(positions, t) = position;
+        for (int64_t h = 0; h < heads; ++h) {
+          copyHead(k, t, h, keys + h * m.headDim);
+          copyHead(v, t, h, values + h * m.headDim);
+        }
+        ++t;
+      });
   if (t != cached)
     fatal("internal: the K/V history of layer " + std::to_string(layer) +
           " has " + std::to_string(t) + " cached rows, expected " +

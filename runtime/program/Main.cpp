@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdio>
 #include <functional>
+#include <string>
 #include <thread>
 
 #include <malloc.h>
@@ -116,10 +117,12 @@ int main(int argc, char **argv) {
     double s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
             .count();
-    std::printf("wrote %s%s%s: %zu requests, %lld layers (%.3f s)\n",
+    std::string kv = prog.kvOutputs
+                         ? std::to_string(prog.manifest.layers) + " layers"
+                         : std::string("no K/V (--no-kv-out)");
+    std::printf("wrote %s%s%s: %zu requests, %s (%.3f s)\n",
                 options.out.c_str(), options.outJsonl.empty() ? "" : " and ",
-                options.outJsonl.c_str(), prog.requests.size(),
-                (long long)prog.manifest.layers, s);
+                options.outJsonl.c_str(), prog.requests.size(), kv.c_str(), s);
   }
   return 0;
 }

@@ -18,6 +18,7 @@
 
 #include "meshfold/Config.h"
 #include "meshfold/Support/PlanText.h"
+#include "meshfold/Support/Text.h"
 
 #include <algorithm>
 #include <cctype>
@@ -187,6 +188,18 @@ void usage() {
       "  --step-logits    also write req{r}.step_logits [n, V], the logits "
       "that chose\n"
       "                   each generated token\n"
+      "  --kv-block N     rows per block of each rank's K/V cache "
+      "(default 16)\n"
+      "  --kv-memory SIZE bytes of K/V cache per rank (512MB, 2GiB, ...; "
+      "default: as many\n"
+      "                   blocks as the running requests need); a request "
+      "is admitted once\n"
+      "                   its blocks are free (in order of arrival), and "
+      "frees them when\n"
+      "                   done\n"
+      "  --no-kv-out      leave the K/V cache out of --out "
+      "(req{r}.layers.{i}.k / .v):\n"
+      "                   a request's K/V is then kept only while it runs\n"
       "  --report load    print per rank the checkpoint files it read and the "
       "bytes of\n"
       "                   its weight slices, used in place (mapped) or "
@@ -247,6 +260,22 @@ int64_t parseCount(const std::string &flag, const std::string &text) {
       errno == ERANGE)
     die(flag + " must be a whole number of at least 0, got '" + text + "'");
   return int64_t(v);
+}
+
+/// --kv-block N (at least 1) or --kv-memory SIZE into `kv`.
+void parseKVFlag(const std::string &name, const std::string &text,
+                 KVSettings &kv) {
+  if (name == "--kv-block") {
+    if (!meshfold::parseUnsignedInt(text, kv.blockTokens) ||
+        kv.blockTokens < 1 || kv.blockTokens > (int64_t(1) << 20))
+      die("--kv-block must be a number of rows from 1 to 1048576, got '" +
+          text + "'");
+    return;
+  }
+  kv.memoryBytes = meshfold::parseByteSize(text);
+  kv.memoryText = text;
+  if (kv.memoryBytes <= 0)
+    die("--kv-memory must be a size such as 512MB or 2GiB, got '" + text + "'");
 }
 
 /// --force-routing random[:SEED] or FILE.
@@ -324,7 +353,13 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
       options.quiet = true;
     else if (name == "--allow-long-prompts")
       options.allowLongPrompts = true;
-    else if (name == "--threads") {
+    else if (name == "--no-kv-out")
+      options.kvOutputs = false;
+    else if (name == "--kv-block" || name == "--kv-memory") {
+      std::string text;
+      value(text);
+      parseKVFlag(name, text, options.kv);
+    } else if (name == "--threads") {
       std::string text;
       value(text);
       options.threads = parseThreads(text);

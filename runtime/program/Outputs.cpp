@@ -69,7 +69,7 @@ std::vector<char> serializeOutputs(const Program &prog) {
   };
   for (size_t r = 0; r < prog.outputs.size(); ++r) {
     const RequestOutput &o = *prog.outputs[r];
-    for (int64_t l = 0; l < m.layers; ++l)
+    for (int64_t l = 0; l < (prog.kvOutputs ? m.layers : 0); ++l)
       for (int64_t ph = 0; ph < o.length * m.kvHeads; ++ph) {
         if (!o.written[l][ph])
           continue;
@@ -214,17 +214,20 @@ void mfrt::allocateOutputs(Program &prog) {
   for (const std::vector<int64_t> &r : prog.requests) {
     auto o = std::make_unique<RequestOutput>();
     o->tokens = o->length = int64_t(r.size());
+    prog.outputs.push_back(std::move(o));
+    if (!prog.kvOutputs)
+      continue;
+    RequestOutput *out = prog.outputs.back().get();
     // Decoding appends the K/V of every generated token but the last.
     size_t rows =
         r.size() +
         size_t(std::max<int64_t>(0, prog.generation.maxNewTokens - 1));
     size_t row = size_t(m.kvHeads * m.headDim);
-    o->keys.assign(m.layers, std::vector<float>(rows * row));
+    out->keys.assign(m.layers, std::vector<float>(rows * row));
     if (!m.kvShared)
-      o->values.assign(m.layers, std::vector<float>(rows * row));
-    o->written.assign(m.layers,
-                      std::vector<uint8_t>(rows * size_t(m.kvHeads), 0));
-    prog.outputs.push_back(std::move(o));
+      out->values.assign(m.layers, std::vector<float>(rows * row));
+    out->written.assign(m.layers,
+                        std::vector<uint8_t>(rows * size_t(m.kvHeads), 0));
   }
 }
 
@@ -332,7 +335,7 @@ void mfrt::addOutputs(const Program &prog, SafetensorsWriter &writer,
     int64_t t = o.tokens, rows = o.length;
     if (!o.haveLogits)
       die("internal: no rank recorded logits for request " + std::to_string(r));
-    for (int64_t l = 0; l < m.layers; ++l)
+    for (int64_t l = 0; l < (prog.kvOutputs ? m.layers : 0); ++l)
       for (int64_t p = 0; p < rows * m.kvHeads; ++p)
         if (!o.written[l][p])
           die("internal: no K/V for request " + std::to_string(r) + " layer " +
@@ -347,7 +350,7 @@ void mfrt::addOutputs(const Program &prog, SafetensorsWriter &writer,
               " position " + std::to_string(p));
       writer.addF32(prefix + ".prompt_logits", {t, m.vocab}, o.promptLogits);
     }
-    for (int64_t l = 0; l < m.layers; ++l) {
+    for (int64_t l = 0; l < (prog.kvOutputs ? m.layers : 0); ++l) {
       std::string layer = prefix + ".layers." + std::to_string(l);
       size_t used = size_t(rows * m.kvHeads * m.headDim);
       auto firstRows = [&](const std::vector<float> &all) {
@@ -412,6 +415,15 @@ void mfrt::printDecodeReport(const Program &prog) {
               prog.outputs.size(), generated, (long long)prog.runSteps,
               (long long)prog.runBatch, prog.runRank, 1e3 * prog.runSeconds,
               prog.runSeconds > 0 ? double(generated) / prog.runSeconds : 0.0);
+  const std::array<int64_t, 4> &kv = prog.runKV;
+  std::string limit =
+      kv[0] < 0 ? std::string("no limit")
+                : "at most " + std::to_string(kv[0]) + " (--kv-memory)";
+  std::printf("kv cache: rank %d: blocks of %lld rows, %s; at most %lld "
+              "in use at once, %.3f MB of blocks; requests that waited for "
+              "blocks: %lld\n",
+              prog.runRank, (long long)prog.kv.blockTokens, limit.c_str(),
+              (long long)kv[1], double(kv[2]) / 1e6, (long long)kv[3]);
   // The decode pool's stages in a program of two pools.
   MeshLayout layout =
       layoutOf(prog.pools ? prog.decodeManifest : prog.manifest);

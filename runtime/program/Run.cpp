@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <cstring>
 #include <deque>
+#include <map>
 #include <set>
 
 #include <omp.h>
@@ -185,8 +186,27 @@ void addTraffic(const Program &prog, const std::vector<uint64_t> &before,
     sum[i] += after[i] - before[i];
 }
 
+/// The K/V rows request `r` may leave in a rank's cache of this rank's
+/// pool: its prompt's, and where the pool decodes, those of every generated
+/// token but the last.
+int64_t kvRows(const Program &prog, int64_t r) {
+  int64_t rows = int64_t(prog.requests[size_t(r)].size());
+  bool decodes =
+      prog.pools ? mfrt_pool() == 1 : prog.generation.maxNewTokens > 0;
+  if (decodes)
+    rows += std::max<int64_t>(0, prog.generation.maxNewTokens - 1);
+  return rows;
+}
+
+/// Whether the rank's K/V cache has the blocks request `r` needs free
+/// (every rank of a replica answers alike: the counts are the replica's).
+bool kvAdmits(const Program &prog, const ProgramRank &rs, int64_t r) {
+  return rs.kvFree < 0 ||
+         kvBlocksFor(kvRows(prog, r), prog.kv.blockTokens) <= rs.kvFree;
+}
+
 /// Request `r` in a free slot of the rank's sequences (`slot`), its cache
-/// empty, its length its prompt's.
+/// empty with its blocks reserved, its length its prompt's.
 Sequence &admit(const Program &prog, ProgramRank &rs, int64_t r,
                 int64_t &slot) {
   slot = -1;
@@ -201,7 +221,22 @@ Sequence &admit(const Program &prog, ProgramRank &rs, int64_t r,
   s.request = r;
   s.cachedPositions.assign(size_t(prog.manifest.layers), {});
   s.length = s.output->tokens;
+  if (!kvAdmits(prog, rs, r))
+    fatal("internal: request " + std::to_string(r) +
+          " admitted without free K/V blocks");
+  s.kvReserved = kvBlocksFor(kvRows(prog, r), prog.kv.blockTokens);
+  if (rs.kvFree >= 0)
+    rs.kvFree -= s.kvReserved;
   return s;
+}
+
+/// The request in `s` leaves the rank: its K/V blocks go back to the pool
+/// and its slot is free.
+void leave(ProgramRank &rs, Sequence &s) {
+  rs.kv.release(s.blocks);
+  if (rs.kvFree >= 0)
+    rs.kvFree += s.kvReserved;
+  s = Sequence();
 }
 
 /// Runs the prefill of request `r` (a dummy batch when `r` < 0, in which
@@ -247,7 +282,7 @@ void finishSequence(ProgramRank &rs, Sequence &s, const DecodeGroups &groups) {
     if (groups.recorder)
       o->decodeSeconds = secondsNow() - s.prefillEnd;
   }
-  s = Sequence();
+  leave(rs, s);
 }
 
 /// A call of the generation loop (a prefill, a decode step, or a wait for
@@ -379,7 +414,42 @@ void handOff(const Program &prog, ProgramRank &rs, Sequence &s,
     std::lock_guard<std::mutex> lock(s.output->mutex);
     s.output->firstTokenSeconds = secondsNow() - rs.runStart;
   }
-  s = Sequence();
+  leave(rs, s);
+}
+
+/// Decode pool: the K/V of block `b` received in `buf` (K then V, by head,
+/// position and element) into the rank's cache of `s` (`slots`: the slot
+/// of each position) and, with --out's K/V, the request's outputs.
+void storeReceivedKV(const Program &prog, ProgramRank &rs, Sequence &s,
+                     const KVBlock &b, const std::vector<float> &buf,
+                     const std::map<int64_t, int64_t> &slots) {
+  const Manifest &m = prog.manifest;
+  RequestOutput *out = s.output;
+  int64_t positions = b.positionEnd - b.positionBegin;
+  int64_t first = rs.kv.headOffset(b.layer);
+  const float *kIn = buf.data(), *vIn = kIn + buf.size() / size_t(b.kvCopies);
+  for (int64_t i = 0; i < positions; ++i) {
+    int64_t pos = b.positionBegin + i, slot = slots.at(pos);
+    for (int64_t h = b.headBegin; h < b.headEnd; ++h) {
+      const int64_t from = ((h - b.headBegin) * positions + i) * m.headDim;
+      const int64_t to = (h - first) * m.headDim;
+      std::copy_n(kIn + from, m.headDim,
+                  rs.kv.row(s.blocks, b.layer, slot, 0) + to);
+      if (b.kvCopies == 2)
+        std::copy_n(vIn + from, m.headDim,
+                    rs.kv.row(s.blocks, b.layer, slot, 1) + to);
+      if (!prog.kvOutputs)
+        continue;
+      int64_t at = (pos * m.kvHeads + h) * m.headDim;
+      std::lock_guard<std::mutex> lock(out->mutex);
+      std::copy_n(kIn + from, m.headDim,
+                  out->keys[size_t(b.layer)].begin() + at);
+      if (b.kvCopies == 2)
+        std::copy_n(vIn + from, m.headDim,
+                    out->values[size_t(b.layer)].begin() + at);
+      out->written[size_t(b.layer)][size_t(pos * m.kvHeads + h)] = 1;
+    }
+  }
 }
 
 /// Decode pool: admits request `r` into a free slot once its K/V blocks
@@ -394,37 +464,42 @@ void receiveRequest(const Program &prog, ProgramRank &rs, int64_t r,
   RequestOutput *out = s.output;
   const MeshLayout prefill = layoutOf(prog.manifest);
   const int me = mfrt_rank() - int(prefill.numDevices());
+  std::vector<KVBlock> blocks = transferBlocks(prog, r);
+  blocks.erase(std::remove_if(blocks.begin(), blocks.end(),
+                              [&](const KVBlock &b) { return b.to != me; }),
+               blocks.end());
+  // The rank's cache of the request holds its positions in order (its
+  // slots), each layer's heads from the first its blocks carry.
   std::vector<std::set<int64_t>> cached(size_t(m.layers));
+  std::vector<std::pair<int64_t, int64_t>> heads(size_t(m.layers),
+                                                 {INT64_MAX, 0});
+  for (const KVBlock &b : blocks) {
+    for (int64_t pos = b.positionBegin; pos < b.positionEnd; ++pos)
+      cached[size_t(b.layer)].insert(pos);
+    auto &[first, end] = heads[size_t(b.layer)];
+    first = std::min(first, b.headBegin);
+    end = std::max(end, b.headEnd);
+  }
+  std::vector<std::map<int64_t, int64_t>> slots(size_t(m.layers));
+  for (int64_t l = 0; l < m.layers; ++l) {
+    s.cachedPositions[size_t(l)].assign(cached[size_t(l)].begin(),
+                                        cached[size_t(l)].end());
+    for (int64_t pos : s.cachedPositions[size_t(l)])
+      slots[size_t(l)].emplace(pos, int64_t(slots[size_t(l)].size()));
+    if (!cached[size_t(l)].empty())
+      rs.kv.useHeads(l, heads[size_t(l)].first,
+                     heads[size_t(l)].second - heads[size_t(l)].first);
+    rs.kv.reserve(s.blocks, int64_t(cached[size_t(l)].size()));
+  }
   std::vector<float> buf;
-  for (const KVBlock &b : transferBlocks(prog, r)) {
-    if (b.to != me)
-      continue;
-    int64_t heads = b.headEnd - b.headBegin,
-            positions = b.positionEnd - b.positionBegin;
+  for (const KVBlock &b : blocks) {
     buf.resize(size_t(b.elements(m.headDim)));
     if (recvHost(int(b.from), buf.data(), int64_t(buf.size()), MFRT_F32) !=
         MFRT_OK)
       fatal(std::string("receiving K/V from the prefill pool: ") +
             mfrt_last_error());
-    std::lock_guard<std::mutex> lock(out->mutex);
-    const float *kIn = buf.data(), *vIn = kIn + buf.size() / size_t(b.kvCopies);
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t i = 0; i < positions; ++i) {
-        int64_t pos = b.positionBegin + i, head = b.headBegin + h;
-        int64_t at = (pos * m.kvHeads + head) * m.headDim;
-        const int64_t from = (h * positions + i) * m.headDim;
-        std::copy(kIn + from, kIn + from + m.headDim,
-                  out->keys[size_t(b.layer)].begin() + at);
-        if (b.kvCopies == 2)
-          std::copy(vIn + from, vIn + from + m.headDim,
-                    out->values[size_t(b.layer)].begin() + at);
-        out->written[size_t(b.layer)][size_t(pos * m.kvHeads + head)] = 1;
-        cached[size_t(b.layer)].insert(pos);
-      }
+    storeReceivedKV(prog, rs, s, b, buf, slots[size_t(b.layer)]);
   }
-  for (int64_t l = 0; l < m.layers; ++l)
-    s.cachedPositions[size_t(l)].assign(cached[size_t(l)].begin(),
-                                        cached[size_t(l)].end());
   std::vector<float> msg(tokenWidth(prog));
   if (recvHost(tokenSender(prefill, replicaOf(prog, prefill, r)), msg.data(),
                int64_t(msg.size()), MFRT_F32) != MFRT_OK)
@@ -506,6 +581,7 @@ void generate(const Program &prog, ProgramRank &rs,
               const std::vector<int64_t> &mine, const DecodeGroups &groups,
               std::vector<uint64_t> &prefillTraffic, bool receive = false) {
   size_t next = 0;
+  size_t waited = SIZE_MAX; // the last request counted in kvWaits
   int64_t maxBatch = prog.generation.maxBatch;
   std::deque<Call> calls; // not applied yet, oldest first
   bool anyWaiting = true; // as the replicas last agreed
@@ -533,8 +609,15 @@ void generate(const Program &prog, ProgramRank &rs,
     int64_t inFlight =
         std::count_if(calls.begin(), calls.end(),
                       [](const Call &c) { return c.kind != Call::Wait; });
-    bool admit = next < mine.size() &&
-                 (maxBatch == 0 || int64_t(live.size()) - leaving < maxBatch);
+    // The next request in order of arrival waits while its K/V blocks are
+    // not free (the ones behind it wait too).
+    bool room = next < mine.size() &&
+                (maxBatch == 0 || int64_t(live.size()) - leaving < maxBatch);
+    bool admit = room && kvAdmits(prog, rs, mine[next]);
+    if (room && !admit && waited != next) {
+      waited = next;
+      ++rs.kvWaits;
+    }
     if (receive && admit) {
       // The decode pool admits a request once its K/V and first token came
       // from the prefill pool: no call, no other replica involved.
@@ -629,6 +712,9 @@ void checkPromptLengths(const Options &options, const Manifest &m,
                requests[longest].size());
 }
 
+void checkLongGeneration(const Options &options, const Manifest &m,
+                         const std::vector<std::vector<int64_t>> &requests);
+
 /// --max-new-tokens and the sampling flags against the program and the
 /// prompts.
 void checkGeneration(const Options &options, const Manifest &m,
@@ -661,6 +747,8 @@ void checkGeneration(const Options &options, const Manifest &m,
     die("--max-new-tokens: the vocabulary of " + std::to_string(m.vocab) +
         " ids is larger than generation supports (2^24)");
   // Every request's K/V outputs get room for T + N - 1 positions up front.
+  if (!options.kvOutputs)
+    return checkLongGeneration(options, m, requests);
   double bytes = 0;
   for (const std::vector<int64_t> &r : requests)
     bytes += double(r.size() + size_t(g.maxNewTokens) - 1) *
@@ -673,7 +761,14 @@ void checkGeneration(const Options &options, const Manifest &m,
         std::to_string(int64_t(bytes / double(1ull << 30))) +
         " GiB, more than this machine's " +
         std::to_string(int64_t(memory / double(1ull << 30))) +
-        " GiB of memory");
+        " GiB of memory (--no-kv-out keeps K/V only while a request runs)");
+  checkLongGeneration(options, m, requests);
+}
+
+/// --max-new-tokens against the model's max_position_embeddings.
+void checkLongGeneration(const Options &options, const Manifest &m,
+                         const std::vector<std::vector<int64_t>> &requests) {
+  const Generation &g = options.generation;
   if (m.maxPositions <= 0 || options.allowLongPrompts)
     return;
   for (size_t r = 0; r < requests.size(); ++r)
@@ -685,6 +780,33 @@ void checkGeneration(const Options &options, const Manifest &m,
           " prompt tokens) would pass the model's max_position_embeddings (" +
           std::to_string(m.maxPositions) +
           ") (--allow-long-prompts runs it anyway)");
+}
+
+/// --kv-memory: each request must fit in the K/V cache of a rank of `m`'s
+/// pool on its own (its prompt's rows, and where the pool `decodes` those
+/// of its generated tokens but the last), else the run fails naming the
+/// first that does not.
+void checkKVCapacity(const Program &prog, const Manifest &m, bool decodes) {
+  int64_t capacity = kvBlockCapacity(m, prog.kv);
+  if (capacity < 0)
+    return;
+  int64_t extra =
+      decodes ? std::max<int64_t>(0, prog.generation.maxNewTokens - 1) : 0;
+  for (size_t r = 0; r < prog.requests.size(); ++r) {
+    int64_t prompt = int64_t(prog.requests[r].size());
+    int64_t need = kvBlocksFor(prompt + extra, prog.kv.blockTokens);
+    if (need <= capacity)
+      continue;
+    die("--kv-memory " + prog.kv.memoryText + " holds " +
+        std::to_string(capacity) + " blocks of " +
+        std::to_string(prog.kv.blockTokens) + " rows per rank (" +
+        std::to_string(kvBlockBytes(m, prog.kv.blockTokens)) +
+        " bytes each); request " + std::to_string(r) + " (line " +
+        std::to_string(prog.prompts.lines[r]) + ", " + std::to_string(prompt) +
+        " prompt tokens" +
+        (extra ? " + " + std::to_string(extra) + " generated" : "") +
+        ") needs " + std::to_string(need));
+  }
 }
 
 /// Runs this rank's share of the requests: its DP replica's, in rounds that
@@ -813,6 +935,11 @@ void mfrt::loadProgram(const Options &options, Program &prog) {
   checkPromptLengths(options, m, prog.prompts);
   checkGeneration(options, m, prog.requests);
   prog.generation = options.generation;
+  prog.kv = options.kv;
+  prog.kvOutputs = options.kvOutputs;
+  checkKVCapacity(prog, prog.manifest, /*decodes=*/!prog.pools);
+  if (prog.pools)
+    checkKVCapacity(prog, prog.decodeManifest, /*decodes=*/true);
   if (options.randomWeights.empty()) {
     prog.weights = Checkpoint::open(options.weights, &error);
     if (!prog.weights)
@@ -865,6 +992,10 @@ int mfrt::rankMain(void *) {
   // The OpenMP thread count is a per-thread setting: each rank's thread sets
   // its own before the program's first parallel loop.
   omp_set_num_threads(prog.threadsPerRank);
+  rs.kv.configure(prog.kv.blockTokens, rs.manifest->layers,
+                  rs.manifest->headDim, rs.manifest->kvCopies());
+  rs.kvFree = kvBlockCapacity(*rs.manifest, prog.kv);
+  int64_t kvCapacity = rs.kvFree;
   loadWeights(rs, groups);
   uploadWeights(rs); // CUDA mode: to the rank's device
   rs.runStart = secondsNow();
@@ -881,6 +1012,8 @@ int mfrt::rankMain(void *) {
                           rs.prefillsBesideSteps};
     for (int64_t batch : rs.stepBatches)
       prog.runBatch = std::max(prog.runBatch, batch);
+    prog.runKV = {kvCapacity, rs.kv.peakBlocks(), rs.kv.allocatedBytes(),
+                  rs.kvWaits};
   }
   if (prog.reportTraffic)
     readTrafficCounters(prog, rs, rank.rank);

@@ -15,6 +15,7 @@
 #include "meshfold/Config.h"
 #include "meshfold/InitAll.h"
 #include "meshfold/Support/KVTransfer.h"
+#include "meshfold/Support/Text.h"
 #include "meshfold/Target/Compile.h"
 #include "meshfold/Target/Pools.h"
 #include "meshfold/Version.h"

@@ -38,3 +38,20 @@ TEST(Text, Split) {
   EXPECT_EQ(split("tp:2", ':'), (std::vector<std::string>{"tp", "2"}));
   EXPECT_TRUE(split("", ',').empty());
 }
+
+TEST(Text, ByteSizes) {
+  EXPECT_EQ(parseByteSize("141GB"), 141000000000);
+  EXPECT_EQ(parseByteSize("80GiB"), int64_t(80) << 30);
+  EXPECT_EQ(parseByteSize("512MB"), 512000000);
+  EXPECT_EQ(parseByteSize("1.5KiB"), 1536);
+  EXPECT_EQ(parseByteSize("4096"), 4096);
+  EXPECT_EQ(parseByteSize("4096B"), 4096);
+  EXPECT_EQ(parseByteSize(" 2 GB "), 2000000000);
+  EXPECT_EQ(parseByteSize(""), -1);
+  EXPECT_EQ(parseByteSize("GB"), -1);
+  EXPECT_EQ(parseByteSize("0"), -1);
+  EXPECT_EQ(parseByteSize("-1MB"), -1);
+  EXPECT_EQ(parseByteSize("12XB"), -1);
+  EXPECT_EQ(parseByteSize("nan"), -1);
+  EXPECT_EQ(parseByteSize("1e30GB"), -1);
+}

@@ -86,9 +86,6 @@ mlir::LogicalResult checkDeviceMemory(llvm::ArrayRef<RankMemory> memory,
                                       llvm::StringRef deviceMemory,
                                       std::string &error);
 
-/// Parses "141GB", "80GiB", "512MB" or a byte count; -1 on bad input.
-int64_t parseByteSize(llvm::StringRef text);
-
 } // namespace meshfold
 
 #endif // MESHFOLD_ANALYSIS_MEMORYREPORT_H

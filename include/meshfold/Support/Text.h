@@ -1,6 +1,7 @@
 //===- Text.h - Parsing the runtime's small text formats --------*- C++ -*-===//
 //
-// Numbers and lists in the plan text and the trace and routing options:
+// Numbers, sizes and lists in the plan text and the trace, routing and
+// K/V cache options:
 // strict (the whole text must be the value) and
 // without locale.
 //
@@ -25,6 +26,10 @@ bool parseUnsignedInt(const std::string &text, int64_t &out);
 
 /// Parses a floating-point number; false on anything else or an empty text.
 bool parseDouble(const std::string &text, double &out);
+
+/// Parses a size in bytes: "141GB", "80GiB", "512MB", "64KiB" or a byte
+/// count ("4096", "4096B"); -1 on anything else, zero or a negative size.
+int64_t parseByteSize(const std::string &text);
 
 /// The items of `text` between `sep`s, empty ones included ("a,,b," gives
 /// "a", "", "b", ""; "" gives none).

@@ -10,6 +10,7 @@
 #define MFRT_PROGRAM_OPTIONS_H
 
 #include "mfrt/mfrt.h"
+#include "mfrt/program/KVCache.h"
 #include "mfrt/program/Sampling.h"
 
 #include <string>
@@ -52,6 +53,10 @@ struct Options {
   std::string routingJson;
   /// Generation after prefill.
   Generation generation;
+  /// The K/V cache: --kv-block, --kv-memory (KVCache.h), and whether --out
+  /// holds the requests' K/V (--no-kv-out: not).
+  KVSettings kv;
+  bool kvOutputs = true;
 };
 
 /// Reads the flags into `options`; false when --help printed the usage or

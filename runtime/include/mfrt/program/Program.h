@@ -23,6 +23,7 @@
 #include "meshfold/Support/MeshLayout.h"
 #include "mfrt/io/Checkpoint.h"
 #include "mfrt/mfrt.h"
+#include "mfrt/program/KVCache.h"
 #include "mfrt/program/ProgramRank.h"
 #include "mfrt/program/Sampling.h"
 #include "mfrt/tokenizer/PromptSource.h"
@@ -83,6 +84,15 @@ struct Program {
   Prompts prompts;
   std::vector<std::unique_ptr<RequestOutput>> outputs;
   Generation generation;
+  /// --kv-block and --kv-memory; whether --out holds the requests' K/V
+  /// (not with --no-kv-out: then only the ranks' caches keep it, for as
+  /// long as a request runs).
+  KVSettings kv;
+  bool kvOutputs = true;
+  /// The K/V cache of the rank of the run figures (runRank): {blocks it may
+  /// hold (-1: no limit), the most it held at once, bytes of its block
+  /// storage, requests whose admission waited for blocks}.
+  std::array<int64_t, 4> runKV = {-1, 0, 0, 0};
   /// Processes of a multi-process run each hold the outputs their ranks
   /// wrote: rank 0 collects them (and the traffic counters and trace).
   bool collectOutputs = false;

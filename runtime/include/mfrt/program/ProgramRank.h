@@ -14,6 +14,7 @@
 
 #include "meshfold/Support/KVTransfer.h"
 #include "meshfold/Support/Manifest.h"
+#include "mfrt/program/KVCache.h"
 
 #include <cstdint>
 #include <map>
@@ -109,8 +110,13 @@ struct Sequence {
   int64_t request = -1;
   /// This rank's own K/V cache of the request, per layer: the places whose
   /// K/V it recorded (its heads, its share of the positions), in the order
-  /// recorded. Decode steps read it back (their K/V history).
+  /// recorded (place i is slot i of the rank's KVPool). Decode steps read
+  /// it back (their K/V history).
   std::vector<std::vector<int64_t>> cachedPositions;
+  /// The request's blocks in the rank's KVPool (its block table), and the
+  /// blocks the scheduler reserved for it (kvBlocksFor its rows).
+  std::vector<int32_t> blocks;
+  int64_t kvReserved = 0;
   /// The request's positions so far: its prompt's, then one more per decode
   /// step. K/V at or past it is padding.
   int64_t length = 0;
@@ -160,6 +166,12 @@ struct ProgramRank {
   /// a step's global positions are `slot * 2^32 + place` (moe.attention).
   std::vector<Sequence> sequences;
   int64_t prefill = -1;
+  /// The rank's K/V cache (KVCache.h), the blocks not reserved by a
+  /// request (-1: no limit, --kv-memory not given), and the requests whose
+  /// admission waited for blocks.
+  KVPool kv;
+  int64_t kvFree = -1;
+  int64_t kvWaits = 0;
   /// Whether a decode step runs (else prefill: positions are places).
   bool stepping = false;
   /// The live sequence and place (`*place`) of the row at global position

@@ -1,0 +1,97 @@
+//===- KVCacheTest.cpp - A rank's paged K/V cache -------------------------===//
+
+#include "mfrt/program/KVCache.h"
+
+#include <gtest/gtest.h>
+
+#include <set>
+
+using namespace mfrt;
+
+namespace {
+
+// Two layers of 2 heads x 4 floats, blocks of 3 rows, K and V.
+KVPool makePool() {
+  KVPool pool;
+  pool.configure(/*blockTokens=*/3, /*layers=*/2, /*headDim=*/4,
+                 /*kvCopies=*/2);
+  pool.useHeads(0, 2, 2);
+  pool.useHeads(1, 2, 2);
+  return pool;
+}
+
+TEST(KVCache, BlocksFor) {
+  EXPECT_EQ(kvBlocksFor(0, 16), 0);
+  EXPECT_EQ(kvBlocksFor(1, 16), 1);
+  EXPECT_EQ(kvBlocksFor(16, 16), 1);
+  EXPECT_EQ(kvBlocksFor(17, 16), 2);
+}
+
+TEST(KVCache, RowsLiveInTheirBlocks) {
+  KVPool pool = makePool();
+  std::vector<int32_t> a, b;
+  // Interleaved requests: each slot's rows keep what was written, per layer
+  // and tensor, and a block serves every layer.
+  for (int64_t slot = 0; slot < 7; ++slot)
+    for (int64_t layer = 0; layer < 2; ++layer)
+      for (int64_t tensor = 0; tensor < 2; ++tensor) {
+        float *ra = pool.row(a, layer, slot, tensor);
+        float *rb = pool.row(b, layer, slot, tensor);
+        for (int i = 0; i < 8; ++i) {
+          ra[i] = float(1000 * slot + 100 * layer + 10 * tensor + i);
+          rb[i] = -ra[i];
+        }
+      }
+  EXPECT_EQ(a.size(), 3u);
+  EXPECT_EQ(b.size(), 3u);
+  EXPECT_EQ(pool.blocksInUse(), 6);
+  std::set<int32_t> ids(a.begin(), a.end());
+  ids.insert(b.begin(), b.end());
+  EXPECT_EQ(ids.size(), 6u);
+  for (int64_t slot = 0; slot < 7; ++slot)
+    for (int64_t layer = 0; layer < 2; ++layer)
+      for (int64_t tensor = 0; tensor < 2; ++tensor) {
+        const float *ra = pool.row(std::as_const(a), layer, slot, tensor);
+        const float *rb = pool.row(std::as_const(b), layer, slot, tensor);
+        for (int i = 0; i < 8; ++i) {
+          EXPECT_EQ(ra[i], float(1000 * slot + 100 * layer + 10 * tensor + i));
+          EXPECT_EQ(rb[i], -ra[i]);
+        }
+      }
+  // A block's rows are contiguous: K rows, then V rows.
+  EXPECT_EQ(pool.row(a, 0, 1, 0), pool.row(a, 0, 0, 0) + 8);
+  EXPECT_EQ(pool.row(a, 0, 0, 1), pool.row(a, 0, 0, 0) + 3 * 8);
+}
+
+TEST(KVCache, ReleasedBlocksAreReused) {
+  KVPool pool = makePool();
+  std::vector<int32_t> a, b;
+  pool.row(a, 0, 0, 0);
+  pool.row(a, 0, 3, 0);
+  int64_t bytes = pool.allocatedBytes();
+  EXPECT_EQ(bytes, 2 * 2 * 3 * 8 * int64_t(sizeof(float)));
+  pool.release(a);
+  EXPECT_TRUE(a.empty());
+  EXPECT_EQ(pool.blocksInUse(), 0);
+  pool.reserve(b, 5);
+  EXPECT_EQ(b.size(), 2u);
+  pool.row(b, 0, 4, 1);
+  // The storage of the released blocks serves the next request.
+  EXPECT_EQ(pool.allocatedBytes(), bytes);
+  EXPECT_EQ(pool.peakBlocks(), 2);
+}
+
+TEST(KVCache, HeadsAreFixedPerLayer) {
+  KVPool pool = makePool();
+  EXPECT_EQ(pool.headOffset(1), 2);
+  EXPECT_EQ(pool.heads(1), 2);
+  EXPECT_DEATH(pool.useHeads(1, 0, 2), "holds heads 2..3, not 0..1");
+}
+
+TEST(KVCache, SlotsAreRecordedInOrder) {
+  KVPool pool = makePool();
+  std::vector<int32_t> a;
+  EXPECT_DEATH(pool.row(a, 0, 3, 0), "recorded before the slots of block 0");
+}
+
+} // namespace
