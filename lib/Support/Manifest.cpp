@@ -42,6 +42,8 @@ std::string meshfold::formatManifest(const Manifest &m) {
     os << "narrowed_last 1\n";
   if (m.kvShared)
     os << "kv_shared 1\n";
+  if (m.promptLogits)
+    os << "prompt_logits 1\n";
   if (m.projNorms)
     os << "proj_norms 1\n";
   if (!m.decode.empty())
@@ -162,6 +164,8 @@ void setNumber(Manifest &out, const std::string &key, int64_t value) {
     out.moeLayers = value;
   else if (key == "narrowed_last")
     out.narrowedLast = value != 0;
+  else if (key == "prompt_logits")
+    out.promptLogits = value != 0;
   else if (key == "kv_shared")
     out.kvShared = value != 0;
   else if (key == "proj_norms")

@@ -407,8 +407,8 @@ void _mlir_ciface_mfrt_kv_history_f32(
           " has " + std::to_string(t) + " cached rows, expected " +
           std::to_string(cached));
   for (auto &[s, c] : counts) {
-    if (!rs.stepping)
-      continue; // prefill run as a step
+    if (!rs.stepping || s->generated < 1)
+      continue; // prefill run as a step, or a prompt's chunk
     // The step computes generated token s->generated (>= 1).
     size_t at = size_t(s->generated - 1);
     RequestOutput *out = s->output;
@@ -490,10 +490,11 @@ void _mlir_ciface_mfrt_step_logits_f32(StridedMemRefType<float, 2> *logits,
     int64_t p = 0;
     Sequence *s =
         rs.sequenceOf(pos->data[pos->offset + t * pos->strides[0]], &p);
-    if (!s || p != s->length - 1)
+    if (!s || p != s->length - 1 || p + 1 < s->output->tokens)
       continue; // padding, or a prompt position before the last
     const float *row = logits->data + logits->offset + t * logits->strides[0];
-    if (rs.stepping)
+    // A prompt's logits (prefill's, or its last chunk's) are an output too.
+    if (rs.stepping && s->generated > 0)
       keepLogits(m, *s, row, logits->strides[1]);
     else
       recordLogits(rs, *s, row, logits->strides[1]);

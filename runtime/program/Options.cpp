@@ -175,6 +175,14 @@ void usage() {
       "                   steps are latency-bound); prefills always overlap "
       "the calls\n"
       "                   before them\n"
+      "  --prefill-chunk N\n"
+      "                   run each prompt through decode steps in chunks of "
+      "at most N rows,\n"
+      "                   in the same steps as the running requests' "
+      "tokens, so that a\n"
+      "                   long prompt does not stall them (default 0: one "
+      "prefill call\n"
+      "                   per prompt)\n"
       "  --temperature T  sample at temperature T > 0 (default 0: greedy)\n"
       "  --top-k K        sample among the K most likely tokens (default 0: "
       "all)\n"
@@ -365,7 +373,7 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
       options.threads = parseThreads(text);
     } else if (name == "--max-new-tokens" || name == "--top-k" ||
                name == "--seed" || name == "--max-batch" ||
-               name == "--micro-batches") {
+               name == "--micro-batches" || name == "--prefill-chunk") {
       std::string text;
       value(text);
       Generation &g = options.generation;
@@ -376,6 +384,7 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
         (name == "--top-k"           ? g.topK
          : name == "--max-batch"     ? g.maxBatch
          : name == "--micro-batches" ? g.microBatches
+         : name == "--prefill-chunk" ? g.prefillChunk
                                      : g.maxNewTokens) = parseCount(name, text);
       }
     } else if (name == "--temperature" || name == "--top-p") {

@@ -330,10 +330,13 @@ void joinTokens(const Program &prog, ProgramRank &rs, Call &call,
   // Every rank of the replica takes part.
   sumOver(groups.replica, msg.data(), int64_t(msg.size()),
           "decode: sharing the chosen tokens");
-  if (call.kind == Call::Prefill && groups.recorder) {
-    RequestOutput *o = rs.sequences[size_t(call.slots[0])].output;
-    std::lock_guard<std::mutex> lock(o->mutex);
-    o->firstTokenSeconds = secondsNow() - rs.runStart;
+  // A prefill's, or a prompt's last chunk's, first token.
+  for (int64_t slot : call.slots) {
+    const Sequence &s = rs.sequences[size_t(slot)];
+    if (s.generated > 0 || !groups.recorder)
+      continue;
+    std::lock_guard<std::mutex> lock(s.output->mutex);
+    s.output->firstTokenSeconds = secondsNow() - rs.runStart;
   }
 }
 
@@ -518,18 +521,34 @@ void receiveRequest(const Program &prog, ProgramRank &rs, int64_t r,
     finishSequence(rs, s, groups);
 }
 
+/// Whether `s` is still running its prompt in chunks (--prefill-chunk):
+/// some prompt positions not yet in a step.
+bool prefilling(const Sequence &s) { return s.length < s.output->tokens; }
+
 /// One decode step of the live sequences `live` (by slot) of the rank's
-/// replica, one row each at global position `slot * 2^32 + place`; with
-/// none, a dummy step (one padding row: nothing recorded or dispatched).
-/// Each row's K/V is appended to the caches of the ranks that own its
-/// position (the K/V of the last generated token is never needed).
-void runStep(ProgramRank &rs, const std::vector<int64_t> &live) {
+/// replica, at global positions `slot * 2^32 + place`: one row each (its
+/// last token), or for a sequence still prefilling its next chunk of
+/// prompt positions (at most `chunk`); with none, a dummy step (one padding
+/// row: nothing recorded or dispatched). Each row's K/V is appended to the
+/// caches of the ranks that own its position (the K/V of the last
+/// generated token is never needed).
+void runStep(const Program &prog, ProgramRank &rs,
+             const std::vector<int64_t> &live, int64_t chunk) {
   std::vector<int64_t> ids, positions;
   for (int64_t slot : live) {
     Sequence &s = rs.sequences[size_t(slot)];
+    s.inStep = true;
+    if (prefilling(s)) {
+      const std::vector<int64_t> &prompt = prog.requests[size_t(s.request)];
+      int64_t end = std::min(s.output->tokens, s.length + chunk);
+      for (; s.length < end; ++s.length) {
+        positions.push_back(globalPosition(slot, s.length));
+        ids.push_back(prompt[size_t(s.length)]);
+      }
+      continue;
+    }
     positions.push_back(globalPosition(slot, s.length));
     ids.push_back(s.token);
-    s.inStep = true;
     ++s.length;
   }
   if (live.empty()) {
@@ -564,6 +583,54 @@ std::vector<int64_t> stepGroup(const ProgramRank &rs,
   return ready;
 }
 
+/// --prefill-chunk: admits request `r` with none of its prompt computed
+/// (its prompt runs in the next steps' chunks, no call of its own);
+/// `prefillEnd` holds its admission time until its prefill ends.
+void admitChunked(const Program &prog, ProgramRank &rs, int64_t r) {
+  int64_t slot = -1;
+  Sequence &s = admit(prog, rs, r, slot);
+  s.length = 0;
+  s.prefillEnd = secondsNow();
+}
+
+/// Runs the next decode step of the replica's `ready` sequences (by slot;
+/// `live` of them live): the decoding ones of its share (stepGroup) and
+/// the next chunk of every one still prefilling (--prefill-chunk). Returns
+/// the sequences whose tokens the step computes: all but those whose chunk
+/// leaves prompt positions for later steps. A sequence whose last chunk
+/// ran has ended its prefill.
+std::vector<int64_t> runStepOf(const Program &prog, ProgramRank &rs,
+                               const std::vector<int64_t> &ready, size_t live,
+                               const DecodeGroups &groups) {
+  std::vector<int64_t> decoding, chunks;
+  for (int64_t slot : ready)
+    (prefilling(rs.sequences[size_t(slot)]) ? chunks : decoding)
+        .push_back(slot);
+  std::vector<int64_t> rows;
+  if (!decoding.empty())
+    rows = stepGroup(rs, decoding, live - chunks.size(), groups.microBatches);
+  rows.insert(rows.end(), chunks.begin(), chunks.end());
+  std::sort(rows.begin(), rows.end());
+  runStep(prog, rs, rows, prog.generation.prefillChunk);
+  std::vector<int64_t> tokens;
+  double now = secondsNow();
+  for (int64_t slot : rows) {
+    Sequence &s = rs.sequences[size_t(slot)];
+    if (prefilling(s))
+      continue;
+    tokens.push_back(slot);
+    if (s.generated > 0)
+      continue;
+    // The prompt's last chunk: its prefill time runs from its admission.
+    if (groups.recorder) {
+      std::lock_guard<std::mutex> lock(s.output->mutex);
+      s.output->prefillSeconds = now - s.prefillEnd;
+    }
+    s.prefillEnd = now;
+  }
+  return tokens;
+}
+
 /// Generation for the replica's requests `mine`, as a stream of calls that
 /// every rank of every replica runs alike: a prefill (a request admitted
 /// while the batch has room, --max-batch; dummies where a replica has none
@@ -582,6 +649,7 @@ void generate(const Program &prog, ProgramRank &rs,
               std::vector<uint64_t> &prefillTraffic, bool receive = false) {
   size_t next = 0;
   size_t waited = SIZE_MAX; // the last request counted in kvWaits
+  const int64_t chunk = prog.generation.prefillChunk;
   int64_t maxBatch = prog.generation.maxBatch;
   std::deque<Call> calls; // not applied yet, oldest first
   bool anyWaiting = true; // as the replicas last agreed
@@ -625,6 +693,11 @@ void generate(const Program &prog, ProgramRank &rs,
       --index;
       continue;
     }
+    if (chunk > 0 && admit) {
+      admitChunked(prog, rs, mine[next++]);
+      --index;
+      continue;
+    }
     // Whether any replica admits, has ready requests, has live ones, and
     // has requests still to admit. A call that can only be a wait needs no
     // agreement: no replica will admit again, too many steps are in flight,
@@ -648,9 +721,7 @@ void generate(const Program &prog, ProgramRank &rs,
       ++rs.prefillCalls;
     } else if (any[1] > 0 && inFlight < groups.microBatches) {
       call.kind = Call::Step;
-      if (!ready.empty())
-        call.slots = stepGroup(rs, ready, live.size(), groups.microBatches);
-      runStep(rs, call.slots);
+      call.slots = runStepOf(prog, rs, ready, live.size(), groups);
     } else if (any[2] > 0) {
       ++rs.waitCalls;
     } else {
@@ -780,6 +851,36 @@ void checkLongGeneration(const Options &options, const Manifest &m,
           " prompt tokens) would pass the model's max_position_embeddings (" +
           std::to_string(m.maxPositions) +
           ") (--allow-long-prompts runs it anyway)");
+}
+
+/// --prefill-chunk against the program and the other flags: chunks run in
+/// the decode step of a one-pool generating program, which computes no
+/// prompt logprobs, and neither the token trace nor the traffic report
+/// (which tell prefill apart from decode steps) follows them.
+void checkPrefillChunk(const Options &options, const Program &prog) {
+  int64_t chunk = options.generation.prefillChunk;
+  if (chunk == 0)
+    return;
+  const Manifest &m = prog.manifest;
+  if (options.generation.maxNewTokens == 0)
+    die("--prefill-chunk runs prompts through decode steps: give "
+        "--max-new-tokens N (N >= 1)");
+  if (prog.pools)
+    die("--prefill-chunk: this program prefills on a pool of its own "
+        "(--decode-plan), which has no decode step to run chunks in");
+  if (m.maxPositions > 0 && chunk > m.maxPositions)
+    die("--prefill-chunk " + std::to_string(chunk) +
+        " is longer than the model's context (max_position_embeddings " +
+        std::to_string(m.maxPositions) + ")");
+  if (m.promptLogits)
+    die("--prefill-chunk: this program records prompt logprobs "
+        "(--prompt-logprobs), which decode steps do not");
+  if (!options.traceToken.empty())
+    die("--prefill-chunk: --trace-token follows a prompt position through "
+        "the prefill call, which chunked prompts do not make");
+  if (options.reportTraffic)
+    die("--prefill-chunk: --report traffic tells prefill calls from decode "
+        "steps, and chunked prompts run in decode steps");
 }
 
 /// --kv-memory: each request must fit in the K/V cache of a rank of `m`'s
@@ -935,6 +1036,7 @@ void mfrt::loadProgram(const Options &options, Program &prog) {
   checkPromptLengths(options, m, prog.prompts);
   checkGeneration(options, m, prog.requests);
   prog.generation = options.generation;
+  checkPrefillChunk(options, prog);
   prog.kv = options.kv;
   prog.kvOutputs = options.kvOutputs;
   checkKVCapacity(prog, prog.manifest, /*decodes=*/!prog.pools);

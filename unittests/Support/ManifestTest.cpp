@@ -123,6 +123,23 @@ TEST(ManifestTest, KVSharedRoundTripsAndIsOptional) {
   EXPECT_EQ(plain.kvCopies(), 2);
 }
 
+// A program that records every prompt position's logits says so; others
+// write nothing.
+TEST(ManifestTest, PromptLogitsRoundTripsAndIsOptional) {
+  Manifest m;
+  m.entry = "prefill";
+  m.promptLogits = true;
+  std::string text = formatManifest(m);
+  EXPECT_NE(text.find("\nprompt_logits 1\n"), std::string::npos);
+  Manifest back;
+  std::string error;
+  ASSERT_TRUE(parseManifest(text.c_str(), back, error)) << error;
+  EXPECT_TRUE(back.promptLogits);
+  Manifest plain;
+  plain.entry = "prefill";
+  EXPECT_EQ(formatManifest(plain).find("prompt_logits"), std::string::npos);
+}
+
 TEST(ManifestTest, DecodeAndEosRoundTripAndAreOptional) {
   Manifest m;
   m.entry = "prefill";

@@ -72,6 +72,9 @@ struct Manifest {
   /// Whether the entry's last layer computes attention and MoE only for the
   /// rows that reach an output (mf-narrow-last-layer).
   bool narrowedLast = false;
+  /// Whether prefill records every prompt position's logits
+  /// (meshfold-compile --prompt-logprobs).
+  bool promptLogits = false;
   /// The decode step function ("" when the program has none: prefill only).
   std::string decode;
   /// The model's end-of-sequence token ids (config.json and

@@ -168,6 +168,9 @@ struct ConvertMoEToRuntimePass
     if (failed(lowerKVCaches(module)) || failed(lowerKVHistories(module)) ||
         failed(lowerLogits(module)))
       return signalPassFailure();
+    // The runtime records every prompt position's logits only for a
+    // program whose prefill computes them.
+    manifest.promptLogits = !collectOps<PromptLogitsOp>(module).empty();
     lowerPromptLogits(module);
     lowerStepLogits(module);
 

@@ -23,6 +23,10 @@ struct Generation {
   /// the most decode steps (micro-batches) a replica has in flight through
   /// the pipeline stages (0: one per stage).
   int64_t maxBatch = 0, microBatches = 1;
+  /// --prefill-chunk: prompts run through decode steps in chunks of at most
+  /// this many rows, beside the running requests' rows (0: each prompt's
+  /// prefill is one call of the prefill function).
+  int64_t prefillChunk = 0;
   uint64_t seed = 0;
   bool seedGiven = false, ignoreEos = false, stepLogits = false;
 };
