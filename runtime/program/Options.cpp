@@ -205,6 +205,16 @@ void usage() {
       "                   its blocks are free (in order of arrival), and "
       "frees them when\n"
       "                   done\n"
+      "  --prefix-cache   a request whose prompt starts with whole blocks "
+      "of tokens whose\n"
+      "                   K/V its DP replica holds (a running or a recently "
+      "finished\n"
+      "                   request's) takes them instead of computing them; "
+      "the rest of\n"
+      "                   its prompt runs in decode steps. Finished requests "
+      "are kept\n"
+      "                   until their blocks are needed (16 without "
+      "--kv-memory)\n"
       "  --no-kv-out      leave the K/V cache out of --out "
       "(req{r}.layers.{i}.k / .v):\n"
       "                   a request's K/V is then kept only while it runs\n"
@@ -363,6 +373,8 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
       options.allowLongPrompts = true;
     else if (name == "--no-kv-out")
       options.kvOutputs = false;
+    else if (name == "--prefix-cache")
+      options.prefixCache = true;
     else if (name == "--kv-block" || name == "--kv-memory") {
       std::string text;
       value(text);

@@ -91,8 +91,8 @@ std::vector<char> serializeOutputs(const Program &prog) {
       int64_t hdr[4] = {-3, int64_t(r), o.length, int64_t(o.generated.size())};
       put(hdr, sizeof(hdr));
       put(o.generated.data(), o.generated.size() * sizeof(int32_t));
-      int64_t counts[2] = {int64_t(o.stepLogits.size()),
-                           int64_t(o.stepRows.size())};
+      int64_t counts[3] = {int64_t(o.stepLogits.size()),
+                           int64_t(o.stepRows.size()), o.prefixRows};
       put(counts, sizeof(counts));
       put(o.stepLogits.data(), o.stepLogits.size() * sizeof(float));
       put(o.stepRows.data(), o.stepRows.size() * sizeof(int64_t));
@@ -141,8 +141,9 @@ void mergeOutputs(Program &prog, const std::vector<char> &in) {
       o.length = std::max(o.length, hdr[2]);
       std::vector<int32_t> ids(static_cast<size_t>(hdr[3]));
       take(ids.data(), ids.size() * sizeof(int32_t));
-      int64_t counts[2];
+      int64_t counts[3];
       take(counts, sizeof(counts));
+      o.prefixRows = std::max(o.prefixRows, counts[2]);
       std::vector<float> stepLogits(static_cast<size_t>(counts[0]));
       take(stepLogits.data(), stepLogits.size() * sizeof(float));
       std::vector<int64_t> stepRows(static_cast<size_t>(counts[1])),
@@ -388,26 +389,33 @@ void mfrt::addOutputs(const Program &prog, SafetensorsWriter &writer,
 
 void mfrt::printDecodeReport(const Program &prog) {
   size_t generated = 0;
+  int64_t promptRows = 0, reused = 0;
   for (size_t r = 0; r < prog.outputs.size(); ++r) {
     const RequestOutput &o = *prog.outputs[r];
     generated += o.generated.size();
+    promptRows += o.tokens;
+    reused += o.prefixRows;
     size_t steps = o.stepRows.size();
     if (steps == 0) {
       std::printf("req %zu: decode: no steps (%zu generated), prefill %.3f "
-                  "ms, first token at %.3f ms\n",
+                  "ms, first token at %.3f ms",
                   r, o.generated.size(), 1e3 * o.prefillSeconds,
                   1e3 * o.firstTokenSeconds);
-      continue;
+    } else {
+      auto [lo, hi] = std::minmax_element(o.stepRows.begin(), o.stepRows.end());
+      std::printf("req %zu: decode: %zu steps, K/V rows computed per layer "
+                  "and step %lld..%lld, cached rows read %lld..%lld; prefill "
+                  "%.3f ms, first token at %.3f ms, steps %.3f ms per token",
+                  r, steps, (long long)*lo, (long long)*hi,
+                  (long long)o.historyRows.front(),
+                  (long long)o.historyRows.back(), 1e3 * o.prefillSeconds,
+                  1e3 * o.firstTokenSeconds,
+                  1e3 * o.decodeSeconds / double(steps));
     }
-    auto [lo, hi] = std::minmax_element(o.stepRows.begin(), o.stepRows.end());
-    std::printf("req %zu: decode: %zu steps, K/V rows computed per layer and "
-                "step %lld..%lld, cached rows read %lld..%lld; prefill %.3f "
-                "ms, first token at %.3f ms, steps %.3f ms per token\n",
-                r, steps, (long long)*lo, (long long)*hi,
-                (long long)o.historyRows.front(),
-                (long long)o.historyRows.back(), 1e3 * o.prefillSeconds,
-                1e3 * o.firstTokenSeconds,
-                1e3 * o.decodeSeconds / double(steps));
+    if (prog.prefixCache)
+      std::printf("; prefix cache: %lld of %lld prompt rows reused",
+                  (long long)o.prefixRows, (long long)o.tokens);
+    std::printf("\n");
   }
   std::printf("decode: %zu requests, %zu tokens generated in %lld steps "
               "(batches of up to %lld, rank %d), %.3f ms of prefills and "
@@ -415,6 +423,11 @@ void mfrt::printDecodeReport(const Program &prog) {
               prog.outputs.size(), generated, (long long)prog.runSteps,
               (long long)prog.runBatch, prog.runRank, 1e3 * prog.runSeconds,
               prog.runSeconds > 0 ? double(generated) / prog.runSeconds : 0.0);
+  if (prog.prefixCache)
+    std::printf("prefix cache: %lld of %lld prompt rows reused, K/V of %lld "
+                "computed\n",
+                (long long)reused, (long long)promptRows,
+                (long long)(promptRows - reused));
   const std::array<int64_t, 4> &kv = prog.runKV;
   std::string limit =
       kv[0] < 0 ? std::string("no limit")

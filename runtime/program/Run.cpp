@@ -14,6 +14,7 @@
 #include "mfrt/program/DeviceBuffers.h"
 #include "mfrt/program/Options.h"
 #include "mfrt/program/Outputs.h"
+#include "mfrt/program/PrefixCache.h"
 #include "mfrt/program/Program.h"
 #include "mfrt/program/Sampling.h"
 #include "mfrt/program/Trace.h"
@@ -201,8 +202,8 @@ int64_t kvRows(const Program &prog, int64_t r) {
 /// Whether the rank's K/V cache has the blocks request `r` needs free
 /// (every rank of a replica answers alike: the counts are the replica's).
 bool kvAdmits(const Program &prog, const ProgramRank &rs, int64_t r) {
-  return rs.kvFree < 0 ||
-         kvBlocksFor(kvRows(prog, r), prog.kv.blockTokens) <= rs.kvFree;
+  return rs.kvFree < 0 || kvBlocksFor(kvRows(prog, r), prog.kv.blockTokens) <=
+                              rs.kvFree + retainedBlocks(rs);
 }
 
 /// Request `r` in a free slot of the rank's sequences (`slot`), its cache
@@ -231,8 +232,11 @@ Sequence &admit(const Program &prog, ProgramRank &rs, int64_t r,
 }
 
 /// The request in `s` leaves the rank: its K/V blocks go back to the pool
+/// (with --prefix-cache, once a finished request is no longer retained)
 /// and its slot is free.
-void leave(ProgramRank &rs, Sequence &s) {
+void leave(const Program &prog, ProgramRank &rs, Sequence &s) {
+  if (prog.prefixCache)
+    return retain(rs, s);
   rs.kv.release(s.blocks);
   if (rs.kvFree >= 0)
     rs.kvFree += s.kvReserved;
@@ -274,7 +278,8 @@ int64_t runRequestPrefill(const Program &prog, ProgramRank &rs, int64_t r,
 
 /// A request is done: its outputs learn its length and decode time, and
 /// its slot (with this rank's cache of it) is freed.
-void finishSequence(ProgramRank &rs, Sequence &s, const DecodeGroups &groups) {
+void finishSequence(const Program &prog, ProgramRank &rs, Sequence &s,
+                    const DecodeGroups &groups) {
   RequestOutput *o = s.output;
   {
     std::lock_guard<std::mutex> lock(o->mutex);
@@ -282,7 +287,7 @@ void finishSequence(ProgramRank &rs, Sequence &s, const DecodeGroups &groups) {
     if (groups.recorder)
       o->decodeSeconds = secondsNow() - s.prefillEnd;
   }
-  leave(rs, s);
+  leave(prog, rs, s);
 }
 
 /// A call of the generation loop (a prefill, a decode step, or a wait for
@@ -365,7 +370,7 @@ void applyTokens(const Program &prog, ProgramRank &rs, const Call &call,
                                     at + width);
     }
     if (at[1] != 0.0f)
-      finishSequence(rs, s, groups);
+      finishSequence(prog, rs, s, groups);
   }
 }
 
@@ -417,7 +422,7 @@ void handOff(const Program &prog, ProgramRank &rs, Sequence &s,
     std::lock_guard<std::mutex> lock(s.output->mutex);
     s.output->firstTokenSeconds = secondsNow() - rs.runStart;
   }
-  leave(rs, s);
+  leave(prog, rs, s);
 }
 
 /// Decode pool: the K/V of block `b` received in `buf` (K then V, by head,
@@ -518,7 +523,7 @@ void receiveRequest(const Program &prog, ProgramRank &rs, int64_t r,
       out->stepLogits.insert(out->stepLogits.end(), msg.begin() + 2, msg.end());
   }
   if (msg[1] != 0.0f)
-    finishSequence(rs, s, groups);
+    finishSequence(prog, rs, s, groups);
 }
 
 /// Whether `s` is still running its prompt in chunks (--prefill-chunk):
@@ -540,7 +545,7 @@ void runStep(const Program &prog, ProgramRank &rs,
     s.inStep = true;
     if (prefilling(s)) {
       const std::vector<int64_t> &prompt = prog.requests[size_t(s.request)];
-      int64_t end = std::min(s.output->tokens, s.length + chunk);
+      int64_t end = s.length + std::min(chunk, s.output->tokens - s.length);
       for (; s.length < end; ++s.length) {
         positions.push_back(globalPosition(slot, s.length));
         ids.push_back(prompt[size_t(s.length)]);
@@ -549,6 +554,7 @@ void runStep(const Program &prog, ProgramRank &rs,
     }
     positions.push_back(globalPosition(slot, s.length));
     ids.push_back(s.token);
+    s.fed.push_back(s.token);
     ++s.length;
   }
   if (live.empty()) {
@@ -583,14 +589,33 @@ std::vector<int64_t> stepGroup(const ProgramRank &rs,
   return ready;
 }
 
-/// --prefill-chunk: admits request `r` with none of its prompt computed
-/// (its prompt runs in the next steps' chunks, no call of its own);
-/// `prefillEnd` holds its admission time until its prefill ends.
-void admitChunked(const Program &prog, ProgramRank &rs, int64_t r) {
+/// Makes room in the rank's cache for request `r` (evicting retained
+/// requests, --prefix-cache) and, where its prompt runs in decode steps,
+/// admits it: with --prefill-chunk, or when the prefix cache holds a prefix
+/// of it, which it copies. Then none of the prompt past that prefix is
+/// computed yet (its next steps' chunks run it, no call of its own), and
+/// `prefillEnd` holds its admission time until its prefill ends. Returns
+/// whether it admitted `r` (else its prefill call does).
+bool admitPrompt(const Program &prog, ProgramRank &rs, int64_t r) {
+  const std::vector<int64_t> &prompt = prog.requests[size_t(r)];
+  // A live source stays where it is while `r` takes a slot.
+  rs.sequences.reserve(rs.sequences.size() + 1);
+  PrefixHit hit;
+  if (prog.prefixCache)
+    hit = findPrefix(prog, rs, prompt, prog.kv.blockTokens);
+  makeRoom(rs, kvBlocksFor(kvRows(prog, r), prog.kv.blockTokens), hit);
+  if (hit.rows == 0 && prog.generation.prefillChunk == 0)
+    return false;
   int64_t slot = -1;
   Sequence &s = admit(prog, rs, r, slot);
   s.length = 0;
+  if (hit.rows > 0)
+    copyPrefix(prog, rs, s, hit);
   s.prefillEnd = secondsNow();
+  RequestOutput *out = s.output;
+  std::lock_guard<std::mutex> lock(out->mutex);
+  out->prefixRows = hit.rows;
+  return true;
 }
 
 /// Runs the next decode step of the replica's `ready` sequences (by slot;
@@ -611,7 +636,9 @@ std::vector<int64_t> runStepOf(const Program &prog, ProgramRank &rs,
     rows = stepGroup(rs, decoding, live - chunks.size(), groups.microBatches);
   rows.insert(rows.end(), chunks.begin(), chunks.end());
   std::sort(rows.begin(), rows.end());
-  runStep(prog, rs, rows, prog.generation.prefillChunk);
+  // A prompt's rows after a prefix hit go in one chunk unless chunked.
+  int64_t chunk = prog.generation.prefillChunk;
+  runStep(prog, rs, rows, chunk > 0 ? chunk : INT64_MAX);
   std::vector<int64_t> tokens;
   double now = secondsNow();
   for (int64_t slot : rows) {
@@ -649,7 +676,6 @@ void generate(const Program &prog, ProgramRank &rs,
               std::vector<uint64_t> &prefillTraffic, bool receive = false) {
   size_t next = 0;
   size_t waited = SIZE_MAX; // the last request counted in kvWaits
-  const int64_t chunk = prog.generation.prefillChunk;
   int64_t maxBatch = prog.generation.maxBatch;
   std::deque<Call> calls; // not applied yet, oldest first
   bool anyWaiting = true; // as the replicas last agreed
@@ -693,8 +719,10 @@ void generate(const Program &prog, ProgramRank &rs,
       --index;
       continue;
     }
-    if (chunk > 0 && admit) {
-      admitChunked(prog, rs, mine[next++]);
+    if (admit && !receive && admitPrompt(prog, rs, mine[next])) {
+      // Its prompt (or what a cached prefix leaves of it) runs in the next
+      // steps' chunks: no call of its own.
+      ++next;
       --index;
       continue;
     }
@@ -853,34 +881,36 @@ void checkLongGeneration(const Options &options, const Manifest &m,
           ") (--allow-long-prompts runs it anyway)");
 }
 
-/// --prefill-chunk against the program and the other flags: chunks run in
-/// the decode step of a one-pool generating program, which computes no
-/// prompt logprobs, and neither the token trace nor the traffic report
-/// (which tell prefill apart from decode steps) follows them.
-void checkPrefillChunk(const Options &options, const Program &prog) {
+/// --prefill-chunk and --prefix-cache against the program and the other
+/// flags: both run prompts (or their rest) in the decode step of a one-pool
+/// generating program, which computes no prompt logprobs, and neither the
+/// token trace nor the traffic report (which tell prefill calls apart from
+/// decode steps) follows them.
+void checkPromptSteps(const Options &options, const Program &prog) {
   int64_t chunk = options.generation.prefillChunk;
-  if (chunk == 0)
+  if (chunk == 0 && !options.prefixCache)
     return;
+  const std::string flag = chunk > 0 ? "--prefill-chunk" : "--prefix-cache";
   const Manifest &m = prog.manifest;
   if (options.generation.maxNewTokens == 0)
-    die("--prefill-chunk runs prompts through decode steps: give "
-        "--max-new-tokens N (N >= 1)");
+    die(flag + " runs prompts through decode steps: give --max-new-tokens N "
+               "(N >= 1)");
   if (prog.pools)
-    die("--prefill-chunk: this program prefills on a pool of its own "
-        "(--decode-plan), which has no decode step to run chunks in");
+    die(flag + ": this program prefills on a pool of its own (--decode-plan), "
+               "which has no decode step to run prompts in");
   if (m.maxPositions > 0 && chunk > m.maxPositions)
     die("--prefill-chunk " + std::to_string(chunk) +
         " is longer than the model's context (max_position_embeddings " +
         std::to_string(m.maxPositions) + ")");
   if (m.promptLogits)
-    die("--prefill-chunk: this program records prompt logprobs "
-        "(--prompt-logprobs), which decode steps do not");
+    die(flag + ": this program records prompt logprobs (--prompt-logprobs), "
+               "which decode steps do not");
   if (!options.traceToken.empty())
-    die("--prefill-chunk: --trace-token follows a prompt position through "
-        "the prefill call, which chunked prompts do not make");
+    die(flag + ": --trace-token follows a prompt position through the prefill "
+               "call, which prompts run in decode steps do not make");
   if (options.reportTraffic)
-    die("--prefill-chunk: --report traffic tells prefill calls from decode "
-        "steps, and chunked prompts run in decode steps");
+    die(flag + ": --report traffic tells prefill calls from decode steps, "
+               "and these prompts run in decode steps");
 }
 
 /// --kv-memory: each request must fit in the K/V cache of a rank of `m`'s
@@ -955,7 +985,7 @@ void runRequests(const Program &prog, ProgramRank &rs,
         continue;
       Sequence &s = rs.sequences[size_t(slot)];
       if (!prog.pools) {
-        finishSequence(rs, s, decode);
+        finishSequence(prog, rs, s, decode);
         continue;
       }
       int64_t request = s.request;
@@ -1036,7 +1066,8 @@ void mfrt::loadProgram(const Options &options, Program &prog) {
   checkPromptLengths(options, m, prog.prompts);
   checkGeneration(options, m, prog.requests);
   prog.generation = options.generation;
-  checkPrefillChunk(options, prog);
+  checkPromptSteps(options, prog);
+  prog.prefixCache = options.prefixCache;
   prog.kv = options.kv;
   prog.kvOutputs = options.kvOutputs;
   checkKVCapacity(prog, prog.manifest, /*decodes=*/!prog.pools);

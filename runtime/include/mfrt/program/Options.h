@@ -57,6 +57,8 @@ struct Options {
   /// holds the requests' K/V (--no-kv-out: not).
   KVSettings kv;
   bool kvOutputs = true;
+  /// --prefix-cache: reuse the K/V of prompt prefixes a replica holds.
+  bool prefixCache = false;
 };
 
 /// Reads the flags into `options`; false when --help printed the usage or

@@ -89,6 +89,8 @@ struct Program {
   /// long as a request runs).
   KVSettings kv;
   bool kvOutputs = true;
+  /// --prefix-cache (PrefixCache.h).
+  bool prefixCache = false;
   /// The K/V cache of the rank of the run figures (runRank): {blocks it may
   /// hold (-1: no limit), the most it held at once, bytes of its block
   /// storage, requests whose admission waited for blocks}.

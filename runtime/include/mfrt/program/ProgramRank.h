@@ -17,6 +17,7 @@
 #include "mfrt/program/KVCache.h"
 
 #include <cstdint>
+#include <list>
 #include <map>
 #include <mutex>
 #include <string>
@@ -59,6 +60,9 @@ struct RequestOutput {
   /// first token (its wait for a place in the batch included)
   /// (--report decode).
   double prefillSeconds = 0, decodeSeconds = 0, firstTokenSeconds = 0;
+  /// --prefix-cache: the prompt positions whose K/V it took from a cached
+  /// prefix instead of computing them.
+  int64_t prefixRows = 0;
   bool haveLogits = false;
   /// Prompt logprobs, when the program records them: [T * V] and a mark
   /// per position.
@@ -117,6 +121,9 @@ struct Sequence {
   /// blocks the scheduler reserved for it (kvBlocksFor its rows).
   std::vector<int32_t> blocks;
   int64_t kvReserved = 0;
+  /// The generated tokens its decode steps ran, in order (places T, T+1,
+  /// ...): with the prompt, the tokens of its cached K/V (--prefix-cache).
+  std::vector<int64_t> fed;
   /// The request's positions so far: its prompt's, then one more per decode
   /// step. K/V at or past it is padding.
   int64_t length = 0;
@@ -172,6 +179,9 @@ struct ProgramRank {
   KVPool kv;
   int64_t kvFree = -1;
   int64_t kvWaits = 0;
+  /// --prefix-cache: finished requests whose K/V (blocks, reserved as
+  /// before) the rank keeps for later prompts, least recently used first.
+  std::list<Sequence> retained;
   /// Whether a decode step runs (else prefill: positions are places).
   bool stepping = false;
   /// The live sequence and place (`*place`) of the row at global position
