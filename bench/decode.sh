@@ -11,7 +11,8 @@
 # another on each replica). Times are the program's own (--report decode),
 # free of process start and weight load. On a machine with fewer cores than
 # ranks the 32 ranks share them: the seed plan's figures are then its
-# overheads, not its speed.
+# overheads, not its speed. The paged K/V cache's figures (memory, chunked
+# prefill, prefix caching) are bench/kv-cache.sh's, which this runs last.
 #
 #   bench/decode.sh [BUILD_DIR] [N]   (N: repetitions, median; default 3)
 set -euo pipefail
@@ -80,3 +81,5 @@ printf 'mean over the requests; TPOT: a decode step of the batch with its choice
 printf 'requests; tokens/s: all generated tokens over the wall time of every prefill and step;\n'
 printf 'vs prefill: over the tokens/s of re-running prefill (%d prefills of %d..%d tokens per\n' "$new" "$prompt" "$((prompt + new - 1))"
 printf 'request, one request at a time per replica). seed-mb2: the seed plan with --micro-batches 2.\n'
+printf '\n'
+"$here/kv-cache.sh" "$build" "$reps"
