@@ -82,7 +82,9 @@ void KVPool::reserve(std::vector<int32_t> &table, int64_t slots) {
       free_.pop_back();
     } else {
       ++created_;
+      refs_.push_back(0);
     }
+    refs_[size_t(block)] = 1;
     table.push_back(block);
     peak_ = std::max(peak_, ++inUse_);
   }
@@ -116,8 +118,23 @@ const float *KVPool::row(const std::vector<int32_t> &table, int64_t layer,
          (tensor * blockTokens_ + slot % blockTokens_) * l.heads * headDim_;
 }
 
+void KVPool::share(const std::vector<int32_t> &from, int64_t blocks,
+                   std::vector<int32_t> &table) {
+  if (!table.empty() || blocks > int64_t(from.size()))
+    fatal("internal: sharing " + std::to_string(blocks) + " of " +
+          std::to_string(from.size()) + " K/V blocks into a table of " +
+          std::to_string(table.size()));
+  for (int64_t i = 0; i < blocks; ++i) {
+    ++refs_[size_t(from[size_t(i)])];
+    table.push_back(from[size_t(i)]);
+  }
+}
+
 void KVPool::release(std::vector<int32_t> &table) {
-  inUse_ -= int64_t(table.size());
-  free_.insert(free_.end(), table.rbegin(), table.rend());
+  for (auto it = table.rbegin(); it != table.rend(); ++it)
+    if (--refs_[size_t(*it)] == 0) {
+      free_.push_back(*it);
+      --inUse_;
+    }
   table.clear();
 }

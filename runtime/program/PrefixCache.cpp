@@ -69,11 +69,37 @@ PrefixHit mfrt::findPrefix(const Program &prog, const ProgramRank &rs,
   return best;
 }
 
+namespace {
+/// The rank's rows of `from` before place `rows` when, in every layer it
+/// holds, they are its first slots and fill whole blocks (so that `s` can
+/// share those blocks); 0 otherwise.
+int64_t shareableSlots(const ProgramRank &rs, const Sequence &from,
+                       int64_t rows) {
+  int64_t count = -1;
+  for (const std::vector<int64_t> &cached : from.cachedPositions) {
+    if (cached.empty())
+      continue; // a layer of another stage
+    int64_t n = std::count_if(cached.begin(), cached.end(),
+                              [&](int64_t p) { return p < rows; });
+    if ((count >= 0 && n != count) ||
+        !std::all_of(cached.begin(), cached.begin() + n,
+                     [&](int64_t p) { return p < rows; }))
+      return 0;
+    count = n;
+  }
+  return count > 0 && count % rs.kv.blockTokens() == 0 ? count : 0;
+}
+} // namespace
+
 void mfrt::copyPrefix(const Program &prog, ProgramRank &rs, Sequence &s,
                       const PrefixHit &hit) {
   const meshfold::Manifest &m = *rs.manifest;
   const Sequence &from = *hit.source;
   int64_t copies = m.kvCopies();
+  // Whole blocks are shared; rows anywhere else are copied.
+  int64_t shared = shareableSlots(rs, from, hit.rows);
+  if (shared > 0)
+    rs.kv.share(from.blocks, shared / rs.kv.blockTokens(), s.blocks);
   for (int64_t layer = 0; layer < m.layers; ++layer) {
     const std::vector<int64_t> &cached = from.cachedPositions[size_t(layer)];
     std::vector<int64_t> &to = s.cachedPositions[size_t(layer)];
@@ -83,7 +109,7 @@ void mfrt::copyPrefix(const Program &prog, ProgramRank &rs, Sequence &s,
         continue;
       int64_t slot = int64_t(to.size());
       to.push_back(cached[i]);
-      for (int64_t t = 0; t < copies; ++t)
+      for (int64_t t = 0; shared == 0 && t < copies; ++t)
         std::memcpy(rs.kv.row(s.blocks, layer, slot, t),
                     rs.kv.row(from.blocks, layer, int64_t(i), t),
                     width * sizeof(float));

@@ -81,6 +81,27 @@ TEST(KVCache, ReleasedBlocksAreReused) {
   EXPECT_EQ(pool.peakBlocks(), 2);
 }
 
+TEST(KVCache, SharedBlocksLiveUntilTheLastRelease) {
+  KVPool pool = makePool();
+  std::vector<int32_t> a, b;
+  for (int64_t slot = 0; slot < 7; ++slot)
+    pool.row(a, 0, slot, 0)[0] = float(slot);
+  // b starts with a's two full blocks and writes its own third.
+  pool.share(a, 2, b);
+  EXPECT_EQ(b, std::vector<int32_t>(a.begin(), a.begin() + 2));
+  EXPECT_EQ(pool.row(std::as_const(b), 0, 4, 0)[0], 4.0f);
+  pool.row(b, 0, 6, 0)[0] = -6.0f;
+  EXPECT_NE(b[2], a[2]);
+  EXPECT_EQ(pool.row(std::as_const(a), 0, 6, 0)[0], 6.0f);
+  EXPECT_EQ(pool.blocksInUse(), 4);
+  pool.release(a);
+  EXPECT_EQ(pool.blocksInUse(), 3);
+  EXPECT_EQ(pool.row(std::as_const(b), 0, 1, 0)[0], 1.0f);
+  pool.release(b);
+  EXPECT_EQ(pool.blocksInUse(), 0);
+  EXPECT_EQ(pool.peakBlocks(), 4);
+}
+
 TEST(KVCache, HeadsAreFixedPerLayer) {
   KVPool pool = makePool();
   EXPECT_EQ(pool.headOffset(1), 2);

@@ -5,8 +5,9 @@
 // A request's rows on a rank are numbered in the order the rank recorded
 // them (its slots, per layer); slot i lives in row i % B of block
 // table[i / B] of the request's block table, the same block for every
-// layer. Blocks come from a free list and go back to it when the request
-// ends; their storage is kept for the next owner.
+// layer. Blocks come from a free list and go back to it when the last
+// request holding them ends (a prompt prefix's full blocks can be shared);
+// their storage is kept for the next owner.
 //
 // The scheduler reserves a request's blocks before it runs (Run.cpp), from
 // counts every rank of a replica computes alike, so a hook that records a
@@ -85,11 +86,19 @@ public:
   /// request whose rows arrive out of order: K/V moved from another pool).
   void reserve(std::vector<int32_t> &table, int64_t slots);
 
-  /// The blocks of `table` back to the free list; `table` is emptied.
+  /// Makes the first `blocks` blocks of `from` the start of the empty
+  /// `table` too (a shared prompt prefix, --prefix-cache): both tables read
+  /// them, neither writes them again (their slots are all recorded), and a
+  /// block returns to the free list when its last table releases it.
+  void share(const std::vector<int32_t> &from, int64_t blocks,
+             std::vector<int32_t> &table);
+
+  /// The blocks of `table` back to the free list (those no other table
+  /// shares); `table` is emptied.
   void release(std::vector<int32_t> &table);
 
-  /// Blocks held by requests now, the most held at once, and the bytes of
-  /// block storage allocated (it is kept for reuse).
+  /// Blocks held by requests now (a shared one once), the most held at
+  /// once, and the bytes of block storage allocated (it is kept for reuse).
   int64_t blocksInUse() const { return inUse_; }
   int64_t peakBlocks() const { return peak_; }
   int64_t allocatedBytes() const { return allocatedBytes_; }
@@ -105,6 +114,8 @@ private:
   int64_t blockTokens_ = 16, headDim_ = 0, kvCopies_ = 2;
   std::vector<Layer> layers_;
   std::vector<int32_t> free_;
+  /// By block id: the tables that hold it.
+  std::vector<int32_t> refs_;
   int32_t created_ = 0;
   int64_t inUse_ = 0, peak_ = 0, allocatedBytes_ = 0;
 };

@@ -4,10 +4,11 @@
 // --prefix-cache: a request whose prompt starts with whole blocks of tokens
 // whose K/V a rank of its replica already holds (a running request that
 // computed them, or a finished one the rank retained) takes them instead of
-// computing them: each rank copies its own rows of those positions (its KV
-// heads, its share of the positions, its stage's layers) into the new
-// request's blocks, so the prefix keeps the placement it was computed in,
-// and the rest of the prompt runs as a chunk of decode steps. Every rank of
+// computing them: each rank gives the new request its own rows of those
+// positions (its KV heads, its share of the positions, its stage's layers),
+// sharing the blocks where the rows fill whole ones and copying them
+// otherwise, so the prefix keeps the placement it was computed in, and the
+// rest of the prompt runs as a chunk of decode steps. Every rank of
 // a replica holds the same requests, so all find the same prefix without a
 // message. Finished requests are retained, least recently used evicted
 // first when admission needs their blocks.
@@ -47,9 +48,10 @@ int64_t tokenAt(const Program &prog, const Sequence &s, int64_t p);
 PrefixHit findPrefix(const Program &prog, const ProgramRank &rs,
                      const std::vector<int64_t> &prompt, int64_t blockTokens);
 
-/// Copies the rank's rows of `hit`'s positions from its source into `s`
-/// (just admitted, its cache empty), and with --out's K/V into its
-/// request's outputs.
+/// Gives `s` (just admitted, its cache empty) the rank's rows of `hit`'s
+/// positions from its source: the source's blocks themselves, shared,
+/// where those rows are its first slots and fill whole blocks, else copies;
+/// and with --out's K/V, into its request's outputs.
 void copyPrefix(const Program &prog, ProgramRank &rs, Sequence &s,
                 const PrefixHit &hit);
 
