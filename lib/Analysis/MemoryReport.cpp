@@ -191,6 +191,7 @@ meshfold::computeMemoryReport(ModuleOp module, int64_t maxPrompt,
       int64_t copies = c.getKey() == c.getValue() ? 1 : 2;
       m.kvBytes +=
           copies * cached * k.getDimSize(1) * k.getDimSize(2) * bytesPerElement;
+      m.kvRowElements += copies * k.getDimSize(1) * k.getDimSize(2);
     });
     // The shared experts' weights (whole on every rank: each runs them on
     // its own rows), and what splitting them over TP would cost instead:
@@ -273,7 +274,7 @@ void meshfold::printMemoryReport(raw_ostream &os, ArrayRef<RankMemory> memory,
 
 void meshfold::printKVBudget(raw_ostream &os, ArrayRef<RankMemory> memory,
                              int64_t deviceBytes, StringRef deviceMemory,
-                             int64_t maxPrompt) {
+                             int64_t maxPrompt, int64_t kvBlock) {
   const RankMemory *tightest = nullptr;
   int64_t tokens = 0;
   for (const RankMemory &m : memory) {
@@ -297,6 +298,15 @@ void meshfold::printKVBudget(raw_ostream &os, ArrayRef<RankMemory> memory,
                      deviceMemory.str().c_str(), (long long)left,
                      (long long)tightest->rank, (long long)tokens,
                      double(tightest->kvBytes) / double(maxPrompt));
+  int64_t blockBytes = kvBlock * tightest->kvRowElements * 4;
+  if (blockBytes <= 0)
+    return;
+  os << llvm::format("paged K/V cache (f32, blocks of %lld of the rank's "
+                     "rows, %lld bytes each on rank %lld): %lld blocks in "
+                     "those bytes (--kv-memory %lld)\n",
+                     (long long)kvBlock, (long long)blockBytes,
+                     (long long)tightest->rank, (long long)(left / blockBytes),
+                     (long long)left);
 }
 
 LogicalResult meshfold::checkDeviceMemory(ArrayRef<RankMemory> memory,

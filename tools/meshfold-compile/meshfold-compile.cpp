@@ -63,6 +63,11 @@ static cl::opt<int64_t>
               cl::desc("Prompt length the memory report sizes the KV cache "
                        "for"),
               cl::init(4096), cl::cat(cat));
+static cl::opt<int64_t>
+    kvBlock("kv-block",
+            cl::desc("Rows per block of the program's paged K/V cache that "
+                     "the memory report's KV budget counts (default 16)"),
+            cl::init(16), cl::cat(cat));
 static cl::opt<int64_t> maxNewTokens(
     "max-new-tokens",
     cl::desc("Tokens the memory report's KV cache also holds per request "
@@ -348,6 +353,8 @@ static LogicalResult checkOutputFlags(int64_t &deviceBytes) {
                 deviceMemory + "'");
   if (maxPrompt < 1)
     return fail("--max-prompt must be positive");
+  if (kvBlock < 1)
+    return fail("--kv-block must be at least 1");
   if (maxNewTokens < 0)
     return fail("--max-new-tokens must be at least 0");
   if (maxNewTokens > 0 &&
@@ -732,7 +739,8 @@ static LogicalResult reportMemory(ModuleOp module, int64_t deviceBytes,
   if (failed(checkDeviceMemory(*memory, deviceBytes, deviceMemory, error)))
     return fail(error);
   if (deviceBytes > 0)
-    printKVBudget(llvm::outs(), *memory, deviceBytes, deviceMemory, maxPrompt);
+    printKVBudget(llvm::outs(), *memory, deviceBytes, deviceMemory, maxPrompt,
+                  kvBlock);
   return success();
 }
 

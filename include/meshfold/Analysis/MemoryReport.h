@@ -19,6 +19,9 @@ struct RankMemory {
   /// Bytes of the weights the rank holds (its slices) and of its KV cache
   /// for one prompt of the given length.
   int64_t weightBytes = 0, kvBytes = 0;
+  /// The elements of one cached row of the rank: its KV heads' K and V (one
+  /// tensor where they are one) in every layer of its stage.
+  int64_t kvRowElements = 0;
   /// The most bytes of activations alive at once for that prompt (f32, as
   /// the program computes; buffers freed after their last use), see
   /// estimateActivationPeak.
@@ -71,11 +74,13 @@ void printMemoryReport(llvm::raw_ostream &os, llvm::ArrayRef<RankMemory> memory,
 /// user wrote it): on the rank with the least room, the bytes left after
 /// its weights and activations, and how many prompt tokens' KV cache they
 /// hold at that rank's bytes per token (its KV cache for `maxPrompt`
-/// tokens, per token). Nothing when no rank keeps a KV cache or one does
-/// not fit.
+/// tokens, per token); then what those bytes give the program's paged K/V
+/// cache (f32 blocks of `kvBlock` of the rank's rows): its blocks, and the
+/// --kv-memory that sets them. Nothing when no rank keeps a KV cache or one
+/// does not fit.
 void printKVBudget(llvm::raw_ostream &os, llvm::ArrayRef<RankMemory> memory,
                    int64_t deviceBytes, llvm::StringRef deviceMemory,
-                   int64_t maxPrompt);
+                   int64_t maxPrompt, int64_t kvBlock = 16);
 
 /// Succeeds when every rank of `memory` fits in `deviceBytes` (no limit when
 /// it is not positive). Otherwise fails with `error` naming the rank that
