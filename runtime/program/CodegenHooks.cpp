@@ -407,8 +407,8 @@ void _mlir_ciface_mfrt_kv_history_f32(
           " has " + std::to_string(t) + " cached rows, expected " +
           std::to_string(cached));
   for (auto &[s, c] : counts) {
-    if (!rs.stepping || s->generated < 1)
-      continue; // prefill run as a step, or a prompt's chunk
+    if (!rs.stepping || s->generated < 1 || s->recompute)
+      continue; // prefill run as a step, or a prompt's (or recomputed) chunk
     // The step computes generated token s->generated (>= 1).
     size_t at = size_t(s->generated - 1);
     RequestOutput *out = s->output;
@@ -490,8 +490,9 @@ void _mlir_ciface_mfrt_step_logits_f32(StridedMemRefType<float, 2> *logits,
     int64_t p = 0;
     Sequence *s =
         rs.sequenceOf(pos->data[pos->offset + t * pos->strides[0]], &p);
-    if (!s || p != s->length - 1 || p + 1 < s->output->tokens)
-      continue; // padding, or a prompt position before the last
+    if (!s || p != s->length - 1 || p + 1 < s->output->tokens || s->recompute)
+      continue; // padding, a prompt position before the last, or a
+                // preempted request's recomputed place
     const float *row = logits->data + logits->offset + t * logits->strides[0];
     // A prompt's logits (prefill's, or its last chunk's) are an output too.
     if (rs.stepping && s->generated > 0)

@@ -428,15 +428,16 @@ void mfrt::printDecodeReport(const Program &prog) {
                 "computed\n",
                 (long long)reused, (long long)promptRows,
                 (long long)(promptRows - reused));
-  const std::array<int64_t, 4> &kv = prog.runKV;
+  const std::array<int64_t, 6> &kv = prog.runKV;
   std::string limit =
       kv[0] < 0 ? std::string("no limit")
                 : "at most " + std::to_string(kv[0]) + " (--kv-memory)";
   std::printf("kv cache: rank %d: blocks of %lld rows, %s; at most %lld "
               "in use at once, %.3f MB of blocks; requests that waited for "
-              "blocks: %lld\n",
+              "blocks: %lld; preempted: %lld (%lld rows recomputed)\n",
               prog.runRank, (long long)prog.kv.blockTokens, limit.c_str(),
-              (long long)kv[1], double(kv[2]) / 1e6, (long long)kv[3]);
+              (long long)kv[1], double(kv[2]) / 1e6, (long long)kv[3],
+              (long long)kv[4], (long long)kv[5]);
   // The decode pool's stages in a program of two pools.
   MeshLayout layout =
       layoutOf(prog.pools ? prog.decodeManifest : prog.manifest);

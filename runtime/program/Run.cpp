@@ -187,47 +187,58 @@ void addTraffic(const Program &prog, const std::vector<uint64_t> &before,
     sum[i] += after[i] - before[i];
 }
 
-/// The K/V rows request `r` may leave in a rank's cache of this rank's
-/// pool: its prompt's, and where the pool decodes, those of every generated
-/// token but the last.
+/// The K/V rows request `r` reserves when it is admitted: its prompt's
+/// (its decode steps reserve their rows as they come, growRows).
 int64_t kvRows(const Program &prog, int64_t r) {
-  int64_t rows = int64_t(prog.requests[size_t(r)].size());
-  bool decodes =
-      prog.pools ? mfrt_pool() == 1 : prog.generation.maxNewTokens > 0;
-  if (decodes)
-    rows += std::max<int64_t>(0, prog.generation.maxNewTokens - 1);
-  return rows;
+  return int64_t(prog.requests[size_t(r)].size());
 }
 
-/// Whether the rank's K/V cache has the blocks request `r` needs free
-/// (every rank of a replica answers alike: the counts are the replica's).
+/// Whether the rank's K/V cache has `blocks` blocks free, retained
+/// requests' included (every rank of a replica answers alike: the counts
+/// are the replica's).
+bool kvFits(const ProgramRank &rs, int64_t blocks) {
+  return rs.kvFree < 0 || blocks <= rs.kvFree + retainedBlocks(rs);
+}
 bool kvAdmits(const Program &prog, const ProgramRank &rs, int64_t r) {
-  return rs.kvFree < 0 || kvBlocksFor(kvRows(prog, r), prog.kv.blockTokens) <=
-                              rs.kvFree + retainedBlocks(rs);
+  return kvFits(rs, kvBlocksFor(kvRows(prog, r), prog.kv.blockTokens));
+}
+
+/// A free slot of the rank's sequences.
+int64_t freeSlot(ProgramRank &rs) {
+  int64_t slot = -1;
+  while (++slot < int64_t(rs.sequences.size()))
+    if (!rs.sequences[size_t(slot)].output)
+      return slot;
+  rs.sequences.emplace_back();
+  return slot;
+}
+
+/// Reserves `blocks` more blocks for `s` (free: the caller checked kvFits;
+/// retained requests are evicted to make them free).
+void reserveBlocks(ProgramRank &rs, Sequence &s, int64_t blocks) {
+  PrefixHit none;
+  makeRoom(rs, blocks, none);
+  s.kvReserved += blocks;
+  if (rs.kvFree >= 0)
+    rs.kvFree -= blocks;
 }
 
 /// Request `r` in a free slot of the rank's sequences (`slot`), its cache
 /// empty with its blocks reserved, its length its prompt's.
 Sequence &admit(const Program &prog, ProgramRank &rs, int64_t r,
                 int64_t &slot) {
-  slot = -1;
-  while (++slot < int64_t(rs.sequences.size()))
-    if (!rs.sequences[size_t(slot)].output)
-      break;
-  if (slot == int64_t(rs.sequences.size()))
-    rs.sequences.emplace_back();
+  slot = freeSlot(rs);
   Sequence &s = rs.sequences[size_t(slot)];
   s = Sequence();
   s.output = prog.outputs[size_t(r)].get();
   s.request = r;
   s.cachedPositions.assign(size_t(prog.manifest.layers), {});
   s.length = s.output->tokens;
+  s.admission = rs.admissions++;
   if (!kvAdmits(prog, rs, r))
     fatal("internal: request " + std::to_string(r) +
           " admitted without free K/V blocks");
-  s.kvReserved = kvBlocksFor(kvRows(prog, r), prog.kv.blockTokens);
-  if (rs.kvFree >= 0)
-    rs.kvFree -= s.kvReserved;
+  reserveBlocks(rs, s, kvBlocksFor(kvRows(prog, r), prog.kv.blockTokens));
   return s;
 }
 
@@ -527,8 +538,11 @@ void receiveRequest(const Program &prog, ProgramRank &rs, int64_t r,
 }
 
 /// Whether `s` is still running its prompt in chunks (--prefill-chunk):
-/// some prompt positions not yet in a step.
-bool prefilling(const Sequence &s) { return s.length < s.output->tokens; }
+/// some prompt positions not yet in a step
+/// (or, preempted and admitted again, recomputing its cached places).
+bool prefilling(const Sequence &s) {
+  return s.length < (s.recompute ? s.recomputeEnd : s.output->tokens);
+}
 
 /// One decode step of the live sequences `live` (by slot) of the rank's
 /// replica, at global positions `slot * 2^32 + place`: one row each (its
@@ -544,11 +558,11 @@ void runStep(const Program &prog, ProgramRank &rs,
     Sequence &s = rs.sequences[size_t(slot)];
     s.inStep = true;
     if (prefilling(s)) {
-      const std::vector<int64_t> &prompt = prog.requests[size_t(s.request)];
-      int64_t end = s.length + std::min(chunk, s.output->tokens - s.length);
+      int64_t last = s.recompute ? s.recomputeEnd : s.output->tokens;
+      int64_t end = s.length + std::min(chunk, last - s.length);
       for (; s.length < end; ++s.length) {
         positions.push_back(globalPosition(slot, s.length));
-        ids.push_back(prompt[size_t(s.length)]);
+        ids.push_back(tokenAt(prog, s, s.length));
       }
       continue;
     }
@@ -618,6 +632,79 @@ bool admitPrompt(const Program &prog, ProgramRank &rs, int64_t r) {
   return true;
 }
 
+/// Preempts the request in slot `slot` for its blocks: they go back to the
+/// pool, and the request waits (first preempted, first admitted again) to
+/// recompute the K/V of the places it had (or, still prefilling, to start
+/// its prompt again), its tokens kept.
+void preempt(ProgramRank &rs, int64_t slot) {
+  Sequence &s = rs.sequences[size_t(slot)];
+  if (s.recompute || !prefilling(s)) {
+    s.recomputeEnd = s.recompute ? s.recomputeEnd : s.length;
+    s.recompute = true;
+  }
+  rs.recomputedRows += s.length;
+  ++rs.preemptions;
+  rs.kv.release(s.blocks);
+  if (rs.kvFree >= 0)
+    rs.kvFree += s.kvReserved;
+  s.kvReserved = 0;
+  for (std::vector<int64_t> &cached : s.cachedPositions)
+    cached.clear();
+  s.length = 0;
+  s.recordedLogits = false;
+  rs.preempted.push_back(std::move(s));
+  s = Sequence();
+}
+
+/// The blocks `s`'s rows of the next step need beyond its reservation: a
+/// decoding request's new row may start a block (a prompt's chunks are
+/// reserved at admission).
+int64_t blocksToGrow(const Program &prog, const Sequence &s) {
+  if (prefilling(s))
+    return 0;
+  return std::max<int64_t>(0, kvBlocksFor(s.length + 1, prog.kv.blockTokens) -
+                                  s.kvReserved);
+}
+
+/// Reserves the blocks the step's `rows` (slots) need, oldest admission
+/// first; where the pool has too few, preempts ready requests not yet
+/// served, the latest admitted first (the one asking, if it is the latest).
+/// Every rank of the replica decides alike. Returns the rows still in the
+/// step.
+std::vector<int64_t> reserveStep(const Program &prog, ProgramRank &rs,
+                                 std::vector<int64_t> rows,
+                                 const std::vector<int64_t> &ready) {
+  if (rs.kvFree < 0)
+    return rows;
+  auto older = [&](int64_t a, int64_t b) {
+    return rs.sequences[size_t(a)].admission <
+           rs.sequences[size_t(b)].admission;
+  };
+  std::sort(rows.begin(), rows.end(), older);
+  // The candidates to preempt, latest admitted last.
+  std::vector<int64_t> victims = ready;
+  std::sort(victims.begin(), victims.end(), older);
+  std::vector<int64_t> kept;
+  for (int64_t slot : rows) {
+    if (!rs.sequences[size_t(slot)].output)
+      continue; // preempted for an older one
+    int64_t need = blocksToGrow(prog, rs.sequences[size_t(slot)]);
+    while (!kvFits(rs, need) && victims.back() != slot) {
+      preempt(rs, victims.back());
+      victims.pop_back();
+    }
+    if (!kvFits(rs, need)) {
+      preempt(rs, slot);
+      victims.pop_back();
+      continue;
+    }
+    reserveBlocks(rs, rs.sequences[size_t(slot)], need);
+    kept.push_back(slot);
+    victims.erase(std::find(victims.begin(), victims.end(), slot));
+  }
+  return kept;
+}
+
 /// Runs the next decode step of the replica's `ready` sequences (by slot;
 /// `live` of them live): the decoding ones of its share (stepGroup) and
 /// the next chunk of every one still prefilling (--prefill-chunk). Returns
@@ -635,16 +722,26 @@ std::vector<int64_t> runStepOf(const Program &prog, ProgramRank &rs,
   if (!decoding.empty())
     rows = stepGroup(rs, decoding, live - chunks.size(), groups.microBatches);
   rows.insert(rows.end(), chunks.begin(), chunks.end());
+  rows = reserveStep(prog, rs, rows, ready);
   std::sort(rows.begin(), rows.end());
   // A prompt's rows after a prefix hit go in one chunk unless chunked.
   int64_t chunk = prog.generation.prefillChunk;
+  std::vector<bool> recomputing;
+  for (int64_t slot : rows)
+    recomputing.push_back(rs.sequences[size_t(slot)].recompute);
   runStep(prog, rs, rows, chunk > 0 ? chunk : INT64_MAX);
   std::vector<int64_t> tokens;
   double now = secondsNow();
-  for (int64_t slot : rows) {
+  for (size_t i = 0; i < rows.size(); ++i) {
+    int64_t slot = rows[i];
     Sequence &s = rs.sequences[size_t(slot)];
     if (prefilling(s))
       continue;
+    if (recomputing[i]) {
+      // Its cache is whole again; its last token is its next input.
+      s.recompute = false;
+      continue;
+    }
     tokens.push_back(slot);
     if (s.generated > 0)
       continue;
@@ -656,6 +753,27 @@ std::vector<int64_t> runStepOf(const Program &prog, ProgramRank &rs,
     s.prefillEnd = now;
   }
   return tokens;
+}
+
+/// Admits the first preempted request again when its blocks (for the
+/// places it recomputes) are free: its cache empty, its chunks recompute
+/// them in the next steps (no call of its own). Returns whether it did.
+bool readmit(const Program &prog, ProgramRank &rs) {
+  if (rs.preempted.empty())
+    return false;
+  Sequence &waiting = rs.preempted.front();
+  int64_t rows =
+      waiting.recompute ? waiting.recomputeEnd : waiting.output->tokens;
+  int64_t blocks = kvBlocksFor(rows, prog.kv.blockTokens);
+  if (!kvFits(rs, blocks))
+    return false;
+  Sequence &s = rs.sequences[size_t(freeSlot(rs))];
+  s = std::move(waiting);
+  rs.preempted.pop_front();
+  s.admission = rs.admissions++;
+  s.inFlight = false;
+  reserveBlocks(rs, s, blocks);
+  return true;
 }
 
 /// Generation for the replica's requests `mine`, as a stream of calls that
@@ -703,10 +821,14 @@ void generate(const Program &prog, ProgramRank &rs,
     int64_t inFlight =
         std::count_if(calls.begin(), calls.end(),
                       [](const Call &c) { return c.kind != Call::Wait; });
+    bool batchRoom = maxBatch == 0 || int64_t(live.size()) - leaving < maxBatch;
+    if (batchRoom && readmit(prog, rs)) {
+      --index;
+      continue;
+    }
     // The next request in order of arrival waits while its K/V blocks are
-    // not free (the ones behind it wait too).
-    bool room = next < mine.size() &&
-                (maxBatch == 0 || int64_t(live.size()) - leaving < maxBatch);
+    // not free (the ones behind it wait too), and while preempted ones do.
+    bool room = next < mine.size() && batchRoom && rs.preempted.empty();
     bool admit = room && kvAdmits(prog, rs, mine[next]);
     if (room && !admit && waited != next) {
       waited = next;
@@ -732,8 +854,9 @@ void generate(const Program &prog, ProgramRank &rs,
     // and the replicas that ran them still have their requests.
     std::vector<float> any = {0.0f, 0.0f, 1.0f, 0.0f};
     if (anyWaiting || inFlight < groups.microBatches) {
+      bool toAdmit = next < mine.size() || !rs.preempted.empty();
       any = {admit ? 1.0f : 0.0f, ready.empty() ? 0.0f : 1.0f,
-             live.empty() ? 0.0f : 1.0f, next < mine.size() ? 1.0f : 0.0f};
+             live.empty() ? 0.0f : 1.0f, toAdmit ? 1.0f : 0.0f};
       sumOver(groups.dp, any.data(), int64_t(any.size()),
               "decode: agreeing on the next call");
       anyWaiting = any[3] > 0;
@@ -1146,7 +1269,7 @@ int mfrt::rankMain(void *) {
     for (int64_t batch : rs.stepBatches)
       prog.runBatch = std::max(prog.runBatch, batch);
     prog.runKV = {kvCapacity, rs.kv.peakBlocks(), rs.kv.allocatedBytes(),
-                  rs.kvWaits};
+                  rs.kvWaits, rs.preemptions,     rs.recomputedRows};
   }
   if (prog.reportTraffic)
     readTrafficCounters(prog, rs, rank.rank);

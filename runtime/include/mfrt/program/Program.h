@@ -93,8 +93,9 @@ struct Program {
   bool prefixCache = false;
   /// The K/V cache of the rank of the run figures (runRank): {blocks it may
   /// hold (-1: no limit), the most it held at once, bytes of its block
-  /// storage, requests whose admission waited for blocks}.
-  std::array<int64_t, 4> runKV = {-1, 0, 0, 0};
+  /// storage, requests whose admission waited for blocks, preemptions, the
+  /// rows they recomputed}.
+  std::array<int64_t, 6> runKV = {-1, 0, 0, 0, 0, 0};
   /// Processes of a multi-process run each hold the outputs their ranks
   /// wrote: rank 0 collects them (and the traffic counters and trace).
   bool collectOutputs = false;

@@ -17,6 +17,7 @@
 #include "mfrt/program/KVCache.h"
 
 #include <cstdint>
+#include <deque>
 #include <list>
 #include <map>
 #include <mutex>
@@ -122,8 +123,17 @@ struct Sequence {
   std::vector<int32_t> blocks;
   int64_t kvReserved = 0;
   /// The generated tokens its decode steps ran, in order (places T, T+1,
-  /// ...): with the prompt, the tokens of its cached K/V (--prefix-cache).
+  /// ...): with the prompt, the tokens of its cached K/V (--prefix-cache,
+  /// and the recomputation of a preempted request).
   std::vector<int64_t> fed;
+  /// A request preempted for its blocks and admitted again recomputes the
+  /// K/V of its places before `recomputeEnd` in chunks (no token chosen),
+  /// then decodes on from its last token.
+  bool recompute = false;
+  int64_t recomputeEnd = 0;
+  /// The order of its admission on the rank (later ones are preempted
+  /// first).
+  int64_t admission = 0;
   /// The request's positions so far: its prompt's, then one more per decode
   /// step. K/V at or past it is padding.
   int64_t length = 0;
@@ -182,6 +192,11 @@ struct ProgramRank {
   /// --prefix-cache: finished requests whose K/V (blocks, reserved as
   /// before) the rank keeps for later prompts, least recently used first.
   std::list<Sequence> retained;
+  /// Requests preempted for their blocks (their cache freed, their tokens
+  /// kept), first preempted first, admitted again before new ones; the
+  /// preemptions and the rows they recomputed; admissions so far.
+  std::deque<Sequence> preempted;
+  int64_t preemptions = 0, recomputedRows = 0, admissions = 0;
   /// Whether a decode step runs (else prefill: positions are places).
   bool stepping = false;
   /// The live sequence and place (`*place`) of the row at global position
