@@ -9,10 +9,13 @@
 #     running requests), beside the cache's own peak (--report decode) and
 #     the process's peak RSS (/usr/bin/time), and the paged cache again with
 #     at most 8 requests decoding at once (--max-batch 8);
-#  2. the time to first token of a 16-token request queued behind a
-#     4,000-token prompt, without and with --prefill-chunk 256;
+#  2. a 16-token request A, a 4,000-token prompt, then a 16-token request
+#     B, 64 new tokens each, without and with --prefill-chunk 256 and 32:
+#     B's time to first token, and A's inter-token times (p50: steady; p99:
+#     the steps beside the long prompt's prefill);
 #  3. 8 requests sharing a 1,000-token system prompt: time of all prefills
-#     and steps without and with --prefix-cache.
+#     and steps, and request 1's own prefill (its prefix cold, or cached),
+#     without and with --prefix-cache.
 # Times are the program's own (--report decode).
 #
 #   bench/kv-cache.sh [BUILD_DIR] [N]   (N: pairs, median; default 3)
@@ -36,7 +39,9 @@ run() {
 field() { awk "$1" "$2"; }
 rss='/^rss/ { print $2 / 1024 }'
 kvmb='/^kv cache:/ { for (i = 1; i <= NF; ++i) if ($i == "MB") print $(i - 1) }'
-ttft1='/^req 1:/ { for (i = 1; i <= NF; ++i) if ($i == "first" && $(i + 1) == "token") print $(i + 3) }'
+# awk programs over a --report decode: request R's first token, its own
+# prefill, its inter-token p50 and p99 (ms).
+req_field() { echo "/^req $1: decode/ { for (i = 1; i <= NF; ++i) if (\$i == \"$2\") print \$(i + $3) }"; }
 wall='/^decode:/ { for (i = 1; i <= NF; ++i) if ($i == "ms" && $(i + 2) == "prefills") print $(i - 1) }'
 
 # 1. Mixed lengths.
@@ -62,18 +67,23 @@ printf '%-34s %10.1f %14.3f %12.1f\n' "  the same, --max-batch 8" "$(med "$decod
 printf '(as before: every request'"'"'s T + N - 1 rows at 8 layers x 4 x 8 x (K, V) x 4 bytes, held\n'
 printf 'from the start; paged: the most block storage in use at once, from --report decode)\n\n'
 
-# 2. Time to first token behind a long prompt.
-awk 'BEGIN { line = ""; for (i = 0; i < 4000; ++i) line = line (i ? " " : "") (i * 17 + 3) % 512; print line
-  line = ""; for (i = 0; i < 16; ++i) line = line (i ? " " : "") (i * 29 + 5) % 512; print line }' > "$work/long.txt"
-flags=(--prompts "$work/long.txt" --max-new-tokens 32 --ignore-eos)
+# 2. A long prompt among short ones.
+awk 'BEGIN { short = ""; for (i = 0; i < 16; ++i) short = short (i ? " " : "") (i * 29 + 5) % 512; print short
+  line = ""; for (i = 0; i < 4000; ++i) line = line (i ? " " : "") (i * 17 + 3) % 512; print line
+  print short " 7" }' > "$work/long.txt"
+flags=(--prompts "$work/long.txt" --max-new-tokens 64 --ignore-eos)
 for i in $(seq "$reps"); do
   run "$work/c$i.txt" "${flags[@]}"
   run "$work/d$i.txt" "${flags[@]}" --prefill-chunk 256
+  run "$work/h$i.txt" "${flags[@]}" --prefill-chunk 32
 done
-printf '2. a 16-token request queued behind a 4,000-token prompt\n'
-printf '%-34s %14s\n' "" "its TTFT ms"
-printf '%-34s %14.3f\n' "one prefill call per prompt" "$(med "$ttft1" c)"
-printf '%-34s %14.3f\n\n' "--prefill-chunk 256" "$(med "$ttft1" d)"
+printf '2. requests A (16 tokens), a 4,000-token prompt, B (17 tokens), 64 new tokens each\n'
+printf '%-34s %12s %16s %16s\n' "" "B's TTFT ms" "A's p50 gap ms" "A's p99 gap ms"
+for x in "c:one prefill call per prompt" "d:--prefill-chunk 256" "h:--prefill-chunk 32"; do
+  printf '%-34s %12.3f %16.3f %16.3f\n' "${x#*:}" "$(med "$(req_field 2 first 3)" "${x%%:*}")" \
+    "$(med "$(req_field 0 p50 1)" "${x%%:*}")" "$(med "$(req_field 0 p99 1)" "${x%%:*}")"
+done
+printf '\n'
 
 # 3. A shared system prompt.
 awk 'BEGIN { for (r = 0; r < 8; r++) { s = ""; for (p = 0; p < 1000; p++) s = s (p * 37 % 509 + 1) " "
@@ -84,7 +94,9 @@ for i in $(seq "$reps"); do
   run "$work/f$i.txt" "${flags[@]}" --prefix-cache
 done
 printf '3. 8 requests sharing a 1,000-token system prompt, 32 new tokens each\n'
-printf '%-34s %14s %10s\n' "" "prefills+steps ms" tokens/s
-printf '%-34s %14.1f %10.1f\n' "without the prefix cache" "$(med "$wall" e)" "$(med "$decode_rate" e)"
-printf '%-34s %14.1f %10.1f\n' "--prefix-cache" "$(med "$wall" f)" "$(med "$decode_rate" f)"
+printf '%-34s %17s %10s %22s\n' "" "prefills+steps ms" tokens/s "request 1's prefill ms"
+printf '%-34s %17.1f %10.1f %22.3f\n' "without the prefix cache" "$(med "$wall" e)" "$(med "$decode_rate" e)" \
+  "$(med "$(req_field 1 prefill 1)" e)"
+printf '%-34s %17.1f %10.1f %22.3f\n' "--prefix-cache" "$(med "$wall" f)" "$(med "$decode_rate" f)" \
+  "$(med "$(req_field 1 prefill 1)" f)"
 grep '^prefix cache:' "$work/f1.txt"

@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -91,12 +92,14 @@ std::vector<char> serializeOutputs(const Program &prog) {
       int64_t hdr[4] = {-3, int64_t(r), o.length, int64_t(o.generated.size())};
       put(hdr, sizeof(hdr));
       put(o.generated.data(), o.generated.size() * sizeof(int32_t));
-      int64_t counts[3] = {int64_t(o.stepLogits.size()),
-                           int64_t(o.stepRows.size()), o.prefixRows};
+      int64_t counts[4] = {int64_t(o.stepLogits.size()),
+                           int64_t(o.stepRows.size()), o.prefixRows,
+                           int64_t(o.tokenSeconds.size())};
       put(counts, sizeof(counts));
       put(o.stepLogits.data(), o.stepLogits.size() * sizeof(float));
       put(o.stepRows.data(), o.stepRows.size() * sizeof(int64_t));
       put(o.historyRows.data(), o.historyRows.size() * sizeof(int64_t));
+      put(o.tokenSeconds.data(), o.tokenSeconds.size() * sizeof(double));
       double seconds[3] = {o.prefillSeconds, o.decodeSeconds,
                            o.firstTokenSeconds};
       put(seconds, sizeof(seconds));
@@ -141,7 +144,7 @@ void mergeOutputs(Program &prog, const std::vector<char> &in) {
       o.length = std::max(o.length, hdr[2]);
       std::vector<int32_t> ids(static_cast<size_t>(hdr[3]));
       take(ids.data(), ids.size() * sizeof(int32_t));
-      int64_t counts[3];
+      int64_t counts[4];
       take(counts, sizeof(counts));
       o.prefixRows = std::max(o.prefixRows, counts[2]);
       std::vector<float> stepLogits(static_cast<size_t>(counts[0]));
@@ -150,6 +153,10 @@ void mergeOutputs(Program &prog, const std::vector<char> &in) {
           historyRows(static_cast<size_t>(counts[1]));
       take(stepRows.data(), stepRows.size() * sizeof(int64_t));
       take(historyRows.data(), historyRows.size() * sizeof(int64_t));
+      std::vector<double> tokenSeconds(static_cast<size_t>(counts[3]));
+      take(tokenSeconds.data(), tokenSeconds.size() * sizeof(double));
+      if (!tokenSeconds.empty())
+        o.tokenSeconds = std::move(tokenSeconds);
       double seconds[3];
       take(seconds, sizeof(seconds));
       if (!ids.empty()) {
@@ -387,6 +394,15 @@ void mfrt::addOutputs(const Program &prog, SafetensorsWriter &writer,
   }
 }
 
+namespace {
+/// The `p`-th percentile of `values` (nearest rank; `values` not empty).
+double percentile(std::vector<double> values, double p) {
+  std::sort(values.begin(), values.end());
+  size_t rank = size_t(std::ceil(p / 100.0 * double(values.size())));
+  return values[std::min(values.size(), std::max<size_t>(rank, 1)) - 1];
+}
+} // namespace
+
 void mfrt::printDecodeReport(const Program &prog) {
   size_t generated = 0;
   int64_t promptRows = 0, reused = 0;
@@ -411,6 +427,13 @@ void mfrt::printDecodeReport(const Program &prog) {
                   (long long)o.historyRows.back(), 1e3 * o.prefillSeconds,
                   1e3 * o.firstTokenSeconds,
                   1e3 * o.decodeSeconds / double(steps));
+    }
+    if (o.tokenSeconds.size() > 1) {
+      std::vector<double> gaps;
+      for (size_t i = 1; i < o.tokenSeconds.size(); ++i)
+        gaps.push_back(o.tokenSeconds[i] - o.tokenSeconds[i - 1]);
+      std::printf(", inter-token p50 %.3f ms, p99 %.3f ms",
+                  1e3 * percentile(gaps, 50), 1e3 * percentile(gaps, 99));
     }
     if (prog.prefixCache)
       std::printf("; prefix cache: %lld of %lld prompt rows reused",

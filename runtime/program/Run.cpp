@@ -376,6 +376,7 @@ void applyTokens(const Program &prog, ProgramRank &rs, const Call &call,
     if (groups.recorder) {
       std::lock_guard<std::mutex> lock(s.output->mutex);
       s.output->generated.push_back(int32_t(s.token));
+      s.output->tokenSeconds.push_back(secondsNow() - rs.runStart);
       if (g.stepLogits)
         s.output->stepLogits.insert(s.output->stepLogits.end(), at + 2,
                                     at + width);

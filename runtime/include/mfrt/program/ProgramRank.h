@@ -64,6 +64,10 @@ struct RequestOutput {
   /// --prefix-cache: the prompt positions whose K/V it took from a cached
   /// prefix instead of computing them.
   int64_t prefixRows = 0;
+  /// When each generated token came back to the replica (seconds from the
+  /// start of the run; the decode pool's in a program of two pools: from its
+  /// second token), for --report decode's inter-token times.
+  std::vector<double> tokenSeconds;
   bool haveLogits = false;
   /// Prompt logprobs, when the program records them: [T * V] and a mark
   /// per position.
