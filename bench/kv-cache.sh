@@ -14,8 +14,8 @@
 #     B's time to first token, and A's inter-token times (p50: steady; p99:
 #     the steps beside the long prompt's prefill);
 #  3. 8 requests sharing a 1,000-token system prompt: time of all prefills
-#     and steps, and request 1's own prefill (its prefix cold, or cached),
-#     without and with --prefix-cache.
+#     and steps without and with --prefix-cache, and request 1's own
+#     prefill run alone (--max-batch 1), its prefix cold or cached.
 # Times are the program's own (--report decode).
 #
 #   bench/kv-cache.sh [BUILD_DIR] [N]   (N: pairs, median; default 3)
@@ -92,11 +92,15 @@ flags=(--prompts "$work/shared.txt" --max-new-tokens 32 --ignore-eos)
 for i in $(seq "$reps"); do
   run "$work/e$i.txt" "${flags[@]}"
   run "$work/f$i.txt" "${flags[@]}" --prefix-cache
+  run "$work/j$i.txt" "${flags[@]}" --max-batch 1
+  run "$work/k$i.txt" "${flags[@]}" --max-batch 1 --prefix-cache
 done
 printf '3. 8 requests sharing a 1,000-token system prompt, 32 new tokens each\n'
-printf '%-34s %17s %10s %22s\n' "" "prefills+steps ms" tokens/s "request 1's prefill ms"
+printf '%-34s %17s %10s %22s\n' "" "prefills+steps ms" tokens/s "request 1's prefill ms*"
 printf '%-34s %17.1f %10.1f %22.3f\n' "without the prefix cache" "$(med "$wall" e)" "$(med "$decode_rate" e)" \
-  "$(med "$(req_field 1 prefill 1)" e)"
+  "$(med "$(req_field 1 prefill 1)" j)"
 printf '%-34s %17.1f %10.1f %22.3f\n' "--prefix-cache" "$(med "$wall" f)" "$(med "$decode_rate" f)" \
-  "$(med "$(req_field 1 prefill 1)" f)"
+  "$(med "$(req_field 1 prefill 1)" k)"
 grep '^prefix cache:' "$work/f1.txt"
+printf '* with --max-batch 1: the request alone, after request 0 (cold: its whole prompt; cached:\n'
+printf '  its 10 rows past the 992 it takes from request 0)\n'
