@@ -134,12 +134,17 @@ int64_t mfrt::retainedBlocks(const ProgramRank &rs) {
   return blocks;
 }
 
+void mfrt::releaseBlocks(ProgramRank &rs, Sequence &s) {
+  rs.kv.release(s.blocks);
+  if (rs.kvFree >= 0)
+    rs.kvFree += s.kvReserved;
+  s.kvReserved = 0;
+}
+
 namespace {
 /// Frees retained request `it`'s blocks.
 void evict(ProgramRank &rs, std::list<Sequence>::iterator it) {
-  rs.kv.release(it->blocks);
-  if (rs.kvFree >= 0)
-    rs.kvFree += it->kvReserved;
+  releaseBlocks(rs, *it);
   rs.retained.erase(it);
 }
 } // namespace

@@ -188,7 +188,7 @@ void addTraffic(const Program &prog, const std::vector<uint64_t> &before,
 }
 
 /// The K/V rows request `r` reserves when it is admitted: its prompt's
-/// (its decode steps reserve their rows as they come, growRows).
+/// (its decode steps reserve their rows as they come, reserveStep).
 int64_t kvRows(const Program &prog, int64_t r) {
   return int64_t(prog.requests[size_t(r)].size());
 }
@@ -248,9 +248,7 @@ Sequence &admit(const Program &prog, ProgramRank &rs, int64_t r,
 void leave(const Program &prog, ProgramRank &rs, Sequence &s) {
   if (prog.prefixCache)
     return retain(rs, s);
-  rs.kv.release(s.blocks);
-  if (rs.kvFree >= 0)
-    rs.kvFree += s.kvReserved;
+  releaseBlocks(rs, s);
   s = Sequence();
 }
 
@@ -645,10 +643,7 @@ void preempt(ProgramRank &rs, int64_t slot) {
   }
   rs.recomputedRows += s.length;
   ++rs.preemptions;
-  rs.kv.release(s.blocks);
-  if (rs.kvFree >= 0)
-    rs.kvFree += s.kvReserved;
-  s.kvReserved = 0;
+  releaseBlocks(rs, s);
   for (std::vector<int64_t> &cached : s.cachedPositions)
     cached.clear();
   s.length = 0;

@@ -60,6 +60,10 @@ void copyPrefix(const Program &prog, ProgramRank &rs, Sequence &s,
 /// cleared when it has to.
 void makeRoom(ProgramRank &rs, int64_t blocks, PrefixHit &hit);
 
+/// Gives `s`'s blocks back to the rank's pool and its reserved count to the
+/// free count (its block table and reservation are then empty).
+void releaseBlocks(ProgramRank &rs, Sequence &s);
+
 /// The blocks the rank's retained requests hold (free for admissions).
 int64_t retainedBlocks(const ProgramRank &rs);
 
