@@ -23,6 +23,7 @@ packages=(
   openmpi-bin libopenmpi-dev
   libomp-22-dev
   libsentencepiece-dev sentencepiece libonig-dev libutf8proc-dev pkg-config
+  libcpp-httplib-dev python3-jinja2
   python3-venv
   python3-torch
   clang-22 libfuzzer-22-dev libclang-rt-22-dev
@@ -78,13 +79,16 @@ make_venv() {
 
 # The tests' independent tokenizers, Hugging Face `tokenizers` and
 # SentencePiece's Python package, ml_dtypes (NumPy's fp8 types, which write
-# the fp8 checkpoints) and NVIDIA's nvdisasm (the SASS of the CUDA target's
+# the fp8 checkpoints), the official `openai` client (the server tests) and
+# NVIDIA's nvdisasm (the SASS of the CUDA target's
 # kernels; the toolkit has none), from PyPI (a few tens of MB), in a venv in
 # the build folder (build/test-venv).
 build="$(dirname "$0")/../build"
-make_venv "$build/test-venv" "tokenizers, sentencepiece, ml_dtypes, nvidia.cu13" \
-  "tokenizer, fp8 and SASS" python3 -- tokenizers==0.23.3 sentencepiece==0.2.3 \
-  ml_dtypes==0.6.0 nvidia-cuda-nvdisasm==13.2.86
+make_venv "$build/test-venv" \
+  "tokenizers, sentencepiece, ml_dtypes, nvidia.cu13, openai" \
+  "tokenizer, fp8, SASS and server" python3 -- tokenizers==0.23.3 \
+  sentencepiece==0.2.3 ml_dtypes==0.6.0 nvidia-cuda-nvdisasm==13.2.86 \
+  openai==3.63.0
 
 # The tests' Hugging Face transformers (PyPI) on Debian's CPU PyTorch
 # (python3-torch, above), in a second venv that sees Debian's Python

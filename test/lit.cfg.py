@@ -160,6 +160,14 @@ find_python("hf-tokenizers", "%tok_python",
              build_python("bench-venv")],
             ["tokenizers", "sentencepiece"], 60)
 
+# The official `openai` Python client (PyPI), which the server tests drive
+# --serve with (REQUIRES: openai-client; %openai_python): the Python of the
+# small test venv scripts/install-deps.sh makes, else the benchmarks' venv.
+find_python("openai-client", "%openai_python",
+            [os.environ.get("MESHFOLD_TOK_PYTHON", ""), build_python("test-venv"),
+             build_python("bench-venv")],
+            ["openai"], 60)
+
 # ml_dtypes (PyPI, the JAX project's NumPy float8 types), which writes the
 # fp8 (e4m3) checkpoints the loaders are checked on (REQUIRES: ml-dtypes;
 # %ml_python): the Python of MESHFOLD_TOK_PYTHON, else of the small test

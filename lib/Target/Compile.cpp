@@ -248,6 +248,9 @@ LogicalResult link(llvm::StringRef object, llvm::StringRef output,
   // The tokenizers' libraries (text prompts).
   for (const char *flag : {MESHFOLD_TOKENIZER_LINK})
     args.push_back(flag);
+  // The server's HTTP library (--serve).
+  for (const char *flag : {MESHFOLD_SERVE_LINK})
+    args.push_back(flag);
   args.append({"-lm", "-pthread"});
   // The linker's own messages go to a file; the first error line is quoted.
   llvm::SmallString<128> log;

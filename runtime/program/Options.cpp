@@ -43,7 +43,9 @@ void usage() {
       "usage: %s --weights W.safetensors|--random-weights SEED --prompts "
       "PROMPTS.txt --out OUT.safetensors [--backend local|mpi|tcp|nccl] "
       "[--timeout S] [--threads N] "
-      "[--quiet]\n\n"
+      "[--quiet]\n"
+      "       %s --weights W|--random-weights SEED --serve HOST:PORT "
+      "[--api-key KEY] ...\n\n"
       "Runs prefill for every prompt (one request per line: token ids "
       "separated by spaces,\nor text with --prompts-text / --prompts-jsonl) "
       "on every rank of the compiled plan\nand writes, "
@@ -142,6 +144,26 @@ void usage() {
       "  --nvlink-gbps N, --ib-gbps N\n"
       "                   link speeds for the report's times (default: the "
       "plan's, 450 and 50)\n"
+      "  --serve HOST:PORT\n"
+      "                   instead of a batch of prompts, serve an "
+      "OpenAI-compatible HTTP\n"
+      "                   API there (POST /v1/completions, GET /v1/models, "
+      "/health,\n"
+      "                   /metrics): every rank of the plan runs each step, "
+      "new requests\n"
+      "                   join the running batch at the next one; SIGTERM "
+      "finishes the\n"
+      "                   running requests and exits. HOST other than "
+      "127.0.0.1/localhost\n"
+      "                   needs --api-key. --max-new-tokens is the default "
+      "max_tokens (16)\n"
+      "  --api-key KEY    clients must send 'Authorization: Bearer KEY'\n"
+      "  --max-queue N    requests that may wait for a place in the batch "
+      "(default 256);\n"
+      "                   more get HTTP 429\n"
+      "  --served-model-name NAME\n"
+      "                   the model's name in the API (default: the "
+      "weights' folder or file)\n"
       "  --threads N      OpenMP threads per rank for the compiled loops "
       "(default: all\n"
       "                   cores for a one-rank run, 1 per rank when the "
@@ -242,7 +264,7 @@ void usage() {
       "  --quiet          print nothing but errors\n"
       "  --version        meshfold's version, which built this program\n"
       "  --help           this text\n",
-      programName());
+      programName(), programName());
 }
 
 /// --threads N: a positive count (digits only, at most 4096: a typo rather
@@ -342,7 +364,10 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
       {"--trace-svg", &options.traceSvg},
       {"--routing-json", &options.routingJson},
       {"--nvlink-gbps", &options.nvlinkGBps},
-      {"--ib-gbps", &options.ibGBps}};
+      {"--ib-gbps", &options.ibGBps},
+      {"--serve", &options.serve},
+      {"--api-key", &options.apiKey},
+      {"--served-model-name", &options.servedModelName}};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](std::string &dst) {
@@ -385,7 +410,8 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
       options.threads = parseThreads(text);
     } else if (name == "--max-new-tokens" || name == "--top-k" ||
                name == "--seed" || name == "--max-batch" ||
-               name == "--micro-batches" || name == "--prefill-chunk") {
+               name == "--micro-batches" || name == "--prefill-chunk" ||
+               name == "--max-queue") {
       std::string text;
       value(text);
       Generation &g = options.generation;
@@ -397,6 +423,7 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
          : name == "--max-batch"     ? g.maxBatch
          : name == "--micro-batches" ? g.microBatches
          : name == "--prefill-chunk" ? g.prefillChunk
+         : name == "--max-queue"     ? options.maxQueue
                                      : g.maxNewTokens) = parseCount(name, text);
       }
     } else if (name == "--temperature" || name == "--top-p") {
@@ -434,6 +461,10 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
   if (!options.randomWeights.empty())
     options.randomSeed =
         uint64_t(parseCount("--random-weights", options.randomWeights));
+  if (!options.serve.empty())
+    return true; // checked by checkServing, once the program is known
+  if (!options.apiKey.empty() || !options.servedModelName.empty())
+    die("--api-key and --served-model-name are for --serve");
   if (options.out.empty())
     die("missing --out (see --help)");
   int prompts = !options.prompts.empty() + !options.promptsText.empty() +

@@ -220,7 +220,7 @@ void mergeTrace(int peer, const std::vector<char> &in, TraceSightings &seen,
 void mfrt::allocateOutputs(Program &prog) {
   const Manifest &m = prog.manifest;
   for (const std::vector<int64_t> &r : prog.requests) {
-    auto o = std::make_unique<RequestOutput>();
+    auto o = std::make_shared<RequestOutput>();
     o->tokens = o->length = int64_t(r.size());
     prog.outputs.push_back(std::move(o));
     if (!prog.kvOutputs)

@@ -35,6 +35,16 @@ void mfrt::setProgramName(const char *argv0) {
 
 const char *mfrt::programName() { return gProgram; }
 
+RequestSource::~RequestSource() = default;
+
+const Generation &mfrt::generationOf(const Program &prog, int64_t r) {
+  return prog.source ? prog.served[size_t(r)] : prog.generation;
+}
+
+int64_t mfrt::sampleKey(const Program &prog, int64_t r) {
+  return prog.source ? 0 : r;
+}
+
 void mfrt::die(const std::string &msg) {
   // Ranks are threads: the first one to fail speaks for the process.
   static std::mutex once;

@@ -17,6 +17,7 @@
 #include "mfrt/program/PrefixCache.h"
 #include "mfrt/program/Program.h"
 #include "mfrt/program/Sampling.h"
+#include "mfrt/program/Serving.h"
 #include "mfrt/program/Trace.h"
 #include "mfrt/program/Weights.h"
 
@@ -25,12 +26,14 @@
 #include "mfrt/ProgramSymbols.h"
 #include "mfrt/comm/CommRuntime.h"
 #include "mfrt/io/Prompts.h"
+#include "mfrt/tokenizer/Tokenizer.h"
 
 #include "mlir/ExecutionEngine/CRunnerUtils.h"
 
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -285,10 +288,25 @@ int64_t runRequestPrefill(const Program &prog, ProgramRank &rs, int64_t r,
   return slot;
 }
 
-/// A request is done: its outputs learn its length and decode time, and
-/// its slot (with this rank's cache of it) is freed.
+/// Serving: the replica's recorder marks request output `o` ended, for
+/// `reason`, and tells the server.
+void markFinished(const Program &prog, RequestOutput &o, const char *reason,
+                  const DecodeGroups &groups) {
+  if (!prog.source || !groups.recorder)
+    return;
+  {
+    std::lock_guard<std::mutex> lock(o.mutex);
+    o.finished = true;
+    o.finishReason = reason;
+  }
+  prog.source->progressed();
+}
+
+/// A request is done (for `reason`, as markFinished): its outputs learn its
+/// length and decode time, and its slot (with this rank's cache of it) is
+/// freed.
 void finishSequence(const Program &prog, ProgramRank &rs, Sequence &s,
-                    const DecodeGroups &groups) {
+                    const DecodeGroups &groups, const char *reason) {
   RequestOutput *o = s.output;
   {
     std::lock_guard<std::mutex> lock(o->mutex);
@@ -297,6 +315,41 @@ void finishSequence(const Program &prog, ProgramRank &rs, Sequence &s,
       o->decodeSeconds = secondsNow() - s.prefillEnd;
   }
   leave(prog, rs, s);
+  markFinished(prog, *o, reason, groups);
+}
+
+/// The width of a chosen token's message (joinTokens, handOff): its id + 1,
+/// whether the request is done (1: its max tokens, 2: an eos token), with
+/// --step-logits the logits that chose it, and when serving the token's
+/// logprob and the top ids (+ 1) with theirs (logprobAt).
+size_t tokenWidth(const Program &prog) {
+  return size_t(2 + (prog.generation.stepLogits ? prog.manifest.vocab : 0) +
+                (prog.source ? 1 + 2 * kTopLogprobs : 0));
+}
+size_t logprobAt(const Program &prog) {
+  return size_t(2 + (prog.generation.stepLogits ? prog.manifest.vocab : 0));
+}
+
+/// Serving: the logprob of `id` among `logits [vocab]` and the `top` most
+/// likely ids (+ 1) with theirs, into `at`.
+void writeLogprobs(const float *logits, int64_t vocab, int64_t id, int64_t top,
+                   float *at) {
+  double most = *std::max_element(logits, logits + vocab), sum = 0;
+  for (int64_t v = 0; v < vocab; ++v)
+    sum += std::exp(double(logits[v]) - most);
+  double lse = most + std::log(sum);
+  at[0] = float(double(logits[id]) - lse);
+  std::vector<int64_t> ids(static_cast<size_t>(vocab));
+  for (int64_t v = 0; v < vocab; ++v)
+    ids[size_t(v)] = v;
+  top = std::min(top, vocab);
+  std::partial_sort(
+      ids.begin(), ids.begin() + top, ids.end(),
+      [&](int64_t a, int64_t b) { return logits[a] > logits[b]; });
+  for (int64_t i = 0; i < top; ++i) {
+    at[1 + 2 * i] = float(ids[size_t(i)] + 1);
+    at[2 + 2 * i] = float(double(logits[ids[size_t(i)]]) - lse);
+  }
 }
 
 /// A call of the generation loop (a prefill, a decode step, or a wait for
@@ -321,24 +374,27 @@ void joinTokens(const Program &prog, ProgramRank &rs, Call &call,
                 const DecodeGroups &groups) {
   if (call.slots.empty())
     return; // the replica's ranks agree: a dummy or a wait
-  const Generation &g = prog.generation;
   const Manifest &m = prog.manifest;
-  size_t width = size_t(2 + (g.stepLogits ? m.vocab : 0));
+  size_t width = tokenWidth(prog);
   std::vector<float> &msg = call.tokens;
   msg.assign(call.slots.size() * width, 0.0f);
   for (size_t i = 0; i < call.slots.size(); ++i) {
     Sequence &s = rs.sequences[size_t(call.slots[i])];
     if (!s.recordedLogits)
       continue;
+    const Generation &g = generationOf(prog, s.request);
     float *at = msg.data() + i * width;
-    int64_t id =
-        chooseToken(g, s.logits.data(), m.vocab, s.request, s.generated);
+    int64_t id = chooseToken(g, s.logits.data(), m.vocab,
+                             sampleKey(prog, s.request), s.generated);
     bool eos = !g.ignoreEos && std::find(m.eosTokens.begin(), m.eosTokens.end(),
                                          id) != m.eosTokens.end();
     at[0] = float(id + 1);
-    at[1] = eos || s.generated + 1 == g.maxNewTokens ? 1.0f : 0.0f;
-    if (g.stepLogits)
+    at[1] = eos ? 2.0f : s.generated + 1 == g.maxNewTokens ? 1.0f : 0.0f;
+    if (prog.generation.stepLogits)
       std::copy(s.logits.begin(), s.logits.end(), at + 2);
+    if (prog.source && g.logprobs >= 0)
+      writeLogprobs(s.logits.data(), m.vocab, id, g.logprobs,
+                    at + logprobAt(prog));
     s.recordedLogits = false;
   }
   // Every rank of the replica takes part.
@@ -354,6 +410,16 @@ void joinTokens(const Program &prog, ProgramRank &rs, Call &call,
   }
 }
 
+/// Serving: a generated token's logprob and its `top` alternatives, from
+/// writeLogprobs' message `at`, into the request's outputs (locked).
+void recordLogprobs(RequestOutput &o, const float *at, int64_t top) {
+  o.tokenLogprobs.push_back(at[0]);
+  std::vector<std::pair<int32_t, float>> alternatives;
+  for (int64_t i = 0; i < top && at[1 + 2 * i] >= 1; ++i)
+    alternatives.emplace_back(int32_t(at[1 + 2 * i]) - 1, at[2 + 2 * i]);
+  o.topLogprobs.push_back(std::move(alternatives));
+}
+
 /// Applies the tokens of a joined `call` (every rank of the replica at the
 /// same call of its loop, so that all decide the next calls alike): each
 /// sequence's next input, its count, the recorder's ids (and --step-logits
@@ -361,7 +427,7 @@ void joinTokens(const Program &prog, ProgramRank &rs, Call &call,
 void applyTokens(const Program &prog, ProgramRank &rs, const Call &call,
                  const DecodeGroups &groups) {
   const Generation &g = prog.generation;
-  size_t width = size_t(2 + (g.stepLogits ? prog.manifest.vocab : 0));
+  size_t width = tokenWidth(prog);
   for (size_t i = 0; i < call.slots.size(); ++i) {
     Sequence &s = rs.sequences[size_t(call.slots[i])];
     const float *at = call.tokens.data() + i * width;
@@ -377,10 +443,18 @@ void applyTokens(const Program &prog, ProgramRank &rs, const Call &call,
       s.output->tokenSeconds.push_back(secondsNow() - rs.runStart);
       if (g.stepLogits)
         s.output->stepLogits.insert(s.output->stepLogits.end(), at + 2,
-                                    at + width);
+                                    at + logprobAt(prog));
+      if (prog.source && generationOf(prog, s.request).logprobs >= 0)
+        recordLogprobs(*s.output, at + logprobAt(prog),
+                       generationOf(prog, s.request).logprobs);
     }
-    if (at[1] != 0.0f)
-      finishSequence(prog, rs, s, groups);
+    if (prog.source && groups.recorder)
+      prog.source->progressed();
+    if (at[1] != 0.0f || s.cancelled)
+      finishSequence(prog, rs, s, groups,
+                     s.cancelled   ? "cancelled"
+                     : at[1] > 1.5 ? "stop"
+                                   : "length");
   }
 }
 
@@ -388,12 +462,6 @@ void applyTokens(const Program &prog, ProgramRank &rs, const Call &call,
 /// the first rank of the prefill replica that ran it.
 int tokenSender(const MeshLayout &prefill, int64_t replica) {
   return int(prefill.rankOf({{"dp", replica}}));
-}
-
-/// The width of a first-token message: its id + 1, whether the request is
-/// done, and with --step-logits the logits that chose it.
-size_t tokenWidth(const Program &prog) {
-  return size_t(2 + (prog.generation.stepLogits ? prog.manifest.vocab : 0));
 }
 
 /// Prefill pool, after the prefill of `s`: the rank that recorded its
@@ -411,7 +479,7 @@ void handOff(const Program &prog, ProgramRank &rs, Sequence &s,
     bool eos = !g.ignoreEos && std::find(m.eosTokens.begin(), m.eosTokens.end(),
                                          id) != m.eosTokens.end();
     msg[0] = float(id + 1);
-    msg[1] = eos || g.maxNewTokens == 1 ? 1.0f : 0.0f;
+    msg[1] = eos ? 2.0f : g.maxNewTokens == 1 ? 1.0f : 0.0f;
     if (g.stepLogits)
       std::copy(s.logits.begin(), s.logits.end(), msg.begin() + 2);
   }
@@ -533,7 +601,7 @@ void receiveRequest(const Program &prog, ProgramRank &rs, int64_t r,
       out->stepLogits.insert(out->stepLogits.end(), msg.begin() + 2, msg.end());
   }
   if (msg[1] != 0.0f)
-    finishSequence(prog, rs, s, groups);
+    finishSequence(prog, rs, s, groups, msg[1] > 1.5 ? "stop" : "length");
 }
 
 /// Whether `s` is still running its prompt in chunks (--prefill-chunk):
@@ -772,6 +840,74 @@ bool readmit(const Program &prog, ProgramRank &rs) {
   return true;
 }
 
+/// Serving: the replica's recorder ends request `r`, cancelled before it
+/// ran (queued or preempted).
+void endUnadmitted(const Program &prog, int64_t r, const DecodeGroups &groups) {
+  markFinished(prog, *prog.outputs[size_t(r)], "cancelled", groups);
+}
+
+/// Serving: request `r` was cancelled (its client went away, or a stop
+/// string ended it). Queued or preempted, it leaves at once; running, it
+/// leaves now or, when a call in flight runs it, once its tokens come back.
+/// Every rank of the replica decides alike.
+void cancelRequest(const Program &prog, ProgramRank &rs,
+                   std::vector<int64_t> &mine, size_t next, int64_t r,
+                   const DecodeGroups &groups) {
+  auto queued = std::find(mine.begin() + std::ptrdiff_t(next), mine.end(), r);
+  if (queued != mine.end()) {
+    mine.erase(queued);
+    return endUnadmitted(prog, r, groups);
+  }
+  for (auto it = rs.preempted.begin(); it != rs.preempted.end(); ++it) {
+    if (it->request != r)
+      continue;
+    rs.preempted.erase(it);
+    return endUnadmitted(prog, r, groups);
+  }
+  for (Sequence &s : rs.sequences) {
+    if (!s.output || s.request != r)
+      continue;
+    if (s.inFlight)
+      s.cancelled = true;
+    else
+      finishSequence(prog, rs, s, groups, "cancelled");
+    return;
+  }
+}
+
+/// Serving, at each call: every rank learns from rank 0 (the server's) the
+/// requests that arrived, its replica's joining `mine`, and the
+/// cancellations. Returns false when the server stops.
+bool takeIntake(const Program &prog, ProgramRank &rs,
+                std::vector<int64_t> &mine, size_t next,
+                const ServeGroups &serve, bool idle,
+                const DecodeGroups &groups) {
+  Intake in;
+  if (mfrt_rank() == 0) {
+    prog.kvBlocksInUse = rs.kv.blocksInUse();
+    in = prog.source->take(idle);
+  }
+  std::vector<float> msg = encodeIntake(in);
+  if (serve.previous >= 0 && recvHost(serve.previous, msg.data(),
+                                      int64_t(msg.size()), MFRT_F32) != MFRT_OK)
+    fatal(std::string("serving: receiving the requests that arrived: ") +
+          mfrt_last_error());
+  if (serve.previous < 0)
+    sumOver(serve.stage, msg.data(), int64_t(msg.size()),
+            "serving: sharing the requests that arrived");
+  if (serve.next >= 0 && sendHost(serve.next, msg.data(), int64_t(msg.size()),
+                                  MFRT_F32) != MFRT_OK)
+    fatal(std::string("serving: passing on the requests that arrived: ") +
+          mfrt_last_error());
+  in = decodeIntake(msg);
+  for (auto [r, replica] : in.arrived)
+    if (replica == serve.replica)
+      mine.push_back(r);
+  for (int64_t r : in.cancelled)
+    cancelRequest(prog, rs, mine, next, r, groups);
+  return !in.stop;
+}
+
 /// Generation for the replica's requests `mine`, as a stream of calls that
 /// every rank of every replica runs alike: a prefill (a request admitted
 /// while the batch has room, --max-batch; dummies where a replica has none
@@ -785,10 +921,11 @@ bool readmit(const Program &prog, ProgramRank &rs) {
 /// c + lag and decides from the same state, and the replicas agree on each
 /// call's kind (every MoE layer is a rendezvous of all of them); they stop
 /// when none has work left.
-void generate(const Program &prog, ProgramRank &rs,
-              const std::vector<int64_t> &mine, const DecodeGroups &groups,
-              std::vector<uint64_t> &prefillTraffic, bool receive = false) {
+void generate(const Program &prog, ProgramRank &rs, std::vector<int64_t> mine,
+              const DecodeGroups &groups, std::vector<uint64_t> &prefillTraffic,
+              bool receive = false, const ServeGroups *serve = nullptr) {
   size_t next = 0;
+  bool idle = false;        // serving: no rank had work at the last call
   size_t waited = SIZE_MAX; // the last request counted in kvWaits
   int64_t maxBatch = prog.generation.maxBatch;
   std::deque<Call> calls; // not applied yet, oldest first
@@ -798,6 +935,9 @@ void generate(const Program &prog, ProgramRank &rs,
       applyTokens(prog, rs, calls.front(), groups);
       calls.pop_front();
     }
+    if (serve && !takeIntake(prog, rs, mine, next, *serve, idle, groups))
+      break;
+    idle = false;
     // A request whose call in flight makes its last token (the N-th) is
     // done whatever that token is: it leaves the batch's room at once.
     std::vector<int64_t> live, ready;
@@ -809,7 +949,7 @@ void generate(const Program &prog, ProgramRank &rs,
       live.push_back(int64_t(slot));
       if (!s.inFlight)
         ready.push_back(int64_t(slot));
-      else if (s.generated + 1 == prog.generation.maxNewTokens)
+      else if (s.generated + 1 == generationOf(prog, s.request).maxNewTokens)
         ++leaving;
     }
     // Prefills and steps in flight: the same on every rank (the calls'
@@ -871,6 +1011,9 @@ void generate(const Program &prog, ProgramRank &rs,
       call.slots = runStepOf(prog, rs, ready, live.size(), groups);
     } else if (any[2] > 0) {
       ++rs.waitCalls;
+    } else if (serve) {
+      idle = true; // nothing anywhere: wait for arrivals
+      continue;
     } else {
       break;
     }
@@ -1059,6 +1202,28 @@ void checkKVCapacity(const Program &prog, const Manifest &m, bool decodes) {
   }
 }
 
+/// --serve: the checks of the flags, the default generation settings
+/// (--max-new-tokens, else 16 tokens: OpenAI's default max_tokens) and the
+/// tokenizer of text prompts (none: prompts must be token ids). Requests'
+/// K/V lives only in the ranks' caches.
+void loadServingSettings(const Options &options, const PromptFiles &files,
+                         Program &prog) {
+  checkServing(options, prog);
+  Options served = options;
+  if (served.generation.maxNewTokens == 0)
+    served.generation.maxNewTokens = 16;
+  checkGeneration(served, prog.manifest, {});
+  prog.generation = served.generation;
+  checkPromptSteps(served, prog);
+  prog.kvOutputs = false;
+  std::string path = tokenizerPathFor(files), error;
+  if (path.empty())
+    return;
+  prog.prompts.tokenizer = Tokenizer::load(path, &error);
+  if (!prog.prompts.tokenizer)
+    die(error);
+}
+
 /// Runs this rank's share of the requests: its DP replica's, in rounds that
 /// every replica takes part in (prefill only), or generating.
 void runRequests(const Program &prog, ProgramRank &rs,
@@ -1073,7 +1238,10 @@ void runRequests(const Program &prog, ProgramRank &rs,
   const std::vector<int64_t> &mine = assigned[size_t(replica)];
   DecodeGroups decode = decodeGroups(prog, *rs.manifest, groups);
   std::vector<uint64_t> prefillTraffic;
-  if (prog.pools && mfrt_pool() == 1) {
+  if (prog.source) {
+    ServeGroups serve = servingGroups(prog, groups, replica);
+    generate(prog, rs, {}, decode, prefillTraffic, false, &serve);
+  } else if (prog.pools && mfrt_pool() == 1) {
     generate(prog, rs, mine, decode, prefillTraffic, /*receive=*/true);
   } else if (!prog.pools && prog.generation.maxNewTokens > 0) {
     generate(prog, rs, mine, decode, prefillTraffic);
@@ -1104,7 +1272,7 @@ void runRequests(const Program &prog, ProgramRank &rs,
         continue;
       Sequence &s = rs.sequences[size_t(slot)];
       if (!prog.pools) {
-        finishSequence(prog, rs, s, decode);
+        finishSequence(prog, rs, s, decode, "length");
         continue;
       }
       int64_t request = s.request;
@@ -1179,16 +1347,21 @@ void mfrt::loadProgram(const Options &options, Program &prog) {
   files.tokenizer = options.tokenizer;
   files.weights = options.weights;
   files.wantTokenizer = !options.outJsonl.empty();
-  if (!readPrompts(files, m.vocab, prog.prompts, &error))
-    die(error);
-  prog.requests = prog.prompts.tokens;
-  checkPromptLengths(options, m, prog.prompts);
-  checkGeneration(options, m, prog.requests);
-  prog.generation = options.generation;
-  checkPromptSteps(options, prog);
+  bool serving = !options.serve.empty();
+  if (serving) {
+    loadServingSettings(options, files, prog);
+  } else {
+    if (!readPrompts(files, m.vocab, prog.prompts, &error))
+      die(error);
+    prog.requests = prog.prompts.tokens;
+    checkPromptLengths(options, m, prog.prompts);
+    checkGeneration(options, m, prog.requests);
+    prog.generation = options.generation;
+    checkPromptSteps(options, prog);
+    prog.kvOutputs = options.kvOutputs;
+  }
   prog.prefixCache = options.prefixCache;
   prog.kv = options.kv;
-  prog.kvOutputs = options.kvOutputs;
   checkKVCapacity(prog, prog.manifest, /*decodes=*/!prog.pools);
   if (prog.pools)
     checkKVCapacity(prog, prog.decodeManifest, /*decodes=*/true);
@@ -1205,7 +1378,8 @@ void mfrt::loadProgram(const Options &options, Program &prog) {
   checkWeights(m, *prog.weights);
   if (prog.pools)
     checkWeights(prog.decodeManifest, *prog.weights);
-  allocateOutputs(prog);
+  if (!serving)
+    allocateOutputs(prog);
 }
 
 int mfrt::ranksOfPlan(const std::string &plan) {

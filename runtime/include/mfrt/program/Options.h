@@ -59,6 +59,11 @@ struct Options {
   bool kvOutputs = true;
   /// --prefix-cache: reuse the K/V of prompt prefixes a replica holds.
   bool prefixCache = false;
+  /// --serve HOST:PORT (an OpenAI-compatible HTTP server instead of a batch
+  /// of prompts), --api-key, --max-queue (requests waiting beyond the
+  /// running batches before new ones get HTTP 429) and --served-model-name.
+  std::string serve, apiKey, servedModelName;
+  int64_t maxQueue = 256;
 };
 
 /// Reads the flags into `options`; false when --help printed the usage or

@@ -29,12 +29,42 @@
 #include "mfrt/tokenizer/PromptSource.h"
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace mfrt {
+
+/// What rank 0 of a serving program (--serve) tells every rank at each call
+/// of the generation loop: the requests that arrived since the last call
+/// (their slots in the program's request tables, written before, and the DP
+/// replica that runs each), those cancelled (their slots), and whether to
+/// stop (no request left and no more coming).
+struct Intake {
+  std::vector<std::pair<int64_t, int64_t>> arrived;
+  std::vector<int64_t> cancelled;
+  bool stop = false;
+};
+
+/// Where a serving program's requests come from (the server, mfrt/serve):
+/// rank 0's generation loop asks it for an Intake at each call, and the
+/// replicas' recorders tell it when a request has new tokens or ended.
+class RequestSource {
+public:
+  virtual ~RequestSource();
+  /// Rank 0: the next Intake (at most kIntakeRequests of each kind). With
+  /// `idle` (no rank has work) it may wait a little for arrivals.
+  virtual Intake take(bool idle) = 0;
+  /// A recorder appended tokens to a request's outputs, or ended it.
+  virtual void progressed() = 0;
+};
+
+/// The most arrivals, and the most cancellations, one Intake carries.
+constexpr int64_t kIntakeRequests = 64;
+/// The most top logprobs a served request may ask for per token.
+constexpr int64_t kTopLogprobs = 20;
 
 /// What every rank shares: the manifest, the mapped weights file, the
 /// requests and their outputs.
@@ -82,8 +112,15 @@ struct Program {
   std::vector<std::vector<int64_t>> requests;
   /// The prompts as read: their file and lines, their texts, the tokenizer.
   Prompts prompts;
-  std::vector<std::unique_ptr<RequestOutput>> outputs;
+  std::vector<std::shared_ptr<RequestOutput>> outputs;
   Generation generation;
+  /// A serving program (--serve): the source of its requests, and each
+  /// request slot's own generation settings (from its HTTP request; the
+  /// slots of `requests` and `outputs` are reused once a request ended).
+  RequestSource *source = nullptr;
+  std::vector<Generation> served;
+  /// Serving: the K/V blocks rank 0 holds (for /metrics).
+  mutable std::atomic<int64_t> kvBlocksInUse{0};
   /// --kv-block and --kv-memory; whether --out holds the requests' K/V
   /// (not with --no-kv-out: then only the ranks' caches keep it, for as
   /// long as a request runs).
@@ -107,6 +144,14 @@ struct Program {
   /// processes.
   std::vector<mfrt_trace_hop> traceHops;
 };
+
+/// The generation settings of request `r`: its own when served, else the
+/// command line's.
+const Generation &generationOf(const Program &prog, int64_t r);
+/// The request number that keys `r`'s sampling draws: its index in a batch
+/// (so that requests differ), 0 when served (the HTTP request's own seed
+/// then repeats its draws).
+int64_t sampleKey(const Program &prog, int64_t r);
 
 /// The process's one Program.
 Program &program();

@@ -69,6 +69,15 @@ struct RequestOutput {
   /// second token), for --report decode's inter-token times.
   std::vector<double> tokenSeconds;
   bool haveLogits = false;
+  /// Serving: whether the request ended (set by its replica's recorder),
+  /// and why: "stop" (an eos token), "length" (its max tokens) or
+  /// "cancelled".
+  bool finished = false;
+  std::string finishReason;
+  /// Serving, where the request asked for logprobs: per generated token its
+  /// logprob and the most likely ids with theirs (kTopLogprobs at most).
+  std::vector<float> tokenLogprobs;
+  std::vector<std::vector<std::pair<int32_t, float>>> topLogprobs;
   /// Prompt logprobs, when the program records them: [T * V] and a mark
   /// per position.
   std::vector<float> promptLogits;
@@ -135,6 +144,9 @@ struct Sequence {
   /// then decodes on from its last token.
   bool recompute = false;
   int64_t recomputeEnd = 0;
+  /// Serving: the client cancelled the request while a call ran it; it
+  /// leaves when that call's tokens come back.
+  bool cancelled = false;
   /// The order of its admission on the rank (later ones are preempted
   /// first).
   int64_t admission = 0;

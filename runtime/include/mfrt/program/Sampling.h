@@ -28,6 +28,9 @@ struct Generation {
   /// prefill is one call of the prefill function).
   int64_t prefillChunk = 0;
   uint64_t seed = 0;
+  /// A served request's logprobs: -1 none, else the chosen token's and the
+  /// this many most likely alternatives' (at most kTopLogprobs).
+  int64_t logprobs = -1;
   bool seedGiven = false, ignoreEos = false, stepLogits = false;
 };
 

@@ -13,6 +13,7 @@
 #include "mfrt/program/Run.h"
 #include "mfrt/program/Trace.h"
 #include "mfrt/program/Weights.h"
+#include "mfrt/serve/Server.h"
 
 #include <chrono>
 #include <cstdio>
@@ -51,6 +52,13 @@ int main(int argc, char **argv) {
 
   Program &prog = program();
   loadProgram(options, prog);
+  if (!options.serve.empty()) {
+    prog.threadsPerRank =
+        threadsPerRank(options, ranksOfPlan(planText(prog.manifest)));
+    std::string plan = planText(prog.manifest);
+    launch.plan = plan.c_str();
+    return serve::serveProgram(options, prog, launch);
+  }
   configureTrace(options, prog);
   prog.reportTraffic = options.reportTraffic;
   prog.reportLoad = options.reportLoad;
