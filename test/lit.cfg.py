@@ -160,6 +160,12 @@ find_python("hf-tokenizers", "%tok_python",
              build_python("bench-venv")],
             ["tokenizers", "sentencepiece"], 60)
 
+# Python's jinja2 (Debian's python3-jinja2), the reference the chat-template
+# interpreter is checked against byte for byte (REQUIRES: jinja2;
+# %jinja_python).
+find_python("jinja2", "%jinja_python", ["/usr/bin/python3", sys.executable],
+            ["jinja2"], 60)
+
 # The official `openai` Python client (PyPI), which the server tests drive
 # --serve with (REQUIRES: openai-client; %openai_python): the Python of the
 # small test venv scripts/install-deps.sh makes, else the benchmarks' venv.

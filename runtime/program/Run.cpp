@@ -1203,7 +1203,8 @@ void checkKVCapacity(const Program &prog, const Manifest &m, bool decodes) {
 }
 
 /// --serve: the checks of the flags, the default generation settings
-/// (--max-new-tokens, else 16 tokens: OpenAI's default max_tokens) and the
+/// (--max-new-tokens, else 16 tokens: OpenAI's default max_tokens; batches
+/// of at most --max-batch, else 64, requests per replica) and the
 /// tokenizer of text prompts (none: prompts must be token ids). Requests'
 /// K/V lives only in the ranks' caches.
 void loadServingSettings(const Options &options, const PromptFiles &files,
@@ -1212,6 +1213,8 @@ void loadServingSettings(const Options &options, const PromptFiles &files,
   Options served = options;
   if (served.generation.maxNewTokens == 0)
     served.generation.maxNewTokens = 16;
+  if (served.generation.maxBatch == 0)
+    served.generation.maxBatch = 64;
   checkGeneration(served, prog.manifest, {});
   prog.generation = served.generation;
   checkPromptSteps(served, prog);

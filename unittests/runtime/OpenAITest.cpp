@@ -59,8 +59,7 @@ TEST(OpenAI, RefusesWithTheField) {
   EXPECT_EQ(refused("{").message, "the body is not valid JSON");
   EXPECT_EQ(refused("[1]").message, "the body must be a JSON object");
   EXPECT_EQ(refused("{}").message, "'prompt' must be given");
-  EXPECT_EQ(refused(R"({"prompt": "x", "max_tokens": 0})").param,
-            "max_tokens");
+  EXPECT_EQ(refused(R"({"prompt": "x", "max_tokens": 0})").param, "max_tokens");
   EXPECT_EQ(refused(R"({"prompt": "x", "max_tokens": 1.5})").param,
             "max_tokens");
   EXPECT_EQ(refused(R"({"prompt": "x", "temperature": "hot"})").param,
@@ -75,7 +74,8 @@ TEST(OpenAI, RefusesWithTheField) {
   EXPECT_EQ(refused(R"({"prompt": "x", "wat": 1})").message,
             "'wat' must be absent (unknown field)");
   EXPECT_EQ(refused(R"({"prompt": "x", "stream_options": {"include_usage":
-            true}})").param,
+            true}})")
+                .param,
             "stream_options");
 }
 
