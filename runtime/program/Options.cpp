@@ -147,21 +147,27 @@ void usage() {
       "  --serve HOST:PORT\n"
       "                   instead of a batch of prompts, serve an "
       "OpenAI-compatible HTTP\n"
-      "                   API there (POST /v1/completions, GET /v1/models, "
-      "/health,\n"
-      "                   /metrics): every rank of the plan runs each step, "
-      "new requests\n"
-      "                   join the running batch at the next one; SIGTERM "
-      "finishes the\n"
-      "                   running requests and exits. HOST other than "
-      "127.0.0.1/localhost\n"
-      "                   needs --api-key. --max-new-tokens is the default "
-      "max_tokens (16),\n"
-      "                   --max-batch defaults to 64\n"
+      "                   API there (POST /v1/completions and "
+      "/v1/chat/completions, GET\n"
+      "                   /v1/models, /health, /metrics): every rank of the "
+      "plan runs each\n"
+      "                   step, new requests join the running batch at the "
+      "next one;\n"
+      "                   SIGTERM finishes the running requests and exits. "
+      "HOST other\n"
+      "                   than 127.0.0.1/localhost needs --api-key. "
+      "--max-new-tokens is the\n"
+      "                   default max_tokens (16), --max-batch defaults to "
+      "64\n"
       "  --api-key KEY    clients must send 'Authorization: Bearer KEY'\n"
       "  --max-queue N    requests that may wait for a place in the batch "
       "(default 256);\n"
       "                   more get HTTP 429\n"
+      "  --chat-template PATH\n"
+      "                   the chat template of /v1/chat/completions: a "
+      "template file, a\n"
+      "                   tokenizer_config.json or a folder (default: the "
+      "tokenizer's folder)\n"
       "  --served-model-name NAME\n"
       "                   the model's name in the API (default: the "
       "weights' folder or file)\n"
@@ -368,7 +374,8 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
       {"--ib-gbps", &options.ibGBps},
       {"--serve", &options.serve},
       {"--api-key", &options.apiKey},
-      {"--served-model-name", &options.servedModelName}};
+      {"--served-model-name", &options.servedModelName},
+      {"--chat-template", &options.chatTemplate}};
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     auto value = [&](std::string &dst) {
@@ -464,8 +471,9 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
         uint64_t(parseCount("--random-weights", options.randomWeights));
   if (!options.serve.empty())
     return true; // checked by checkServing, once the program is known
-  if (!options.apiKey.empty() || !options.servedModelName.empty())
-    die("--api-key and --served-model-name are for --serve");
+  if (!options.apiKey.empty() || !options.servedModelName.empty() ||
+      !options.chatTemplate.empty())
+    die("--api-key, --served-model-name and --chat-template are for --serve");
   if (options.out.empty())
     die("missing --out (see --help)");
   int prompts = !options.prompts.empty() + !options.promptsText.empty() +

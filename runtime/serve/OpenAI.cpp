@@ -109,6 +109,79 @@ void readNeutral(const std::string &key, const json &v) {
                  : "0 (" + key + " is not supported)");
 }
 
+/// Chat messages: objects with a role and a content (a string, null, or an
+/// array of text parts, joined); other fields (name, tool_calls,
+/// tool_call_id, reasoning_content) go to the template as they are.
+void readMessages(const json &v, CompletionRequest &out) {
+  if (!v.is_array() || v.empty())
+    bad("messages", "a non-empty array of messages");
+  out.messages = json::array();
+  for (size_t i = 0; i < v.size(); ++i) {
+    std::string at = "messages[" + std::to_string(i) + "]";
+    const json &m = v[i];
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+      bad(at, "an object with a \"role\" string");
+    json msg = m;
+    if (m.contains("content") && m["content"].is_array()) {
+      std::string text;
+      for (const json &part : m["content"]) {
+        if (!part.is_object() || part.value("type", "") != "text" ||
+            !part.contains("text") || !part["text"].is_string())
+          bad(at + ".content", "a string or an array of text parts (only "
+                               "text is supported)");
+        text += part["text"].get<std::string>();
+      }
+      msg["content"] = text;
+    } else if (m.contains("content") && !m["content"].is_string() &&
+               !m["content"].is_null()) {
+      bad(at + ".content", "a string, null or an array of text parts");
+    }
+    out.messages.push_back(msg);
+  }
+}
+
+void readChatField(const std::string &key, const json &v,
+                   CompletionRequest &out) {
+  if (key == "messages")
+    return readMessages(v, out);
+  if (key == "max_completion_tokens")
+    return void(out.maxTokens = integer(v, key, 1, int64_t(1) << 24));
+  if (key == "logprobs")
+    return void(out.chatLogprobs = boolean(v, key));
+  if (key == "top_logprobs")
+    return void(out.chatTopLogprobs = integer(v, key, 0, 20));
+  if (key == "tools") {
+    if (!v.is_array())
+      bad(key, "an array of tools");
+    out.tools = v;
+    return;
+  }
+  if (key == "tool_choice") {
+    if (!v.is_string() || (v != "none" && v != "auto"))
+      bad(key, "\"none\" or \"auto\" (tool calls are not parsed: the "
+               "text the model writes is returned)");
+    return;
+  }
+  if (key == "parallel_tool_calls") {
+    boolean(v, key);
+    return;
+  }
+  if (key == "chat_template_kwargs") {
+    if (!v.is_object())
+      bad(key, "an object");
+    out.templateKwargs = v;
+    return;
+  }
+  if (key == "add_generation_prompt")
+    return void(out.addGenerationPrompt = boolean(v, key));
+  if (key == "response_format") {
+    if (!v.is_object() || v.value("type", "") != "text" || v.size() != 1)
+      bad(key, "{\"type\": \"text\"} (structured output is not supported)");
+    return;
+  }
+  bad(key, "absent (unknown field)");
+}
+
 void readField(const std::string &key, const json &v, CompletionRequest &out) {
   static const std::map<std::string,
                         std::function<void(const json &, CompletionRequest &)>>
@@ -119,7 +192,12 @@ void readField(const std::string &key, const json &v, CompletionRequest &out) {
                bad("model", "a string");
              o.model = v.get<std::string>();
            }},
-          {"prompt", readPrompt},
+          {"prompt",
+           [](const json &v, CompletionRequest &o) {
+             if (o.chat)
+               bad("prompt", "absent: a chat completion takes messages");
+             readPrompt(v, o);
+           }},
           {"max_tokens",
            [](const json &v, CompletionRequest &o) {
              o.maxTokens = integer(v, "max_tokens", 1, int64_t(1) << 24);
@@ -147,6 +225,8 @@ void readField(const std::string &key, const json &v, CompletionRequest &out) {
           {"stop", readStop},
           {"logprobs",
            [](const json &v, CompletionRequest &o) {
+             if (o.chat)
+               return readChatField("logprobs", v, o);
              o.logprobs = integer(v, "logprobs", 0, 20);
            }},
           {"stream",
@@ -180,13 +260,16 @@ void readField(const std::string &key, const json &v, CompletionRequest &out) {
         "frequency_penalty", "repetition_penalty", "min_tokens"})
     if (key == neutral)
       return readNeutral(key, v);
+  if (out.chat)
+    return readChatField(key, v, out);
   bad(key, "absent (unknown field)");
 }
 } // namespace
 
 bool mfrt::serve::parseCompletionRequest(const std::string &body,
                                          CompletionRequest &out,
-                                         ApiError &error) {
+                                         ApiError &error, bool chat) {
+  out.chat = chat;
   json doc = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded() || !doc.is_object()) {
     error.message = doc.is_discarded() ? "the body is not valid JSON"
@@ -199,10 +282,12 @@ bool mfrt::serve::parseCompletionRequest(const std::string &body,
       if (v.is_null())
         continue; // absent
       readField(key, v, out);
-      prompt |= key == "prompt";
+      prompt |= key == (chat ? "messages" : "prompt");
     }
     if (!prompt)
-      bad("prompt", "given");
+      bad(chat ? "messages" : "prompt", "given");
+    if (chat)
+      out.logprobs = out.chatLogprobs ? out.chatTopLogprobs : -1;
     if (!out.stream && out.includeUsage)
       bad("stream_options", "given only with stream: true");
   } catch (const FieldError &e) {
@@ -257,10 +342,37 @@ json logprobsOf(const CompletionState &c, size_t first, size_t end) {
   return lp;
 }
 
-json header(const CompletionState &c) {
+/// A chat completion's logprobs object for tokens `first .. end`.
+json chatLogprobsOf(const CompletionState &c, size_t first, size_t end) {
+  if (!c.logprobs)
+    return nullptr;
+  auto entry = [](const std::string &token, float logprob) {
+    json e;
+    e["token"] = token;
+    e["logprob"] = logprob;
+    e["bytes"] = json::array();
+    for (unsigned char b : token)
+      e["bytes"].push_back(int(b));
+    return e;
+  };
+  json content = json::array();
+  for (size_t i = first; i < end && i < c.tokenTexts.size(); ++i) {
+    json e = entry(c.tokenTexts[i], c.tokenLogprobs[i]);
+    e["top_logprobs"] = json::array();
+    for (const auto &[text, lp] : c.topLogprobs[i])
+      e["top_logprobs"].push_back(entry(text, lp));
+    content.push_back(e);
+  }
+  json lp;
+  lp["content"] = content;
+  return lp;
+}
+
+json header(const CompletionState &c, bool chunk = false) {
   json doc;
   doc["id"] = c.id;
-  doc["object"] = "text_completion";
+  doc["object"] = c.chat ? (chunk ? "chat.completion.chunk" : "chat.completion")
+                         : "text_completion";
   doc["created"] = c.created;
   doc["model"] = c.model;
   return doc;
@@ -279,8 +391,13 @@ std::string mfrt::serve::completionResponse(const CompletionState &c) {
   json doc = header(c);
   json choice;
   choice["index"] = 0;
-  choice["text"] = c.text;
-  choice["logprobs"] = logprobsOf(c, 0, c.tokenTexts.size());
+  if (c.chat) {
+    choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    choice["logprobs"] = chatLogprobsOf(c, 0, c.tokenTexts.size());
+  } else {
+    choice["text"] = c.text;
+    choice["logprobs"] = logprobsOf(c, 0, c.tokenTexts.size());
+  }
   choice["finish_reason"] = c.finishReason;
   doc["choices"] = json::array({choice});
   doc["usage"] = usageOf(c);
@@ -290,11 +407,21 @@ std::string mfrt::serve::completionResponse(const CompletionState &c) {
 std::string mfrt::serve::completionChunk(const CompletionState &c,
                                          const std::string &delta, size_t first,
                                          size_t end) {
-  json doc = header(c);
+  json doc = header(c, true);
   json choice;
   choice["index"] = 0;
-  choice["text"] = delta;
-  choice["logprobs"] = logprobsOf(c, first, end);
+  if (c.chat) {
+    json d = json::object();
+    if (first == 0 && end == 0 && delta.empty() && c.finishReason.empty())
+      d["role"] = "assistant";
+    if (!delta.empty() || d.contains("role"))
+      d["content"] = delta;
+    choice["delta"] = d;
+    choice["logprobs"] = chatLogprobsOf(c, first, end);
+  } else {
+    choice["text"] = delta;
+    choice["logprobs"] = logprobsOf(c, first, end);
+  }
   choice["finish_reason"] =
       c.finishReason.empty() ? json(nullptr) : json(c.finishReason);
   doc["choices"] = json::array({choice});
@@ -302,7 +429,7 @@ std::string mfrt::serve::completionChunk(const CompletionState &c,
 }
 
 std::string mfrt::serve::usageChunk(const CompletionState &c) {
-  json doc = header(c);
+  json doc = header(c, true);
   doc["choices"] = json::array();
   doc["usage"] = usageOf(c);
   return "data: " + dump(doc) + "\n\n";

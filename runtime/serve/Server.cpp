@@ -12,6 +12,7 @@
 
 #include "mfrt/serve/Server.h"
 
+#include "mfrt/jinja/ChatTemplate.h"
 #include "mfrt/program/KVCache.h"
 #include "mfrt/program/Options.h"
 #include "mfrt/program/Program.h"
@@ -109,7 +110,9 @@ public:
 
 private:
   void routes();
-  void completions(const httplib::Request &req, httplib::Response &res);
+  void loadChatTemplate();
+  void completions(const httplib::Request &req, httplib::Response &res,
+                   bool chat);
   bool authorized(const httplib::Request &req, httplib::Response &res);
   void fail(httplib::Response &res, const ApiError &e, const char *what);
   bool admit(const CompletionRequest &r, std::shared_ptr<Job> &job,
@@ -134,6 +137,9 @@ private:
   Address address_;
   int port_ = 0;
   std::string model_;
+  /// The chat template (null: the checkpoint has none; chat completions
+  /// are then refused).
+  std::unique_ptr<jinja::ChatTemplate> chat_;
   int64_t replicas_ = 1, capacity_ = 0, kvCapacity_ = -1;
   httplib::Server http_;
   std::thread thread_;
@@ -176,7 +182,23 @@ Server::Server(const Options &options, Program &prog)
   for (int64_t s = capacity_ - 1; s >= 0; --s)
     freeSlots_.push_back(s);
   kvCapacity_ = kvBlockCapacity(prog.manifest, prog.kv);
+  loadChatTemplate();
   routes();
+}
+
+/// --chat-template's, else the one beside the tokenizer (none: chat
+/// completions are refused). One that cannot be rendered fails the start.
+void Server::loadChatTemplate() {
+  std::string path = options_.chatTemplate, error;
+  if (path.empty()) {
+    path = prog_.prompts.tokenizer->path();
+    size_t slash = path.find_last_of('/');
+    path = slash == std::string::npos ? "." : path.substr(0, slash);
+  }
+  chat_ = jinja::ChatTemplate::load(path, &error);
+  if (!chat_ && (!error.empty() || !options_.chatTemplate.empty()))
+    die("--chat-template: " +
+        (error.empty() ? path + " has no chat template" : error));
 }
 
 void Server::start() {
@@ -339,7 +361,11 @@ void Server::routes() {
             });
   http_.Post("/v1/completions",
              [this](const httplib::Request &req, httplib::Response &res) {
-               completions(req, res);
+               completions(req, res, false);
+             });
+  http_.Post("/v1/chat/completions",
+             [this](const httplib::Request &req, httplib::Response &res) {
+               completions(req, res, true);
              });
   http_.set_error_handler(
       [this](const httplib::Request &req, httplib::Response &res) {
@@ -357,8 +383,31 @@ void Server::routes() {
 
 bool Server::tokenize(const CompletionRequest &r, std::vector<int64_t> &ids,
                       ApiError &e) {
-  std::string error;
-  if (!r.textPrompt) {
+  std::string error, text;
+  if (r.chat) {
+    if (!chat_) {
+      e.param = "messages";
+      e.message = "this model has no chat template (serve it with "
+                  "--chat-template PATH)";
+      return false;
+    }
+    nlohmann::ordered_json vars = r.templateKwargs.is_object()
+                                      ? r.templateKwargs
+                                      : nlohmann::ordered_json::object();
+    if (!r.tools.is_null())
+      vars["tools"] = r.tools;
+    if (!chat_->render(r.messages, r.addGenerationPrompt, vars, text, &error)) {
+      e.param = "messages";
+      e.message = "the chat template refuses these messages: " + error;
+      return false;
+    }
+    // The template wrote the special tokens (BOS) itself.
+    if (!prog_.prompts.tokenizer->encode(text, ids, &error, false)) {
+      e.param = "messages";
+      e.message = error;
+      return false;
+    }
+  } else if (!r.textPrompt) {
     ids = r.ids;
   } else if (!prog_.prompts.tokenizer->encode(r.text, ids, &error)) {
     e.param = "prompt";
@@ -461,8 +510,10 @@ CompletionState Server::stateOf(const Job &job) {
   CompletionState c;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    c.id = "cmpl-" + std::to_string(++serial_);
+    c.id =
+        (job.request.chat ? "chatcmpl-" : "cmpl-") + std::to_string(++serial_);
   }
+  c.chat = job.request.chat;
   c.model = model_;
   c.created = int64_t(std::time(nullptr));
   c.logprobs = job.request.logprobs >= 0;
@@ -572,6 +623,14 @@ size_t sendable(const std::string &text,
 bool Server::stream(Job &job, CompletionState &state, httplib::DataSink &sink) {
   size_t seen = 0, sent = 0, tokensSent = 0;
   double last = 0;
+  if (state.chat) {
+    // A chat stream opens with the assistant's role.
+    std::string open = completionChunk(state, "", 0, 0);
+    if (!sink.write(open.data(), open.size())) {
+      cancel(job);
+      return false;
+    }
+  }
   for (bool over = false; !over;) {
     over = follow(job, state, seen, last);
     size_t limit =
@@ -608,14 +667,16 @@ void Server::finishMetrics(const Job &job, const CompletionState &state) {
   cv_.notify_all();
 }
 
-void Server::completions(const httplib::Request &req, httplib::Response &res) {
-  const char *what = "POST /v1/completions";
+void Server::completions(const httplib::Request &req, httplib::Response &res,
+                         bool chat) {
+  const char *what =
+      chat ? "POST /v1/chat/completions" : "POST /v1/completions";
   if (!authorized(req, res))
     return;
   CompletionRequest r;
   ApiError e;
   std::shared_ptr<Job> job;
-  if (!parseCompletionRequest(req.body, r, e) || !admit(r, job, e))
+  if (!parseCompletionRequest(req.body, r, e, chat) || !admit(r, job, e))
     return fail(res, e, what);
   auto state = std::make_shared<CompletionState>(stateOf(*job));
   if (!r.stream) {

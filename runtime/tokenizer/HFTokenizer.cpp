@@ -142,9 +142,9 @@ void HFTokenizer::Impl::splitAdded(
 //===----------------------------------------------------------------------===//
 
 bool HFTokenizer::encodeText(std::string_view text, std::vector<int64_t> &ids,
-                             std::string *) const {
+                             std::string *, bool addSpecial) const {
   const Impl &m = *impl;
-  ids = m.before;
+  ids = addSpecial ? m.before : std::vector<int64_t>{};
   std::vector<std::pair<Piece, int64_t>> raw;
   m.splitAdded({std::string(text), true}, false, raw);
   for (auto &[piece, id] : raw) {
@@ -169,7 +169,8 @@ bool HFTokenizer::encodeText(std::string_view text, std::vector<int64_t> &ids,
         m.model.encode(w.text, ids);
     }
   }
-  ids.insert(ids.end(), m.after.begin(), m.after.end());
+  if (addSpecial)
+    ids.insert(ids.end(), m.after.begin(), m.after.end());
   return true;
 }
 

@@ -31,7 +31,7 @@ public:
 
 private:
   bool encodeText(std::string_view text, std::vector<int64_t> &ids,
-                  std::string *error) const override;
+                  std::string *error, bool addSpecial) const override;
 
   HFTokenizer();
   void build(const std::string &text);

@@ -56,7 +56,8 @@ SentencePieceTokenizer::load(const std::string &path, bool addBos, bool addEos,
 
 bool SentencePieceTokenizer::encodeText(std::string_view text,
                                         std::vector<int64_t> &ids,
-                                        std::string *error) const {
+                                        std::string *error,
+                                        bool addSpecial) const {
   std::vector<int> pieces;
   sentencepiece::util::Status status =
       processor->Encode(absl::string_view(text.data(), text.size()), &pieces);
@@ -66,10 +67,10 @@ bool SentencePieceTokenizer::encodeText(std::string_view text,
                std::string(status.message());
     return false;
   }
-  if (addBos && processor->bos_id() >= 0)
+  if (addSpecial && addBos && processor->bos_id() >= 0)
     ids.push_back(processor->bos_id());
   ids.insert(ids.end(), pieces.begin(), pieces.end());
-  if (addEos && processor->eos_id() >= 0)
+  if (addSpecial && addEos && processor->eos_id() >= 0)
     ids.push_back(processor->eos_id());
   return true;
 }

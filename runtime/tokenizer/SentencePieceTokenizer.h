@@ -33,7 +33,7 @@ public:
 
 private:
   bool encodeText(std::string_view text, std::vector<int64_t> &ids,
-                  std::string *error) const override;
+                  std::string *error, bool addSpecial) const override;
 
   SentencePieceTokenizer();
   std::unique_ptr<sentencepiece::SentencePieceProcessor> processor;

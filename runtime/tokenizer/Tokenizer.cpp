@@ -19,7 +19,7 @@ using namespace mfrt;
 Tokenizer::~Tokenizer() = default;
 
 bool Tokenizer::encode(std::string_view text, std::vector<int64_t> &ids,
-                       std::string *error) const {
+                       std::string *error, bool addSpecial) const {
   ids.clear();
   size_t bad;
   if (!isUtf8(text, bad)) {
@@ -27,7 +27,7 @@ bool Tokenizer::encode(std::string_view text, std::vector<int64_t> &ids,
       *error = "text is not UTF-8 (byte " + std::to_string(bad) + ")";
     return false;
   }
-  return encodeText(text, ids, error);
+  return encodeText(text, ids, error, addSpecial);
 }
 
 namespace {

@@ -208,6 +208,68 @@ def check_errors(server, batch, n):
     check_greedy(server, batch[:1], n)
 
 
+def check_chat(server, batch, n, render):
+    """Chat completions equal completions of the text the chat template
+    renders (its BOS, which the template writes, is the one a completion's
+    prompt gets), streamed or not, with logprobs; the template's refusals
+    and unsupported fields are 400s."""
+    c = server.client()
+    for b in batch:
+        messages = [{"role": "system", "content": "Be brief."},
+                    {"role": "user", "content": b["prompt"]}]
+        text = render(messages)
+        if not text.startswith("<s>"):
+            fail("the template's text does not start with its BOS: %r" % text)
+        want = c.completions.create(model=MODEL, prompt=text[len("<s>"):],
+                                    max_tokens=n, temperature=0)
+        got = c.chat.completions.create(model=MODEL, messages=messages,
+                                        max_tokens=n, temperature=0)
+        msg = got.choices[0].message
+        if msg.role != "assistant" or msg.content != want.choices[0].text or \
+                got.choices[0].finish_reason != want.choices[0].finish_reason \
+                or got.usage.prompt_tokens != want.usage.prompt_tokens:
+            fail("chat %r: %r, the completion of its template's text: %r" %
+                 (b["prompt"], got, want))
+        chunks = list(c.chat.completions.create(
+            model=MODEL, messages=messages, max_tokens=n, temperature=0,
+            stream=True))
+        if chunks[0].choices[0].delta.role != "assistant" or \
+                "".join(ch.choices[0].delta.content or "" for ch in chunks) \
+                != msg.content or \
+                chunks[-1].choices[0].finish_reason != \
+                got.choices[0].finish_reason:
+            fail("chat stream %r: %r" % (b["prompt"], chunks))
+    lp = c.chat.completions.create(model=MODEL, messages=messages,
+                                   max_tokens=n, temperature=0, logprobs=True,
+                                   top_logprobs=2)
+    content = lp.choices[0].logprobs.content
+    if len(content) != lp.usage.completion_tokens or \
+            any(len(t.top_logprobs) != 2 for t in content):
+        fail("chat logprobs %r" % lp.choices[0].logprobs)
+    print("chat: %d conversations equal the completions of their template's "
+          "text, streamed or not; logprobs with the top 2" % len(batch))
+    user = {"role": "user", "content": "Hi"}
+    for what, kw in [
+            ("roles the template refuses", dict(messages=[user, user])),
+            ("no messages", dict(messages=[])),
+            ("an image part", dict(messages=[{"role": "user", "content": [
+                {"type": "image_url", "image_url": {"url": "x"}}]}])),
+            ("tool_choice required", dict(messages=[user],
+                                          tool_choice="required")),
+            ("a prompt field", dict(messages=[user],
+                                    extra_body={"prompt": "x"}))]:
+        expect_error(400, "chat: " + what,
+                     lambda: c.chat.completions.create(model=MODEL,
+                                                       max_tokens=2, **kw))
+
+
+def check_nochat(server, batch, n, render):
+    expect_error(400, "chat without a template",
+                 lambda: server.client().chat.completions.create(
+                     model=MODEL, max_tokens=2,
+                     messages=[{"role": "user", "content": "Hi"}]))
+
+
 def check_cancel(server, batch, n):
     c = server.client()
     stream = c.completions.create(model=MODEL, prompt=batch[0]["prompt"],
@@ -297,18 +359,31 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--exe", required=True)
     p.add_argument("--batch", required=True)
-    p.add_argument("--only", default="greedy,stream,stop,logprobs,errors,"
-                   "cancel,queue,key,drain")
+    p.add_argument("--chat-template", default="")
+    p.add_argument("--only", default="greedy,stream,stop,logprobs,chat,"
+                   "errors,cancel,queue,key,drain")
     p.add_argument("flags", nargs=argparse.REMAINDER)
     a = p.parse_args()
     flags = [f for f in a.flags if f != "--"]
     batch = [json.loads(line) for line in open(a.batch)]
     n = max(len(b["tokens"]) for b in batch)
     checks = a.only.split(",")
-    server = Server(a.exe, flags)
+    extra = ["--chat-template", a.chat_template] if a.chat_template else []
+
+    def render(messages):
+        with open("chat-context.json", "w") as f:
+            json.dump({"messages": messages, "add_generation_prompt": True}, f)
+        return subprocess.run(["meshfold-chat-template", a.chat_template,
+                               "--context", "chat-context.json"],
+                              capture_output=True, text=True, check=True,
+                              timeout=60).stdout
+
+    server = Server(a.exe, flags, extra)
     for name in checks:
         if name in ("queue", "key"):
             globals()["check_" + name](a.exe, flags, batch, n)
+        elif name in ("chat", "nochat"):
+            globals()["check_" + name](server, batch, n, render)
         elif name != "drain":
             globals()["check_" + name](server, batch, n)
     if "drain" in checks:

@@ -62,7 +62,7 @@ struct Options {
   /// --serve HOST:PORT (an OpenAI-compatible HTTP server instead of a batch
   /// of prompts), --api-key, --max-queue (requests waiting beyond the
   /// running batches before new ones get HTTP 429) and --served-model-name.
-  std::string serve, apiKey, servedModelName;
+  std::string serve, apiKey, servedModelName, chatTemplate;
   int64_t maxQueue = 256;
 };
 

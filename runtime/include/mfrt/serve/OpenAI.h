@@ -11,6 +11,8 @@
 #ifndef MFRT_SERVE_OPENAI_H
 #define MFRT_SERVE_OPENAI_H
 
+#include <nlohmann/json.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -19,9 +21,18 @@
 
 namespace mfrt::serve {
 
-/// A request body's fields that the server acts on.
+/// A request body's fields that the server acts on: a completion's
+/// (/v1/completions) or a chat completion's (/v1/chat/completions).
 struct CompletionRequest {
+  bool chat = false;
   std::string model;
+  /// Chat: the messages, the tools and chat_template_kwargs for the
+  /// template, and whether it adds the assistant's turn.
+  nlohmann::ordered_json messages, tools, templateKwargs;
+  bool addGenerationPrompt = true;
+  /// Chat's logprobs and top_logprobs, as given (folded into `logprobs`).
+  bool chatLogprobs = false;
+  int64_t chatTopLogprobs = 0;
   /// The prompt: text (to tokenize) or token ids.
   bool textPrompt = true;
   std::string text;
@@ -44,15 +55,17 @@ struct ApiError {
   std::string type = "invalid_request_error", param, message;
 };
 
-/// Reads a /v1/completions body. On failure returns false with `error`.
+/// Reads a /v1/completions body (`chat`: a /v1/chat/completions one). On
+/// failure returns false with `error`.
 bool parseCompletionRequest(const std::string &body, CompletionRequest &out,
-                            ApiError &error);
+                            ApiError &error, bool chat = false);
 
 /// OpenAI's error body of `error`.
 std::string errorBody(const ApiError &error);
 
 /// What a finished or running completion has so far.
 struct CompletionState {
+  bool chat = false;
   std::string id, model;
   int64_t created = 0;
   std::string text;
@@ -69,7 +82,8 @@ struct CompletionState {
 /// The non-streamed response of a completion.
 std::string completionResponse(const CompletionState &c);
 /// One streamed chunk ("data: {...}\n\n"): `delta` text with the logprobs
-/// of tokens `first ..` (when asked for) and the finish reason once known.
+/// of tokens `first .. end` (when asked for) and the finish reason once
+/// known; a chat's first chunk (`first` 0 and nothing sent) names the role.
 std::string completionChunk(const CompletionState &c, const std::string &delta,
                             size_t first, size_t end);
 /// The final usage chunk (stream_options.include_usage) and the end marker.

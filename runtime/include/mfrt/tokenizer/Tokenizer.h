@@ -49,10 +49,11 @@ public:
   static std::string findIn(const std::string &folder);
 
   /// Encodes \p text (UTF-8) as the checkpoint's users get it, with the
-  /// special tokens its configuration adds (BOS). Fails, with one line in
-  /// \p error, on text that is not UTF-8.
+  /// special tokens its configuration adds (BOS) unless \p addSpecial is
+  /// false (text a chat template rendered, which holds them already). Fails,
+  /// with one line in \p error, on text that is not UTF-8.
   bool encode(std::string_view text, std::vector<int64_t> &ids,
-              std::string *error) const;
+              std::string *error, bool addSpecial = true) const;
   /// The text of \p ids, special tokens (BOS, EOS) left out.
   virtual std::string decode(const std::vector<int64_t> &ids) const = 0;
   /// One more than the largest id it produces.
@@ -65,7 +66,7 @@ public:
 protected:
   /// encode() on text known to be UTF-8.
   virtual bool encodeText(std::string_view text, std::vector<int64_t> &ids,
-                          std::string *error) const = 0;
+                          std::string *error, bool addSpecial) const = 0;
 
   std::string file;
 };
