@@ -79,3 +79,71 @@ bench_mixtral_config() {
 }
 EOF
 }
+
+# llama.cpp, the peer of the CPU benchmarks: PyPI's llama-cpp-python sdist
+# (its vendor/llama.cpp), downloaded and built once under <build>/llamacpp
+# (CPU backend, GGML_NATIVE, static; with $1 = ON its server too, in a build
+# folder of its own), the tools $2... checked; and its converter
+# (convert_hf_to_gguf.py, as `convert`) with the sdist's gguf-py and
+# sentencepiece. Wants `py` (the bench venv's Python), `threads`, `name` and
+# `say`; sets llama_src, llama_bin.
+bench_llamacpp() {
+  local server="$1"
+  shift
+  # llama.cpp: PyPI's llama-cpp-python sdist (its vendor/llama.cpp), built
+  # once; the stamp names the version and the options.
+  llama_version=0.3.36
+  llama_dir="$build/llamacpp"
+  llama_src="$llama_dir/llama_cpp_python-$llama_version/vendor/llama.cpp"
+  llama_build="$llama_dir/build-$llama_version"
+  [[ "$server" == ON ]] && llama_build="$llama_dir/build-server-$llama_version"
+  llama_bin="$llama_build/bin"
+  llama_targets=("$@")
+  llama_cmake=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DBUILD_SHARED_LIBS=OFF
+    -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF
+    -DGGML_HIP=OFF -DGGML_SYCL=OFF -DGGML_OPENCL=OFF -DGGML_CCACHE=OFF -DLLAMA_BUILD_TESTS=OFF
+    -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER="$server" -DLLAMA_BUILD_TOOLS=ON)
+  llama_stamp="$llama_build/.bench-ready"
+  llama_stamp_text="llama-cpp-python $llama_version; ${llama_cmake[*]}; ${llama_targets[*]}"
+  mkdir -p "$llama_dir"
+  if [[ ! -f "$llama_stamp" || "$(cat "$llama_stamp")" != "$llama_stamp_text" ]]; then
+    sdist="$llama_dir/llama_cpp_python-$llama_version.tar.gz"
+    if [[ ! -f "$sdist" ]]; then
+      say "llama.cpp: downloading the llama-cpp-python $llama_version sdist from PyPI"
+      "$py" -m pip download --quiet --disable-pip-version-check --no-deps --no-binary :all: \
+        "llama-cpp-python==$llama_version" -d "$llama_dir" ||
+        { echo "$name: could not download llama-cpp-python $llama_version from PyPI" >&2; exit 1; }
+    fi
+    if [[ ! -f "$llama_src/CMakeLists.txt" ]]; then
+      say "llama.cpp: extracting $sdist"
+      tar -xzf "$sdist" -C "$llama_dir"
+    fi
+    say "llama.cpp: building ${llama_targets[*]} (CPU, native, static; -j$threads; minutes)"
+    rm -f "$llama_stamp"
+    cmake -S "$llama_src" -B "$llama_build" "${llama_cmake[@]}" > "$llama_dir/configure.log" 2>&1 ||
+      { echo "$name: llama.cpp's cmake configure failed, see $llama_dir/configure.log" >&2; exit 1; }
+    cmake --build "$llama_build" -j "$threads" --target "${llama_targets[@]}" > "$llama_dir/build.log" 2>&1 ||
+      { echo "$name: llama.cpp's build failed, see $llama_dir/build.log" >&2; exit 1; }
+    echo "$llama_stamp_text" > "$llama_stamp"
+  fi
+  for tool in "${llama_targets[@]}"; do
+    [[ -x "$llama_bin/$tool" ]] || { echo "$name: '$llama_bin/$tool' is missing" >&2; exit 1; }
+  done
+  say "llama.cpp: ${llama_targets[*]} ready ($llama_bin)"
+
+  # llama.cpp's converter imports sentencepiece even for a tokenizer.json: it is
+  # installed beside llama.cpp (not into the venv), on PYTHONPATH for it only.
+  sp_version=0.2.3
+  pylib="$llama_dir/pylib"
+  if [[ ! -f "$pylib/.sentencepiece-$sp_version" ]]; then
+    say "llama.cpp's converter: sentencepiece $sp_version from PyPI into $pylib"
+    rm -rf "$pylib"
+    "$py" -m pip install --quiet --disable-pip-version-check --target "$pylib" \
+      "sentencepiece==$sp_version" ||
+      { echo "$name: could not install sentencepiece $sp_version from PyPI" >&2; exit 1; }
+    touch "$pylib/.sentencepiece-$sp_version"
+  fi
+  convert() {
+    PYTHONPATH="$llama_src/gguf-py:$pylib" "$py" "$llama_src/convert_hf_to_gguf.py" "$@"
+  }
+}
