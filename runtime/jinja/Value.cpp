@@ -166,42 +166,12 @@ std::string mfrt::jinja::str(const Value &v) {
 }
 
 namespace {
+/// A JSON string as Python's json.dumps(ensure_ascii=False) writes it
+/// (nlohmann's escapes are the same: \" \\ \b \f \n \r \t, other
+/// control characters as \u00xx).
 void jsonString(const std::string &s, std::string &out) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-    case '"':
-      out += "\\\"";
-      break;
-    case '\\':
-      out += "\\\\";
-      break;
-    case '\n':
-      out += "\\n";
-      break;
-    case '\r':
-      out += "\\r";
-      break;
-    case '\t':
-      out += "\\t";
-      break;
-    case '\b':
-      out += "\\b";
-      break;
-    case '\f':
-      out += "\\f";
-      break;
-    default:
-      if (c < 0x20 || c == 0x7f) {
-        char buf[8];
-        std::snprintf(buf, sizeof buf, "\\u%04x", c);
-        out += buf;
-      } else {
-        out += char(c);
-      }
-    }
-  }
-  out += '"';
+  out += nlohmann::json(s).dump(-1, ' ', false,
+                                nlohmann::json::error_handler_t::replace);
 }
 
 void dumpJson(const Value &v, int indent, int depth, std::string &out) {
