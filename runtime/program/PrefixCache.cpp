@@ -13,7 +13,8 @@
 using namespace mfrt;
 
 int64_t mfrt::tokenAt(const Program &prog, const Sequence &s, int64_t p) {
-  const std::vector<int64_t> &prompt = prog.requests[size_t(s.request)];
+  const std::vector<int64_t> &prompt =
+      s.prompt.empty() ? prog.requests[size_t(s.request)] : s.prompt;
   if (p < int64_t(prompt.size()))
     return prompt[size_t(p)];
   return s.fed[size_t(p - int64_t(prompt.size()))];
@@ -172,7 +173,9 @@ void mfrt::makeRoom(ProgramRank &rs, int64_t blocks, PrefixHit &hit) {
     }
 }
 
-void mfrt::retain(ProgramRank &rs, Sequence &s) {
+void mfrt::retain(const Program &prog, ProgramRank &rs, Sequence &s) {
+  if (prog.source)
+    s.prompt = prog.requests[size_t(s.request)];
   rs.retained.push_back(std::move(s));
   s = Sequence();
   if (rs.kvFree >= 0)

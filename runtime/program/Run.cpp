@@ -250,7 +250,7 @@ Sequence &admit(const Program &prog, ProgramRank &rs, int64_t r,
 /// and its slot is free.
 void leave(const Program &prog, ProgramRank &rs, Sequence &s) {
   if (prog.prefixCache)
-    return retain(rs, s);
+    return retain(prog, rs, s);
   releaseBlocks(rs, s);
   s = Sequence();
 }

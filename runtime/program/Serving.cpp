@@ -94,8 +94,6 @@ void mfrt::checkServing(const Options &options, const Program &prog) {
     refuse("runs every rank in this process (--backend local): serving "
            "under --backend " +
            options.backend + " is not supported yet");
-  if (options.prefixCache)
-    refuse("does not keep a prefix cache yet: drop --prefix-cache");
   if (prog.pools)
     refuse("cannot serve a program of two pools (--decode-plan) yet");
   if (prog.manifest.promptLogits)

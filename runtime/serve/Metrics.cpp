@@ -27,10 +27,11 @@ void Metrics::request(int status) {
   ++requests_[status];
 }
 
-void Metrics::tokens(int64_t prompt, int64_t generated) {
+void Metrics::tokens(int64_t prompt, int64_t generated, int64_t cached) {
   std::lock_guard<std::mutex> lock(mutex_);
   promptTokens_ += uint64_t(prompt);
   generatedTokens_ += uint64_t(generated);
+  cachedRows_ += uint64_t(cached);
 }
 
 void Metrics::firstToken(double seconds) {
@@ -95,6 +96,9 @@ std::string Metrics::text() const {
          "Prompt tokens of served requests.", double(promptTokens_));
   metric(out, "meshfold_generation_tokens_total", "counter",
          "Tokens generated for served requests.", double(generatedTokens_));
+  metric(out, "meshfold_prefix_cache_rows_total", "counter",
+         "Prompt rows whose K/V came from the prefix cache (--prefix-cache).",
+         double(cachedRows_));
   metric(out, "meshfold_requests_waiting", "gauge",
          "Requests waiting for a place in a batch.", double(waiting_));
   metric(out, "meshfold_requests_running", "gauge",

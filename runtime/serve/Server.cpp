@@ -658,7 +658,12 @@ bool Server::stream(Job &job, CompletionState &state, httplib::DataSink &sink) {
 
 void Server::finishMetrics(const Job &job, const CompletionState &state) {
   metrics_.request(200);
-  metrics_.tokens(int64_t(job.prompt.size()), state.completionTokens);
+  int64_t cached = 0;
+  if (job.out) {
+    std::lock_guard<std::mutex> lock(job.out->mutex);
+    cached = job.out->prefixRows;
+  }
+  metrics_.tokens(int64_t(job.prompt.size()), state.completionTokens, cached);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     --outstanding_;

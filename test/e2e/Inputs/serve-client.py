@@ -315,6 +315,26 @@ def check_queue(exe, flags, batch, n):
     server.stop()
 
 
+def check_prefix(exe, flags, batch, n):
+    """With --prefix-cache, requests sharing a 40-token prefix take its K/V
+    (two whole blocks of 16) and answer as the server without it does."""
+    base = [5 + (i * 37) % 500 for i in range(40)]
+    prompts = [base + [7], base + [9, 11], base + [13, 17, 19]]
+    texts = {}
+    for cache in (False, True):
+        server = Server(exe, flags, ["--prefix-cache"] if cache else [])
+        c = server.client()
+        texts[cache] = [c.completions.create(
+            model=MODEL, prompt=p, max_tokens=8, temperature=0,
+            extra_body={"ignore_eos": True}).choices[0].text for p in prompts]
+        rows = server.metric("meshfold_prefix_cache_rows_total")
+        server.stop()
+    if texts[True] != texts[False]:
+        fail("prefix cache: %r, without it %r" % (texts[True], texts[False]))
+    print("prefix cache: %d prompt rows reused, the same completions as "
+          "without it" % rows)
+
+
 def check_key(exe, flags, batch, n):
     server = Server(exe, flags, ["--api-key", "sesame"])
     expect_error(401, "a wrong API key",
@@ -361,7 +381,7 @@ def main():
     p.add_argument("--batch", required=True)
     p.add_argument("--chat-template", default="")
     p.add_argument("--only", default="greedy,stream,stop,logprobs,chat,"
-                   "errors,cancel,queue,key,drain")
+                   "errors,cancel,queue,prefix,key,drain")
     p.add_argument("flags", nargs=argparse.REMAINDER)
     a = p.parse_args()
     flags = [f for f in a.flags if f != "--"]
@@ -380,7 +400,7 @@ def main():
 
     server = Server(a.exe, flags, extra)
     for name in checks:
-        if name in ("queue", "key"):
+        if name in ("queue", "key", "prefix"):
             globals()["check_" + name](a.exe, flags, batch, n)
         elif name in ("chat", "nochat"):
             globals()["check_" + name](server, batch, n, render)

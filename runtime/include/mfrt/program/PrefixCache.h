@@ -70,7 +70,7 @@ int64_t retainedBlocks(const ProgramRank &rs);
 /// Keeps the finished `s` (its blocks and tokens) for later prefixes; the
 /// least recently used go beyond kRetainedWithoutLimit when the pool has
 /// no limit.
-void retain(ProgramRank &rs, Sequence &s);
+void retain(const Program &prog, ProgramRank &rs, Sequence &s);
 
 } // namespace mfrt
 

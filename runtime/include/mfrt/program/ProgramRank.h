@@ -147,6 +147,9 @@ struct Sequence {
   /// Serving: the client cancelled the request while a call ran it; it
   /// leaves when that call's tokens come back.
   bool cancelled = false;
+  /// Serving, once retained (--prefix-cache): its prompt, kept with it
+  /// (its request slot is reused by later requests).
+  std::vector<int64_t> prompt;
   /// The order of its admission on the rank (later ones are preempted
   /// first).
   int64_t admission = 0;

@@ -34,7 +34,9 @@ public:
   Metrics();
   /// A request ended with HTTP status `status` (200: served).
   void request(int status);
-  void tokens(int64_t prompt, int64_t generated);
+  /// A request's prompt and generated tokens, and the prompt rows whose
+  /// K/V it took from the prefix cache (--prefix-cache).
+  void tokens(int64_t prompt, int64_t generated, int64_t cached);
   void firstToken(double seconds);
   void interToken(double seconds);
   /// The scheduler's view: requests waiting, running, and the K/V blocks of
@@ -47,7 +49,7 @@ public:
 private:
   mutable std::mutex mutex_;
   std::map<int, uint64_t> requests_;
-  uint64_t promptTokens_ = 0, generatedTokens_ = 0;
+  uint64_t promptTokens_ = 0, generatedTokens_ = 0, cachedRows_ = 0;
   int64_t waiting_ = 0, running_ = 0, kvBlocks_ = 0, kvCapacity_ = -1;
   Histogram firstToken_, interToken_;
 };
