@@ -879,12 +879,17 @@ void cancelRequest(const Program &prog, ProgramRank &rs,
 /// requests that arrived, its replica's joining `mine`, and the
 /// cancellations. Returns false when the server stops.
 bool takeIntake(const Program &prog, ProgramRank &rs,
-                std::vector<int64_t> &mine, size_t next,
-                const ServeGroups &serve, bool idle,
-                const DecodeGroups &groups) {
+                std::vector<int64_t> &mine, size_t next, ServeGroups &serve,
+                bool idle, const DecodeGroups &groups) {
   Intake in;
   if (mfrt_rank() == 0) {
     prog.kvBlocksInUse = rs.kv.blocksInUse();
+    if (rs.stepBatches.size() > serve.stepsSeen) {
+      prog.source->stepped(std::vector<int64_t>(
+          rs.stepBatches.begin() + std::ptrdiff_t(serve.stepsSeen),
+          rs.stepBatches.end()));
+      serve.stepsSeen = rs.stepBatches.size();
+    }
     in = prog.source->take(idle);
   }
   std::vector<float> msg = encodeIntake(in);
@@ -923,7 +928,7 @@ bool takeIntake(const Program &prog, ProgramRank &rs,
 /// when none has work left.
 void generate(const Program &prog, ProgramRank &rs, std::vector<int64_t> mine,
               const DecodeGroups &groups, std::vector<uint64_t> &prefillTraffic,
-              bool receive = false, const ServeGroups *serve = nullptr) {
+              bool receive = false, ServeGroups *serve = nullptr) {
   size_t next = 0;
   bool idle = false;        // serving: no rank had work at the last call
   size_t waited = SIZE_MAX; // the last request counted in kvWaits

@@ -9,18 +9,24 @@ using namespace mfrt::serve;
 Histogram::Histogram(std::vector<double> b)
     : bounds(std::move(b)), counts(bounds.size() + 1, 0) {}
 
-void Histogram::observe(double seconds) {
+void Histogram::observe(double value) {
   size_t i = 0;
-  while (i < bounds.size() && seconds > bounds[i])
+  while (i < bounds.size() && value > bounds[i])
     ++i;
   ++counts[i];
-  sum += seconds;
+  sum += value;
   ++count;
 }
 
 Metrics::Metrics()
     : firstToken_({0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
-      interToken_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}) {}
+      interToken_({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5}),
+      batch_({1, 2, 4, 8, 16, 32, 64, 128, 256}) {}
+
+void Metrics::batch(int64_t requests) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  batch_.observe(double(requests));
+}
 
 void Metrics::request(int status) {
   std::lock_guard<std::mutex> lock(mutex_);
@@ -113,5 +119,7 @@ std::string Metrics::text() const {
             firstToken_);
   histogram(out, "meshfold_inter_token_seconds",
             "Seconds between a request's consecutive tokens.", interToken_);
+  histogram(out, "meshfold_batch_size",
+            "Requests in each decode step of rank 0.", batch_);
   return out;
 }

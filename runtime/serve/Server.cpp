@@ -106,6 +106,10 @@ public:
   void stop();
   Intake take(bool idle) override;
   void progressed() override;
+  void stepped(const std::vector<int64_t> &batches) override {
+    for (int64_t b : batches)
+      metrics_.batch(b);
+  }
   int port() const { return port_; }
 
 private:

@@ -59,6 +59,9 @@ public:
   virtual Intake take(bool idle) = 0;
   /// A recorder appended tokens to a request's outputs, or ended it.
   virtual void progressed() = 0;
+  /// Rank 0 ran decode steps of these batch sizes (requests) since the
+  /// last take().
+  virtual void stepped(const std::vector<int64_t> &batches) = 0;
 };
 
 /// The most arrivals, and the most cancellations, one Intake carries.

@@ -33,6 +33,8 @@ struct ServeGroups {
   int previous = -1, next = -1;
   /// The rank's DP replica.
   int64_t replica = 0;
+  /// Rank 0: its decode steps the server has heard of (for /metrics).
+  size_t stepsSeen = 0;
 };
 
 /// The serving groups of the calling rank of DP replica `replica`.

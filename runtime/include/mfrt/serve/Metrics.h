@@ -19,14 +19,14 @@
 
 namespace mfrt::serve {
 
-/// A Prometheus histogram of seconds.
+/// A Prometheus histogram (of seconds, or of batch sizes).
 struct Histogram {
   std::vector<double> bounds;
   std::vector<uint64_t> counts; // per bound, then +Inf
   double sum = 0;
   uint64_t count = 0;
   explicit Histogram(std::vector<double> b);
-  void observe(double seconds);
+  void observe(double value);
 };
 
 class Metrics {
@@ -39,6 +39,8 @@ public:
   void tokens(int64_t prompt, int64_t generated, int64_t cached);
   void firstToken(double seconds);
   void interToken(double seconds);
+  /// Rank 0 ran a decode step of `requests` rows' requests.
+  void batch(int64_t requests);
   /// The scheduler's view: requests waiting, running, and the K/V blocks of
   /// rank 0 in use and their limit (-1: none).
   void load(int64_t waiting, int64_t running, int64_t kvBlocks,
@@ -51,7 +53,7 @@ private:
   std::map<int, uint64_t> requests_;
   uint64_t promptTokens_ = 0, generatedTokens_ = 0, cachedRows_ = 0;
   int64_t waiting_ = 0, running_ = 0, kvBlocks_ = 0, kvCapacity_ = -1;
-  Histogram firstToken_, interToken_;
+  Histogram firstToken_, interToken_, batch_;
 };
 
 } // namespace mfrt::serve
