@@ -35,6 +35,8 @@
 #include <random>
 #include <thread>
 
+#include <sys/socket.h>
+
 using namespace mfrt;
 using namespace mfrt::serve;
 
@@ -211,12 +213,22 @@ void Server::start() {
       1024, replicas_ * prog_.generation.maxBatch + options_.maxQueue + 8));
   http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http_.set_payload_max_length(16u << 20);
+  // The listening socket, to raise its backlog once bound: the library's
+  // is 5, and a burst of clients connecting at once overflowed it (the
+  // kernel then answers with SYN cookies, and connections were reset).
+  int listening = -1;
+  http_.set_socket_options([&listening](socket_t sock) {
+    httplib::default_socket_options(sock);
+    listening = sock;
+  });
   bool bound = address_.port == 0
                    ? (port_ = http_.bind_to_any_port(address_.host)) > 0
                    : http_.bind_to_port(address_.host, port_ = address_.port);
   if (!bound)
     die("--serve " + options_.serve + ": cannot listen there (" +
         std::strerror(errno) + ")");
+  if (listening >= 0)
+    ::listen(listening, SOMAXCONN);
   thread_ = std::thread([this] { http_.listen_after_bind(); });
   std::printf("serving %s at http://%s:%d (%d ranks); SIGTERM drains and "
               "stops\n",
