@@ -7,7 +7,7 @@
 #
 #   bench/serve.sh [--build DIR] [--clients 1,8,32] [--requests R]
 #                  [--reps R] [--threads N] [--layers L] [--prompt-len P]
-#                  [--max-tokens M] [--soak N]
+#                  [--max-tokens M] [--soak N] [--mf-flags "FLAGS"]
 #
 # The model, its checkpoint folder (tokenizer included) and its GGUF are
 # bench/cpu-vs-llamacpp.sh's (bf16); llama-server is built from the same
@@ -41,6 +41,7 @@ Options:
   --prompt-len P    prompt tokens (default 128)
   --max-tokens M    tokens to generate per request (default 64)
   --soak N          requests of the soak (default 2000; 0: none)
+  --mf-flags FLAGS  more flags for meshfold's server (e.g. "--prefill-chunk 32")
   -h, --help        this text
 EOF2
 }
@@ -55,10 +56,11 @@ layers=4
 prompt_len=128
 max_tokens=64
 soak=2000
+mf_flags=""
 reps_arg=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --build|--clients|--requests|--reps|--threads|--layers|--prompt-len|--max-tokens|--soak)
+    --build|--clients|--requests|--reps|--threads|--layers|--prompt-len|--max-tokens|--soak|--mf-flags)
       [[ $# -ge 2 ]] || { echo "$name: $1 wants a value (see --help)" >&2; exit 2; } ;;&
     --build) build_dir="$2"; shift 2 ;;
     --clients) client_list="$2"; shift 2 ;;
@@ -69,6 +71,7 @@ while [[ $# -gt 0 ]]; do
     --prompt-len) prompt_len="$2"; shift 2 ;;
     --max-tokens) max_tokens="$2"; shift 2 ;;
     --soak) soak="$2"; shift 2 ;;
+    --mf-flags) mf_flags="$2"; shift 2 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "$name: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
@@ -135,8 +138,9 @@ wait_healthy() {
 # Starts side $1 (mf or lc) for $2 clients; sets url.
 start_server() {
   if [[ "$1" == mf ]]; then
+    # shellcheck disable=SC2086 # --mf-flags is a list of flags
     "$work/gen" --weights "$ckpt" --serve 127.0.0.1:0 --threads "$threads" \
-      --max-batch "$2" --served-model-name bench > "$work/server.log" 2>&1 &
+      --max-batch "$2" --served-model-name bench $mf_flags > "$work/server.log" 2>&1 &
     server_pid=$!
     local i
     for i in $(seq 1 300); do
@@ -185,8 +189,8 @@ field() { "$py" -c "import json,sys; print(json.loads(sys.stdin.readline())['$1'
 med() { # side, clients, field
   printf '%s' "${results[$1,$2]}" | while IFS= read -r l; do [[ -n "$l" ]] && echo "$l" | field "$3"; done | median
 }
-printf '\nserve: %d layers bf16, %d threads, prompts of %d tokens, %d generated, %d requests per client, median of %d\n' \
-  "$layers" "$threads" "$prompt_len" "$max_tokens" "$requests" "$reps"
+printf '\nserve: %d layers bf16, %d threads, prompts of %d tokens, %d generated, %d requests per client, median of %d%s\n' \
+  "$layers" "$threads" "$prompt_len" "$max_tokens" "$requests" "$reps" "${mf_flags:+; meshfold with $mf_flags}"
 printf '%-8s %-10s %9s %10s %10s %10s %10s %10s %9s\n' clients server 'req/s' 'out tok/s' 'TTFT p50' 'TTFT p99' 'ITL p50' 'ITL p99' 'TPOT'
 for c in "${clients[@]}"; do
   for side in mf lc; do
