@@ -931,6 +931,7 @@ void generate(const Program &prog, ProgramRank &rs, std::vector<int64_t> mine,
               bool receive = false, ServeGroups *serve = nullptr) {
   size_t next = 0;
   bool idle = false;        // serving: no rank had work at the last call
+  int64_t intakeIndex = -1; // serving: the call whose intake was taken
   size_t waited = SIZE_MAX; // the last request counted in kvWaits
   int64_t maxBatch = prog.generation.maxBatch;
   std::deque<Call> calls; // not applied yet, oldest first
@@ -940,9 +941,14 @@ void generate(const Program &prog, ProgramRank &rs, std::vector<int64_t> mine,
       applyTokens(prog, rs, calls.front(), groups);
       calls.pop_front();
     }
-    if (serve && !takeIntake(prog, rs, mine, next, *serve, idle, groups))
-      break;
-    idle = false;
+    // Once per call: an admission without a call (`--index` below) comes
+    // back here for the same call, which the other replicas do not.
+    if (serve && index != intakeIndex) {
+      intakeIndex = index;
+      if (!takeIntake(prog, rs, mine, next, *serve, idle, groups))
+        break;
+      idle = false;
+    }
     // A request whose call in flight makes its last token (the N-th) is
     // done whatever that token is: it leaves the batch's room at once.
     std::vector<int64_t> live, ready;
