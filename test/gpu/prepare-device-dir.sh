@@ -9,8 +9,10 @@
 #   lib/      the shared libraries the emitted programs need beyond the C
 #             and C++ runtimes and the CUDA driver (OpenMP, SentencePiece,
 #             Oniguruma, utf8proc), and the nccl plugin (libmfrt_nccl.so)
-#   seed/     the seed example: bf16 weights, prompts, the CPU reference's
-#             outputs (prefill, and decode with step logits), and its
+#   seed/     the seed example: prompts, the CPU reference's outputs
+#             (prefill, and decode with step logits) on the bf16 weights of
+#             meshfold-gen-weights --seed 1, which the programs generate on
+#             the GPU machine (--random-weights 1: the same values), and its
 #             programs for --target cuda: one rank (prefill-1), the seed plan
 #             (prefill-32), the seed plan with a tp=2 dp=8 decode pool
 #             (pools), one rank and the seed plan with --wgmma
@@ -77,13 +79,16 @@ step "seed example: weights, reference outputs, programs"
 s="$dir/seed"
 cp "$examples/seed/prompts.txt" "$s/prompts.txt"
 "$bin/meshfold-import-hf" "$config" -o "$s/model.mlir"
+# The weights stay here (the folder must fit a device call's 64 MiB).
+weights="$(mktemp -d)/weights.safetensors"
 "$bin/meshfold-gen-weights" "$s/model.mlir" --seed 1 --dtype bf16 --quiet \
-  -o "$s/weights.safetensors"
-"$bin/meshfold-reference" --config "$config" --weights "$s/weights.safetensors" \
+  -o "$weights"
+"$bin/meshfold-reference" --config "$config" --weights "$weights" \
   --prompts "$s/prompts.txt" --out "$s/reference.safetensors" >/dev/null
-"$bin/meshfold-reference" --config "$config" --weights "$s/weights.safetensors" \
+"$bin/meshfold-reference" --config "$config" --weights "$weights" \
   --prompts "$s/prompts.txt" --out "$s/reference-decode.safetensors" \
   --max-new-tokens 8 --step-logits >/dev/null
+rm -rf "$(dirname "$weights")"
 "$bin/meshfold-compile" "$s/model.mlir" --target cuda -o "$s/prefill-1"
 "$bin/meshfold-compile" "$s/model.mlir" "${plan[@]}" --target cuda \
   -o "$s/prefill-32"

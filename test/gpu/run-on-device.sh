@@ -168,7 +168,7 @@ compare() {
 # relative tolerance $4 (default $rtol).
 seed_check() {
   local out="$work/$3.safetensors"
-  run "$(left "$1")" "$seed/$2" --weights "$seed/weights.safetensors" \
+  run "$(left "$1")" "$seed/$2" --random-weights 1 \
     --prompts "$prompts" --out "$out" --timeout 120 &&
     compare "$out" "" "${4:-$rtol}"
 }
@@ -224,7 +224,7 @@ elif ldd "$nccl_plugin" | grep -q 'not found'; then
 elif have_time &&
   run "$(left 120)" env MFRT_PLUGIN_DIR="$prebuilt/lib" "$seed/prefill-1" \
     --backend nccl --rendezvous 127.0.0.1:$((20000 + $$ % 20000)) --rank 0 \
-    --weights "$seed/weights.safetensors" --prompts "$prompts" \
+    --random-weights 1 --prompts "$prompts" \
     --out "$work/out-nccl.safetensors" --timeout 60 &&
   compare "$work/out-nccl.safetensors"; then
   record c PASS "$(compared)"
@@ -236,7 +236,7 @@ say "(f) two pools (seed plan -> tp=2 dp=8), 48 ranks on one GPU, decode"
 log="$work/f.log"
 : >"$log"
 if have_time &&
-  run "$(left 180)" "$seed/pools" --weights "$seed/weights.safetensors" \
+  run "$(left 180)" "$seed/pools" --random-weights 1 \
     --prompts "$prompts" --out "$work/out-pools.safetensors" \
     --max-new-tokens 8 --step-logits --timeout 120 &&
   compare "$work/out-pools.safetensors" "$seed/reference-decode.safetensors"; then
