@@ -175,12 +175,6 @@ void sumOver(int64_t group, float *x, int64_t n, const char *what) {
     fatal(std::string(what) + ": " + mfrt_last_error());
 }
 
-double secondsNow() {
-  return std::chrono::duration<double>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 /// Adds to `sum` the counters' growth since `before` (--report traffic).
 void addTraffic(const Program &prog, const std::vector<uint64_t> &before,
                 std::vector<uint64_t> &sum) {
@@ -1475,4 +1469,10 @@ int mfrt::rankMain(void *) {
   releaseWeights(rs);
   rank.program = nullptr;
   return 0;
+}
+
+double mfrt::secondsNow() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }

@@ -41,12 +41,6 @@ using namespace mfrt;
 using namespace mfrt::serve;
 
 namespace {
-double secondsNow() {
-  return std::chrono::duration<double>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 /// SIGTERM / SIGINT: the server stops admission and drains.
 std::atomic<bool> gStopAsked{false};
 extern "C" void onStopSignal(int) { gStopAsked = true; }
@@ -67,7 +61,40 @@ struct Job {
   /// Never placed: cancelled or refused while it waited.
   bool dropped = false;
   double arrival = 0;
+  /// The generated text so far, decoded incrementally (appendText).
+  size_t prefixOffset = 0, readOffset = 0;
 };
+
+/// Appends to `text` the text of `ids` past `job.readOffset`, decoding only
+/// from a few tokens before them (vLLM's incremental detokenization): a
+/// token's text may depend on the ones before it (a leading space, a
+/// character split over byte tokens), so the new text is the decode of
+/// ids[prefixOffset..] past that of ids[prefixOffset..readOffset]. A tail
+/// that ends in an unfinished character (U+FFFD) waits for more tokens,
+/// unless `final`.
+void appendText(const Tokenizer &tok, const std::vector<int64_t> &ids, Job &job,
+                std::string &text, bool final) {
+  if (ids.size() <= job.readOffset)
+    return;
+  auto from = ids.begin() + int64_t(job.prefixOffset);
+  std::string before =
+      tok.decode({from, ids.begin() + int64_t(job.readOffset)});
+  std::string now = tok.decode({from, ids.end()});
+  static const std::string kReplacement = "\xEF\xBF\xBD";
+  bool unfinished =
+      now.size() >= 3 && now.compare(now.size() - 3, 3, kReplacement) == 0;
+  if ((unfinished && !final) || now.size() < before.size() ||
+      now.compare(0, before.size(), before) != 0) {
+    if (!final)
+      return;
+    // The window changed what it decoded before: the whole text anew.
+    text = tok.decode(ids);
+  } else {
+    text += now.substr(before.size());
+  }
+  job.prefixOffset = job.readOffset;
+  job.readOffset = ids.size();
+}
 
 /// HOST:PORT of --serve.
 struct Address {
@@ -575,7 +602,8 @@ bool Server::follow(Job &job, CompletionState &state, size_t &seen,
     ids.assign(out->generated.begin(), out->generated.end());
     finished = out->finished;
     state.finishReason = finished ? out->finishReason : "";
-    for (size_t i = state.tokenTexts.size(); i < out->tokenLogprobs.size(); ++i)
+    for (size_t i = state.tokenLogprobs.size(); i < out->tokenLogprobs.size();
+         ++i)
       state.tokenLogprobs.push_back(out->tokenLogprobs[i]);
     for (size_t i = state.topLogprobs.size(); i < out->topLogprobs.size();
          ++i) {
@@ -592,13 +620,14 @@ bool Server::follow(Job &job, CompletionState &state, size_t &seen,
       metrics_.firstToken(now - job.arrival);
     else
       metrics_.interToken(i == seen ? now - lastToken : 0.0);
-    state.tokenTexts.push_back(tok.decode({ids[i]}));
+    if (state.logprobs)
+      state.tokenTexts.push_back(tok.decode({ids[i]}));
   }
   if (ids.size() > seen)
     lastToken = now;
   seen = ids.size();
   state.completionTokens = int64_t(ids.size());
-  state.text = tok.decode(ids);
+  appendText(tok, ids, job, state.text, finished);
   size_t stop = findStop(state.text, job.request.stop);
   if (stop != std::string::npos) {
     state.text.resize(stop);
@@ -655,14 +684,13 @@ bool Server::stream(Job &job, CompletionState &state, httplib::DataSink &sink) {
       continue;
     std::string delta =
         limit > sent ? state.text.substr(sent, limit - sent) : "";
-    std::string chunk =
-        completionChunk(state, delta, tokensSent, state.tokenTexts.size());
+    std::string chunk = completionChunk(state, delta, tokensSent, seen);
     if (!sink.write(chunk.data(), chunk.size())) {
       cancel(job); // the client went away
       return false;
     }
     sent = std::max(sent, limit);
-    tokensSent = state.tokenTexts.size();
+    tokensSent = seen;
   }
   std::string tail =
       (job.request.includeUsage ? usageChunk(state) : "") + doneChunk();

@@ -37,6 +37,9 @@
 
 namespace mfrt {
 
+/// Seconds on the steady clock (the program's request and token times).
+double secondsNow();
+
 /// What rank 0 of a serving program (--serve) tells every rank at each call
 /// of the generation loop: the requests that arrived since the last call
 /// (their slots in the program's request tables, written before, and the DP
