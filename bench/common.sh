@@ -47,6 +47,11 @@ seed_model_and_weights() {
 decode_ttft='/^req/ { for (i = 1; i <= NF; ++i) if ($i == "first" && $(i + 1) == "token") s += $(i + 3); n++ } END { print s / n }'
 # shellcheck disable=SC2034
 decode_tpot='/^req/ { for (i = 1; i <= NF; ++i) if ($i == "steps" && $(i + 2) == "ms") s += $(i + 1); n++ } END { print s / n }'
+# The time per step while every request of the run decodes (--report
+# decode's "decode steady" line: from the last request's first token to the
+# first request's last, no prompt among those steps), in ms.
+# shellcheck disable=SC2034
+decode_steady='/^decode steady:/ { for (i = 1; i <= NF; ++i) if ($i == "ms" && $(i + 2) == "step,") print $(i - 1) }'
 # shellcheck disable=SC2034
 decode_rate='/^decode:/ { for (i = 1; i <= NF; ++i) if ($i == "tokens/s") print $(i - 1) }'
 

@@ -37,9 +37,11 @@
 #   decode of S = 1 and 8 streams after 256-token prompts, 64 new tokens:
 #     llama-batched-bench -npp 256 -ntg 64 -npl S (S_TG: its generation
 #     phase, S tokens a step) against meshfold's --decode program on S
-#     prompts with --max-new-tokens 64 --ignore-eos --report decode (the
-#     requests' mean time per step; the S requests decode as one batch,
-#     which the script checks: tokens/s = S * 1000 / step ms);
+#     prompts with --max-new-tokens 64 --ignore-eos --report decode (its
+#     "decode steady" time per step: the steps while all S requests decode,
+#     from the last one's first token on, as S_TG times only the
+#     generation phase; the S requests decode as one batch, which the
+#     script checks: tokens/s = S * 1000 / step ms);
 #   weight bytes a decode step reads over its time: per layer the attention
 #     matrices, the router, the norms and the experts the step's tokens can
 #     touch (top-2 for 1 stream; all 8 for 8 streams, an upper bound), plus
@@ -194,7 +196,7 @@ mf_run() {
   local d="$1" p="$2"; shift 2
   /usr/bin/time -f %M -o "$work/mf-rss" "$work/gen-$d" --weights "$work/hf-$d" --prompts "$p" \
     --out "$work/out.safetensors" --threads "$threads" --quiet --ignore-eos --report decode "$@" |
-    grep 'decode:' > "$work/mf.txt"
+    grep -E 'decode:|^decode steady:' > "$work/mf.txt"
 }
 # llama.cpp's tool $1 with flags $2...: its JSON line in $work/lc.txt, its
 # peak RSS (KB) in $work/lc-rss.
@@ -270,7 +272,8 @@ for d in "${dtypes[@]}"; do
     : > "$work/b.txt"
     for i in $(seq "$reps"); do
       mf_run "$d" "$work/p.txt" --max-new-tokens 64
-      ms=$(awk "$decode_tpot" "$work/mf.txt")
+      ms=$(awk "$decode_steady" "$work/mf.txt")
+      [[ -n "$ms" ]] || { echo "$name: no 'decode steady' line in meshfold's --report decode" >&2; exit 1; }
       # One batch of all the streams: 63 steps, batches of up to `streams`.
       batch=$(awk '/^decode:/ { for (i = 1; i <= NF; ++i) if ($i == "steps" && $(i - 2) == "in") s = $(i - 1)
         else if ($i == "up" && $(i + 1) == "to") b = $(i + 2); print s "/" b + 0 }' "$work/mf.txt")
@@ -307,7 +310,7 @@ echo "  STREAM-like copy (1 GiB arrays, $threads threads): $copy_gbs GB/s"
 echo "  prefill: meshfold's in-process 'prefill X ms' of --report decode (a first, same-size request warms up; not timed);"
 echo "    llama-bench -p T -n 0 -r 1 (after its own warm-up)"
 echo "  decode: S streams of a 256-token prompt, 64 new tokens (63 steps of the S streams); ms = time per step;"
-echo "    meshfold --max-new-tokens 64 --ignore-eos --report decode: the requests' mean time per step (one batch of S);"
+echo "    meshfold --max-new-tokens 64 --ignore-eos --report decode: 'decode steady', the time per step while all S decode;"
 echo "    llama-batched-bench -npp 256 -ntg 64 -npl S -c S*320: S_TG (its generation phase, S tokens per step)"
 echo "  W MB: weight MB a step reads: attention, router, norms, lm_head and per layer the top-2 experts (1 stream) or"
 echo "    all 8 (8 streams: an upper bound); GB/s = W MB / step ms, (% of the copy's GB/s). MB: peak RSS of the process"

@@ -401,6 +401,30 @@ double percentile(std::vector<double> values, double p) {
   size_t rank = size_t(std::ceil(p / 100.0 * double(values.size())));
   return values[std::min(values.size(), std::max<size_t>(rank, 1)) - 1];
 }
+
+/// The steps while every request of the run was decoding: from the last
+/// first token to the first last token (steps whose batch is the whole
+/// run's, no prompt among them), in ms per step, and their count; {0, 0}
+/// without two tokens of every request in the window.
+std::pair<double, size_t> steadyDecode(const Program &prog) {
+  double start = 0;
+  const RequestOutput *first = nullptr; // the first to finish
+  for (const std::shared_ptr<RequestOutput> &o : prog.outputs) {
+    if (o->tokenSeconds.size() < 2)
+      return {0, 0};
+    start = std::max(start, o->tokenSeconds.front());
+    if (!first || o->tokenSeconds.back() < first->tokenSeconds.back())
+      first = o.get();
+  }
+  // Its tokens past the start (a step's requests record their tokens one
+  // after another: those of the start's step come before it).
+  size_t steps = 0;
+  for (double t : first ? first->tokenSeconds : std::vector<double>())
+    steps += t > start;
+  if (steps == 0)
+    return {0, 0};
+  return {1e3 * (first->tokenSeconds.back() - start) / double(steps), steps};
+}
 } // namespace
 
 void mfrt::printDecodeReport(const Program &prog) {
@@ -446,6 +470,13 @@ void mfrt::printDecodeReport(const Program &prog) {
               prog.outputs.size(), generated, (long long)prog.runSteps,
               (long long)prog.runBatch, prog.runRank, 1e3 * prog.runSeconds,
               prog.runSeconds > 0 ? double(generated) / prog.runSeconds : 0.0);
+  auto [steadyMs, steadySteps] = steadyDecode(prog);
+  if (steadySteps > 0)
+    std::printf(
+        "decode steady: all %zu requests running: %zu steps, %.3f ms per "
+        "step, %.1f tokens/s\n",
+        prog.outputs.size(), steadySteps, steadyMs,
+        1e3 * double(prog.outputs.size()) / steadyMs);
   if (prog.prefixCache)
     std::printf("prefix cache: %lld of %lld prompt rows reused, K/V of %lld "
                 "computed\n",

@@ -29,6 +29,9 @@
 // CHECK-LABEL: func.func @linear
 // CHECK-NOT: linalg.generic
 // CHECK: %[[ROWS:.*]] = memref.dim %arg0, %c0
+// No rows (an expert no row chose), no loops.
+// CHECK: %[[ANY:.*]] = arith.cmpi ne, %[[ROWS]], %c0
+// CHECK-NEXT: scf.if %[[ANY]] {
 // CHECK: %[[MANY:.*]] = arith.cmpi uge, %[[ROWS]], %c256
 // CHECK: scf.if %[[MANY]] {
 // CHECK: %[[SOME:.*]] = arith.maxui %[[ROWS]], %c1
@@ -63,6 +66,8 @@
 // With AVX-512's 32 registers, a 4 x 4 tile of 16-lane accumulators (and
 // no packing: 48 columns are less than one 64-column panel).
 // AVX512-LABEL: func.func @linear
+// AVX512: arith.cmpi ne
+// AVX512-NEXT: scf.if
 // AVX512-NOT: scf.if
 // AVX512-NOT: scf.parallel
 // AVX512: iter_args({{.*}}) -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
@@ -71,6 +76,35 @@
 func.func @linear(%x: memref<?x64xf32>, %w: memref<48x64xbf16>, %y: memref<?x48xf32>) {
   linalg.generic {indexing_maps = [#a, #b, #o], iterator_types = ["parallel", "parallel", "reduction"]}
       ins(%x, %w : memref<?x64xf32>, memref<48x64xbf16>) outs(%y : memref<?x48xf32>) {
+  ^bb0(%p: f32, %q: bf16, %r: f32):
+    %e = arith.extf %q : bf16 to f32
+    %m = arith.mulf %p, %e : f32
+    %s = arith.addf %r, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// Along a reduction of 256 or more (a weight's rows), each dot tile
+// prefetches, at its k, the rows of w two tiles ahead of its own (a 4 x 3
+// tile at n0: rows n0 + 6 .. n0 + 8), the rows the next tiles stream.
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (n, k)>
+#o = affine_map<(m, n, k) -> (m, n)>
+// CHECK-LABEL: func.func @decode_linear
+// CHECK: scf.for %[[N0:.*]] = %{{.*}} to %{{.*}} step %c3
+// CHECK: scf.for %[[K:.*]] = {{.*}} iter_args
+// CHECK: vector.load %arg1[%[[N0]], %[[K]]] : memref<96x256xbf16>, vector<8xbf16>
+// CHECK: %[[R6:.*]] = arith.addi %[[N0]], %c6
+// CHECK-NEXT: memref.prefetch %arg1[%[[R6]], %[[K]]], read, locality<3>, data : memref<96x256xbf16>
+// CHECK: %[[R8:.*]] = arith.addi %[[N0]], %c8
+// CHECK-NEXT: memref.prefetch %arg1[%[[R8]], %[[K]]], read, locality<3>, data
+// CHECK-NEXT: vector.fma
+func.func @decode_linear(%x: memref<?x256xf32>, %w: memref<96x256xbf16>, %y: memref<?x96xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<?x256xf32>, memref<96x256xbf16>) outs(%y : memref<?x96xf32>) {
   ^bb0(%p: f32, %q: bf16, %r: f32):
     %e = arith.extf %q : bf16 to f32
     %m = arith.mulf %p, %e : f32
