@@ -416,10 +416,12 @@ std::pair<double, size_t> steadyDecode(const Program &prog) {
     if (!first || o->tokenSeconds.back() < first->tokenSeconds.back())
       first = o.get();
   }
+  if (!first)
+    return {0, 0};
   // Its tokens past the start (a step's requests record their tokens one
   // after another: those of the start's step come before it).
   size_t steps = 0;
-  for (double t : first ? first->tokenSeconds : std::vector<double>())
+  for (double t : first->tokenSeconds)
     steps += t > start;
   if (steps == 0)
     return {0, 0};

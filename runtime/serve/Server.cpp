@@ -80,6 +80,7 @@ void appendText(const Tokenizer &tok, const std::vector<int64_t> &ids, Job &job,
   std::string before =
       tok.decode({from, ids.begin() + int64_t(job.readOffset)});
   std::string now = tok.decode({from, ids.end()});
+  // A character split over byte tokens decodes as U+FFFD until it ends.
   static const std::string kReplacement = "\xEF\xBF\xBD";
   bool unfinished =
       now.size() >= 3 && now.compare(now.size() - 3, 3, kReplacement) == 0;
@@ -648,18 +649,15 @@ std::string Server::respondWhole(Job &job, CompletionState &state) {
 }
 
 /// The bytes of `text` a stream may send while the request runs: not the
-/// tail that could begin a stop string, nor an unfinished UTF-8 character
-/// (decoded as U+FFFD), nor half of a character.
+/// tail that could begin a stop string, nor half of a character. (An
+/// unfinished character never reaches `text` while it runs: appendText
+/// holds it back.)
 size_t sendable(const std::string &text,
                 const std::vector<std::string> &stops) {
   size_t hold = 0;
   for (const std::string &s : stops)
     hold = std::max(hold, s.size() - 1);
   size_t limit = text.size() > hold ? text.size() - hold : 0;
-  static const std::string kReplacement = "\xEF\xBF\xBD";
-  if (limit == text.size() && text.size() >= 3 &&
-      text.compare(text.size() - 3, 3, kReplacement) == 0)
-    limit -= 3;
   while (limit > 0 && limit < text.size() && (text[limit] & 0xC0) == 0x80)
     --limit;
   return limit;

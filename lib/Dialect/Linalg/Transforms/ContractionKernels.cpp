@@ -648,8 +648,7 @@ private:
   /// (attention's head_dim) keep the tile's columns: more lane reductions
   /// per product measured slower there.
   int64_t dotColumns(int64_t rows) {
-    std::optional<int64_t> k = getConstantIntValue(sizes[c.k]);
-    if (!k || *k < kWideMinK)
+    if (!longReduction())
       return tiles.dotCols;
     int64_t block = dotBlock();
     int64_t cols =
@@ -753,12 +752,15 @@ private:
       }
   }
 
-  /// Whether the dot tiles stream b from memory: along a long static
-  /// reduction (a weight's rows), with an n dim.
-  bool streamsB() {
+  /// Whether the reduction is static and at least kWideMinK long (a
+  /// weight's rows, not attention's head_dim).
+  bool longReduction() {
     std::optional<int64_t> k = getConstantIntValue(sizes[c.k]);
-    return c.n && k && *k >= kWideMinK;
+    return k && *k >= kWideMinK;
   }
+  /// Whether the dot tiles stream b from memory: along a long reduction,
+  /// with an n dim.
+  bool streamsB() { return c.n && longReduction(); }
   /// Prefetches b's rows `kPrefetchTiles` tiles of `cols` past the tile at
   /// n0, at the same k: each row of b is read once, a short stream (2 KiB
   /// of a bf16 row of 1024), and the hardware prefetcher only catches up
