@@ -38,6 +38,12 @@ void meshfold::buildPartitionPipeline(OpPassManager &pm,
   pm.addPass(mf::createMFInsertSPPass());
   pm.addPass(mf::createMFRingAttentionPass());
   pm.addPass(mf::createMFPassQAttentionPass());
+  if (!options.expertPlacement.empty()) {
+    mf::MFPlaceExpertsPassOptions place;
+    place.routing = options.expertPlacement;
+    place.redundant = options.redundantExperts;
+    pm.addPass(mf::createMFPlaceExpertsPass(place));
+  }
   mf::MFFoldExpertsPassOptions fold;
   fold.mode = options.dispatch;
   pm.addPass(mf::createMFFoldExpertsPass(fold));

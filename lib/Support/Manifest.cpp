@@ -10,6 +10,8 @@ std::vector<int64_t> meshfold::ManifestParam::globalShape() const {
   std::vector<int64_t> global = shape;
   for (const ManifestShard &shard : shards)
     global[size_t(shard.dim)] *= shard.parts;
+  if (placedLayer >= 0)
+    global[0] = placedExperts;
   return global;
 }
 
@@ -67,11 +69,20 @@ std::string meshfold::formatManifest(const Manifest &m) {
     for (const ManifestShard &shard : p.shards)
       os << " shard " << shard.dim << " " << shard.mesh << " " << shard.axis
          << " " << shard.parts;
+    if (p.placedLayer >= 0)
+      os << " placed " << p.placedLayer << " " << p.placedExperts;
     if (!p.stages.empty()) {
       os << " stages";
       for (int64_t st : p.stages)
         os << " " << st;
     }
+    os << "\n";
+  }
+  for (const auto &[layer, p] : m.placements) {
+    os << "placement " << layer << " " << p.ep << " " << p.slots << " "
+       << p.numExperts;
+    for (int64_t e : p.experts)
+      os << " " << e;
     os << "\n";
   }
   os << "end\n";
@@ -96,6 +107,10 @@ std::string parseParamFields(std::istringstream &ls, int64_t rank,
           return "param '" + p.name + "' is split twice along dim " +
                  std::to_string(shard.dim);
       p.shards.push_back(shard);
+    } else if (word == "placed") {
+      if (!(ls >> p.placedLayer >> p.placedExperts) || p.placedLayer < 0 ||
+          p.placedExperts < 1 || rank < 1)
+        return "malformed placement of param '" + p.name + "'";
     } else if (word == "stages") {
       int64_t st;
       while (ls >> st)
@@ -134,6 +149,24 @@ std::string parseParam(std::istringstream &ls, Manifest &out) {
   if (p.id != int64_t(out.params.size()))
     return "param ids must be dense and in order";
   out.params.push_back(std::move(p));
+  return "";
+}
+
+/// Reads a `placement` line (after its key) into out.placements. Returns
+/// the error, or "".
+std::string parsePlacement(std::istringstream &ls, Manifest &out) {
+  int64_t layer = -1;
+  ExpertPlacement p;
+  if (!(ls >> layer >> p.ep >> p.slots >> p.numExperts) || layer < 0 ||
+      p.ep < 1 || p.slots < 1 || p.ep * p.slots > (int64_t(1) << 24))
+    return "malformed placement entry";
+  for (int64_t e; ls >> e;)
+    p.experts.push_back(e);
+  if (std::string why = p.check(); !why.empty())
+    return "the placement of layer " + std::to_string(layer) +
+           " is malformed: " + why;
+  if (!out.placements.emplace(layer, std::move(p)).second)
+    return "layer " + std::to_string(layer) + " is placed twice";
   return "";
 }
 
@@ -209,6 +242,8 @@ std::string parseEntry(const std::string &key, std::istringstream &ls,
   }
   if (key == "param")
     return parseParam(ls, out);
+  if (key == "placement")
+    return parsePlacement(ls, out);
   int64_t value = 0;
   if (!(ls >> value))
     return "malformed entry '" + key + "'";

@@ -780,10 +780,15 @@ std::vector<int64_t> MeshLayout::expertHolders(int64_t rank, int64_t expert,
   if (numExperts < 1 || numExperts % ep || expert < 0 || expert >= numExperts ||
       rank < 0 || rank >= plan.devices)
     return {};
+  return epHolders(rank, expert / (numExperts / ep));
+}
+
+std::vector<int64_t> MeshLayout::epHolders(int64_t rank, int64_t c) const {
+  if (c < 0 || c >= axisSize("ep") || rank < 0 || rank >= plan.devices)
+    return {};
   std::vector<int64_t> holders;
-  const int64_t owner = expert / (numExperts / ep);
   for (int64_t member : group(rank, {"etp", "ep"}))
-    if (coord(member, "ep") == owner)
+    if (coord(member, "ep") == c)
       holders.push_back(member);
   return holders;
 }

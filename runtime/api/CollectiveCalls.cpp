@@ -353,6 +353,16 @@ mfrt_dispatch_tokens(int64_t group, mfrt_dispatch_mode mode, const void *x,
                      int64_t n_tokens, int64_t hidden, mfrt_dtype dtype,
                      const int64_t *experts, const float *weights, int64_t k,
                      int64_t n_experts, mfrt_dispatch **h) {
+  return mfrt_dispatch_tokens_placed(group, mode, x, n_tokens, hidden, dtype,
+                                     experts, weights, k, n_experts, nullptr,
+                                     0, h);
+}
+
+extern "C" mfrt_status mfrt_dispatch_tokens_placed(
+    int64_t group, mfrt_dispatch_mode mode, const void *x, int64_t n_tokens,
+    int64_t hidden, mfrt_dtype dtype, const int64_t *experts,
+    const float *weights, int64_t k, int64_t n_experts,
+    const int64_t *placement, int64_t n_slots, mfrt_dispatch **h) {
   RankState *st = currentRank();
   if (!st)
     return outsideLaunch("mfrt_dispatch_tokens");
@@ -383,6 +393,10 @@ mfrt_dispatch_tokens(int64_t group, mfrt_dispatch_mode mode, const void *x,
       bad("x is NULL");
     else if (n_tokens * k > 0 && (!experts || !weights))
       bad("experts or weights is NULL");
+    else if (placement && (n_slots < n_experts || n_slots >= kTraceBit))
+      bad("a placement of n_experts=" + std::to_string(n_experts) +
+          " experts needs at least as many slots, got " +
+          std::to_string(n_slots));
   }
   auto handle = std::make_unique<mfrt_dispatch>();
   if (s.ok()) {
@@ -395,6 +409,7 @@ mfrt_dispatch_tokens(int64_t group, mfrt_dispatch_mode mode, const void *x,
     handle->k = k;
     handle->nExperts = n_experts;
     handle->rowBytes = size_t(hidden) * dtypeSize(dtype);
+    placeExperts(*handle, placement, n_slots);
     s = dispatchTokens(op, *handle, x, experts, weights);
   }
   mfrt_status code = finishOp(op, s);

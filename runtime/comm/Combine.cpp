@@ -199,7 +199,7 @@ Status Combiner::sumNodePartials() {
         const SlotMeta &m = h.inMeta[size_t(row * k + j)];
         if (m.expert < 0)
           continue;
-        const int o = g.owner[size_t(m.expert)];
+        const int o = h.table->owner[size_t(m.expert)];
         if (o == me)
           terms.push_back(
               Term{0, h.rowOffset[size_t(src)] + selfCursor[size_t(src)]++,

@@ -37,6 +37,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "mfrt/comm/Dispatch.h"
+#include "meshfold/Support/ExpertPlacement.h"
 #include "meshfold/Support/Text.h"
 #include "mfrt/comm/CommDType.h"
 #include "mfrt/comm/CommRuntime.h"
@@ -80,59 +81,80 @@ bool placesExperts(const Group &g) {
   return std::find(axes.begin(), axes.end(), "ep") != axes.end();
 }
 
-/// The group's routing targets for `nExperts` experts: on a group along the
-/// expert mesh's ep (and etp), the members MeshLayout gives each expert
-/// (MeshLayout::expertHolders: one per etp slice); on any other group, block
-/// e / (n_experts / group size).
-Status ownerTable(RankState &st, Group &g, int64_t nExperts) {
-  if (g.ownerExperts == nExperts)
+/// The group's routing targets for `nExperts` experts placed by `placement`
+/// (empty: contiguous): on a group along the expert mesh's ep (and etp),
+/// each slot's EP coordinate's members (MeshLayout::epHolders: one per etp
+/// slice); on any other group, block e / (n_experts / group size).
+Status ownerTable(RankState &st, Group &g, int64_t nExperts,
+                  const std::vector<int64_t> &placement,
+                  std::shared_ptr<const ExpertTable> &out) {
+  auto key = std::make_pair(nExperts, placement);
+  if (auto it = g.expertTables.find(key); it != g.expertTables.end()) {
+    out = it->second;
     return Status::success();
+  }
   std::vector<int> owner, local;
   int64_t replicas = 1;
+  meshfold::ExpertPlacement p;
   if (!placesExperts(g)) {
+    if (!placement.empty())
+      return Status::error(MFRT_ERR_ARGUMENT,
+                           "an expert placement needs a group along the "
+                           "expert mesh's ep, not " + g.name);
     if (nExperts % g.size())
       return Status::error(
           MFRT_ERR_ARGUMENT,
           "the group's " + std::to_string(g.size()) +
               " ranks must divide n_experts=" + std::to_string(nExperts));
-    const int64_t perRank = nExperts / g.size();
-    for (int64_t e = 0; e < nExperts; ++e) {
-      owner.push_back(int(e / perRank));
-      local.push_back(int(e % perRank));
+    p = meshfold::ExpertPlacement::contiguous(nExperts, g.size());
+    for (int64_t s = 0; s < nExperts; ++s) {
+      owner.push_back(int(s / p.slots));
+      local.push_back(int(s % p.slots));
     }
   } else {
-    for (int64_t e = 0; e < nExperts; ++e) {
+    const int64_t ep = st.layout.axisSize("ep");
+    if (placement.empty() && nExperts % ep)
+      return Status::error(MFRT_ERR_ARGUMENT,
+                           "EP=" + std::to_string(ep) +
+                               " must divide n_experts=" +
+                               std::to_string(nExperts));
+    p = meshfold::ExpertPlacement::contiguous(nExperts, ep);
+    if (!placement.empty()) {
+      p.slots = int64_t(placement.size()) / ep;
+      p.experts = placement;
+    }
+    if (std::string why = p.check(); !why.empty())
+      return Status::error(MFRT_ERR_ARGUMENT,
+                           "the expert placement is malformed: " + why);
+    for (int64_t s = 0; s < int64_t(p.experts.size()); ++s) {
       std::vector<int64_t> holders =
-          st.layout.expertHolders(st.local(st.rank), e, nExperts);
-      for (int64_t &h : holders)
-        h = st.global(h);
-      if (holders.empty())
-        return Status::error(
-            MFRT_ERR_ARGUMENT,
-            "EP=" + std::to_string(st.layout.axisSize("ep")) +
-                " must divide n_experts=" + std::to_string(nExperts));
-      if (e == 0)
+          st.layout.epHolders(st.local(st.rank), p.coordOf(s));
+      if (s == 0)
         replicas = int64_t(holders.size());
-      if (int64_t(holders.size()) != replicas)
+      if (holders.empty() || int64_t(holders.size()) != replicas)
         return Status::error(MFRT_ERR_ARGUMENT,
                              "experts have different numbers of holders");
       for (int64_t rank : holders) {
-        auto it = g.indexOf.find(int(rank));
+        auto it = g.indexOf.find(int(st.global(rank)));
         if (it == g.indexOf.end())
           return Status::error(MFRT_ERR_ARGUMENT,
-                               "MeshLayout places expert " + std::to_string(e) +
+                               "MeshLayout places slot " + std::to_string(s) +
                                    " on rank " + std::to_string(rank) +
                                    ", which is not in the group");
         owner.push_back(it->second);
-        local.push_back(
-            int(e - st.layout.localExperts(st.local(rank), nExperts).first));
+        local.push_back(int(s % p.slots));
       }
     }
   }
-  g.owner = std::move(owner);
-  g.ownerLocal = std::move(local);
-  g.replicas = replicas;
-  g.ownerExperts = nExperts;
+  auto table = std::make_shared<ExpertTable>();
+  table->slotsOf.assign(size_t(nExperts), {});
+  for (int64_t s = 0; s < int64_t(p.experts.size()); ++s)
+    table->slotsOf[size_t(p.experts[size_t(s)])].push_back(s);
+  table->owner = std::move(owner);
+  table->ownerLocal = std::move(local);
+  table->replicas = replicas;
+  g.expertTables[key] = table;
+  out = std::move(table);
   return Status::success();
 }
 
@@ -186,7 +208,7 @@ struct Dispatcher {
   }
   /// Routing target `e` as an index among the experts of its holder.
   int32_t localExpert(int64_t e) const {
-    return int32_t(g.ownerLocal[size_t(e)]);
+    return int32_t(h.table->ownerLocal[size_t(e)]);
   }
   /// The rows of the message whose pack rows start at `offset`.
   std::vector<ConstSpan> rowParts(int64_t offset, size_t count) const {
@@ -242,9 +264,10 @@ struct Dispatcher {
   std::vector<std::vector<int32_t>> fwdMeta;
 };
 
-/// Copies the routing to the host, checks its expert ids and expands each
-/// choice to the `replicas` holders of its expert (routing target
-/// e * replicas + m, same weight); marks the traced tokens.
+/// Copies the routing to the host, checks its expert ids, sends each choice
+/// to one slot of its expert (its replicas take turns, starting from this
+/// rank's group index) and expands it to the `replicas` holders of that slot
+/// (routing target s * replicas + m, same weight); marks the traced tokens.
 Status Dispatcher::readRouting(const int64_t *expertsIn,
                                const float *weightsIn) {
   const int64_t replicas = h.replicas, choices = k / replicas;
@@ -259,6 +282,7 @@ Status Dispatcher::readRouting(const int64_t *expertsIn,
   }
   experts.resize(size_t(slots));
   h.weights.resize(size_t(slots));
+  std::vector<int64_t> turns(size_t(h.nExperts), me);
   for (size_t i = 0; i < chosen.size(); ++i) {
     const int64_t e = chosen[i];
     if (e < 0 || e >= h.nExperts)
@@ -268,8 +292,11 @@ Status Dispatcher::readRouting(const int64_t *expertsIn,
               std::to_string(int64_t(i) % choices) + " routes to expert " +
               std::to_string(e) + ", but there are " +
               std::to_string(h.nExperts) + " experts");
+    const std::vector<int64_t> &held = h.table->slotsOf[size_t(e)];
+    const int64_t slot =
+        held[size_t(turns[size_t(e)]++ % int64_t(held.size()))];
     for (int64_t m = 0; m < replicas; ++m) {
-      experts[i * size_t(replicas) + size_t(m)] = e * replicas + m;
+      experts[i * size_t(replicas) + size_t(m)] = slot * replicas + m;
       h.weights[i * size_t(replicas) + size_t(m)] = weights[i];
     }
   }
@@ -297,7 +324,7 @@ void Dispatcher::planRoutes() {
   for (int64_t t = 0; t < nTokens; ++t) {
     for (int64_t j = 0; j < k; ++j) {
       const int64_t slot = t * k + j;
-      const int o = g.owner[size_t(experts[size_t(slot)])];
+      const int o = h.table->owner[size_t(experts[size_t(slot)])];
       h.slotOwner[size_t(slot)] = o;
       h.slotPos[size_t(slot)] = int64_t(slotsTo[size_t(o)].size());
       slotsTo[size_t(o)].push_back(slot);
@@ -580,9 +607,9 @@ Status Dispatcher::planForwards() {
         const int32_t e = h.inMeta[size_t(row * k + j)].expert;
         if (e < 0)
           continue;
-        if (e >= int64_t(g.owner.size()))
+        if (e >= int64_t(h.table->owner.size()))
           return Status::error(MFRT_ERR_BACKEND, "bad relay metadata");
-        const int o = g.owner[size_t(e)];
+        const int o = h.table->owner[size_t(e)];
         if (st.layout.node(g.members[size_t(o)]) != myNode)
           return Status::error(MFRT_ERR_BACKEND, "relayed expert " +
                                                      std::to_string(e) +
@@ -704,16 +731,22 @@ Status Dispatcher::finish() {
 }
 } // namespace
 
+void mfrt::comm::placeExperts(mfrt_dispatch &h, const int64_t *placement,
+                              int64_t n) {
+  h.placement.assign(placement, placement + (placement ? n : 0));
+}
+
 /// Dispatches x by its routing: counts (A), rows to owners and relays (B),
 /// relays to the owners on their node (C); fills `h` as owner, token rank
 /// and relay.
 Status mfrt::comm::dispatchTokens(Op &op, mfrt_dispatch &h, const void *x,
                                   const int64_t *expertsIn,
                                   const float *weightsIn) {
-  Status table = ownerTable(op.st, *op.group, h.nExperts);
+  Status table =
+      ownerTable(op.st, *op.group, h.nExperts, h.placement, h.table);
   if (!table.ok())
     return table;
-  h.replicas = op.group->replicas;
+  h.replicas = h.table->replicas;
   h.k *= h.replicas;
   Dispatcher d(op, h, x);
   Status s = d.readRouting(expertsIn, weightsIn);

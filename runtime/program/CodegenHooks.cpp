@@ -809,11 +809,18 @@ int64_t _mlir_ciface_mfrt_cg_dispatch_f32(int64_t id, int64_t hierarchical,
   if (!traceMarks.empty())
     mfrt_trace_mark(traceMarks.data(), int64_t(traceMarks.size()), hidden);
   mfrt_dispatch *h = nullptr;
-  check(mfrt_dispatch_tokens(group(id),
-                             hierarchical ? MFRT_DISPATCH_HIERARCHICAL
-                                          : MFRT_DISPATCH_FLAT,
-                             rows, sent, hidden, MFRT_F32, choices, rowWeights,
-                             k, numExperts, &h),
+  // The layer's expert placement, where the compiler placed it from routing.
+  const std::map<int64_t, meshfold::ExpertPlacement> &placements =
+      rs.manifest->placements;
+  auto placed = placements.find(rs.layer);
+  const std::vector<int64_t> *table =
+      placed == placements.end() ? nullptr : &placed->second.experts;
+  check(mfrt_dispatch_tokens_placed(
+            group(id),
+            hierarchical ? MFRT_DISPATCH_HIERARCHICAL : MFRT_DISPATCH_FLAT,
+            rows, sent, hidden, MFRT_F32, choices, rowWeights, k, numExperts,
+            table ? table->data() : nullptr,
+            table ? int64_t(table->size()) : 0, &h),
         "dispatch");
   if (sent < tokens)
     rs.packedDispatches[int64_t(reinterpret_cast<intptr_t>(h))] = {

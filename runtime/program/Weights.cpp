@@ -208,10 +208,12 @@ void appendSliceRuns(std::pair<const TensorInfo *, const TensorInfo *> tensor,
   }
 }
 
-/// The runs of this rank's slice of `p` (slice index[i] of shard i), in the
-/// order of the program's buffer.
+/// The runs of this rank's slice of `p` (slice index[i] of shard i; the
+/// experts `placed` along dim 0 of a placed weight), in the order of the
+/// program's buffer.
 std::vector<Run> sliceRuns(const Checkpoint &file, const ManifestParam &p,
-                           const std::vector<int64_t> &index) {
+                           const std::vector<int64_t> &index,
+                           const std::vector<int64_t> &placed) {
   std::vector<int64_t> global = p.globalShape();
   std::vector<int64_t> start(global.size(), 0), len = global;
   for (size_t i = 0; i < p.shards.size(); ++i) {
@@ -220,15 +222,29 @@ std::vector<Run> sliceRuns(const Checkpoint &file, const ManifestParam &p,
     start[size_t(shard.dim)] = index[i] * len[size_t(shard.dim)];
   }
   std::vector<Run> runs;
+  // The experts along dim 0: those placed on this rank, or the block.
+  std::vector<int64_t> experts = placed;
+  if (p.placedLayer < 0 && p.isStacked())
+    for (int64_t e = start[0]; e < start[0] + len[0]; ++e)
+      experts.push_back(e);
   if (!p.isStacked()) {
-    appendSliceRuns(checkedTensor(file, p.name, global), start, len, runs);
+    auto t = checkedTensor(file, p.name, global);
+    if (p.placedLayer < 0) {
+      appendSliceRuns(t, start, len, runs);
+      return runs;
+    }
+    len[0] = 1;
+    for (int64_t e : experts) {
+      start[0] = e;
+      appendSliceRuns(t, start, len, runs);
+    }
     return runs;
   }
-  // Stacked experts: this rank's block, one checkpoint tensor per expert.
+  // Stacked experts: one checkpoint tensor per expert.
   std::vector<int64_t> oneGlobal(global.begin() + 1, global.end());
   std::vector<int64_t> oneStart(start.begin() + 1, start.end());
   std::vector<int64_t> oneLen(len.begin() + 1, len.end());
-  for (int64_t e = start[0]; e < start[0] + len[0]; ++e)
+  for (int64_t e : experts)
     appendSliceRuns(checkedTensor(file, p.expertName(e), oneGlobal), oneStart,
                     oneLen, runs);
   return runs;
@@ -461,6 +477,28 @@ int64_t mfrt::groupOf(std::map<std::string, int64_t> &cache,
   return g;
 }
 
+namespace {
+/// The experts this rank holds of placed weight `p`, by its EP coordinate
+/// and the placement of its layer; empty for a weight not placed.
+std::vector<int64_t> placedExperts(const Manifest &m, const ManifestParam &p,
+                                   std::map<std::string, int64_t> &groups) {
+  if (p.placedLayer < 0)
+    return {};
+  auto it = m.placements.find(p.placedLayer);
+  const int64_t g = groupOf(groups, "ep");
+  if (it == m.placements.end() || it->second.ep != mfrt_group_size(g) ||
+      it->second.slots != p.shape[0] ||
+      it->second.numExperts != p.placedExperts)
+    fatal("internal: weight '" + p.name + "' is placed by layer " +
+          std::to_string(p.placedLayer) +
+          ", whose placement does not match it");
+  const ExpertPlacement &placement = it->second;
+  auto first = placement.experts.begin() +
+               long(mfrt_group_rank(g) * placement.slots);
+  return std::vector<int64_t>(first, first + long(placement.slots));
+}
+} // namespace
+
 void mfrt::loadWeights(ProgramRank &rs,
                        std::map<std::string, int64_t> &groups) {
   const Program &prog = program();
@@ -483,7 +521,8 @@ void mfrt::loadWeights(ProgramRank &rs,
       index.push_back(int64_t(mfrt_group_rank(g)) * shard.parts /
                       mfrt_group_size(g));
     }
-    std::vector<Run> runs = sliceRuns(*prog.weights, p, index);
+    std::vector<Run> runs =
+        sliceRuns(*prog.weights, p, index, placedExperts(m, p, groups));
     int64_t elements = 0;
     for (const Run &r : runs) {
       elements += r.count;

@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "meshfold/Analysis/ExplainOrder.h"
+#include "meshfold/Analysis/ExplainPlacement.h"
 #include "meshfold/Analysis/MemoryReport.h"
 #include "meshfold/Analysis/PlanSearch.h"
 #include "meshfold/Config.h"
@@ -241,6 +242,23 @@ static cl::opt<bool> wgmma(
              "rounded to bf16, f32 accumulation). Off by default until a "
              "device run has checked its numerics"),
     cl::cat(cat));
+static cl::opt<std::string> expertPlacement(
+    "expert-placement",
+    cl::desc("Place each layer's experts on the EP ranks from a routing "
+             "file (a run's --routing-json): the busiest rank's rows kept "
+             "low, hot experts replicated with --redundant-experts"),
+    cl::value_desc("routing.json"), cl::cat(cat));
+static cl::opt<int64_t> redundantExperts(
+    "redundant-experts",
+    cl::desc("With --expert-placement: extra replicas of the hottest experts "
+             "per layer (EP must divide n_experts + R; default 0)"),
+    cl::init(0), cl::cat(cat));
+static cl::opt<bool> explainPlacement(
+    "explain-placement",
+    cl::desc("With --expert-placement: print each layer's experts per EP "
+             "rank and the modeled rows per rank (max/mean) before and "
+             "after; without -o, exit after it"),
+    cl::cat(cat));
 static cl::opt<std::string>
     dispatch("dispatch",
              cl::desc("EP dispatch: auto (hierarchical when an EP group "
@@ -322,8 +340,17 @@ static void parseCommandLine(int argc, char **argv) {
 /// Checks the output, report and memory flags; sets `deviceBytes` to the
 /// parsed --device-memory (-1 when not given).
 static LogicalResult checkOutputFlags(int64_t &deviceBytes) {
-  if (outputFile.empty() && report.empty() && !explainOrder && !suggestPlan)
+  if (outputFile.empty() && report.empty() && !explainOrder && !suggestPlan &&
+      !explainPlacement)
     return fail("-o FILE is required (or --report)");
+  if (expertPlacement.empty() &&
+      (redundantExperts.getNumOccurrences() || explainPlacement))
+    return fail(std::string(explainPlacement ? "--explain-placement"
+                                             : "--redundant-experts") +
+                " needs --expert-placement FILE");
+  if (!expertPlacement.empty() && !llvm::sys::fs::exists(expertPlacement))
+    return fail("--expert-placement: cannot read '" + expertPlacement +
+                "' (no such file)");
   if (suggestPlan && (suggestGPUs < 1 || suggestGPUs > (int64_t(1) << 20)))
     return fail("--gpus must be between 1 and 2^20, got " +
                 llvm::Twine(int64_t(suggestGPUs)));
@@ -619,6 +646,8 @@ static LogicalResult runPartitionPipeline(ModuleOp module,
   options.dispatch = dispatch;
   options.promptLogprobs = withPromptLogprobs;
   options.narrowLastLayer = narrowLastLayer;
+  options.expertPlacement = expertPlacement;
+  options.redundantExperts = redundantExperts;
   buildPartitionPipeline(pm, options);
   return pm.run(module);
 }
@@ -696,12 +725,50 @@ static LogicalResult partition(ModuleOp module, StageTimer &stage) {
     return failure();
   auto plan =
       module->getAttrOfType<mf::PlanAttr>(mf::MFDialect::getPlanAttrName());
+  if (!expertPlacement.empty()) {
+    std::optional<MeshLayout> layout =
+        plan ? MeshLayout::create(plan.toPlanSpec(), nullptr) : std::nullopt;
+    if (!layout || !layout->hasAxis("ep") || layout->axisSize("ep") < 2)
+      return fail("--expert-placement needs expert parallelism: this plan's "
+                  "EP is 1 (add --ep N)");
+  }
   if (!plan || !(plan.getDevices() > 1 || promptLogprobs))
     return success();
   stage.begin("partitioning");
   if (failed(runPartitionPipeline(module, promptLogprobs)))
     return failure();
   stage("partitioned");
+  return success();
+}
+
+/// After partitioning with --expert-placement: --explain-placement's
+/// figures, and the check that the replicas' weights fit --device-memory
+/// (`deviceBytes`, -1: not given).
+static LogicalResult placementChecks(ModuleOp module, int64_t deviceBytes) {
+  if (expertPlacement.empty())
+    return success();
+  const int64_t bytes = memoryDType == "bf16" ? 2 : 4;
+  if (explainPlacement) {
+    clearProgress();
+    FailureOr<moe::ModelInfo> info = moe::getModelInfo(module);
+    RoutingFile routing;
+    std::string error;
+    if (failed(info) ||
+        !readRoutingFile(expertPlacement, *info, routing, error))
+      return fail(error.empty() ? "--explain-placement: no model" : error);
+    printPlacementExplanation(llvm::outs(), module, routing, bytes);
+  }
+  if (deviceBytes <= 0 || redundantExperts == 0)
+    return success();
+  FailureOr<std::vector<RankMemory>> memory = computeMemoryReport(
+      module, maxPrompt, bytes,
+      module.lookupSymbol("prefill") ? "prefill" : "decode", 0);
+  if (failed(memory))
+    return failure();
+  std::string error;
+  if (failed(checkDeviceMemory(*memory, deviceBytes, deviceMemory, error)))
+    return fail("--redundant-experts " + std::to_string(redundantExperts) +
+                ": the replicas do not fit: " + error);
   return success();
 }
 
@@ -933,14 +1000,15 @@ static LogicalResult compilePools(ModuleOp module, int64_t deviceBytes,
   if (failed(pm.run(*pool)))
     return failure();
   stage("decode step derived");
-  if (failed(partition(*pool, stage)))
+  if (failed(partition(*pool, stage)) ||
+      failed(placementChecks(module, deviceBytes)) ||
+      failed(placementChecks(*pool, deviceBytes)))
     return failure();
-  if (report == "memory") {
-    if (failed(reportMemory(module, deviceBytes, *pool)))
-      return failure();
-    if (outputFile.empty())
-      return success();
-  }
+  if (report == "memory" &&
+      failed(reportMemory(module, deviceBytes, *pool)))
+    return failure();
+  if (outputFile.empty())
+    return success();
   stage.begin("lowering the prefill pool");
   if (failed(lower(module, stage)))
     return failure();
@@ -979,14 +1047,13 @@ static LogicalResult compile(ModuleOp module, int64_t deviceBytes,
       return failure();
     stage("decode step derived");
   }
-  if (failed(partition(module, stage)))
+  if (failed(partition(module, stage)) ||
+      failed(placementChecks(module, deviceBytes)))
     return failure();
-  if (report == "memory") {
-    if (failed(reportMemory(module, deviceBytes)))
-      return failure();
-    if (outputFile.empty())
-      return success();
-  }
+  if (report == "memory" && failed(reportMemory(module, deviceBytes)))
+    return failure();
+  if (outputFile.empty())
+    return success();
   stage.begin("lowering");
   if (failed(lower(module, stage)))
     return failure();

@@ -37,6 +37,16 @@ struct PartitionPipelineOptions
       *this, "dispatch",
       llvm::cl::desc("EP dispatch: auto, flat or hierarchical"),
       llvm::cl::init("auto")};
+  Option<std::string> expertPlacement{
+      *this, "expert-placement",
+      llvm::cl::desc("Place each layer's experts on the EP ranks from this "
+                     "routing file (mf-place-experts); empty: contiguous"),
+      llvm::cl::init("")};
+  Option<int64_t> redundantExperts{
+      *this, "redundant-experts",
+      llvm::cl::desc("With expert-placement: extra replicas of the hottest "
+                     "experts per layer"),
+      llvm::cl::init(0)};
 
   /// True when any plan option was given (the plan then replaces the
   /// module's).

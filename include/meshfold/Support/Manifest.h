@@ -13,6 +13,9 @@
 #define MESHFOLD_SUPPORT_MANIFEST_H
 
 #include <cstdint>
+#include "meshfold/Support/ExpertPlacement.h"
+
+#include <map>
 #include <string>
 #include <vector>
 
@@ -40,6 +43,11 @@ struct ManifestParam {
   std::vector<ManifestShard> shards;
   /// The pipeline stages that read it (empty: every stage).
   std::vector<int64_t> stages;
+  /// For expert weights placed from routing: the layer whose placement
+  /// (Manifest::placements) says which experts the leading dim holds on
+  /// this rank's EP coordinate, and the model's number of experts; -1, 0:
+  /// not placed.
+  int64_t placedLayer = -1, placedExperts = 0;
 
   /// The whole tensor's shape: `shape` with the sharded dims unsliced.
   std::vector<int64_t> globalShape() const;
@@ -84,6 +92,9 @@ struct Manifest {
   /// The plan in the runtime's text form ("" for a one-rank program).
   std::string plan;
   std::vector<ManifestGroup> groups;
+  /// The expert placements of the layers placed from routing (by layer):
+  /// which experts each EP rank holds, and where the dispatch sends rows.
+  std::map<int64_t, ExpertPlacement> placements;
 };
 
 /// The module attribute (i64) that carries the config's

@@ -194,6 +194,10 @@ public:
   /// divide numExperts or an argument is out of range.
   std::vector<int64_t> expertHolders(int64_t rank, int64_t expert,
                                      int64_t numExperts) const;
+  /// The members of `rank`'s etp x ep group whose ep coordinate is `coord`
+  /// (the holders of that EP rank's experts, one per etp slice), in etp
+  /// order. Empty if `coord` or `rank` is out of range.
+  std::vector<int64_t> epHolders(int64_t rank, int64_t coord) const;
   /// The experts held by `rank` (first and count). {-1, 0} if EP does not
   /// divide numExperts.
   std::pair<int64_t, int64_t> localExperts(int64_t rank,

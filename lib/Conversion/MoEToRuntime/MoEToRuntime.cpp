@@ -13,6 +13,7 @@
 #include "meshfold/Dialect/MF/IR/MF.h"
 #include "meshfold/Dialect/MoE/IR/MoE.h"
 #include "meshfold/Support/Manifest.h"
+#include "meshfold/Support/MeshLayout.h"
 #include "meshfold/Support/PlanText.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -75,6 +76,8 @@ std::string weightKey(ParamOp op) {
     key += " shard " + std::to_string(shard.getDim()) + " " +
            shard.getMesh().str() + " " + shard.getAxis().str() + " " +
            std::to_string(shard.getParts());
+  if (auto layer = op->getAttrOfType<IntegerAttr>(mf::MFDialect::getPlacedAttrName()))
+    key += " placed " + std::to_string(layer.getInt());
   return key;
 }
 
@@ -157,7 +160,7 @@ struct ConvertMoEToRuntimePass
     Manifest manifest;
     SmallVector<ParamOp> params = collectOps<ParamOp>(module);
     WeightIds ids;
-    if (failed(registerWeights(params, ids, manifest)))
+    if (failed(registerWeights(params, ids, info->numExperts, manifest)))
       return signalPassFailure();
     // The weights' storage type (the manifest and mf.weight say it; the
     // runtime loads each slice in it).
@@ -194,6 +197,7 @@ private:
   /// first use, and its manifest entry; every slice must be f32 and used
   /// with one type.
   LogicalResult registerWeights(ArrayRef<ParamOp> params, WeightIds &ids,
+                                int64_t numExperts,
                                 Manifest &manifest) {
     Type f32 = Float32Type::get(&getContext());
     llvm::StringMap<std::set<int64_t>> stagesOf =
@@ -219,6 +223,11 @@ private:
       for (mf::ShardAttr shard : mf::getShards(op))
         p.shards.push_back({shard.getDim(), shard.getParts(),
                             shard.getMesh().str(), shard.getAxis().str()});
+      if (auto layer = op->getAttrOfType<IntegerAttr>(
+              mf::MFDialect::getPlacedAttrName())) {
+        p.placedLayer = layer.getInt();
+        p.placedExperts = numExperts;
+      }
       const std::set<int64_t> &stages = stagesOf[key];
       if (!stages.count(-1))
         p.stages.assign(stages.begin(), stages.end());
@@ -454,12 +463,46 @@ private:
     if (auto plan = module->getAttrOfType<mf::PlanAttr>(
             mf::MFDialect::getPlanAttrName()))
       manifest.plan = formatPlanText(plan.toPlanSpec());
+    if (failed(readPlacements(module, manifest)))
+      return failure();
     if (auto groups =
             module->getAttrOfType<ArrayAttr>(getRuntimeGroupsAttrName()))
       for (Attribute g : groups) {
         auto [mesh, axes] = cast<StringAttr>(g).getValue().split(':');
         manifest.groups.push_back({mesh.str(), axes.str()});
       }
+    return success();
+  }
+
+  /// The layers' expert placements (mf.placements, with the plan's EP),
+  /// which the runtime loads weights and routes rows by.
+  LogicalResult readPlacements(ModuleOp module, Manifest &manifest) {
+    auto placements = module->getAttrOfType<DictionaryAttr>(
+        mf::MFDialect::getPlacementsAttrName());
+    auto plan = module->getAttrOfType<mf::PlanAttr>(
+        mf::MFDialect::getPlanAttrName());
+    if (!placements)
+      return success();
+    std::optional<MeshLayout> layout =
+        plan ? MeshLayout::create(plan.toPlanSpec(), nullptr) : std::nullopt;
+    if (!layout || !layout->hasAxis("ep"))
+      return module.emitError("convert-moe-to-runtime: expert placements "
+                              "need a plan with an ep axis");
+    for (NamedAttribute entry : placements) {
+      ExpertPlacement p;
+      p.ep = layout->axisSize("ep");
+      p.numExperts = manifest.experts;
+      ArrayRef<int64_t> table = cast<DenseI64ArrayAttr>(entry.getValue());
+      p.experts.assign(table.begin(), table.end());
+      p.slots = int64_t(table.size()) / p.ep;
+      int64_t layer = -1;
+      if (entry.getName().getValue().getAsInteger(10, layer) || layer < 0 ||
+          !p.check().empty())
+        return module.emitError()
+               << "convert-moe-to-runtime: malformed placement of layer '"
+               << entry.getName().getValue() << "'";
+      manifest.placements[layer] = std::move(p);
+    }
     return success();
   }
 

@@ -253,8 +253,22 @@ mfrt_status mfrt_dispatch_tokens(int64_t group, mfrt_dispatch_mode mode,
                                  const int64_t *experts, const float *weights,
                                  int64_t k, int64_t n_experts,
                                  mfrt_dispatch **h);
+/* As mfrt_dispatch_tokens, on a group along the expert mesh's "ep", with
+   the experts placed by `placement` (meshfold::ExpertPlacement): n_slots =
+   EP x slots per EP rank expert ids, slot s of EP coordinate c at
+   placement[c * slots + s]. An expert in several slots has replicas: each
+   of its rows goes to one of them, the replicas taking turns (from the
+   calling rank's group index on), so that they split its rows. The local
+   expert ids of received rows are slot indices (0 .. slots - 1).
+   placement NULL: contiguous blocks, as mfrt_dispatch_tokens. */
+mfrt_status mfrt_dispatch_tokens_placed(
+    int64_t group, mfrt_dispatch_mode mode, const void *x, int64_t n_tokens,
+    int64_t hidden, mfrt_dtype dtype, const int64_t *experts,
+    const float *weights, int64_t k, int64_t n_experts,
+    const int64_t *placement, int64_t n_slots, mfrt_dispatch **h);
 /* Rows received: count, their data [count, hidden], and for each its expert
-   index local to this rank (0 .. n_experts/group_size - 1). */
+   index local to this rank (0 .. n_experts/group_size - 1, or the slot
+   under a placement). */
 int64_t mfrt_dispatch_count(const mfrt_dispatch *h);
 const void *mfrt_dispatch_rows(const mfrt_dispatch *h);
 const int64_t *mfrt_dispatch_experts(const mfrt_dispatch *h);

@@ -61,6 +61,34 @@ LogicalResult MFDialect::verifyOperationAttribute(Operation *op,
                              << "' is a unit attribute of a moe.layer";
     return success();
   }
+  if (attr.getName() == getPlacementAttrName()) {
+    auto table = dyn_cast<DenseI64ArrayAttr>(attr.getValue());
+    if (op->getName().getStringRef() != "moe.experts" || !table ||
+        table.empty() || llvm::any_of(table.asArrayRef(),
+                                      [](int64_t e) { return e < 0; }))
+      return op->emitError() << "'" << getPlacementAttrName()
+                             << "' is a moe.experts' array of expert ids";
+    return success();
+  }
+  if (attr.getName() == getPlacementsAttrName()) {
+    auto dict = dyn_cast<DictionaryAttr>(attr.getValue());
+    if (!isa<ModuleOp>(op) || !dict ||
+        !llvm::all_of(dict, [](NamedAttribute a) {
+          return isa<DenseI64ArrayAttr>(a.getValue());
+        }))
+      return op->emitError() << "'" << getPlacementsAttrName()
+                             << "' is a module's dictionary of layer "
+                                "placements (arrays of i64)";
+    return success();
+  }
+  if (attr.getName() == getPlacedAttrName()) {
+    auto layer = dyn_cast<IntegerAttr>(attr.getValue());
+    if (op->getName().getStringRef() != "moe.param" || !layer ||
+        layer.getInt() < 0)
+      return op->emitError() << "'" << getPlacedAttrName()
+                             << "' is a moe.param's layer index";
+    return success();
+  }
   if (attr.getName() == "mf.groups") {
     auto list = dyn_cast<ArrayAttr>(attr.getValue());
     if (!isa<ModuleOp>(op) || !list ||

@@ -2,6 +2,7 @@
 
 #include "PartitionUtils.h"
 #include "meshfold/Dialect/MF/Transforms/Passes.h"
+#include "meshfold/Support/ExpertPlacement.h"
 
 #include <set>
 
@@ -17,6 +18,19 @@ using namespace meshfold;
 using namespace meshfold::mf;
 
 namespace {
+/// Records layer `layer`'s placement in the module's mf.placements, where
+/// the runtime finds it (through the manifest).
+void recordPlacement(ModuleOp module, int64_t layer,
+                     DenseI64ArrayAttr placement) {
+  NamedAttrList entries;
+  if (auto old = module->getAttrOfType<DictionaryAttr>(
+          MFDialect::getPlacementsAttrName()))
+    entries.append(old.getValue());
+  entries.set(std::to_string(layer), placement);
+  module->setAttr(MFDialect::getPlacementsAttrName(),
+                  entries.getDictionary(module.getContext()));
+}
+
 struct MFFoldExpertsPass
     : public mf::impl::MFFoldExpertsPassBase<MFFoldExpertsPass> {
   using Base::Base;
@@ -77,6 +91,29 @@ struct MFFoldExpertsPass
                        << ") to split each expert";
         return signalPassFailure();
       }
+      // A placement (mf-place-experts) gives each EP rank `slots` experts,
+      // replicas included; without one, the contiguous block of E / EP.
+      auto placement =
+          op->getAttrOfType<DenseI64ArrayAttr>(MFDialect::getPlacementAttrName());
+      auto layer = op->getParentOfType<moe::LayerOp>();
+      int64_t slots = numExperts / ep;
+      if (placement) {
+        ExpertPlacement p;
+        p.ep = ep;
+        p.numExperts = numExperts;
+        p.slots = int64_t(placement.size()) / ep;
+        p.experts.assign(placement.asArrayRef().begin(),
+                         placement.asArrayRef().end());
+        std::string bad = p.check();
+        if (!layer || !bad.empty()) {
+          op.emitError() << "'" << MFDialect::getPlacementAttrName()
+                         << "' does not place the experts of a layer on EP="
+                         << ep << ": " << (layer ? bad : "no moe.layer");
+          return signalPassFailure();
+        }
+        slots = p.slots;
+        recordPlacement(module, layer.getIndex(), placement);
+      }
       OpBuilder b(op);
       Location loc = op.getLoc();
       Value x = op.getInput();
@@ -103,13 +140,20 @@ struct MFFoldExpertsPass
           return signalPassFailure();
         }
         SmallVector<int64_t> shape(param.getType().getShape());
-        shape[0] = numExperts / ep;
+        shape[0] = slots;
         shape[ffnDim] /= etp;
         b.setInsertionPoint(op);
-        moe::ParamOp local = shardParam(
-            b, param,
-            RankedTensorType::get(shape, param.getType().getElementType()), 0,
-            "experts", "ep", ep);
+        auto type =
+            RankedTensorType::get(shape, param.getType().getElementType());
+        moe::ParamOp local;
+        if (placement) {
+          local = moe::ParamOp::create(b, param.getLoc(), type,
+                                       param.getName());
+          local->setAttr(MFDialect::getPlacedAttrName(),
+                         b.getI64IntegerAttr(layer.getIndex()));
+        } else {
+          local = shardParam(b, param, type, 0, "experts", "ep", ep);
+        }
         if (etp > 1)
           addShard(local, ShardAttr::get(b.getContext(), ffnDim,
                                          b.getStringAttr("experts"),

@@ -25,6 +25,17 @@ struct ProgramRank;
 
 namespace mfrt::comm {
 
+/// Where a dispatch sends its rows: each expert in one or more slots (its
+/// replicas, `slotsOf`), each slot held by `replicas` members of the group
+/// (its etp slices). Routing target s * replicas + m (slice m of slot s) ->
+/// group rank of its holder (`owner`), and the slot's index among the
+/// holder's (`ownerLocal`).
+struct ExpertTable {
+  int64_t replicas = 1;
+  std::vector<std::vector<int64_t>> slotsOf;
+  std::vector<int> owner, ownerLocal;
+};
+
 /// A group of the calling rank, made by mfrt_group from MeshLayout.
 struct Group {
   int64_t handle = -1;
@@ -39,11 +50,11 @@ struct Group {
   std::unordered_map<int, int> indexOf;
   /// Collectives started on this group (the tag sequence).
   uint32_t seq = 0;
-  /// For `ownerExperts` experts, each held by `replicas` members (its etp
-  /// slices): routing target e * replicas + m (slice m of expert e) -> group
-  /// rank of its holder, and the expert's index among the holder's experts.
-  int64_t ownerExperts = 0, replicas = 1;
-  std::vector<int> owner, ownerLocal;
+  /// The expert tables of the dispatches on this group, by number of
+  /// experts and placement (empty: contiguous blocks).
+  std::map<std::pair<int64_t, std::vector<int64_t>>,
+           std::shared_ptr<const ExpertTable>>
+      expertTables;
 
   int size() const { return int(members.size()); }
 };

@@ -45,6 +45,10 @@ struct mfrt_dispatch {
   /// dispatchTokens has read the group's expert table (an expert split over
   /// etp is held by `replicas` members, and each gets the token).
   int64_t hidden = 0, nTokens = 0, k = 0, nExperts = 0, replicas = 1;
+  /// The experts' placement (empty: contiguous), see placeExperts, and the
+  /// table dispatchTokens routed by (combine routes back by it).
+  std::vector<int64_t> placement;
+  std::shared_ptr<const mfrt::comm::ExpertTable> table;
   size_t rowBytes = 0;
 
   // As owner: rows received, by source group rank.
@@ -82,6 +86,10 @@ namespace mfrt::comm {
 /// checked arguments and receives the rows this rank owns.
 Status dispatchTokens(Op &op, mfrt_dispatch &h, const void *x,
                       const int64_t *experts, const float *weights);
+/// The experts' placement of the next dispatchTokens on `h`: `n` expert ids
+/// (meshfold::ExpertPlacement's table over the group's EP coordinates);
+/// none: contiguous blocks.
+void placeExperts(mfrt_dispatch &h, const int64_t *placement, int64_t n);
 /// Returns the expert outputs `out` of the rows `h` received to their
 /// tokens' ranks and sums them, weighted, into `y` (Combine.cpp).
 Status combineTokens(Op &op, mfrt_dispatch &h, const void *out, void *y);

@@ -39,6 +39,23 @@ def MF_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral getNarrowedAttrName() {
       return ::llvm::StringLiteral("mf.narrowed");
     }
+    /// Name of the array of i64 on a moe.experts that places its experts
+    /// on the EP ranks (mf-place-experts): EP x slots expert ids, slot s of
+    /// EP coordinate c at c * slots + s (meshfold/Support/ExpertPlacement.h).
+    static constexpr ::llvm::StringLiteral getPlacementAttrName() {
+      return ::llvm::StringLiteral("mf.placement");
+    }
+    /// Name of the module's dictionary of the placed layers' placements
+    /// (layer index as text -> array of i64, as getPlacementAttrName), which
+    /// mf-fold-experts records for the runtime.
+    static constexpr ::llvm::StringLiteral getPlacementsAttrName() {
+      return ::llvm::StringLiteral("mf.placements");
+    }
+    /// Name of the i64 of an expert weight whose leading dim holds the slots
+    /// of its EP rank under the placement of that layer (mf.placements).
+    static constexpr ::llvm::StringLiteral getPlacedAttrName() {
+      return ::llvm::StringLiteral("mf.placed");
+    }
   }];
 }
 

@@ -267,6 +267,43 @@ def MFFoldExpertsPass : Pass<"mf-fold-experts", "::mlir::ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def MFPlaceExpertsPass : Pass<"mf-place-experts", "::mlir::ModuleOp"> {
+  let summary = "place each layer's experts on the EP ranks from measured "
+                "routing";
+  let description = [{
+    Reads a routing file (`--routing-json` of a run: rows routed to each
+    expert per layer, docs/design.md §10) and gives each `moe.experts` a
+    placement (`mf.placement`: EP x slots expert ids, slot s of EP
+    coordinate c at c * slots + s) that keeps the largest row count of an
+    EP rank low: `redundant` extra replicas go one at a time to the expert
+    with the most rows per replica, then the replicas, heaviest first, each
+    to the rank with the fewest rows that has a free slot and lacks the
+    expert (greedy longest-processing-time). `mf-fold-experts` then gives
+    each EP rank the weights of its slots, and the dispatch sends each row
+    to one replica of its expert, the replicas taking turns.
+
+    ```mlir
+    %y = moe.experts %x, %w, %i, %w1, %w2, %w3 : ...
+    // with EP = 2, 4 experts, expert 3 hot, redundant = 2:
+    %y = moe.experts %x, %w, %i, %w1, %w2, %w3
+        {mf.placement = array<i64: 0, 2, 3, 1, 3, ...>} : ...
+    ```
+
+    Errors, each one line: a file that is not a meshfold routing file, one of
+    another model (layers, experts, top_k, hidden size), a layer it lacks,
+    a layer with another number of experts, a plan without expert
+    parallelism, and a `redundant` that EP does not divide with n_experts or
+    that would put an expert twice on a rank.
+  }];
+  let options = [
+    Option<"routing", "routing", "std::string", "\"\"",
+           "The routing file (meshfold-routing JSON) to place from">,
+    Option<"redundant", "redundant", "int64_t", "0",
+           "Extra expert replicas per layer, spread over the EP ranks">
+  ];
+  let dependentDialects = ["::meshfold::mf::MFDialect"];
+}
+
 def MFDeriveDecodePass : Pass<"mf-derive-decode", "::mlir::ModuleOp"> {
   let summary = "add a decode step function beside the prefill entry";
   let description = [{
