@@ -42,7 +42,8 @@ std::string readRouting(const llvm::json::Object &json,
     return "it has no 'layers' array";
   for (const llvm::json::Value &v : *layers) {
     const llvm::json::Object *layer = v.getAsObject();
-    std::optional<int64_t> index = layer ? layer->getInteger("layer") : std::nullopt;
+    std::optional<int64_t> index =
+        layer ? layer->getInteger("layer") : std::nullopt;
     const llvm::json::Array *rows = layer ? layer->getArray("rows") : nullptr;
     if (!index || *index < 0 || *index >= info.numLayers || !rows)
       return "each entry of 'layers' needs a 'layer' of the model (0 .. " +
@@ -89,12 +90,14 @@ bool meshfold::readRoutingFile(StringRef path, const moe::ModelInfo &info,
   llvm::Expected<llvm::json::Value> json =
       llvm::json::parse((*buffer)->getBuffer());
   if (!json) {
-    error = path.str() + ": not JSON (" + llvm::toString(json.takeError()) + ")";
+    error =
+        path.str() + ": not JSON (" + llvm::toString(json.takeError()) + ")";
     return false;
   }
   const llvm::json::Object *object = json->getAsObject();
-  std::string why = object ? readRouting(*object, info, out)
-                           : "it is not a meshfold routing file (a JSON object)";
+  std::string why = object
+                        ? readRouting(*object, info, out)
+                        : "it is not a meshfold routing file (a JSON object)";
   if (!why.empty())
     error = path.str() + ": " + why;
   return why.empty();
@@ -105,8 +108,8 @@ void meshfold::printPlacementExplanation(raw_ostream &os, ModuleOp module,
                                          int64_t elementBytes) {
   auto placements = module->getAttrOfType<DictionaryAttr>(
       mf::MFDialect::getPlacementsAttrName());
-  auto plan = module->getAttrOfType<mf::PlanAttr>(
-      mf::MFDialect::getPlanAttrName());
+  auto plan =
+      module->getAttrOfType<mf::PlanAttr>(mf::MFDialect::getPlanAttrName());
   std::optional<MeshLayout> layout =
       plan ? MeshLayout::create(plan.toPlanSpec(), nullptr) : std::nullopt;
   if (!placements || !layout)
@@ -114,8 +117,8 @@ void meshfold::printPlacementExplanation(raw_ostream &os, ModuleOp module,
   // Weight elements of one slot (its w1, w2, w3 on one rank) per layer.
   std::map<int64_t, int64_t> slotElements;
   module.walk([&](moe::ParamOp p) {
-    if (auto layer = p->getAttrOfType<IntegerAttr>(
-            mf::MFDialect::getPlacedAttrName()))
+    if (auto layer =
+            p->getAttrOfType<IntegerAttr>(mf::MFDialect::getPlacedAttrName()))
       slotElements[layer.getInt()] +=
           p.getType().getNumElements() / p.getType().getDimSize(0);
   });
@@ -132,8 +135,7 @@ void meshfold::printPlacementExplanation(raw_ostream &os, ModuleOp module,
     ArrayRef<int64_t> table = cast<DenseI64ArrayAttr>(entry.getValue());
     placed.experts.assign(table.begin(), table.end());
     placed.slots = int64_t(table.size()) / ep;
-    ExpertPlacement before =
-        ExpertPlacement::contiguous(placed.numExperts, ep);
+    ExpertPlacement before = ExpertPlacement::contiguous(placed.numExperts, ep);
     std::vector<double> was = before.rankRows(rows),
                         now = placed.rankRows(rows);
     os << llvm::formatv("layer {0}: {1} experts + {2} replicas on EP={3}, {4} "
@@ -155,7 +157,8 @@ void meshfold::printPlacementExplanation(raw_ostream &os, ModuleOp module,
                         wasMax > 0 ? nowMax / wasMax : 1.0);
     int64_t extra = placed.slots - placed.numExperts / ep;
     os << llvm::formatv("  replicas' memory: {0} more experts per EP rank, "
-                        "{1} bytes of weights\n",
-                        extra, extra * slotElements[layer] * elementBytes);
+                        "{1} bytes of weights ({2} bytes each)\n",
+                        extra, extra * slotElements[layer] * elementBytes,
+                        elementBytes);
   }
 }

@@ -165,6 +165,13 @@ meshfold::computeMemoryReport(ModuleOp module, int64_t maxPrompt,
   int64_t cached =
       tokens + (std::max<int64_t>(maxNewTokens - 1, 0) + cp - 1) / cp;
 
+  // The model's experts, for the replicas of placed expert weights.
+  int64_t experts = 0;
+  if (layout->hasAxis("ep"))
+    if (FailureOr<moe::ModelInfo> info = moe::getModelInfo(module);
+        succeeded(info))
+      experts = info->numExperts;
+
   std::vector<RankMemory> out;
   for (int64_t rank = 0; rank < layout->numDevices(); ++rank) {
     RankMemory m;
@@ -184,6 +191,12 @@ meshfold::computeMemoryReport(ModuleOp module, int64_t maxPrompt,
       if (!seen.insert(key).second)
         return;
       m.weightBytes += p.getType().getNumElements() * bytesPerElement;
+      if (p->hasAttr(mf::MFDialect::getPlacedAttrName()) && experts > 0) {
+        int64_t slots = p.getType().getDimSize(0),
+                extra = slots - experts / layout->axisSize("ep");
+        m.replicaBytes +=
+            p.getType().getNumElements() / slots * extra * bytesPerElement;
+      }
     });
     fn.walk([&](moe::KVCacheOp c) {
       // K and V, or one tensor recorded as both (MLA's latent), stored once.

@@ -29,7 +29,8 @@ std::vector<int64_t> ExpertPlacement::replicasOf(int64_t expert) const {
 std::string ExpertPlacement::check() const {
   if (ep < 1 || slots < 1 || numExperts < 1 ||
       int64_t(experts.size()) != ep * slots)
-    return "it must list " + std::to_string(ep) + " ranks of the same number "
+    return "it must list " + std::to_string(ep) +
+           " ranks of the same number "
            "of experts";
   std::vector<bool> placed(size_t(numExperts), false);
   for (int64_t c = 0; c < ep; ++c) {
@@ -81,9 +82,11 @@ std::string meshfold::placementRule(int64_t numExperts, int64_t ep,
     return "--redundant-experts must be 0 or more, got " +
            std::to_string(redundant);
   if ((numExperts + redundant) % ep != 0)
-    return "EP=" + std::to_string(ep) + " must divide n_experts + "
-           "--redundant-experts (" + std::to_string(numExperts) + " + " +
-           std::to_string(redundant) + "): every EP rank holds as many";
+    return "EP=" + std::to_string(ep) +
+           " must divide n_experts + "
+           "--redundant-experts (" +
+           std::to_string(numExperts) + " + " + std::to_string(redundant) +
+           "): every EP rank holds as many experts";
   if (redundant > numExperts * (ep - 1))
     return "--redundant-experts " + std::to_string(redundant) +
            " exceeds n_experts x (EP - 1) = " +
@@ -158,10 +161,9 @@ ExpertPlacement meshfold::balanceExperts(const std::vector<double> &rows,
     for (int64_t m = 0; m < replicas[size_t(e)]; ++m)
       units.push_back({share[size_t(e)], e});
   }
-  std::stable_sort(units.begin(), units.end(), [](const Unit &a,
-                                                  const Unit &b) {
-    return a.load > b.load;
-  });
+  std::stable_sort(
+      units.begin(), units.end(),
+      [](const Unit &a, const Unit &b) { return a.load > b.load; });
   std::vector<double> load(size_t(ep), 0.0);
   std::vector<std::vector<int64_t>> held(static_cast<size_t>(ep));
   for (const Unit &u : units) {

@@ -760,7 +760,7 @@ int64_t _mlir_ciface_mfrt_cg_dispatch_f32(int64_t id, int64_t hierarchical,
           int64_t place = rs.spRows[size_t(t)];
           Sequence *s = rs.sequenceOf(place, &place);
           randomExperts(c.seed, s ? s->request : -1, place, rs.layer,
-                        numExperts, k, &routed[size_t(t * k)]);
+                        numExperts, k, &routed[size_t(t * k)], c.zipf);
         }
       if (forced != c.forced.end())
         for (int64_t t : marks)
@@ -819,8 +819,8 @@ int64_t _mlir_ciface_mfrt_cg_dispatch_f32(int64_t id, int64_t hierarchical,
             group(id),
             hierarchical ? MFRT_DISPATCH_HIERARCHICAL : MFRT_DISPATCH_FLAT,
             rows, sent, hidden, MFRT_F32, choices, rowWeights, k, numExperts,
-            table ? table->data() : nullptr,
-            table ? int64_t(table->size()) : 0, &h),
+            table ? table->data() : nullptr, table ? int64_t(table->size()) : 0,
+            &h),
         "dispatch");
   if (sent < tokens)
     rs.packedDispatches[int64_t(reinterpret_cast<intptr_t>(h))] = {

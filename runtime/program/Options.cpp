@@ -131,7 +131,7 @@ void usage() {
       "token's\n"
       "                   (T .. T+N-2), followed through its decode step\n"
       "  --trace-svg FILE a map of the traced token's route (SVG)\n"
-      "  --force-routing FILE|random[:SEED]\n"
+      "  --force-routing FILE|random[:SEED]|zipf:S[:SEED]\n"
       "                   benchmarking and test hook: FILE fixes the traced "
       "token's\n"
       "                   experts, one line per layer 'LAYER: E1 E2 ...' "
@@ -139,8 +139,11 @@ void usage() {
       "                   expert ids 0..n_experts-1, top_k of them); random "
       "draws every\n"
       "                   token's experts uniformly (the same on every "
-      "plan); the chosen\n"
-      "                   experts keep the router's weights\n"
+      "plan), zipf\n"
+      "                   with weight 1/r^S for the expert of rank r in a "
+      "per-layer order\n"
+      "                   (a skewed load); the chosen experts keep the "
+      "router's weights\n"
       "  --nvlink-gbps N, --ib-gbps N\n"
       "                   link speeds for the report's times (default: the "
       "plan's, 450 and 50)\n"
@@ -331,17 +334,33 @@ void parseKVFlag(const std::string &name, const std::string &text,
 void configureRouting(const std::string &text, const Program &prog,
                       TraceConfig &trace) {
   const meshfold::Manifest &m = prog.manifest;
-  if (text == "random" || text.rfind("random:", 0) == 0) {
+  std::string rest = text;
+  if (text.rfind("zipf:", 0) == 0) {
+    // zipf:S[:SEED]
+    rest = text.substr(5);
+    std::string skew = rest.substr(0, rest.find(':'));
+    char *end = nullptr;
+    trace.zipf = std::strtod(skew.c_str(), &end);
+    if (skew.empty() || *end || !(trace.zipf > 0) || trace.zipf > 100)
+      die("--force-routing zipf:S[:SEED] needs a skew S in (0, 100], got '" +
+          skew + "'");
+    rest = rest.find(':') == std::string::npos
+               ? "random"
+               : "random" + rest.substr(rest.find(':'));
+  }
+  if (rest == "random" || rest.rfind("random:", 0) == 0) {
     trace.randomRouting = true;
-    if (text == "random")
+    if (rest == "random")
       return;
-    std::string seed = text.substr(7);
+    std::string seed = rest.substr(7);
     char *end = nullptr;
     errno = 0;
     trace.seed = std::strtoull(seed.c_str(), &end, 10);
     if (seed.empty() || !std::isdigit((unsigned char)seed[0]) || *end ||
         errno == ERANGE)
-      die("--force-routing random:SEED needs a number, got '" + seed + "'");
+      die("--force-routing " +
+          std::string(trace.zipf > 0 ? "zipf:S:SEED" : "random:SEED") +
+          " needs a number, got '" + seed + "'");
     return;
   }
   if (!trace.traceToken)

@@ -111,9 +111,50 @@ bool mfrt::parseRoutingFile(const std::string &path, int64_t numLayers,
   return true;
 }
 
+namespace {
+/// k distinct experts drawn without replacement, expert order[r] with
+/// weight 1 / (r + 1)^s, from `state`.
+void zipfExperts(uint64_t &state, const std::vector<int64_t> &order, double s,
+                 int64_t k, int64_t *out) {
+  std::vector<double> weight(order.size());
+  double total = 0;
+  for (size_t r = 0; r < order.size(); ++r)
+    total += weight[r] = 1.0 / std::pow(double(r + 1), s);
+  for (int64_t j = 0; j < k && j < int64_t(order.size()); ++j) {
+    double u = double(splitmix(state) >> 11) * 0x1.0p-53 * total;
+    size_t pick = 0;
+    while (pick + 1 < order.size() && (weight[pick] == 0 || u >= weight[pick]))
+      u -= weight[pick++];
+    while (weight[pick] == 0) // rounding at the end: the last one left
+      --pick;
+    out[j] = order[pick];
+    total -= weight[pick];
+    weight[pick] = 0;
+  }
+}
+} // namespace
+
 void mfrt::randomExperts(uint64_t seed, int64_t request, int64_t position,
                          int64_t layer, int64_t numExperts, int64_t k,
-                         int64_t *out) {
+                         int64_t *out, double zipf) {
+  if (zipf > 0) {
+    // The layer's order of the experts (which ones are hot), then the
+    // token's draw.
+    uint64_t layerState = seed ^ (uint64_t(layer) * 0x9e3779b97f4a7c15ULL);
+    std::vector<int64_t> order(static_cast<size_t>(numExperts));
+    for (int64_t e = 0; e < numExperts; ++e)
+      order[size_t(e)] = e;
+    for (int64_t e = numExperts - 1; e > 0; --e)
+      std::swap(order[size_t(e)],
+                order[size_t(splitmix(layerState) % uint64_t(e + 1))]);
+    uint64_t state = seed;
+    for (int64_t v : {request, position, layer}) {
+      state ^= uint64_t(v) + 0x632be59bd9b4e019ULL;
+      (void)splitmix(state);
+    }
+    zipfExperts(state, order, zipf, k, out);
+    return;
+  }
   uint64_t state = seed;
   for (int64_t v : {request, position, layer}) {
     state ^= uint64_t(v) + 0x632be59bd9b4e019ULL;

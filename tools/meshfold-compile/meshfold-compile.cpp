@@ -15,6 +15,7 @@
 #include "meshfold/Analysis/PlanSearch.h"
 #include "meshfold/Config.h"
 #include "meshfold/InitAll.h"
+#include "meshfold/Support/ExpertPlacement.h"
 #include "meshfold/Support/KVTransfer.h"
 #include "meshfold/Support/Text.h"
 #include "meshfold/Target/Compile.h"
@@ -43,6 +44,7 @@
 #include "llvm/Support/WithColor.h"
 
 #include <chrono>
+#include <set>
 
 #include <unistd.h>
 
@@ -716,6 +718,41 @@ static LogicalResult suggestPlans(ModuleOp module, int64_t deviceBytes) {
   return success();
 }
 
+/// With --expert-placement: checks, before partitioning, that `plan` has
+/// expert parallelism, that --redundant-experts fits it, and that the
+/// routing file is one of this model with every layer that has experts (the
+/// pass checks the same; here each gets its one line).
+static LogicalResult checkPlacementInput(ModuleOp module, mf::PlanAttr plan) {
+  if (expertPlacement.empty())
+    return success();
+  std::optional<MeshLayout> layout =
+      plan ? MeshLayout::create(plan.toPlanSpec(), nullptr) : std::nullopt;
+  if (!layout || !layout->hasAxis("ep") || layout->axisSize("ep") < 2)
+    return fail("--expert-placement needs expert parallelism: this plan's "
+                "EP is 1 (add --ep N)");
+  FailureOr<moe::ModelInfo> info = moe::getModelInfo(module);
+  if (failed(info))
+    return failure();
+  std::string error =
+      placementRule(info->numExperts, layout->axisSize("ep"), redundantExperts);
+  if (!error.empty())
+    return fail("plan rule 'ep-experts': " + error);
+  RoutingFile routing;
+  if (!readRoutingFile(expertPlacement, *info, routing, error))
+    return fail(error);
+  std::set<int64_t> missing;
+  module.walk([&](moe::ExpertsOp op) {
+    auto layer = op->getParentOfType<moe::LayerOp>();
+    if (layer && !routing.rows.count(layer.getIndex()))
+      missing.insert(layer.getIndex());
+  });
+  if (!missing.empty())
+    return fail(expertPlacement + ": the routing file has no rows of layer " +
+                std::to_string(*missing.begin()) +
+                ", which has experts (run the model's every layer)");
+  return success();
+}
+
 /// Partitions `module` for its plan when the plan spans several devices, or
 /// when prompt logprobs are asked for: they come from the partitioning's
 /// head pass, so a one-rank program gets the one-device plan.
@@ -725,13 +762,8 @@ static LogicalResult partition(ModuleOp module, StageTimer &stage) {
     return failure();
   auto plan =
       module->getAttrOfType<mf::PlanAttr>(mf::MFDialect::getPlanAttrName());
-  if (!expertPlacement.empty()) {
-    std::optional<MeshLayout> layout =
-        plan ? MeshLayout::create(plan.toPlanSpec(), nullptr) : std::nullopt;
-    if (!layout || !layout->hasAxis("ep") || layout->axisSize("ep") < 2)
-      return fail("--expert-placement needs expert parallelism: this plan's "
-                  "EP is 1 (add --ep N)");
-  }
+  if (failed(checkPlacementInput(module, plan)))
+    return failure();
   if (!plan || !(plan.getDevices() > 1 || promptLogprobs))
     return success();
   stage.begin("partitioning");
@@ -765,10 +797,17 @@ static LogicalResult placementChecks(ModuleOp module, int64_t deviceBytes) {
       module.lookupSymbol("prefill") ? "prefill" : "decode", 0);
   if (failed(memory))
     return failure();
-  std::string error;
-  if (failed(checkDeviceMemory(*memory, deviceBytes, deviceMemory, error)))
-    return fail("--redundant-experts " + std::to_string(redundantExperts) +
-                ": the replicas do not fit: " + error);
+  // Blame the replicas only where the program fits without them.
+  for (const RankMemory &m : *memory)
+    if (m.totalBytes() > deviceBytes &&
+        m.totalBytes() - m.replicaBytes <= deviceBytes)
+      return fail("--redundant-experts " + std::to_string(redundantExperts) +
+                  ": the replicas do not fit: rank " + std::to_string(m.rank) +
+                  " needs " + std::to_string(m.totalBytes()) + " bytes (" +
+                  std::to_string(m.replicaBytes) +
+                  " of them the replicas' weights), more than the device "
+                  "memory " +
+                  deviceMemory);
   return success();
 }
 
@@ -1004,8 +1043,7 @@ static LogicalResult compilePools(ModuleOp module, int64_t deviceBytes,
       failed(placementChecks(module, deviceBytes)) ||
       failed(placementChecks(*pool, deviceBytes)))
     return failure();
-  if (report == "memory" &&
-      failed(reportMemory(module, deviceBytes, *pool)))
+  if (report == "memory" && failed(reportMemory(module, deviceBytes, *pool)))
     return failure();
   if (outputFile.empty())
     return success();

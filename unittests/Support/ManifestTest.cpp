@@ -186,6 +186,48 @@ TEST(ManifestTest, GlobalShapeAndExpertNames) {
   EXPECT_EQ(q.expertName(3), "model.norm.weight");
 }
 
+TEST(ManifestTest, PlacementsRoundTrip) {
+  Manifest m;
+  m.entry = "prefill";
+  m.experts = 4;
+  ManifestParam p;
+  p.name = "experts.{e}.w1.weight";
+  p.shape = {3, 16, 8};
+  p.placedLayer = 1;
+  p.placedExperts = 4;
+  m.params.push_back(p);
+  ExpertPlacement placement;
+  placement.ep = 2;
+  placement.numExperts = 4;
+  placement.slots = 3;
+  placement.experts = {0, 1, 2, 0, 2, 3};
+  m.placements[1] = placement;
+  Manifest back;
+  std::string error;
+  ASSERT_TRUE(parseManifest(formatManifest(m).c_str(), back, error)) << error;
+  ASSERT_EQ(back.params.size(), 1u);
+  EXPECT_EQ(back.params[0].placedLayer, 1);
+  EXPECT_EQ(back.params[0].globalShape(), (std::vector<int64_t>{4, 16, 8}));
+  ASSERT_EQ(back.placements.count(1), 1u);
+  EXPECT_EQ(back.placements[1].experts, placement.experts);
+  EXPECT_EQ(back.placements[1].slots, 3);
+  EXPECT_EQ(back.placements[1].ep, 2);
+}
+
+TEST(ManifestTest, MalformedPlacementsAreErrors) {
+  for (const char *line :
+       {"placement 0 2 2 4 0 1 2 9\n", // expert 9 of 4
+        "placement 0 2 2 4 0 0 1 2\n", // expert 0 twice on a rank, 3 unplaced
+        "placement 0 2 2 4 0 1 2\n",   // a slot short
+        "placement 0 0 2 4\n"}) {
+    std::string text = std::string(kHeader) + line + "end\n";
+    Manifest m;
+    std::string error;
+    EXPECT_FALSE(parseManifest(text.c_str(), m, error)) << line;
+    EXPECT_NE(error.find("placement"), std::string::npos) << error;
+  }
+}
+
 } // namespace
 
 // Norms over the whole query and key projections (OLMoE): the traffic

@@ -756,6 +756,10 @@ TEST(MeshLayoutFold, Ep8Etp2) {
   EXPECT_EQ(l.localExperts(11, 8), (std::pair<int64_t, int64_t>{5, 1}));
   EXPECT_EQ(l.expertHolders(11, 5, 8), (Ranks{10, 11}));
   EXPECT_EQ(l.expertHolders(27, 0, 8), (Ranks{16, 17}));
+  // A placement's slots on EP coordinate 5: its two etp slices.
+  EXPECT_EQ(l.epHolders(11, 5), (Ranks{10, 11}));
+  EXPECT_EQ(l.epHolders(27, 0), (Ranks{16, 17}));
+  EXPECT_EQ(l.epHolders(11, 8), (Ranks{}));
   expectConsistent(l);
 }
 
@@ -775,6 +779,7 @@ TEST(MeshLayoutFold, Ep8Edp2) {
   EXPECT_EQ(l.expertHolders(11, 2, 8), (Ranks{10}));
   EXPECT_EQ(l.expertHolders(3, 2, 8), (Ranks{2}));
   EXPECT_EQ(l.expertHolders(19, 2, 8), (Ranks{18}));
+  EXPECT_EQ(l.epHolders(11, 2), (Ranks{10}));
   expectConsistent(l);
 }
 

@@ -10,12 +10,14 @@
 #ifndef MESHFOLD_UNITTESTS_RUNTIME_COMMCHECKS_H
 #define MESHFOLD_UNITTESTS_RUNTIME_COMMCHECKS_H
 
+#include "meshfold/Support/ExpertPlacement.h"
 #include "meshfold/Support/PlanText.h"
 #include "mfrt/comm/CommDType.h"
 #include "mfrt/mfrt.h"
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -610,6 +612,73 @@ inline void checkDispatchCases(const MeshLayout &layout, Failures &fails) {
     k4.k = 4;
     k4.dtype = dtype;
     checkDispatch(layout, fails, k4);
+  }
+}
+
+/// Dispatch under an expert placement with replicas (experts 7 and 21, the
+/// Skewed routing's, hot): received local ids are slots of this rank's EP
+/// coordinate, every replica of a hot expert gets rows, and y equals the
+/// contiguous placement's (f32; the nodes' partials may group differently).
+inline void checkPlacedDispatch(const MeshLayout &layout, Failures &fails) {
+  const int rank = mfrt_rank();
+  const int64_t g = mfrt_group("ep");
+  COMMREQUIRE(g >= 0, "no ep group");
+  const int n = mfrt_group_size(g);
+  const int64_t nExperts = 32, hidden = 8, k = 2;
+  std::vector<double> load(size_t(nExperts), 1.0);
+  load[7] = load[21] = 1000;
+  const meshfold::ExpertPlacement p =
+      meshfold::balanceExperts(load, n, /*redundant=*/n);
+  COMMREQUIRE(p.check().empty(), "placement: " + p.check());
+  const int64_t coord = layout.coord(rank, "ep");
+  for (RoutingKind kind : {RoutingKind::Skewed, RoutingKind::Random}) {
+    const Routing mine = routingOf(rank, kind, 24, k, nExperts, 3);
+    const std::vector<char> x =
+        makeData(MFRT_F32, mine.nTokens * hidden, rank, 5);
+    std::vector<float> ys[2];
+    std::vector<float> hotRows(size_t(n), 0.0f);
+    for (int placed = 0; placed < 2; ++placed) {
+      mfrt_dispatch *h = nullptr;
+      COMMCALL(mfrt_dispatch_tokens_placed(
+          g, MFRT_DISPATCH_HIERARCHICAL, x.data(), mine.nTokens, hidden,
+          MFRT_F32, mine.experts.data(), mine.weights.data(), k, nExperts,
+          placed ? p.experts.data() : nullptr,
+          placed ? int64_t(p.experts.size()) : 0, &h));
+      const int64_t count = mfrt_dispatch_count(h);
+      const int64_t *local = mfrt_dispatch_experts(h);
+      const float *rows = static_cast<const float *>(mfrt_dispatch_rows(h));
+      std::vector<float> out(size_t(count * hidden) + 1);
+      for (int64_t i = 0; i < count; ++i) {
+        const int64_t slots = placed ? p.slots : nExperts / n;
+        COMMCHECK(local[i] >= 0 && local[i] < slots,
+                  "placed dispatch: local slot " + std::to_string(local[i]));
+        const int64_t e = placed ? p.experts[size_t(coord * p.slots + local[i])]
+                                 : coord * slots + local[i];
+        if (placed && e == 7)
+          hotRows[size_t(mfrt_group_rank(g))] += 1.0f;
+        for (int64_t col = 0; col < hidden; ++col)
+          out[size_t(i * hidden + col)] =
+              expertValue(e, rows[size_t(i * hidden + col)]);
+      }
+      ys[placed].assign(size_t(mine.nTokens * hidden) + 1, 0.0f);
+      COMMCALL(mfrt_combine_tokens(h, out.data(), ys[placed].data()));
+    }
+    for (size_t i = 0; i + 1 < ys[0].size(); ++i)
+      COMMCHECK(std::fabs(ys[1][i] - ys[0][i]) <=
+                    1e-6f * std::max(1.0f, std::fabs(ys[0][i])),
+                "placed dispatch: y differs from the contiguous one at " +
+                    std::to_string(i));
+    if (kind != RoutingKind::Skewed)
+      continue;
+    // Every replica of expert 7 received some of its rows.
+    std::vector<float> all(size_t(n), 0.0f);
+    COMMCALL(mfrt_all_reduce(g, hotRows.data(), all.data(), n, MFRT_F32));
+    for (int64_t slot : p.replicasOf(7))
+      for (int m = 0; m < n; ++m)
+        if (layout.coord(mfrt_group_member(g, m), "ep") == p.coordOf(slot))
+          COMMCHECK(all[size_t(m)] > 0,
+                    "placed dispatch: the replica of expert 7 on EP rank " +
+                        std::to_string(p.coordOf(slot)) + " got no rows");
   }
 }
 

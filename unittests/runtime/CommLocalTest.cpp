@@ -273,6 +273,11 @@ TEST(CommDispatch, SwappedLayout) {
 
 TEST(CommDispatch, DP32EP32) { runChecks(kDP32Plan, checkDispatchCases); }
 
+TEST(CommDispatch, PlacedExpertsWithReplicas) {
+  runChecks(kSeedPlan, checkPlacedDispatch);
+  runChecks(kDP32Plan, checkPlacedDispatch);
+}
+
 TEST(CommDispatch, RelaysOutsideTheGroupGoDirect) {
   // 4 GPUs per node and rank = pp + 3*dp: a stage's EP group has 1 or 2 GPUs
   // per node, so some relays (same local index on the other node) are in the

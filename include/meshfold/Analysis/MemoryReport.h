@@ -34,6 +34,9 @@ struct RankMemory {
   /// over TP: `sharedSplitBytesPerLayer` sent by each rank.
   int64_t sharedBytes = 0, sharedLayers = 0, sharedTP = 1,
           sharedSplitBytesPerLayer = 0;
+  /// Of weightBytes, the experts' replicas an expert placement adds
+  /// (mf-place-experts: the slots over n_experts / EP on the rank).
+  int64_t replicaBytes = 0;
   int64_t totalBytes() const { return weightBytes + kvBytes + activationBytes; }
 };
 

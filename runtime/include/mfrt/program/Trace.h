@@ -11,8 +11,10 @@
 // token's experts per layer ("LAYER: E1 E2 ...", layers from 1); "random"
 // or "random:SEED" draws every token's experts uniformly at random (k
 // distinct ones, a function of the seed, request, position and layer, so
-// that every plan routes alike). The experts replaced keep the router's
-// weights (the choice moves the data; the weights only scale it).
+// that every plan routes alike); "zipf:S[:SEED]" draws them the same way
+// with a skew: the expert of rank r in a per-layer order has weight
+// 1 / r^S (a hot few, as measured routing often has). The experts replaced keep
+// the router's weights (the choice moves the data; the weights only scale it).
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,9 +41,10 @@ struct TraceConfig {
   int64_t request = -1, position = -1;
   /// --force-routing FILE: layer (from 0) -> the traced token's experts.
   std::map<int64_t, std::vector<int64_t>> forced;
-  /// --force-routing random[:SEED].
+  /// --force-routing random[:SEED] or zipf:S[:SEED] (zipf > 0: the skew).
   bool randomRouting = false;
   uint64_t seed = 1;
+  double zipf = 0;
   /// --trace-svg FILE.
   std::string svgPath;
 
@@ -64,9 +67,13 @@ bool parseRoutingFile(const std::string &path, int64_t numLayers,
                       int64_t numExperts, int64_t topK,
                       std::map<int64_t, std::vector<int64_t>> &forced,
                       std::string *error);
-/// k distinct experts of numExperts for (seed, request, position, layer).
+/// k distinct experts of numExperts for (seed, request, position, layer):
+/// uniformly, or with `zipf` > 0 each drawn (without replacement) with
+/// weight 1 / r^zipf, r the expert's rank (from 1) in an order drawn per
+/// (seed, layer).
 void randomExperts(uint64_t seed, int64_t request, int64_t position,
-                   int64_t layer, int64_t numExperts, int64_t k, int64_t *out);
+                   int64_t layer, int64_t numExperts, int64_t k, int64_t *out,
+                   double zipf = 0);
 
 /// What the program's hooks saw of the traced token (besides the hops):
 /// the rank it landed on and the ranks that wrote its K/V.
