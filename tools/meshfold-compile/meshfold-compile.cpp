@@ -350,6 +350,9 @@ static LogicalResult checkOutputFlags(int64_t &deviceBytes) {
     return fail(std::string(explainPlacement ? "--explain-placement"
                                              : "--redundant-experts") +
                 " needs --expert-placement FILE");
+  if (!expertPlacement.empty() && suggestPlan)
+    return fail("--expert-placement places the experts of one plan's EP "
+                "ranks; it does not combine with --suggest-plan");
   if (!expertPlacement.empty() && !llvm::sys::fs::exists(expertPlacement))
     return fail("--expert-placement: cannot read '" + expertPlacement +
                 "' (no such file)");
@@ -776,7 +779,8 @@ static LogicalResult partition(ModuleOp module, StageTimer &stage) {
 /// After partitioning with --expert-placement: --explain-placement's
 /// figures, and the check that the replicas' weights fit --device-memory
 /// (`deviceBytes`, -1: not given).
-static LogicalResult placementChecks(ModuleOp module, int64_t deviceBytes) {
+static LogicalResult placementChecks(ModuleOp module, int64_t deviceBytes,
+                                     StringRef pool = "") {
   if (expertPlacement.empty())
     return success();
   const int64_t bytes = memoryDType == "bf16" ? 2 : 4;
@@ -788,6 +792,8 @@ static LogicalResult placementChecks(ModuleOp module, int64_t deviceBytes) {
     if (failed(info) ||
         !readRoutingFile(expertPlacement, *info, routing, error))
       return fail(error.empty() ? "--explain-placement: no model" : error);
+    if (!pool.empty())
+      llvm::outs() << pool << " pool:\n";
     printPlacementExplanation(llvm::outs(), module, routing, bytes);
   }
   if (deviceBytes <= 0 || redundantExperts == 0)
@@ -1040,8 +1046,8 @@ static LogicalResult compilePools(ModuleOp module, int64_t deviceBytes,
     return failure();
   stage("decode step derived");
   if (failed(partition(*pool, stage)) ||
-      failed(placementChecks(module, deviceBytes)) ||
-      failed(placementChecks(*pool, deviceBytes)))
+      failed(placementChecks(module, deviceBytes, "prefill")) ||
+      failed(placementChecks(*pool, deviceBytes, "decode")))
     return failure();
   if (report == "memory" && failed(reportMemory(module, deviceBytes, *pool)))
     return failure();
