@@ -22,6 +22,9 @@
 #     counts (--report traffic), the mean over the layers and the worst;
 #   both over layers 1-7: the last layer, narrowed to the rows that reach
 #     an output (one per request), has too few rows to weigh a load;
+#   IB: the elements dispatch and combine send over IB per GPU and layer
+#     (--report traffic on B): a row whose expert has as many replicas on
+#     every node of the EP group stays on its own node;
 #   memory: the weight bytes the replicas add to rank 0 (f32, its stage's
 #     layers) beside the rank's weights (--report memory --memory-dtype f32).
 # The outputs of every placed run equal the contiguous program's
@@ -81,6 +84,12 @@ measured() {
        on && !/^  layer/ { on = 0 }
        END { printf "%.3f %.3f\n", s / n, w }' "$1"
 }
+# The elements dispatch and combine send over IB per GPU and layer (mean
+# over layers 0-6) in a --report traffic.
+ib_elements() {
+  awk '$1 ~ /^[0-6]$/ && ($2 == "dispatch" || $2 == "combine") && $3 == "ib" { s += $4; l[$1] = 1 }
+       END { n = 0; for (k in l) n++; printf "%.1f\n", n ? s / n : 0 }' "$1"
+}
 # The modeled figures of an --explain-placement, means over layers 0-6:
 # max/mean contiguous, placed, and the time ratio.
 modeled() {
@@ -106,7 +115,7 @@ for routing in zipf:1.2:7 zipf:0.8:7 text; do
     --quiet ${force[@]+"${force[@]}"} --routing-json "$work/routing.json"
   run contiguous "${set_b[0]}" base
   read -r base_mean base_worst <<< "$(measured "$work/base.traffic")"
-  rows+=("$routing contiguous - - - $base_mean $base_worst 0")
+  rows+=("$routing contiguous - - - $base_mean $base_worst $(ib_elements "$work/base.traffic") 0")
   for r in 0 16 48; do
     echo "$routing: placing with $r replicas, running set B" >&2
     "$bin/meshfold-compile" "$work/model.mlir" "${plan[@]}" --expert-placement "$work/routing.json" \
@@ -117,7 +126,7 @@ for routing in zipf:1.2:7 zipf:0.8:7 text; do
     read -r m_before m_after m_time <<< "$(modeled "$work/explain.txt")"
     read -r p_mean p_worst <<< "$(measured "$work/placed.traffic")"
     m_bytes=$(( $(rank_weights --expert-placement "$work/routing.json" --redundant-experts "$r") - weights_bytes ))
-    rows+=("$routing R=$r $m_before $m_after $m_time $p_mean $p_worst $m_bytes")
+    rows+=("$routing R=$r $m_before $m_after $m_time $p_mean $p_worst $(ib_elements "$work/placed.traffic") $m_bytes")
   done
 done
 
@@ -127,9 +136,11 @@ echo "  placed from set A's routing ($prompts prompts), measured on set B ($prom
 echo "  max/mean: the busiest EP rank's expert rows over the mean; modeled on A, measured (prefill) on B;"
 echo "  layers 1-7 (the narrowed last layer computes one row per request: left out);"
 echo "  time: modeled EP time of a layer (busiest rank's rows) over the contiguous placement's, mean over layers;"
+echo "  IB elems: f32 elements dispatch and combine send over IB per GPU and layer (measured on B, hierarchical:"
+echo "    the EP group of a stage spans 2 nodes of 8); a replica on the row's own node keeps it off IB"
 echo "  replicas B: the f32 weight bytes the replicas add to rank 0 (its stage's 4 layers), beside its $weights_bytes bytes of weights"
-printf '%-12s %-11s %13s %13s %8s %15s %16s %12s\n' routing placement "modeled cont." "modeled plac." time "measured mean" "measured worst" "replicas B"
+printf '%-12s %-11s %13s %13s %8s %15s %16s %10s %12s\n' routing placement "modeled cont." "modeled plac." time "measured mean" "measured worst" "IB elems" "replicas B"
 for row in "${rows[@]}"; do
-  read -r routing what mb ma mt pm pw bytes <<< "$row"
-  printf '%-12s %-11s %13s %13s %8s %15s %16s %12s\n' "$routing" "$what" "$mb" "$ma" "$mt" "$pm" "$pw" "$bytes"
+  read -r routing what mb ma mt pm pw ib bytes <<< "$row"
+  printf '%-12s %-11s %13s %13s %8s %15s %16s %10s %12s\n' "$routing" "$what" "$mb" "$ma" "$mt" "$pm" "$pw" "$ib" "$bytes"
 done

@@ -3,6 +3,7 @@
 #include "meshfold/Support/ExpertPlacement.h"
 
 #include <algorithm>
+#include <map>
 #include <numeric>
 #include <set>
 
@@ -130,8 +131,28 @@ int64_t makeRoom(std::vector<std::vector<int64_t>> &held,
 }
 } // namespace
 
+std::vector<int64_t>
+meshfold::localReplicas(const std::vector<int64_t> &slots,
+                        const std::vector<int64_t> &nodeOfSlot, int64_t node) {
+  std::map<int64_t, int64_t> perNode;
+  for (int64_t n : nodeOfSlot)
+    perNode[n] = 0;
+  for (int64_t s : slots)
+    ++perNode[nodeOfSlot[size_t(s)]];
+  int64_t first = perNode.begin()->second;
+  for (const auto &entry : perNode)
+    if (entry.second != first || first == 0)
+      return slots;
+  std::vector<int64_t> local;
+  for (int64_t s : slots)
+    if (nodeOfSlot[size_t(s)] == node)
+      local.push_back(s);
+  return local.empty() ? slots : local;
+}
+
 ExpertPlacement meshfold::balanceExperts(const std::vector<double> &rows,
-                                         int64_t ep, int64_t redundant) {
+                                         int64_t ep, int64_t redundant,
+                                         const std::vector<int64_t> &nodeOf) {
   const int64_t numExperts = int64_t(rows.size());
   ExpertPlacement p;
   p.ep = ep;
@@ -166,20 +187,29 @@ ExpertPlacement meshfold::balanceExperts(const std::vector<double> &rows,
       [](const Unit &a, const Unit &b) { return a.load > b.load; });
   std::vector<double> load(size_t(ep), 0.0);
   std::vector<std::vector<int64_t>> held(static_cast<size_t>(ep));
+  // Replicas of each expert per node so far.
+  std::map<std::pair<int64_t, int64_t>, int64_t> onNode;
+  auto nodeOfRank = [&](int64_t c) {
+    return nodeOf.empty() ? 0 : nodeOf[size_t(c)];
+  };
   for (const Unit &u : units) {
     int64_t best = -1;
+    auto key = [&](int64_t c) {
+      return std::make_pair(onNode[{u.expert, nodeOfRank(c)}], load[size_t(c)]);
+    };
     for (int64_t c = 0; c < ep; ++c) {
       const std::vector<int64_t> &h = held[size_t(c)];
       if (int64_t(h.size()) == p.slots ||
           std::find(h.begin(), h.end(), u.expert) != h.end())
         continue;
-      if (best < 0 || load[size_t(c)] < load[size_t(best)])
+      if (best < 0 || key(c) < key(best))
         best = c;
     }
     if (best < 0)
       best = makeRoom(held, load, share, p.slots, u.expert);
     held[size_t(best)].push_back(u.expert);
     load[size_t(best)] += u.load;
+    ++onNode[{u.expert, nodeOfRank(best)}];
   }
   // Each rank's experts in ascending order (its weights load in file order).
   for (std::vector<int64_t> &h : held) {

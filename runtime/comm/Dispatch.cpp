@@ -100,7 +100,8 @@ Status ownerTable(RankState &st, Group &g, int64_t nExperts,
     if (!placement.empty())
       return Status::error(MFRT_ERR_ARGUMENT,
                            "an expert placement needs a group along the "
-                           "expert mesh's ep, not " + g.name);
+                           "expert mesh's ep, not " +
+                               g.name);
     if (nExperts % g.size())
       return Status::error(
           MFRT_ERR_ARGUMENT,
@@ -114,10 +115,9 @@ Status ownerTable(RankState &st, Group &g, int64_t nExperts,
   } else {
     const int64_t ep = st.layout.axisSize("ep");
     if (placement.empty() && nExperts % ep)
-      return Status::error(MFRT_ERR_ARGUMENT,
-                           "EP=" + std::to_string(ep) +
-                               " must divide n_experts=" +
-                               std::to_string(nExperts));
+      return Status::error(MFRT_ERR_ARGUMENT, "EP=" + std::to_string(ep) +
+                                                  " must divide n_experts=" +
+                                                  std::to_string(nExperts));
     p = meshfold::ExpertPlacement::contiguous(nExperts, ep);
     if (!placement.empty()) {
       p.slots = int64_t(placement.size()) / ep;
@@ -146,10 +146,20 @@ Status ownerTable(RankState &st, Group &g, int64_t nExperts,
       }
     }
   }
-  auto table = std::make_shared<ExpertTable>();
-  table->slotsOf.assign(size_t(nExperts), {});
+  // The slots a row of each expert goes to from this rank: its replicas,
+  // those on this rank's node where every node holds as many of them.
+  std::vector<int64_t> nodeOfSlot;
   for (int64_t s = 0; s < int64_t(p.experts.size()); ++s)
-    table->slotsOf[size_t(p.experts[size_t(s)])].push_back(s);
+    nodeOfSlot.push_back(st.layout.node(
+        st.local(g.members[size_t(owner[size_t(s * replicas)])])));
+  std::vector<std::vector<int64_t>> slotsOf(static_cast<size_t>(nExperts));
+  for (int64_t s = 0; s < int64_t(p.experts.size()); ++s)
+    slotsOf[size_t(p.experts[size_t(s)])].push_back(s);
+  auto table = std::make_shared<ExpertTable>();
+  const int64_t myNode = st.layout.node(st.local(st.rank));
+  for (const std::vector<int64_t> &slots : slotsOf)
+    table->slotsOf.push_back(
+        meshfold::localReplicas(slots, nodeOfSlot, myNode));
   table->owner = std::move(owner);
   table->ownerLocal = std::move(local);
   table->replicas = replicas;
@@ -266,8 +276,10 @@ struct Dispatcher {
 
 /// Copies the routing to the host, checks its expert ids, sends each choice
 /// to one slot of its expert (its replicas take turns, starting from this
-/// rank's group index) and expands it to the `replicas` holders of that slot
-/// (routing target s * replicas + m, same weight); marks the traced tokens.
+/// rank's group index; only those on this node where every node holds as
+/// many, meshfold::localReplicas) and expands it to the `replicas` holders of
+/// that slot (routing target s * replicas + m, same weight); marks the traced
+/// tokens.
 Status Dispatcher::readRouting(const int64_t *expertsIn,
                                const float *weightsIn) {
   const int64_t replicas = h.replicas, choices = k / replicas;
@@ -742,8 +754,7 @@ void mfrt::comm::placeExperts(mfrt_dispatch &h, const int64_t *placement,
 Status mfrt::comm::dispatchTokens(Op &op, mfrt_dispatch &h, const void *x,
                                   const int64_t *expertsIn,
                                   const float *weightsIn) {
-  Status table =
-      ownerTable(op.st, *op.group, h.nExperts, h.placement, h.table);
+  Status table = ownerTable(op.st, *op.group, h.nExperts, h.placement, h.table);
   if (!table.ok())
     return table;
   h.replicas = h.table->replicas;

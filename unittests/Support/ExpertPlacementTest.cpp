@@ -100,6 +100,46 @@ TEST(ExpertPlacementTest, NeverTwiceOnARank) {
       }
 }
 
+// On two nodes of 4 EP ranks, the replicas of an expert spread over both
+// nodes; a row stays on its node where the expert has as many replicas on
+// each.
+TEST(ExpertPlacementTest, ReplicasSpreadOverNodes) {
+  std::vector<double> rows(16, 1.0);
+  rows[3] = 40;
+  rows[9] = 20;
+  const std::vector<int64_t> nodeOf = {0, 0, 0, 0, 1, 1, 1, 1};
+  ExpertPlacement p = balanceExperts(rows, 8, 8, nodeOf);
+  ASSERT_EQ(p.check(), "");
+  std::vector<int64_t> nodeOfSlot;
+  for (int64_t s = 0; s < int64_t(p.experts.size()); ++s)
+    nodeOfSlot.push_back(nodeOf[size_t(p.coordOf(s))]);
+  for (int64_t e : {3, 9}) {
+    std::vector<int64_t> slots = p.replicasOf(e), perNode(2, 0);
+    for (int64_t s : slots)
+      ++perNode[size_t(nodeOfSlot[size_t(s)])];
+    EXPECT_LE(std::abs(perNode[0] - perNode[1]), 1) << "expert " << e;
+    std::vector<int64_t> local = localReplicas(slots, nodeOfSlot, 1);
+    if (perNode[0] == perNode[1]) {
+      EXPECT_EQ(int64_t(local.size()), perNode[1]) << "expert " << e;
+      for (int64_t s : local)
+        EXPECT_EQ(nodeOfSlot[size_t(s)], 1);
+    } else {
+      EXPECT_EQ(local, slots) << "expert " << e;
+    }
+  }
+  EXPECT_LT(maxOverMean(p.rankRows(rows)),
+            maxOverMean(ExpertPlacement::contiguous(16, 8).rankRows(rows)) / 2);
+}
+
+TEST(ExpertPlacementTest, LocalReplicasOnlyWhereEveryNodeHasAsMany) {
+  const std::vector<int64_t> nodeOfSlot = {0, 0, 1, 1};
+  EXPECT_EQ(localReplicas({0, 2}, nodeOfSlot, 1), (std::vector<int64_t>{2}));
+  EXPECT_EQ(localReplicas({0, 1, 2}, nodeOfSlot, 1),
+            (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(localReplicas({0, 1}, nodeOfSlot, 1), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(localReplicas({3}, {0, 0, 0, 0}, 0), (std::vector<int64_t>{3}));
+}
+
 TEST(ExpertPlacementTest, MaxOverMean) {
   EXPECT_DOUBLE_EQ(maxOverMean({1, 1, 1, 1}), 1.0);
   EXPECT_DOUBLE_EQ(maxOverMean({4, 0, 0, 0}), 4.0);

@@ -25,7 +25,8 @@ namespace meshfold {
 struct ExpertPlacement {
   /// EP ranks, experts of the model, slots per rank.
   int64_t ep = 0, numExperts = 0, slots = 0;
-  /// ep * slots expert ids: slot s of EP coordinate c is experts[c * slots + s].
+  /// ep * slots expert ids: slot s of EP coordinate c is experts[c * slots +
+  /// s].
   std::vector<int64_t> experts;
 
   /// The placement without replicas, expert e on EP coordinate e / (E / EP)
@@ -60,8 +61,24 @@ double maxOverMean(const std::vector<double> &rows);
 /// longest-processing-time). Requires ep | rows.size() + redundant and
 /// redundant <= rows.size() * (ep - 1) (an expert at most once per rank):
 /// the caller checks (`placementRule`).
+///
+/// With `nodeOf` (the node of each EP coordinate; empty: one node), each
+/// replica goes first to a node with the fewest replicas of its expert, so
+/// that an expert's replicas spread evenly over the nodes: where every
+/// node holds as many, the dispatch keeps a row on its own node
+/// (localReplicas) and the row crosses no IB link.
 ExpertPlacement balanceExperts(const std::vector<double> &rows, int64_t ep,
-                               int64_t redundant);
+                               int64_t redundant,
+                               const std::vector<int64_t> &nodeOf = {});
+
+/// The slots among `slots` (one expert's replicas) that a row from node
+/// `node` goes to: those on its node where the expert has the same number
+/// of replicas on every node of `nodeOfSlot`'s range (the node of each
+/// slot); else all of them. The rows of the expert then still split evenly
+/// over its replicas when every node sends an even share.
+std::vector<int64_t> localReplicas(const std::vector<int64_t> &slots,
+                                   const std::vector<int64_t> &nodeOfSlot,
+                                   int64_t node);
 
 /// "" if `numExperts` experts with `redundant` replicas can be placed on
 /// `ep` ranks; else the rule broken, as one sentence.

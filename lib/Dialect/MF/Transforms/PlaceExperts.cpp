@@ -50,6 +50,11 @@ struct MFPlaceExpertsPass
       module.emitError(error);
       return signalPassFailure();
     }
+    // The node of each EP coordinate (in the first EP group), so that the
+    // replicas of an expert spread over the nodes.
+    std::vector<int64_t> nodeOf(size_t(ep), 0);
+    for (int64_t member : layout->group(0, {"ep"}))
+      nodeOf[size_t(layout->coord(member, "ep"))] = layout->node(member);
     WalkResult walk = module.walk([&](moe::ExpertsOp op) {
       auto layer = op->getParentOfType<moe::LayerOp>();
       if (!layer) {
@@ -64,7 +69,7 @@ struct MFPlaceExpertsPass
                           "layer)";
         return WalkResult::interrupt();
       }
-      ExpertPlacement p = balanceExperts(rows->second, ep, redundant);
+      ExpertPlacement p = balanceExperts(rows->second, ep, redundant, nodeOf);
       std::string bad = p.check();
       if (!bad.empty()) {
         op.emitError() << "internal: the placement of layer "

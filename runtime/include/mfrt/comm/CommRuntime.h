@@ -26,7 +26,8 @@ struct ProgramRank;
 namespace mfrt::comm {
 
 /// Where a dispatch sends its rows: each expert in one or more slots (its
-/// replicas, `slotsOf`), each slot held by `replicas` members of the group
+/// replicas; `slotsOf`: those a row from this rank may go to), each slot
+/// held by `replicas` members of the group
 /// (its etp slices). Routing target s * replicas + m (slice m of slot s) ->
 /// group rank of its holder (`owner`), and the slot's index among the
 /// holder's (`ownerLocal`).
