@@ -150,6 +150,57 @@ meshfold::localReplicas(const std::vector<int64_t> &slots,
   return local.empty() ? slots : local;
 }
 
+namespace {
+/// Lowers the busiest rank's load by swapping one of its replicas with one
+/// of another rank's, the swap that lowers the larger of the two loads the
+/// most, while one does (every rank is full: a swap keeps the slot counts).
+/// Across nodes only experts of one replica move, so that the replicas of
+/// the others keep their spread over the nodes.
+void refineBySwaps(std::vector<std::vector<int64_t>> &held,
+                   std::vector<double> &load, const std::vector<double> &share,
+                   const std::vector<int64_t> &replicas,
+                   const std::vector<int64_t> &nodeOf) {
+  const int64_t ep = int64_t(held.size());
+  auto holds = [&](int64_t c, int64_t e) {
+    return std::find(held[size_t(c)].begin(), held[size_t(c)].end(), e) !=
+           held[size_t(c)].end();
+  };
+  auto node = [&](int64_t c) { return nodeOf.empty() ? 0 : nodeOf[size_t(c)]; };
+  for (int64_t round = 0; round < 64 * ep; ++round) {
+    int64_t b =
+        int64_t(std::max_element(load.begin(), load.end()) - load.begin());
+    double best = load[size_t(b)] * (1 - 1e-9);
+    int64_t bestO = -1;
+    size_t bestX = 0, bestY = 0;
+    for (int64_t o = 0; o < ep; ++o)
+      for (size_t x = 0; o != b && x < held[size_t(b)].size(); ++x)
+        for (size_t y = 0; y < held[size_t(o)].size(); ++y) {
+          int64_t ex = held[size_t(b)][x], ey = held[size_t(o)][y];
+          if (holds(o, ex) || holds(b, ey) ||
+              (node(o) != node(b) &&
+               (replicas[size_t(ex)] > 1 || replicas[size_t(ey)] > 1)))
+            continue;
+          double delta = share[size_t(ex)] - share[size_t(ey)];
+          double worse =
+              std::max(load[size_t(b)] - delta, load[size_t(o)] + delta);
+          if (worse < best) {
+            best = worse;
+            bestO = o;
+            bestX = x;
+            bestY = y;
+          }
+        }
+    if (bestO < 0)
+      return;
+    int64_t &ex = held[size_t(b)][bestX], &ey = held[size_t(bestO)][bestY];
+    double delta = share[size_t(ex)] - share[size_t(ey)];
+    load[size_t(b)] -= delta;
+    load[size_t(bestO)] += delta;
+    std::swap(ex, ey);
+  }
+}
+} // namespace
+
 ExpertPlacement meshfold::balanceExperts(const std::vector<double> &rows,
                                          int64_t ep, int64_t redundant,
                                          const std::vector<int64_t> &nodeOf) {
@@ -211,6 +262,7 @@ ExpertPlacement meshfold::balanceExperts(const std::vector<double> &rows,
     load[size_t(best)] += u.load;
     ++onNode[{u.expert, nodeOfRank(best)}];
   }
+  refineBySwaps(held, load, share, replicas, nodeOf);
   // Each rank's experts in ascending order (its weights load in file order).
   for (std::vector<int64_t> &h : held) {
     std::sort(h.begin(), h.end());
