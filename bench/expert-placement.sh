@@ -132,7 +132,8 @@ done
 
 echo
 echo "expert placement: seed model (8 layers, 32 experts top-2, d 64), seed plan (EP 16 per stage),"
-echo "  placed from set A's routing ($prompts prompts), measured on set B ($prompts other prompts);"
+echo "  placed from set A's routing ($prompts prompts), measured on set B ($prompts other prompts; text: paragraphs,"
+echo "  $(wc -l < "$work/words-A.txt") and $(wc -l < "$work/words-B.txt") of up to 96 tokens);"
 echo "  max/mean: the busiest EP rank's expert rows over the mean; modeled on A, measured (prefill) on B;"
 echo "  layers 1-7 (the narrowed last layer computes one row per request: left out);"
 echo "  time: modeled EP time of a layer (busiest rank's rows) over the contiguous placement's, mean over layers;"
