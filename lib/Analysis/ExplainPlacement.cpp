@@ -103,6 +103,28 @@ bool meshfold::readRoutingFile(StringRef path, const moe::ModelInfo &info,
   return why.empty();
 }
 
+std::string meshfold::readPlacementInput(ModuleOp module,
+                                         const moe::ModelInfo &info, int64_t ep,
+                                         int64_t redundant, StringRef path,
+                                         RoutingFile &out) {
+  std::string error = placementRule(info.numExperts, ep, redundant);
+  if (!error.empty())
+    return "plan rule 'ep-experts': " + error;
+  if (!readRoutingFile(path, info, out, error))
+    return error;
+  std::optional<int64_t> missing;
+  module.walk([&](moe::ExpertsOp op) {
+    auto layer = op->getParentOfType<moe::LayerOp>();
+    if (layer && !out.rows.count(layer.getIndex()) && !missing)
+      missing = layer.getIndex();
+  });
+  if (missing)
+    return path.str() + ": the routing file has no rows of layer " +
+           std::to_string(*missing) +
+           ", which has experts (run the model's every layer)";
+  return "";
+}
+
 void meshfold::printPlacementExplanation(raw_ostream &os, ModuleOp module,
                                          const RoutingFile &routing,
                                          int64_t elementBytes) {
@@ -129,12 +151,9 @@ void meshfold::printPlacementExplanation(raw_ostream &os, ModuleOp module,
     if (it == routing.rows.end())
       continue;
     const std::vector<double> &rows = it->second;
-    ExpertPlacement placed;
-    placed.ep = ep;
-    placed.numExperts = int64_t(rows.size());
     ArrayRef<int64_t> table = cast<DenseI64ArrayAttr>(entry.getValue());
-    placed.experts.assign(table.begin(), table.end());
-    placed.slots = int64_t(table.size()) / ep;
+    ExpertPlacement placed = ExpertPlacement::fromTable(
+        int64_t(rows.size()), ep, std::vector<int64_t>(table));
     ExpertPlacement before = ExpertPlacement::contiguous(placed.numExperts, ep);
     std::vector<double> was = before.rankRows(rows),
                         now = placed.rankRows(rows);

@@ -19,6 +19,16 @@ ExpertPlacement ExpertPlacement::contiguous(int64_t numExperts, int64_t ep) {
   return p;
 }
 
+ExpertPlacement ExpertPlacement::fromTable(int64_t numExperts, int64_t ep,
+                                           std::vector<int64_t> experts) {
+  ExpertPlacement p;
+  p.ep = ep;
+  p.numExperts = numExperts;
+  p.slots = ep > 0 ? int64_t(experts.size()) / ep : 0;
+  p.experts = std::move(experts);
+  return p;
+}
+
 std::vector<int64_t> ExpertPlacement::replicasOf(int64_t expert) const {
   std::vector<int64_t> out;
   for (size_t i = 0; i < experts.size(); ++i)
@@ -97,6 +107,16 @@ std::string meshfold::placementRule(int64_t numExperts, int64_t ep,
 }
 
 namespace {
+/// Whether `rank` (its experts) holds `expert`.
+bool holds(const std::vector<int64_t> &rank, int64_t expert) {
+  return std::find(rank.begin(), rank.end(), expert) != rank.end();
+}
+
+/// The node of EP coordinate `c` (`nodeOf` empty: one node).
+int64_t nodeOfRank(const std::vector<int64_t> &nodeOf, int64_t c) {
+  return nodeOf.empty() ? 0 : nodeOf[size_t(c)];
+}
+
 /// Where every rank with a free slot holds `expert` already: moves another
 /// expert from a full rank without `expert` to a free rank that lacks it, and
 /// returns the rank so freed (the slots add up to the replicas, and an
@@ -104,20 +124,16 @@ namespace {
 int64_t makeRoom(std::vector<std::vector<int64_t>> &held,
                  std::vector<double> &load, const std::vector<double> &share,
                  int64_t slots, int64_t expert) {
-  auto holds = [&](int64_t c, int64_t e) {
-    const std::vector<int64_t> &h = held[size_t(c)];
-    return std::find(h.begin(), h.end(), e) != h.end();
-  };
   const int64_t ep = int64_t(held.size());
   for (int64_t free = 0; free < ep; ++free) {
     if (int64_t(held[size_t(free)].size()) == slots)
       continue;
     for (int64_t full = 0; full < ep; ++full) {
-      if (holds(full, expert))
+      if (holds(held[size_t(full)], expert))
         continue;
       for (size_t i = 0; i < held[size_t(full)].size(); ++i) {
         int64_t f = held[size_t(full)][i];
-        if (holds(free, f))
+        if (holds(held[size_t(free)], f))
           continue;
         held[size_t(full)].erase(held[size_t(full)].begin() + long(i));
         held[size_t(free)].push_back(f);
@@ -161,11 +177,6 @@ void refineBySwaps(std::vector<std::vector<int64_t>> &held,
                    const std::vector<int64_t> &replicas,
                    const std::vector<int64_t> &nodeOf) {
   const int64_t ep = int64_t(held.size());
-  auto holds = [&](int64_t c, int64_t e) {
-    return std::find(held[size_t(c)].begin(), held[size_t(c)].end(), e) !=
-           held[size_t(c)].end();
-  };
-  auto node = [&](int64_t c) { return nodeOf.empty() ? 0 : nodeOf[size_t(c)]; };
   for (int64_t round = 0; round < 64 * ep; ++round) {
     int64_t b =
         int64_t(std::max_element(load.begin(), load.end()) - load.begin());
@@ -176,8 +187,8 @@ void refineBySwaps(std::vector<std::vector<int64_t>> &held,
       for (size_t x = 0; o != b && x < held[size_t(b)].size(); ++x)
         for (size_t y = 0; y < held[size_t(o)].size(); ++y) {
           int64_t ex = held[size_t(b)][x], ey = held[size_t(o)][y];
-          if (holds(o, ex) || holds(b, ey) ||
-              (node(o) != node(b) &&
+          if (holds(held[size_t(o)], ex) || holds(held[size_t(b)], ey) ||
+              (nodeOfRank(nodeOf, o) != nodeOfRank(nodeOf, b) &&
                (replicas[size_t(ex)] > 1 || replicas[size_t(ey)] > 1)))
             continue;
           double delta = share[size_t(ex)] - share[size_t(ey)];
@@ -240,18 +251,15 @@ ExpertPlacement meshfold::balanceExperts(const std::vector<double> &rows,
   std::vector<std::vector<int64_t>> held(static_cast<size_t>(ep));
   // Replicas of each expert per node so far.
   std::map<std::pair<int64_t, int64_t>, int64_t> onNode;
-  auto nodeOfRank = [&](int64_t c) {
-    return nodeOf.empty() ? 0 : nodeOf[size_t(c)];
-  };
   for (const Unit &u : units) {
     int64_t best = -1;
     auto key = [&](int64_t c) {
-      return std::make_pair(onNode[{u.expert, nodeOfRank(c)}], load[size_t(c)]);
+      return std::make_pair(onNode[{u.expert, nodeOfRank(nodeOf, c)}],
+                            load[size_t(c)]);
     };
     for (int64_t c = 0; c < ep; ++c) {
       const std::vector<int64_t> &h = held[size_t(c)];
-      if (int64_t(h.size()) == p.slots ||
-          std::find(h.begin(), h.end(), u.expert) != h.end())
+      if (int64_t(h.size()) == p.slots || holds(h, u.expert))
         continue;
       if (best < 0 || key(c) < key(best))
         best = c;
@@ -260,7 +268,7 @@ ExpertPlacement meshfold::balanceExperts(const std::vector<double> &rows,
       best = makeRoom(held, load, share, p.slots, u.expert);
     held[size_t(best)].push_back(u.expert);
     load[size_t(best)] += u.load;
-    ++onNode[{u.expert, nodeOfRank(best)}];
+    ++onNode[{u.expert, nodeOfRank(nodeOf, best)}];
   }
   refineBySwaps(held, load, share, replicas, nodeOf);
   // Each rank's experts in ascending order (its weights load in file order).

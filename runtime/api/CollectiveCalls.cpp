@@ -354,8 +354,8 @@ mfrt_dispatch_tokens(int64_t group, mfrt_dispatch_mode mode, const void *x,
                      const int64_t *experts, const float *weights, int64_t k,
                      int64_t n_experts, mfrt_dispatch **h) {
   return mfrt_dispatch_tokens_placed(group, mode, x, n_tokens, hidden, dtype,
-                                     experts, weights, k, n_experts, nullptr,
-                                     0, h);
+                                     experts, weights, k, n_experts, nullptr, 0,
+                                     h);
 }
 
 extern "C" mfrt_status mfrt_dispatch_tokens_placed(
@@ -409,8 +409,9 @@ extern "C" mfrt_status mfrt_dispatch_tokens_placed(
     handle->k = k;
     handle->nExperts = n_experts;
     handle->rowBytes = size_t(hidden) * dtypeSize(dtype);
-    placeExperts(*handle, placement, n_slots);
-    s = dispatchTokens(op, *handle, x, experts, weights);
+    s = dispatchTokens(
+        op, *handle, x, experts, weights,
+        std::vector<int64_t>(placement, placement + (placement ? n_slots : 0)));
   }
   mfrt_status code = finishOp(op, s);
   if (code == MFRT_OK)

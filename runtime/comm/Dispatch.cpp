@@ -88,9 +88,10 @@ bool placesExperts(const Group &g) {
 Status ownerTable(RankState &st, Group &g, int64_t nExperts,
                   const std::vector<int64_t> &placement,
                   std::shared_ptr<const ExpertTable> &out) {
-  auto key = std::make_pair(nExperts, placement);
-  if (auto it = g.expertTables.find(key); it != g.expertTables.end()) {
-    out = it->second;
+  std::shared_ptr<const ExpertTable> &cached =
+      g.expertTables[nExperts][placement];
+  if (cached) {
+    out = cached;
     return Status::success();
   }
   std::vector<int> owner, local;
@@ -118,11 +119,9 @@ Status ownerTable(RankState &st, Group &g, int64_t nExperts,
       return Status::error(MFRT_ERR_ARGUMENT, "EP=" + std::to_string(ep) +
                                                   " must divide n_experts=" +
                                                   std::to_string(nExperts));
-    p = meshfold::ExpertPlacement::contiguous(nExperts, ep);
-    if (!placement.empty()) {
-      p.slots = int64_t(placement.size()) / ep;
-      p.experts = placement;
-    }
+    p = placement.empty()
+            ? meshfold::ExpertPlacement::contiguous(nExperts, ep)
+            : meshfold::ExpertPlacement::fromTable(nExperts, ep, placement);
     if (std::string why = p.check(); !why.empty())
       return Status::error(MFRT_ERR_ARGUMENT,
                            "the expert placement is malformed: " + why);
@@ -163,7 +162,7 @@ Status ownerTable(RankState &st, Group &g, int64_t nExperts,
   table->owner = std::move(owner);
   table->ownerLocal = std::move(local);
   table->replicas = replicas;
-  g.expertTables[key] = table;
+  cached = table;
   out = std::move(table);
   return Status::success();
 }
@@ -743,18 +742,14 @@ Status Dispatcher::finish() {
 }
 } // namespace
 
-void mfrt::comm::placeExperts(mfrt_dispatch &h, const int64_t *placement,
-                              int64_t n) {
-  h.placement.assign(placement, placement + (placement ? n : 0));
-}
-
 /// Dispatches x by its routing: counts (A), rows to owners and relays (B),
 /// relays to the owners on their node (C); fills `h` as owner, token rank
 /// and relay.
 Status mfrt::comm::dispatchTokens(Op &op, mfrt_dispatch &h, const void *x,
                                   const int64_t *expertsIn,
-                                  const float *weightsIn) {
-  Status table = ownerTable(op.st, *op.group, h.nExperts, h.placement, h.table);
+                                  const float *weightsIn,
+                                  const std::vector<int64_t> &placement) {
+  Status table = ownerTable(op.st, *op.group, h.nExperts, placement, h.table);
   if (!table.ok())
     return table;
   h.replicas = h.table->replicas;

@@ -15,7 +15,6 @@
 #include "meshfold/Analysis/PlanSearch.h"
 #include "meshfold/Config.h"
 #include "meshfold/InitAll.h"
-#include "meshfold/Support/ExpertPlacement.h"
 #include "meshfold/Support/KVTransfer.h"
 #include "meshfold/Support/Text.h"
 #include "meshfold/Target/Compile.h"
@@ -44,7 +43,6 @@
 #include "llvm/Support/WithColor.h"
 
 #include <chrono>
-#include <set>
 
 #include <unistd.h>
 
@@ -736,24 +734,11 @@ static LogicalResult checkPlacementInput(ModuleOp module, mf::PlanAttr plan) {
   FailureOr<moe::ModelInfo> info = moe::getModelInfo(module);
   if (failed(info))
     return failure();
-  std::string error =
-      placementRule(info->numExperts, layout->axisSize("ep"), redundantExperts);
-  if (!error.empty())
-    return fail("plan rule 'ep-experts': " + error);
   RoutingFile routing;
-  if (!readRoutingFile(expertPlacement, *info, routing, error))
-    return fail(error);
-  std::set<int64_t> missing;
-  module.walk([&](moe::ExpertsOp op) {
-    auto layer = op->getParentOfType<moe::LayerOp>();
-    if (layer && !routing.rows.count(layer.getIndex()))
-      missing.insert(layer.getIndex());
-  });
-  if (!missing.empty())
-    return fail(expertPlacement + ": the routing file has no rows of layer " +
-                std::to_string(*missing.begin()) +
-                ", which has experts (run the model's every layer)");
-  return success();
+  std::string error =
+      readPlacementInput(module, *info, layout->axisSize("ep"),
+                         redundantExperts, expertPlacement, routing);
+  return error.empty() ? success() : fail(error);
 }
 
 /// Partitions `module` for its plan when the plan spans several devices, or

@@ -36,6 +36,17 @@ struct RoutingFile {
 bool readRoutingFile(llvm::StringRef path, const moe::ModelInfo &info,
                      RoutingFile &out, std::string &error);
 
+/// The input of a placement of `module`'s experts (of the model `info`
+/// describes) on `ep` EP ranks with `redundant` replicas, from the routing
+/// file at `path`: checks the rule (placementRule), reads the file
+/// (readRoutingFile) into `out` and checks it has rows of every layer with
+/// experts. Returns "" or the error as one sentence, as mf-place-experts and
+/// meshfold-compile both report it.
+std::string readPlacementInput(mlir::ModuleOp module,
+                               const moe::ModelInfo &info, int64_t ep,
+                               int64_t redundant, llvm::StringRef path,
+                               RoutingFile &out);
+
 /// Prints each placed layer of the partitioned `module` (its
 /// mf.placements): the experts of each EP rank, and the rows per EP rank
 /// that `routing` gives under the contiguous placement and under this one

@@ -32,6 +32,10 @@ struct ExpertPlacement {
   /// The placement without replicas, expert e on EP coordinate e / (E / EP)
   /// (slot e % (E / EP)): the one the compiler uses without routing figures.
   static ExpertPlacement contiguous(int64_t numExperts, int64_t ep);
+  /// The placement of `numExperts` experts on `ep` ranks that `experts`
+  /// lists (ep * slots ids); not checked (see check()).
+  static ExpertPlacement fromTable(int64_t numExperts, int64_t ep,
+                                   std::vector<int64_t> experts);
 
   /// The global slots (c * slots + s) that hold `expert`, ascending.
   std::vector<int64_t> replicasOf(int64_t expert) const;

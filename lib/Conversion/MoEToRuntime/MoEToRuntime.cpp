@@ -76,7 +76,8 @@ std::string weightKey(ParamOp op) {
     key += " shard " + std::to_string(shard.getDim()) + " " +
            shard.getMesh().str() + " " + shard.getAxis().str() + " " +
            std::to_string(shard.getParts());
-  if (auto layer = op->getAttrOfType<IntegerAttr>(mf::MFDialect::getPlacedAttrName()))
+  if (auto layer =
+          op->getAttrOfType<IntegerAttr>(mf::MFDialect::getPlacedAttrName()))
     key += " placed " + std::to_string(layer.getInt());
   return key;
 }
@@ -197,8 +198,7 @@ private:
   /// first use, and its manifest entry; every slice must be f32 and used
   /// with one type.
   LogicalResult registerWeights(ArrayRef<ParamOp> params, WeightIds &ids,
-                                int64_t numExperts,
-                                Manifest &manifest) {
+                                int64_t numExperts, Manifest &manifest) {
     Type f32 = Float32Type::get(&getContext());
     llvm::StringMap<std::set<int64_t>> stagesOf =
         weightStages(params, entryName);
@@ -479,8 +479,8 @@ private:
   LogicalResult readPlacements(ModuleOp module, Manifest &manifest) {
     auto placements = module->getAttrOfType<DictionaryAttr>(
         mf::MFDialect::getPlacementsAttrName());
-    auto plan = module->getAttrOfType<mf::PlanAttr>(
-        mf::MFDialect::getPlanAttrName());
+    auto plan =
+        module->getAttrOfType<mf::PlanAttr>(mf::MFDialect::getPlanAttrName());
     if (!placements)
       return success();
     std::optional<MeshLayout> layout =
@@ -489,12 +489,10 @@ private:
       return module.emitError("convert-moe-to-runtime: expert placements "
                               "need a plan with an ep axis");
     for (NamedAttribute entry : placements) {
-      ExpertPlacement p;
-      p.ep = layout->axisSize("ep");
-      p.numExperts = manifest.experts;
-      ArrayRef<int64_t> table = cast<DenseI64ArrayAttr>(entry.getValue());
-      p.experts.assign(table.begin(), table.end());
-      p.slots = int64_t(table.size()) / p.ep;
+      ExpertPlacement p = ExpertPlacement::fromTable(
+          manifest.experts, layout->axisSize("ep"),
+          std::vector<int64_t>(
+              cast<DenseI64ArrayAttr>(entry.getValue()).asArrayRef()));
       int64_t layer = -1;
       if (entry.getName().getValue().getAsInteger(10, layer) || layer < 0 ||
           !p.check().empty())

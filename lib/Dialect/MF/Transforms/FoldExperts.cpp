@@ -93,17 +93,13 @@ struct MFFoldExpertsPass
       }
       // A placement (mf-place-experts) gives each EP rank `slots` experts,
       // replicas included; without one, the contiguous block of E / EP.
-      auto placement =
-          op->getAttrOfType<DenseI64ArrayAttr>(MFDialect::getPlacementAttrName());
+      auto placement = op->getAttrOfType<DenseI64ArrayAttr>(
+          MFDialect::getPlacementAttrName());
       auto layer = op->getParentOfType<moe::LayerOp>();
       int64_t slots = numExperts / ep;
       if (placement) {
-        ExpertPlacement p;
-        p.ep = ep;
-        p.numExperts = numExperts;
-        p.slots = int64_t(placement.size()) / ep;
-        p.experts.assign(placement.asArrayRef().begin(),
-                         placement.asArrayRef().end());
+        ExpertPlacement p = ExpertPlacement::fromTable(
+            numExperts, ep, std::vector<int64_t>(placement.asArrayRef()));
         std::string bad = p.check();
         if (!layer || !bad.empty()) {
           op.emitError() << "'" << MFDialect::getPlacementAttrName()
@@ -147,8 +143,8 @@ struct MFFoldExpertsPass
             RankedTensorType::get(shape, param.getType().getElementType());
         moe::ParamOp local;
         if (placement) {
-          local = moe::ParamOp::create(b, param.getLoc(), type,
-                                       param.getName());
+          local =
+              moe::ParamOp::create(b, param.getLoc(), type, param.getName());
           local->setAttr(MFDialect::getPlacedAttrName(),
                          b.getI64IntegerAttr(layer.getIndex()));
         } else {

@@ -39,14 +39,10 @@ struct MFPlaceExpertsPass
     FailureOr<moe::ModelInfo> info = moe::getModelInfo(module);
     if (failed(info))
       return signalPassFailure();
-    std::string rule = placementRule(info->numExperts, ep, redundant);
-    if (!rule.empty()) {
-      module.emitError() << "plan rule 'ep-experts': " << rule;
-      return signalPassFailure();
-    }
     RoutingFile file;
-    std::string error;
-    if (!readRoutingFile(routing, *info, file, error)) {
+    std::string error =
+        readPlacementInput(module, *info, ep, redundant, routing, file);
+    if (!error.empty()) {
       module.emitError(error);
       return signalPassFailure();
     }
@@ -61,15 +57,8 @@ struct MFPlaceExpertsPass
         op.emitError("mf-place-experts: moe.experts outside a moe.layer");
         return WalkResult::interrupt();
       }
-      auto rows = file.rows.find(layer.getIndex());
-      if (rows == file.rows.end()) {
-        op.emitError() << routing << ": the routing file has no rows of layer "
-                       << layer.getIndex()
-                       << ", which has experts (run the model's every "
-                          "layer)";
-        return WalkResult::interrupt();
-      }
-      ExpertPlacement p = balanceExperts(rows->second, ep, redundant, nodeOf);
+      ExpertPlacement p =
+          balanceExperts(file.rows.at(layer.getIndex()), ep, redundant, nodeOf);
       std::string bad = p.check();
       if (!bad.empty()) {
         op.emitError() << "internal: the placement of layer "

@@ -53,8 +53,8 @@ struct Group {
   uint32_t seq = 0;
   /// The expert tables of the dispatches on this group, by number of
   /// experts and placement (empty: contiguous blocks).
-  std::map<std::pair<int64_t, std::vector<int64_t>>,
-           std::shared_ptr<const ExpertTable>>
+  std::map<int64_t,
+           std::map<std::vector<int64_t>, std::shared_ptr<const ExpertTable>>>
       expertTables;
 
   int size() const { return int(members.size()); }

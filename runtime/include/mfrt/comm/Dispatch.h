@@ -45,9 +45,7 @@ struct mfrt_dispatch {
   /// dispatchTokens has read the group's expert table (an expert split over
   /// etp is held by `replicas` members, and each gets the token).
   int64_t hidden = 0, nTokens = 0, k = 0, nExperts = 0, replicas = 1;
-  /// The experts' placement (empty: contiguous), see placeExperts, and the
-  /// table dispatchTokens routed by (combine routes back by it).
-  std::vector<int64_t> placement;
+  /// The expert table dispatchTokens routed by (combine routes back by it).
   std::shared_ptr<const mfrt::comm::ExpertTable> table;
   size_t rowBytes = 0;
 
@@ -83,13 +81,12 @@ namespace mfrt::comm {
 
 /// Dispatches the `h.nTokens` x `h.k` routed slots of `x` (`experts`,
 /// `weights`) to the owners of their experts on op's group; `h` holds the
-/// checked arguments and receives the rows this rank owns.
+/// checked arguments and receives the rows this rank owns. The experts are
+/// placed by `placement` (meshfold::ExpertPlacement's table over the
+/// group's EP coordinates; empty: contiguous blocks).
 Status dispatchTokens(Op &op, mfrt_dispatch &h, const void *x,
-                      const int64_t *experts, const float *weights);
-/// The experts' placement of the next dispatchTokens on `h`: `n` expert ids
-/// (meshfold::ExpertPlacement's table over the group's EP coordinates);
-/// none: contiguous blocks.
-void placeExperts(mfrt_dispatch &h, const int64_t *placement, int64_t n);
+                      const int64_t *experts, const float *weights,
+                      const std::vector<int64_t> &placement);
 /// Returns the expert outputs `out` of the rows `h` received to their
 /// tokens' ranks and sums them, weighted, into `y` (Combine.cpp).
 Status combineTokens(Op &op, mfrt_dispatch &h, const void *out, void *y);
