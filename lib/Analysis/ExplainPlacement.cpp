@@ -52,6 +52,8 @@ std::string readRouting(const llvm::json::Object &json,
       return "layer " + std::to_string(*index) + " counts rows of " +
              std::to_string(rows->size()) + " experts, the model has " +
              std::to_string(info.numExperts);
+    if (out.rows.count(*index))
+      return "layer " + std::to_string(*index) + " is listed twice";
     std::vector<double> &counts = out.rows[*index];
     for (const llvm::json::Value &r : *rows) {
       std::optional<double> n = r.getAsNumber();

@@ -1,6 +1,7 @@
 // RUN: not meshfold-opt %s --mf-place-experts="routing=%S/Inputs/routing-other-model.json" 2>&1 | FileCheck %s --check-prefix=OTHER
 // RUN: not meshfold-opt %s --mf-place-experts="routing=%S/Inputs/routing-bad-rows.json" 2>&1 | FileCheck %s --check-prefix=ROWS
 // RUN: not meshfold-opt %s --mf-place-experts="routing=%S/Inputs/routing-layer-0.json" 2>&1 | FileCheck %s --check-prefix=LAYER
+// RUN: not meshfold-opt %s --mf-place-experts="routing=%S/Inputs/routing-layer-twice.json" 2>&1 | FileCheck %s --check-prefix=TWICE-LISTED
 // RUN: not meshfold-opt %s --mf-place-experts="routing=%S/Inputs/routing-not-routing.json" 2>&1 | FileCheck %s --check-prefix=FORMAT
 // RUN: not meshfold-opt %s --mf-place-experts="routing=%S/Inputs/no-such.json" 2>&1 | FileCheck %s --check-prefix=MISSING
 // RUN: not meshfold-opt %s --mf-place-experts 2>&1 | FileCheck %s --check-prefix=NONE
@@ -11,7 +12,8 @@
 
 // -mf-place-experts refuses, one line each: a routing file of another
 // model, one whose layer counts another number of experts (names experts
-// the model lacks), one without a layer that has experts, a file that is
+// the model lacks), one without a layer that has experts, one that lists a
+// layer twice, a file that is
 // not a routing file or does not exist, no file, replicas that EP does not
 // divide with the experts or that would put an expert twice on a rank, and
 // a plan without expert parallelism. The model: 2 layers of 8 experts,
@@ -19,6 +21,7 @@
 
 // OTHER: error: {{.*}}routing-other-model.json: it is the routing of another model: 'model.experts' is 16, this model has 8
 // ROWS: error: {{.*}}routing-bad-rows.json: layer 0 counts rows of 9 experts, the model has 8
+// TWICE-LISTED: error: {{.*}}routing-layer-twice.json: layer 0 is listed twice
 // LAYER: error: {{.*}}routing-layer-0.json: the routing file has no rows of layer 1, which has experts (run the model's every layer)
 // FORMAT: error: {{.*}}routing-not-routing.json: it is not a meshfold routing file ("format" must be "meshfold-routing")
 // MISSING: error: {{.*}}no-such.json: cannot read the routing file
