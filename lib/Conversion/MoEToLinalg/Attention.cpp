@@ -97,10 +97,11 @@ class FusedAttention {
 public:
   FusedAttention(OpBuilder &b, Location loc, Value q, Value k, Value v,
                  Value qpos, Value kpos, double scale, RankedTensorType qType,
-                 bool withLse, int64_t queryTile, int64_t tile)
+                 bool withLse, bool bySequence, int64_t tile)
       : b(b), loc(loc), ctx(b.getContext()), q(q), k(k), v(v), qpos(qpos),
         kpos(kpos), scale(scale), qType(qType), withLse(withLse),
-        kQueryTile(queryTile), kKeyTile(tile), elt(qType.getElementType()),
+        bySequence(bySequence), kQueryTile(tile), kKeyTile(tile),
+        elt(qType.getElementType()),
         kElt(cast<RankedTensorType>(k.getType()).getElementType()),
         nh(dimOf(q, 1)), nkv(dimOf(k, 1)), dh(dimOf(q, 2)), group(nh / nkv),
         rowType(tensorOf({ShapedType::kDynamic}, elt)),
@@ -110,7 +111,9 @@ public:
   std::pair<Value, Value> build() {
     tq = tensor::DimOp::create(b, loc, q, 0);
     tk = tensor::DimOp::create(b, loc, k, 0);
-    if (kQueryTile > 1)
+    if (bySequence)
+      std::tie(tileStarts, queryTiles) = queryTileStarts();
+    else
       kT = transposeKeys();
     std::tie(tileMin, tileMax) = keyTileBounds();
     scf::ForallOp forall = createWorkItems();
@@ -140,6 +143,59 @@ private:
                    {{k, 0}}),
                ArrayRef<int64_t>{1, 2, 0})
         .getResult()[0];
+  }
+
+  /// A decode step's query tiles: runs of consecutive rows of one sequence
+  /// (positions with the same high 32 bits), at most kQueryTile rows each,
+  /// so that a decoding request's row is a tile of its own and a prompt's
+  /// chunk (--prefill-chunk, or the rows past a cached prefix) is tiles of
+  /// many rows that read each key tile once. Returns the tiles' first rows
+  /// followed by the row count ([tiles + 1]) and the tile count.
+  std::pair<Value, Value> queryTileStarts() {
+    Value zero = cstIndex(b, loc, 0), one = cstIndex(b, loc, 1);
+    Value full = cstIndex(b, loc, kQueryTile);
+    Value empty = tensor::EmptyOp::create(
+        b, loc, ArrayRef<int64_t>{ShapedType::kDynamic}, b.getIndexType(),
+        ValueRange{arith::AddIOp::create(b, loc, tq, one)});
+    Value shift = arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(32));
+    auto sequenceAt = [&](OpBuilder &nb, Location l, Value i) -> Value {
+      return arith::ShRSIOp::create(
+          nb, l, tensor::ExtractOp::create(nb, l, qpos, i), shift);
+    };
+    // Carries the starts so far, their count and the current tile's start.
+    auto loop = scf::ForOp::create(
+        b, loc, zero, tq, one, ValueRange{empty, zero, zero},
+        [&](OpBuilder &nb, Location l, Value i, ValueRange it) {
+          Value previous = arith::MaxSIOp::create(
+              nb, l, arith::SubIOp::create(nb, l, i, one), zero);
+          Value first =
+              arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, i, zero);
+          Value otherSequence = arith::CmpIOp::create(
+              nb, l, arith::CmpIPredicate::ne, sequenceAt(nb, l, i),
+              sequenceAt(nb, l, previous));
+          Value tileFull = arith::CmpIOp::create(
+              nb, l, arith::CmpIPredicate::eq,
+              arith::SubIOp::create(nb, l, i, it[2]), full);
+          Value starts = arith::OrIOp::create(
+              nb, l, first,
+              arith::OrIOp::create(nb, l, otherSequence, tileFull));
+          auto ifOp = scf::IfOp::create(
+              nb, l, starts,
+              [&](OpBuilder &tb, Location tl) {
+                Value added = tensor::InsertOp::create(tb, tl, i, it[0], it[1]);
+                scf::YieldOp::create(
+                    tb, tl,
+                    ValueRange{added, arith::AddIOp::create(tb, tl, it[1], one),
+                               i});
+              },
+              [&](OpBuilder &eb, Location el) {
+                scf::YieldOp::create(eb, el, it);
+              });
+          scf::YieldOp::create(nb, l, ifOp.getResults());
+        });
+    Value count = loop.getResult(1);
+    return {tensor::InsertOp::create(b, loc, tq, loop.getResult(0), count),
+            count};
   }
 
   /// The keys of the key tile at `j0`: the tile's size, or those left.
@@ -182,17 +238,30 @@ private:
       outs.push_back(makeEmpty(b, loc, lseType, {{q, 0}}));
     return scf::ForallOp::create(
         b, loc, {b.getIndexAttr(0), b.getIndexAttr(0)},
-        {b.getIndexAttr(nh), OpFoldResult(tq)},
-        {b.getIndexAttr(1), b.getIndexAttr(kQueryTile)}, outs, std::nullopt);
+        {b.getIndexAttr(nh), OpFoldResult(bySequence ? queryTiles : tq)},
+        {b.getIndexAttr(1), b.getIndexAttr(bySequence ? 1 : kQueryTile)}, outs,
+        std::nullopt);
   }
 
   /// The work item's head, query rows and their positions, and the bounds
   /// of those positions that decide which key tiles to skip.
   void startWorkItem(scf::ForallOp forall) {
     h = forall.getInductionVar(0);
-    i0 = forall.getInductionVar(1);
-    bq = arith::MinSIOp::create(b, loc, cstIndex(b, loc, kQueryTile),
-                                arith::SubIOp::create(b, loc, tq, i0));
+    if (bySequence) {
+      Value t = forall.getInductionVar(1);
+      i0 = tensor::ExtractOp::create(b, loc, tileStarts, t);
+      Value end = tensor::ExtractOp::create(
+          b, loc, tileStarts,
+          ValueRange{arith::AddIOp::create(b, loc, t, cstIndex(b, loc, 1))});
+      // At most kQueryTile rows: the min states the bound (the GPU target
+      // sizes its tile buffers by it).
+      bq = arith::MinSIOp::create(b, loc, cstIndex(b, loc, kQueryTile),
+                                  arith::SubIOp::create(b, loc, end, i0));
+    } else {
+      i0 = forall.getInductionVar(1);
+      bq = arith::MinSIOp::create(b, loc, cstIndex(b, loc, kQueryTile),
+                                  arith::SubIOp::create(b, loc, tq, i0));
+    }
     kvh =
         group == 1
             ? h
@@ -280,9 +349,9 @@ private:
   /// The work item's scores against the key tile at `j0` (`bk` keys at
   /// positions `kp`), scaled, with the causal mask by global positions.
   /// With transposed keys, an NN contraction on the tile's [d, bk] slice of
-  /// kT; a decode step's single query row instead takes dot products with
-  /// the [bk, d] rows of K where they lie (no transpose of the whole
-  /// history per step).
+  /// kT; a decode step's query rows instead take dot products with the
+  /// [bk, d] rows of K where they lie (no transpose of the whole history
+  /// per step).
   Value maskedScores(OpBuilder &nb, Location l, Value j0, Value kp, Value bk) {
     int64_t dyn = ShapedType::kDynamic;
     Value init = zeros(nb, l, tensorOf({dyn, dyn}, elt), {{qp, 0}, {kp, 0}});
@@ -423,16 +492,20 @@ private:
   double scale;
   RankedTensorType qType;
   bool withLse;
-  /// Query rows per parallel work item and keys per step of the online
-  /// softmax.
+  /// A decode step's: query tiles are runs of one sequence's rows
+  /// (queryTileStarts), and the keys are read where they lie.
+  bool bySequence;
+  /// Query rows per parallel work item (at most, by sequence) and keys per
+  /// step of the online softmax.
   int64_t kQueryTile, kKeyTile;
   Type elt, kElt;
   int64_t nh, nkv, dh, group;
   /// Per query row: [rows] and [rows, d].
   RankedTensorType rowType, rowDhType;
-  /// The query and key counts, the transposed keys (none for one-row query
-  /// tiles) and each key tile's least and greatest position.
-  Value tq, tk, kT, tileMin, tileMax;
+  /// The query and key counts, the transposed keys (none by sequence), each
+  /// key tile's least and greatest position, and by sequence the query
+  /// tiles' starts and count.
+  Value tq, tk, kT, tileMin, tileMax, tileStarts, queryTiles;
   /// The work item's head, first query row, row count, KV head, query tile,
   /// its positions, their max, the 32-bit shift and the first sequence.
   Value h, i0, bq, kvh, qTile, qp, maxQ, shift, firstSequence;
@@ -452,27 +525,29 @@ private:
 /// query, or all of earlier sequences than every query's (global positions
 /// are `sequence * 2^32 + place`); positions are arbitrary (zigzag CP
 /// reorders them), so the bounds come from the position tensors. A decode
-/// step's query tile is one row (`queryTile` 1): each row is its own
-/// request's, and skips the key tiles of the batch's other requests. Both
-/// contractions are generics with the multiplyAccumulate body and one
-/// reduction dim, and the KV head is picked by slicing (no floordiv maps).
-/// P · V is NN; so are the scores of a query tile of several rows, on keys
-/// transposed once per op; a decode step's single row takes dot products
-/// with K's rows where they lie instead (transposing a step's whole history,
-/// every request's, per layer cost more than its attention).
+/// step's query tiles (`bySequence`) never mix sequences: a decoding
+/// request's row is a tile of its own, which skips the key tiles of the
+/// batch's other requests, and a prompt's chunk in the step is tiles of up
+/// to `tile` rows (a row per tile would read the whole history once per
+/// row). Both contractions are generics with the multiplyAccumulate body
+/// and one reduction dim, and the KV head is picked by slicing (no floordiv
+/// maps). P · V is NN; so are the scores of a prefill's query tiles, on keys
+/// transposed once per op; a decode step's rows take dot products with K's
+/// rows where they lie instead (transposing a step's whole history, every
+/// request's, per layer cost more than its attention).
 ///
-/// Query rows per work item and keys per step are `tile` both, but for a
-/// decode step's queries. At 64 a [64, 64] f32 score tile (16 KiB) and the
+/// Query rows per work item (at most, by sequence) and keys per step are
+/// both `tile`. At 64 a [64, 64] f32 score tile (16 KiB) and the
 /// key/value tiles stay in the L1/L2 caches; the query tile bounds the
 /// parallelism of a short prompt (heads x query tiles).
 std::pair<Value, Value> buildFusedAttention(OpBuilder &b, Location loc, Value q,
                                             Value k, Value v, Value qpos,
                                             Value kpos, double scale,
                                             RankedTensorType qType,
-                                            bool withLse, int64_t queryTile,
+                                            bool withLse, bool bySequence,
                                             int64_t tile) {
   return FusedAttention(b, loc, q, k, v, qpos, kpos, scale, qType, withLse,
-                        queryTile, tile)
+                        bySequence, tile)
       .build();
 }
 
@@ -574,8 +649,8 @@ buildMaterializedAttention(OpBuilder &b, Location loc, Value q, Value k,
   return {out, lse};
 }
 
-/// Either lowering of attention, by `fuse`; the fused one with one-row
-/// query tiles in a decode step (`op`'s function is `moe.decode_step`).
+/// Either lowering of attention, by `fuse`; the fused one with query tiles by
+/// sequence in a decode step (`op`'s function is `moe.decode_step`).
 std::pair<Value, Value> buildAttention(Operation *op, bool fuse, int64_t tile,
                                        OpBuilder &b, Location loc, Value q,
                                        Value k, Value v, Value qpos, Value kpos,
@@ -584,7 +659,7 @@ std::pair<Value, Value> buildAttention(Operation *op, bool fuse, int64_t tile,
   auto fn = op->getParentOfType<func::FuncOp>();
   bool step = fn && fn->hasAttr(getDecodeStepAttrName());
   return fuse ? buildFusedAttention(b, loc, q, k, v, qpos, kpos, scale, qType,
-                                    withLse, step ? 1 : tile, tile)
+                                    withLse, /*bySequence=*/step, tile)
               : buildMaterializedAttention(b, loc, q, k, v, qpos, kpos, scale,
                                            qType, withLse);
 }

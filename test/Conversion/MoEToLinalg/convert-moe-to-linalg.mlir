@@ -184,16 +184,37 @@ func.func @attention(%q: tensor<?x8x16xf32>, %k: tensor<?x2x16xf32>, %v: tensor<
 
 // -----
 
-// In a decode step each query row is its own request's: one-row query
-// tiles, each skipping the key tiles of the batch's other requests. K is
-// not transposed: the row's scores are dot products with the key tile's
-// rows of K ([keys, d] at the KV head) where they lie.
+// In a decode step the query tiles never mix sequences: a tile starts at
+// the first row, where the sequence (a position's high 32 bits) changes, and
+// after 64 rows of one sequence (a prompt's chunk). So a decoding request's
+// row is a tile of its own, skipping the key tiles of the batch's other
+// requests. The forall runs over (head, tile); a tile's rows run from its
+// start to the next (the last entry is the row count). K is not
+// transposed: the scores are dot products with the key tile's rows of K
+// ([keys, d] at the KV head) where they lie.
 // CHECK-DAG: #[[$QROW:.+]] = affine_map<(d0, d1, d2) -> (d0, d2)>
 // CHECK-DAG: #[[$KROW:.+]] = affine_map<(d0, d1, d2) -> (d1, d2)>
 // CHECK-LABEL: func.func @step_attention
 // CHECK: %[[TQ:.+]] = tensor.dim %arg0
 // CHECK-NOT: linalg.transpose
-// CHECK: scf.forall (%{{.+}}, %{{.+}}) in (8, %[[TQ]]) shared_outs
+// CHECK: %[[C64:.+]] = arith.constant 64 : index
+// CHECK: %[[RUNS:.+]]:3 = scf.for %[[I:.+]] = %{{.+}} to %[[TQ]] step %{{.+}} iter_args(%[[ST:.+]] = %{{.+}}, %[[N:.+]] = %{{.+}}, %[[CUR:.+]] = %{{.+}}) -> (tensor<?xindex>, index, index)
+// CHECK: %[[FIRST:.+]] = arith.cmpi eq, %[[I]], %{{.+}} : index
+// CHECK: %[[OTHER:.+]] = arith.cmpi ne, %{{.+}}, %{{.+}} : i64
+// CHECK: %[[LEN:.+]] = arith.subi %[[I]], %[[CUR]] : index
+// CHECK: %[[FULL:.+]] = arith.cmpi eq, %[[LEN]], %[[C64]] : index
+// CHECK: %[[NEW:.+]] = arith.ori %[[OTHER]], %[[FULL]] : i1
+// CHECK: %[[STARTS:.+]] = arith.ori %[[FIRST]], %[[NEW]] : i1
+// CHECK: scf.if %[[STARTS]]
+// CHECK-NEXT: tensor.insert %[[I]] into %[[ST]][%[[N]]] : tensor<?xindex>
+// CHECK: %[[TILES:.+]] = tensor.insert %[[TQ]] into %[[RUNS]]#0[%[[RUNS]]#1] : tensor<?xindex>
+// CHECK: scf.forall (%[[H:.+]], %[[T:.+]]) in (8, %[[RUNS]]#1) shared_outs
+// CHECK-NEXT: %[[I0:.+]] = tensor.extract %[[TILES]][%[[T]]] : tensor<?xindex>
+// CHECK: %[[T1:.+]] = arith.addi %[[T]], %{{.+}} : index
+// CHECK-NEXT: %[[END:.+]] = tensor.extract %[[TILES]][%[[T1]]] : tensor<?xindex>
+// CHECK-NEXT: %[[ROWS:.+]] = arith.subi %[[END]], %[[I0]] : index
+// CHECK: %[[BQ:.+]] = arith.minsi %{{.+}}, %[[ROWS]] : index
+// CHECK: tensor.extract_slice %arg0[%[[I0]], %[[H]], 0] [%[[BQ]], 1, 16] [1, 1, 1]
 // CHECK: %[[KT:.+]] = tensor.extract_slice %arg1[%{{.+}}, %{{.+}}, 0] [%{{.+}}, 1, 16] [1, 1, 1] : tensor<?x2x16xf32> to tensor<?x16xf32>
 // CHECK-NEXT: linalg.generic {indexing_maps = [#[[$QROW]], #[[$KROW]], #{{.+}}], iterator_types = ["parallel", "parallel", "reduction"]} ins(%{{.+}}, %[[KT]] : tensor<?x16xf32>, tensor<?x16xf32>)
 func.func @step_attention(%q: tensor<?x8x16xf32>, %k: tensor<?x2x16xf32>, %v: tensor<?x2x16xf32>, %qp: tensor<?xi64>, %kp: tensor<?xi64>) -> tensor<?x8x16xf32> attributes {moe.decode_step} {
