@@ -215,6 +215,17 @@ void usage() {
       "                   long prompt does not stall them (default 0: one "
       "prefill call\n"
       "                   per prompt)\n"
+      "  --max-step-tokens N\n"
+      "                   compute at most N rows per decode step: the running "
+      "requests'\n"
+      "                   tokens first, then prompt chunks, the prompts with "
+      "the fewest\n"
+      "                   rows left first (at least one row while a prompt "
+      "waits), so that\n"
+      "                   a prefill slows each step by a bounded amount; "
+      "prompts run in\n"
+      "                   chunks (of N rows unless --prefill-chunk) (default "
+      "0: no bound)\n"
       "  --temperature T  sample at temperature T > 0 (default 0: greedy)\n"
       "  --top-k K        sample among the K most likely tokens (default 0: "
       "all)\n"
@@ -440,7 +451,7 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
     } else if (name == "--max-new-tokens" || name == "--top-k" ||
                name == "--seed" || name == "--max-batch" ||
                name == "--micro-batches" || name == "--prefill-chunk" ||
-               name == "--max-queue") {
+               name == "--max-step-tokens" || name == "--max-queue") {
       std::string text;
       value(text);
       Generation &g = options.generation;
@@ -448,12 +459,13 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
         g.seed = uint64_t(parseCount(name, text));
         g.seedGiven = true;
       } else {
-        (name == "--top-k"           ? g.topK
-         : name == "--max-batch"     ? g.maxBatch
-         : name == "--micro-batches" ? g.microBatches
-         : name == "--prefill-chunk" ? g.prefillChunk
-         : name == "--max-queue"     ? options.maxQueue
-                                     : g.maxNewTokens) = parseCount(name, text);
+        (name == "--top-k"             ? g.topK
+         : name == "--max-batch"       ? g.maxBatch
+         : name == "--micro-batches"   ? g.microBatches
+         : name == "--prefill-chunk"   ? g.prefillChunk
+         : name == "--max-step-tokens" ? g.stepTokens
+         : name == "--max-queue" ? options.maxQueue
+                                 : g.maxNewTokens) = parseCount(name, text);
       }
     } else if (name == "--temperature" || name == "--top-p") {
       std::string text;

@@ -479,6 +479,17 @@ void mfrt::printDecodeReport(const Program &prog) {
         "step, %.1f tokens/s\n",
         prog.outputs.size(), steadySteps, steadyMs,
         1e3 * double(prog.outputs.size()) / steadyMs);
+  const Generation &g = prog.generation;
+  if (g.prefillChunk > 0 || g.stepTokens > 0) {
+    std::string budget =
+        g.stepTokens > 0
+            ? "at most " + std::to_string(g.stepTokens) + " (--max-step-tokens)"
+            : std::string("no bound");
+    std::printf("prompt chunks: rank %d: %lld steps ran prompt rows; rows "
+                "per step: %s, most in a step %lld\n",
+                prog.runRank, (long long)prog.runPromptSteps, budget.c_str(),
+                (long long)prog.runMostStepRows);
+  }
   if (prog.prefixCache)
     std::printf("prefix cache: %lld of %lld prompt rows reused, K/V of %lld "
                 "computed\n",

@@ -598,29 +598,83 @@ void receiveRequest(const Program &prog, ProgramRank &rs, int64_t r,
     finishSequence(prog, rs, s, groups, msg[1] > 1.5 ? "stop" : "length");
 }
 
+/// The prompt positions `s` runs in decode steps in all: its prompt's (or,
+/// preempted and admitted again, its cached places').
+int64_t promptEnd(const Sequence &s) {
+  return s.recompute ? s.recomputeEnd : s.output->tokens;
+}
+
 /// Whether `s` is still running its prompt in chunks (--prefill-chunk):
 /// some prompt positions not yet in a step
 /// (or, preempted and admitted again, recomputing its cached places).
-bool prefilling(const Sequence &s) {
-  return s.length < (s.recompute ? s.recomputeEnd : s.output->tokens);
+bool prefilling(const Sequence &s) { return s.length < promptEnd(s); }
+
+/// Whether prompts run through decode steps in chunks: --prefill-chunk, or
+/// --max-step-tokens (chunks of its budget).
+bool chunkedPrompts(const Generation &g) {
+  return g.prefillChunk > 0 || g.stepTokens > 0;
+}
+
+/// The prompt rows of the next step of each of the replica's prefilling
+/// sequences `prefills` (slots), beside `decodingRows` decoding ones': at
+/// most a chunk each (--prefill-chunk, else the budget, else the whole
+/// rest: the rows past a prefix hit). With --max-step-tokens the step's
+/// rows stay within the budget: the decoding rows first, then prompt
+/// rows, the prompts with the fewest rows left first (so that a short
+/// prompt arriving during a long one's prefill is not queued behind it),
+/// and at least one row while a prompt waits. Sequences left without rows
+/// are not in the result. Every rank of the replica decides alike.
+std::map<int64_t, int64_t> promptRows(const Program &prog,
+                                      const ProgramRank &rs,
+                                      std::vector<int64_t> prefills,
+                                      int64_t decodingRows) {
+  const Generation &g = prog.generation;
+  int64_t chunk = g.prefillChunk > 0 ? g.prefillChunk
+                  : g.stepTokens > 0 ? g.stepTokens
+                                     : INT64_MAX;
+  auto left = [&](int64_t slot) {
+    const Sequence &s = rs.sequences[size_t(slot)];
+    return promptEnd(s) - s.length;
+  };
+  std::stable_sort(prefills.begin(), prefills.end(), [&](int64_t a, int64_t b) {
+    const Sequence &x = rs.sequences[size_t(a)];
+    const Sequence &y = rs.sequences[size_t(b)];
+    return std::make_pair(left(a), x.admission) <
+           std::make_pair(left(b), y.admission);
+  });
+  int64_t budget = g.stepTokens > 0
+                       ? std::max<int64_t>(1, g.stepTokens - decodingRows)
+                       : INT64_MAX;
+  std::map<int64_t, int64_t> rows;
+  for (int64_t slot : prefills) {
+    int64_t n = std::min({chunk, left(slot), budget});
+    if (n <= 0)
+      break;
+    rows[slot] = n;
+    if (budget != INT64_MAX)
+      budget -= n;
+  }
+  return rows;
 }
 
 /// One decode step of the live sequences `live` (by slot) of the rank's
 /// replica, at global positions `slot * 2^32 + place`: one row each (its
-/// last token), or for a sequence still prefilling its next chunk of
-/// prompt positions (at most `chunk`); with none, a dummy step (one padding
-/// row: nothing recorded or dispatched). Each row's K/V is appended to the
+/// last token), or for a sequence still prefilling the next `prompt` rows
+/// of its prompt positions; with none, a dummy step (one padding row:
+/// nothing recorded or dispatched). Each row's K/V is appended to the
 /// caches of the ranks that own its position (the K/V of the last
 /// generated token is never needed).
 void runStep(const Program &prog, ProgramRank &rs,
-             const std::vector<int64_t> &live, int64_t chunk) {
+             const std::vector<int64_t> &live,
+             const std::map<int64_t, int64_t> &prompt) {
   std::vector<int64_t> ids, positions;
+  bool promptStep = false;
   for (int64_t slot : live) {
     Sequence &s = rs.sequences[size_t(slot)];
     s.inStep = true;
     if (prefilling(s)) {
-      int64_t last = s.recompute ? s.recomputeEnd : s.output->tokens;
-      int64_t end = s.length + std::min(chunk, last - s.length);
+      int64_t end = s.length + prompt.at(slot);
+      promptStep = true;
       for (; s.length < end; ++s.length) {
         positions.push_back(globalPosition(slot, s.length));
         ids.push_back(tokenAt(prog, s, s.length));
@@ -632,6 +686,8 @@ void runStep(const Program &prog, ProgramRank &rs,
     s.fed.push_back(s.token);
     ++s.length;
   }
+  rs.promptSteps += promptStep ? 1 : 0;
+  rs.mostStepRows = std::max(rs.mostStepRows, int64_t(ids.size()));
   if (live.empty()) {
     // A padding row: a place past every request's.
     ids = {0};
@@ -679,7 +735,7 @@ bool admitPrompt(const Program &prog, ProgramRank &rs, int64_t r) {
   if (prog.prefixCache)
     hit = findPrefix(prog, rs, prompt, prog.kv.blockTokens);
   makeRoom(rs, kvBlocksFor(kvRows(prog, r), prog.kv.blockTokens), hit);
-  if (hit.rows == 0 && prog.generation.prefillChunk == 0)
+  if (hit.rows == 0 && !chunkedPrompts(prog.generation))
     return false;
   int64_t slot = -1;
   Sequence &s = admit(prog, rs, r, slot);
@@ -765,7 +821,7 @@ std::vector<int64_t> reserveStep(const Program &prog, ProgramRank &rs,
 
 /// Runs the next decode step of the replica's `ready` sequences (by slot;
 /// `live` of them live): the decoding ones of its share (stepGroup) and
-/// the next chunk of every one still prefilling (--prefill-chunk). Returns
+/// the next chunks of those still prefilling (promptRows). Returns
 /// the sequences whose tokens the step computes: all but those whose chunk
 /// leaves prompt positions for later steps. A sequence whose last chunk
 /// ran has ended its prefill.
@@ -779,15 +835,16 @@ std::vector<int64_t> runStepOf(const Program &prog, ProgramRank &rs,
   std::vector<int64_t> rows;
   if (!decoding.empty())
     rows = stepGroup(rs, decoding, live - chunks.size(), groups.microBatches);
-  rows.insert(rows.end(), chunks.begin(), chunks.end());
+  std::map<int64_t, int64_t> prompt =
+      promptRows(prog, rs, chunks, int64_t(rows.size()));
+  for (const auto &entry : prompt)
+    rows.push_back(entry.first);
   rows = reserveStep(prog, rs, rows, ready);
   std::sort(rows.begin(), rows.end());
-  // A prompt's rows after a prefix hit go in one chunk unless chunked.
-  int64_t chunk = prog.generation.prefillChunk;
   std::vector<bool> recomputing;
   for (int64_t slot : rows)
     recomputing.push_back(rs.sequences[size_t(slot)].recompute);
-  runStep(prog, rs, rows, chunk > 0 ? chunk : INT64_MAX);
+  runStep(prog, rs, rows, prompt);
   std::vector<int64_t> tokens;
   double now = secondsNow();
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -1155,9 +1212,12 @@ void checkLongGeneration(const Options &options, const Manifest &m,
 /// decode steps) follows them.
 void checkPromptSteps(const Options &options, const Program &prog) {
   int64_t chunk = options.generation.prefillChunk;
-  if (chunk == 0 && !options.prefixCache)
+  if (!chunkedPrompts(options.generation) && !options.prefixCache)
     return;
-  const std::string flag = chunk > 0 ? "--prefill-chunk" : "--prefix-cache";
+  const std::string flag = chunk > 0 ? "--prefill-chunk"
+                           : options.generation.stepTokens > 0
+                               ? "--max-step-tokens"
+                               : "--prefix-cache";
   const Manifest &m = prog.manifest;
   if (options.generation.maxNewTokens == 0)
     die(flag + " runs prompts through decode steps: give --max-new-tokens N "
@@ -1442,6 +1502,8 @@ int mfrt::rankMain(void *) {
     prog.runSteps = int64_t(rs.stepBatches.size());
     prog.runPrefills = rs.prefillCalls;
     prog.runWaits = rs.waitCalls;
+    prog.runPromptSteps = rs.promptSteps;
+    prog.runMostStepRows = rs.mostStepRows;
     prog.runOverlapped = {rs.overlappedSteps, rs.prefillsBesidePrefills,
                           rs.prefillsBesideSteps};
     for (int64_t batch : rs.stepBatches)

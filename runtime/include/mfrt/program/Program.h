@@ -105,6 +105,9 @@ struct Program {
   /// Rank 0's prefill calls and waits, and its overlapped steps, prefills
   /// beside prefills and prefills beside steps (ProgramRank).
   int64_t runPrefills = 0, runWaits = 0;
+  /// Rank 0's decode steps that ran prompt rows, and the most rows a step
+  /// ran (ProgramRank).
+  int64_t runPromptSteps = 0, runMostStepRows = 0;
   std::array<int64_t, 3> runOverlapped = {0, 0, 0};
   meshfold::Manifest manifest;
   /// A program of two pools (meshfold-compile --decode-plan): `manifest` is

@@ -233,6 +233,9 @@ struct ProgramRank {
   /// The requests of each decode step this rank ran (0 for a dummy step):
   /// their count is the steps it ran.
   std::vector<int64_t> stepBatches;
+  /// The decode steps that ran prompt rows (chunks, or the rows past a
+  /// prefix hit) and the most rows a step ran (--report decode).
+  int64_t promptSteps = 0, mostStepRows = 0;
   /// The generation loop's calls (--report decode): prefills (dummies
   /// included) and waits for calls in later stages; on the first stage, the
   /// steps started while an earlier prefill or step was still in a later

@@ -27,6 +27,9 @@ struct Generation {
   /// this many rows, beside the running requests' rows (0: each prompt's
   /// prefill is one call of the prefill function).
   int64_t prefillChunk = 0;
+  /// --max-step-tokens: the most rows a decode step computes, its decoding
+  /// requests' tokens first, then prompts' chunks (0: no bound).
+  int64_t stepTokens = 0;
   uint64_t seed = 0;
   /// A served request's logprobs: -1 none, else the chosen token's and the
   /// this many most likely alternatives' (at most kTopLogprobs).
