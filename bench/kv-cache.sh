@@ -9,10 +9,13 @@
 #     running requests), beside the cache's own peak (--report decode) and
 #     the process's peak RSS (/usr/bin/time), and the paged cache again with
 #     at most 8 requests decoding at once (--max-batch 8);
-#  2. a 16-token request A, a 4,000-token prompt, then a 16-token request
-#     B, 64 new tokens each, without and with --prefill-chunk 256 and 32:
-#     B's time to first token, and A's inter-token times (p50: steady; p99:
-#     the steps beside the long prompt's prefill);
+#  2. a 16-token request A, a 4,000-token prompt L, then a 17-token
+#     request B, 64 new tokens each, without and with --prefill-chunk 256
+#     and 32, and with a step budget (--max-step-tokens 16 and 8 beside
+#     chunks of 256): B's time to first token, A's inter-token times (p50,
+#     p99: the steps beside L's prefill) and L's time to first token; the
+#     ratios are to the unchunked run's B and to its A's p50 (its steady
+#     decode: after L's prefill call, 3 rows per step);
 #  3. 8 requests sharing a 1,000-token system prompt: time of all prefills
 #     and steps without and with --prefix-cache, and request 1's own
 #     prefill run alone (--max-batch 1), its prefix cold or cached.
@@ -76,14 +79,22 @@ for i in $(seq "$reps"); do
   run "$work/c$i.txt" "${flags[@]}"
   run "$work/d$i.txt" "${flags[@]}" --prefill-chunk 256
   run "$work/h$i.txt" "${flags[@]}" --prefill-chunk 32
+  run "$work/m$i.txt" "${flags[@]}" --prefill-chunk 256 --max-step-tokens 16
+  run "$work/n$i.txt" "${flags[@]}" --prefill-chunk 256 --max-step-tokens 8
 done
-printf '2. requests A (16 tokens), a 4,000-token prompt, B (17 tokens), 64 new tokens each\n'
-printf '%-34s %12s %16s %16s\n' "" "B's TTFT ms" "A's p50 gap ms" "A's p99 gap ms"
-for x in "c:one prefill call per prompt" "d:--prefill-chunk 256" "h:--prefill-chunk 32"; do
-  printf '%-34s %12.3f %16.3f %16.3f\n' "${x#*:}" "$(med "$(req_field 2 first 3)" "${x%%:*}")" \
-    "$(med "$(req_field 0 p50 1)" "${x%%:*}")" "$(med "$(req_field 0 p99 1)" "${x%%:*}")"
+printf '2. requests A (16 tokens), a 4,000-token prompt L, B (17 tokens), 64 new tokens each\n'
+printf '%-44s %11s %8s %9s %9s %9s %10s\n' "" "B's TTFT ms" "ratio" "A p50 ms" "A p99 ms" "p99/steady" "L's TTFT ms"
+ttft0=$(med "$(req_field 2 first 3)" c)
+steady=$(med "$(req_field 0 p50 1)" c)
+for x in "c:one prefill call per prompt" "d:--prefill-chunk 256" "h:--prefill-chunk 32" \
+    "m:--prefill-chunk 256 --max-step-tokens 16" "n:--prefill-chunk 256 --max-step-tokens 8"; do
+  ttft=$(med "$(req_field 2 first 3)" "${x%%:*}")
+  p99=$(med "$(req_field 0 p99 1)" "${x%%:*}")
+  printf '%-44s %11.3f %8.3f %9.3f %9.3f %9.2fx %10.1f\n' "${x#*:}" "$ttft" \
+    "$(awk -v a="$ttft" -v b="$ttft0" 'BEGIN { print a / b }')" "$(med "$(req_field 0 p50 1)" "${x%%:*}")" \
+    "$p99" "$(awk -v a="$p99" -v b="$steady" 'BEGIN { print a / b }')" "$(med "$(req_field 1 first 3)" "${x%%:*}")"
 done
-printf '\n'
+printf '(ratio: B'"'"'s TTFT to the unchunked run'"'"'s; p99/steady: A'"'"'s p99 to the unchunked run'"'"'s A p50)\n\n'
 
 # 3. A shared system prompt.
 awk 'BEGIN { for (r = 0; r < 8; r++) { s = ""; for (p = 0; p < 1000; p++) s = s (p * 37 % 509 + 1) " "

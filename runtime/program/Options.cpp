@@ -257,7 +257,10 @@ void usage() {
       "                   its prompt runs in decode steps. Finished requests "
       "are kept\n"
       "                   until their blocks are needed (16 without "
-      "--kv-memory)\n"
+      "--kv-memory);\n"
+      "                   on by default with --serve\n"
+      "  --no-prefix-cache\n"
+      "                   compute every prompt whole, also with --serve\n"
       "  --no-kv-out      leave the K/V cache out of --out "
       "(req{r}.layers.{i}.k / .v):\n"
       "                   a request's K/V is then kept only while it runs\n"
@@ -440,6 +443,8 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
       options.kvOutputs = false;
     else if (name == "--prefix-cache")
       options.prefixCache = true;
+    else if (name == "--no-prefix-cache")
+      options.noPrefixCache = true;
     else if (name == "--kv-block" || name == "--kv-memory") {
       std::string text;
       value(text);

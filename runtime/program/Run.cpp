@@ -1269,9 +1269,10 @@ void checkKVCapacity(const Program &prog, const Manifest &m, bool decodes) {
 
 /// --serve: the checks of the flags, the default generation settings
 /// (--max-new-tokens, else 16 tokens: OpenAI's default max_tokens; batches
-/// of at most --max-batch, else 64, requests per replica) and the
-/// tokenizer of text prompts (none: prompts must be token ids). Requests'
-/// K/V lives only in the ranks' caches.
+/// of at most --max-batch, else 64, requests per replica; the prefix cache
+/// unless --no-prefix-cache) and the tokenizer of text prompts (none:
+/// prompts must be token ids). Requests' K/V lives only in the ranks'
+/// caches.
 void loadServingSettings(const Options &options, const PromptFiles &files,
                          Program &prog) {
   checkServing(options, prog);
@@ -1280,8 +1281,10 @@ void loadServingSettings(const Options &options, const PromptFiles &files,
     served.generation.maxNewTokens = 16;
   if (served.generation.maxBatch == 0)
     served.generation.maxBatch = 64;
+  served.prefixCache = !options.noPrefixCache;
   checkGeneration(served, prog.manifest, {});
   prog.generation = served.generation;
+  prog.prefixCache = served.prefixCache;
   checkPromptSteps(served, prog);
   prog.kvOutputs = false;
   std::string path = tokenizerPathFor(files), error;
@@ -1416,6 +1419,8 @@ void mfrt::loadProgram(const Options &options, Program &prog) {
   files.weights = options.weights;
   files.wantTokenizer = !options.outJsonl.empty();
   bool serving = !options.serve.empty();
+  if (options.prefixCache && options.noPrefixCache)
+    die("--prefix-cache and --no-prefix-cache: give one");
   if (serving) {
     loadServingSettings(options, files, prog);
   } else {
@@ -1425,10 +1430,10 @@ void mfrt::loadProgram(const Options &options, Program &prog) {
     checkPromptLengths(options, m, prog.prompts);
     checkGeneration(options, m, prog.requests);
     prog.generation = options.generation;
+    prog.prefixCache = options.prefixCache;
     checkPromptSteps(options, prog);
     prog.kvOutputs = options.kvOutputs;
   }
-  prog.prefixCache = options.prefixCache;
   prog.kv = options.kv;
   checkKVCapacity(prog, prog.manifest, /*decodes=*/!prog.pools);
   if (prog.pools)

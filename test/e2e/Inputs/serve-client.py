@@ -316,13 +316,14 @@ def check_queue(exe, flags, batch, n):
 
 
 def check_prefix(exe, flags, batch, n):
-    """With --prefix-cache, requests sharing a 40-token prefix take its K/V
-    (two whole blocks of 16) and answer as the server without it does."""
+    """With the prefix cache (on by default when serving), requests sharing
+    a 40-token prefix take its K/V (two whole blocks of 16) and answer as
+    the server without it (--no-prefix-cache) does."""
     base = [5 + (i * 37) % 500 for i in range(40)]
     prompts = [base + [7], base + [9, 11], base + [13, 17, 19]]
     texts = {}
     for cache in (False, True):
-        server = Server(exe, flags, ["--prefix-cache"] if cache else [])
+        server = Server(exe, flags, [] if cache else ["--no-prefix-cache"])
         c = server.client()
         texts[cache] = [c.completions.create(
             model=MODEL, prompt=p, max_tokens=8, temperature=0,

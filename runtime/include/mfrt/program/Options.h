@@ -57,8 +57,9 @@ struct Options {
   /// holds the requests' K/V (--no-kv-out: not).
   KVSettings kv;
   bool kvOutputs = true;
-  /// --prefix-cache: reuse the K/V of prompt prefixes a replica holds.
-  bool prefixCache = false;
+  /// --prefix-cache: reuse the K/V of prompt prefixes a replica holds (on
+  /// by default with --serve; --no-prefix-cache: off).
+  bool prefixCache = false, noPrefixCache = false;
   /// --serve HOST:PORT (an OpenAI-compatible HTTP server instead of a batch
   /// of prompts), --api-key, --max-queue (requests waiting beyond the
   /// running batches before new ones get HTTP 429) and --served-model-name.
