@@ -255,6 +255,11 @@ std::string lastErrorDetail() {
 /// rendezvous, else the mpi plugin's).
 mfrt_status createNCCL(const Launch &l, std::unique_ptr<PluginBackend> &lender,
                        std::unique_ptr<PluginBackend> &backend) {
+  if (l.rendezvous.empty() && l.rank >= 0)
+    return setError(MFRT_ERR_ARGUMENT,
+                    "mfrt: a rank (--rank, mfrt_options.rank) is for a "
+                    "rendezvous (--rendezvous HOST:PORT); under mpirun the "
+                    "launcher numbers the ranks");
   mfrt_status rc = l.rendezvous.empty()
                        ? createPlugin(MFRT_BACKEND_MPI, l, nullptr, lender)
                        : joinRendezvous(l, lender);

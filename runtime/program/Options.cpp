@@ -225,7 +225,9 @@ void usage() {
       "                   a prefill slows each step by a bounded amount; "
       "prompts run in\n"
       "                   chunks (of N rows unless --prefill-chunk) (default "
-      "0: no bound)\n"
+      "0: no bound;\n"
+      "                   with --serve 64, or 512 in a program compiled "
+      "for CUDA)\n"
       "  --temperature T  sample at temperature T > 0 (default 0: greedy)\n"
       "  --top-k K        sample among the K most likely tokens (default 0: "
       "all)\n"
@@ -464,6 +466,7 @@ bool mfrt::parseCommandLine(int argc, char **argv, Options &options) {
         g.seed = uint64_t(parseCount(name, text));
         g.seedGiven = true;
       } else {
+        g.stepTokensGiven |= name == "--max-step-tokens";
         (name == "--top-k"             ? g.topK
          : name == "--max-batch"       ? g.maxBatch
          : name == "--micro-batches"   ? g.microBatches

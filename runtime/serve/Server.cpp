@@ -258,10 +258,15 @@ void Server::start() {
   if (listening >= 0)
     ::listen(listening, SOMAXCONN);
   thread_ = std::thread([this] { http_.listen_after_bind(); });
-  std::printf("serving %s at http://%s:%d (%d ranks); SIGTERM drains and "
-              "stops\n",
+  int64_t stepRows = prog_.generation.stepTokens;
+  std::string steps =
+      stepRows > 0 ? "steps of at most " + std::to_string(stepRows) + " rows"
+                   : std::string("steps of any size");
+  std::printf("serving %s at http://%s:%d (%d ranks; %s, prefix cache %s); "
+              "SIGTERM drains and stops\n",
               model_.c_str(), address_.host.c_str(), port_,
-              ranksOfPlan(planText(prog_.manifest)));
+              ranksOfPlan(planText(prog_.manifest)), steps.c_str(),
+              prog_.prefixCache ? "on" : "off");
   std::fflush(stdout);
 }
 

@@ -15,6 +15,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <thread>
 
@@ -60,6 +61,25 @@ TEST(CommPlan, LaunchReportsMeshLayoutErrors) {
   EXPECT_NE(std::string(mfrt_last_error()).find("plan rule 'mesh-size'"),
             std::string::npos)
       << mfrt_last_error();
+}
+
+// Under mpirun the launcher numbers the ranks: a rank given to the nccl
+// backend without a rendezvous is refused, not ignored.
+TEST(CommPlan, NcclRankWithoutRendezvousIsRefused) {
+  if (std::getenv("MFRT_RENDEZVOUS") || std::getenv("SLURM_STEP_NODELIST"))
+    GTEST_SKIP() << "a rendezvous comes from the environment";
+  mfrt_options options{MFRT_BACKEND_NCCL, "devices=2 attention=tp:2", 5};
+  options.has_rank = 1;
+  options.rank = 0;
+  RankFn fn = [] { return 0; };
+  mfrt_status s = mfrt_launch(
+      &options, [](void *user) { return (*static_cast<RankFn *>(user))(); },
+      &fn);
+  EXPECT_EQ(s, MFRT_ERR_ARGUMENT);
+  EXPECT_EQ(std::string(mfrt_last_error()),
+            "mfrt: a rank (--rank, mfrt_options.rank) is for a rendezvous "
+            "(--rendezvous HOST:PORT); under mpirun the launcher numbers the "
+            "ranks");
 }
 
 //===----------------------------------------------------------------------===//

@@ -34,6 +34,7 @@ class Server:
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True)
         line = self.proc.stdout.readline()
+        self.banner = line
         m = re.search(r"http://127\.0\.0\.1:(\d+)", line)
         if not m:
             fail("no address from the server: %r %s" %
@@ -318,12 +319,15 @@ def check_queue(exe, flags, batch, n):
 def check_prefix(exe, flags, batch, n):
     """With the prefix cache (on by default when serving), requests sharing
     a 40-token prefix take its K/V (two whole blocks of 16) and answer as
-    the server without it (--no-prefix-cache) does."""
+    the server without it (--no-prefix-cache, and steps of any size) does."""
     base = [5 + (i * 37) % 500 for i in range(40)]
     prompts = [base + [7], base + [9, 11], base + [13, 17, 19]]
     texts = {}
+    settings = {}
     for cache in (False, True):
-        server = Server(exe, flags, [] if cache else ["--no-prefix-cache"])
+        server = Server(exe, flags, [] if cache else
+                        ["--no-prefix-cache", "--max-step-tokens", "0"])
+        settings[cache] = re.search(r"; ([^;]*)\); SIGTERM", server.banner)
         c = server.client()
         texts[cache] = [c.completions.create(
             model=MODEL, prompt=p, max_tokens=8, temperature=0,
@@ -334,6 +338,10 @@ def check_prefix(exe, flags, batch, n):
         fail("prefix cache: %r, without it %r" % (texts[True], texts[False]))
     print("prefix cache: %d prompt rows reused, the same completions as "
           "without it" % rows)
+    print("settings: by default %s; with --no-prefix-cache and "
+          "--max-step-tokens 0 %s" %
+          (settings[True] and settings[True].group(1),
+           settings[False] and settings[False].group(1)))
 
 
 def check_key(exe, flags, batch, n):

@@ -28,8 +28,10 @@ struct Generation {
   /// prefill is one call of the prefill function).
   int64_t prefillChunk = 0;
   /// --max-step-tokens: the most rows a decode step computes, its decoding
-  /// requests' tokens first, then prompts' chunks (0: no bound).
+  /// requests' tokens first, then prompts' chunks (0: no bound; serving
+  /// takes a default unless it is given).
   int64_t stepTokens = 0;
+  bool stepTokensGiven = false;
   uint64_t seed = 0;
   /// A served request's logprobs: -1 none, else the chosen token's and the
   /// this many most likely alternatives' (at most kTopLogprobs).
