@@ -23,7 +23,8 @@ void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
                                        const CPUPipelineOptions &options) {
   // --gpu-loops-on-cpu checks the CUDA pipeline's kernels: the same lowering.
   buildLowerToBuffersPipeline(pm, options.entry, options.weightDType,
-                              /*kernelLoops=*/options.gpuLoops > 0);
+                              /*kernelLoops=*/options.gpuLoops > 0,
+                              options.batchInvariant);
 
   if (options.gpuLoops > 0) {
     // The CUDA pipeline's kernels as loop nests (blocks x threads, then the

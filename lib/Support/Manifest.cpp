@@ -46,6 +46,8 @@ std::string meshfold::formatManifest(const Manifest &m) {
     os << "kv_shared 1\n";
   if (m.promptLogits)
     os << "prompt_logits 1\n";
+  if (m.historyTile > 1)
+    os << "history_tile " << m.historyTile << "\n";
   if (m.projNorms)
     os << "proj_norms 1\n";
   if (!m.decode.empty())
@@ -199,6 +201,8 @@ void setNumber(Manifest &out, const std::string &key, int64_t value) {
     out.narrowedLast = value != 0;
   else if (key == "prompt_logits")
     out.promptLogits = value != 0;
+  else if (key == "history_tile")
+    out.historyTile = value;
   else if (key == "kv_shared")
     out.kvShared = value != 0;
   else if (key == "proj_norms")

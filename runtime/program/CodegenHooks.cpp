@@ -312,6 +312,11 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
       sendRecordedKV(rs, *s, layer);
 }
 
+/// `n` rounded up to a multiple of `tile`.
+int64_t roundUp(int64_t n, int64_t tile) {
+  return (n + tile - 1) / tile * tile;
+}
+
 /// The cached rows of a decode step's K/V history: the positions this rank
 /// recorded for `layer` before the step (whose positions are `sp`), of
 /// every request the step runs.
@@ -322,15 +327,27 @@ int64_t _mlir_ciface_mfrt_kv_history_length(int64_t layer,
     fatal("internal: K/V history of layer " + std::to_string(layer) +
           " outside the model's " + std::to_string(rs.manifest->layers) +
           " layers");
-  int64_t n = 0;
-  forEachCached(rs, layer, sp,
-                [&](Sequence &, int64_t, int64_t, int64_t) { ++n; });
-  return n;
+  // Each request's rows start at a multiple of the manifest's history tile
+  // (see the history's fill).
+  int64_t n = 0, tile = rs.manifest->historyTile;
+  const Sequence *last = nullptr;
+  forEachCached(rs, layer, sp, [&](Sequence &s, int64_t, int64_t, int64_t) {
+    if (last && &s != last)
+      n = roundUp(n, tile);
+    last = &s;
+    ++n;
+  });
+  return roundUp(n, tile);
 }
 
 /// Fills a decode step's K/V `k`, `v` and positions: this rank's cached rows
 /// of `layer` (KV heads `headOffset ..`) of each request the step runs
-/// (forEachCached), then the step's own rows `sk`, `sv` at `sp`.
+/// (forEachCached), then the step's own rows `sk`, `sv` at `sp`. With a
+/// history tile (a batch-invariant program) each request's rows, and the
+/// step's, start at a multiple of it: the rows before are padding (zeros at
+/// the last place of the request's sequence, later than any query's, so no
+/// query sees them), so a row's key tiles hold its own request's keys at
+/// the same offsets whatever the other requests of the step.
 void _mlir_ciface_mfrt_kv_history_f32(
     int64_t layer, StridedMemRefType<float, 3> *sk,
     StridedMemRefType<float, 3> *sv, StridedMemRefType<int64_t, 1> *sp,
@@ -381,16 +398,28 @@ void _mlir_ciface_mfrt_kv_history_f32(
     fatal("internal: the K/V history of layer " + std::to_string(layer) +
           " asks for heads the rank's cache does not hold");
   int64_t valueTensor = m.kvShared ? 0 : 1;
-  int64_t t = 0;
+  int64_t t = 0, lastPosition = 0;
   Sequence *last = nullptr;
   std::pair<int64_t, int64_t> *count = nullptr;
+  auto pad = [&] {
+    int64_t end = std::min(roundUp(t, m.historyTile), cached);
+    for (; last && t < end; ++t) {
+      at1(positions, t) = lastPosition | int64_t(0xFFFFFFFF);
+      for (int64_t h = 0; h < heads; ++h)
+        for (int64_t d = 0; d < m.headDim; ++d)
+          at3(k, t, h, d) = at3(v, t, h, d) = 0.0f;
+    }
+  };
   forEachCached(
       rs, layer, sp, [&](Sequence &s, int64_t position, int64_t, int64_t slot) {
+        if (&s != last)
+          pad();
         if (t == cached)
           fatal("internal: the K/V history of layer " + std::to_string(layer) +
                 " grew during the step");
         if (&s != last)
           count = &counts[last = &s];
+        lastPosition = position;
         ++count->second;
         const float *keys = rs.kv.row(std::as_const(s.blocks), layer, slot, 0);
         const float *values =
@@ -402,6 +431,7 @@ void _mlir_ciface_mfrt_kv_history_f32(
         }
         ++t;
       });
+  pad();
   if (t != cached)
     fatal("internal: the K/V history of layer " + std::to_string(layer) +
           " has " + std::to_string(t) + " cached rows, expected " +

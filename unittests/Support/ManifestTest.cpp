@@ -140,6 +140,26 @@ TEST(ManifestTest, PromptLogitsRoundTripsAndIsOptional) {
   EXPECT_EQ(formatManifest(plain).find("prompt_logits"), std::string::npos);
 }
 
+// A batch-invariant program's history tile round-trips; a packed history
+// (1) writes nothing.
+TEST(ManifestTest, HistoryTileRoundTripsAndIsOptional) {
+  Manifest m;
+  m.entry = "prefill";
+  m.historyTile = 64;
+  std::string text = formatManifest(m);
+  EXPECT_NE(text.find("\nhistory_tile 64\n"), std::string::npos);
+  Manifest back;
+  std::string error;
+  ASSERT_TRUE(parseManifest(text.c_str(), back, error)) << error;
+  EXPECT_EQ(back.historyTile, 64);
+  Manifest plain;
+  plain.entry = "prefill";
+  EXPECT_EQ(formatManifest(plain).find("history_tile"), std::string::npos);
+  Manifest packed;
+  ASSERT_TRUE(parseManifest(formatManifest(plain).c_str(), packed, error));
+  EXPECT_EQ(packed.historyTile, 1);
+}
+
 TEST(ManifestTest, DecodeAndEosRoundTripAndAreOptional) {
   Manifest m;
   m.entry = "prefill";

@@ -86,7 +86,12 @@ def ConvertMoEToRuntimePass : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp">
     Option<"decodeName", "decode", "std::string", "\"decode\"",
            "Name of the decode step function, when the module has one">,
     Option<"weightDType", "weight-dtype", "std::string", "\"f32\"",
-           "Storage type of the weights: f32 or bf16 (computation stays f32)">
+           "Storage type of the weights: f32 or bf16 (computation stays f32)">,
+    Option<"historyTile", "history-tile", "int64_t", "1",
+           "Rows each request's cached K/V starts at a multiple of in a "
+           "decode step's history (the manifest's history_tile): the "
+           "attention's key tile makes a row's key tiles its own request's "
+           "whatever the batch (batch invariance); 1: packed">
   ];
   let dependentDialects = [
     "::mlir::func::FuncDialect", "::mlir::memref::MemRefDialect",

@@ -12,8 +12,8 @@
 #ifndef MESHFOLD_SUPPORT_MANIFEST_H
 #define MESHFOLD_SUPPORT_MANIFEST_H
 
-#include <cstdint>
 #include "meshfold/Support/ExpertPlacement.h"
+#include <cstdint>
 
 #include <map>
 #include <string>
@@ -83,6 +83,10 @@ struct Manifest {
   /// Whether prefill records every prompt position's logits
   /// (meshfold-compile --prompt-logprobs).
   bool promptLogits = false;
+  /// The rows each request's cached K/V starts at a multiple of in a decode
+  /// step's history (padded with rows no query sees): the attention's key
+  /// tile in a batch-invariant program, else 1 (packed).
+  int64_t historyTile = 1;
   /// The decode step function ("" when the program has none: prefill only).
   std::string decode;
   /// The model's end-of-sequence token ids (config.json and

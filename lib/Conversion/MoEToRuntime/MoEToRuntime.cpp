@@ -175,6 +175,12 @@ struct ConvertMoEToRuntimePass
     // The runtime records every prompt position's logits only for a
     // program whose prefill computes them.
     manifest.promptLogits = !collectOps<PromptLogitsOp>(module).empty();
+    if (historyTile < 1) {
+      module.emitError() << "history-tile must be at least 1, got "
+                         << static_cast<int64_t>(historyTile);
+      return signalPassFailure();
+    }
+    manifest.historyTile = historyTile;
     lowerPromptLogits(module);
     lowerStepLogits(module);
 

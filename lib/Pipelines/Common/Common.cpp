@@ -21,19 +21,23 @@ using namespace meshfold;
 void meshfold::buildLowerToBuffersPipeline(OpPassManager &pm,
                                            llvm::StringRef entry,
                                            llvm::StringRef weightDType,
-                                           bool kernelLoops) {
+                                           bool kernelLoops,
+                                           bool batchInvariant) {
+  // A GPU block keeps its attention tiles in shared memory (48 KiB at most
+  // without opting in): 32 x 32 tiles leave room for head dims up to 128.
+  int64_t attentionTile = kernelLoops ? 32 : 64;
   pm.addPass(mf::createMFVerifyPlanPass());
   ConvertMoEToRuntimePassOptions rt;
   rt.entryName = entry.str();
   rt.weightDType = weightDType.str();
+  if (batchInvariant)
+    rt.historyTile = attentionTile;
   pm.addPass(createConvertMFToRuntimePass());
   pm.addPass(createConvertMoEToRuntimePass(rt));
   ConvertMoEToLinalgPassOptions linalg;
   linalg.groupExperts = true;
   linalg.fuseAttention = true;
-  // A GPU block keeps its attention tiles in shared memory (48 KiB at most
-  // without opting in): 32 x 32 tiles leave room for head dims up to 128.
-  linalg.attentionTile = kernelLoops ? 32 : 64;
+  linalg.attentionTile = attentionTile;
   pm.addPass(createConvertMoEToLinalgPass(linalg));
   pm.addPass(createConvertElementwiseToLinalgPass());
   pm.addPass(createCanonicalizerPass());

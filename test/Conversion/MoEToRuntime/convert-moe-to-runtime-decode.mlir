@@ -1,4 +1,14 @@
 // RUN: meshfold-opt %s -split-input-file --convert-moe-to-runtime -verify-diagnostics | FileCheck %s
+// RUN: meshfold-opt %s -split-input-file --convert-moe-to-runtime="history-tile=64" -verify-diagnostics | FileCheck %s --check-prefix=TILE
+// RUN: not meshfold-opt %s -split-input-file --convert-moe-to-runtime="history-tile=0" 2>&1 | FileCheck %s --check-prefix=BADTILE
+
+// With history-tile (a batch-invariant program's attention key tile) the
+// manifest tells the runtime to start each request's cached rows of a
+// step's history at a multiple of it; without, it says nothing (packed).
+// TILE: llvm.mlir.global external constant @__mf_manifest
+// TILE-SAME: \0Ahistory_tile 64\0A
+// CHECK-NOT: history_tile
+// BADTILE: error: history-tile must be at least 1, got 0
 
 // A decode step: moe.kv_history becomes buffers of (cached + step) rows that
 // mfrt_kv_history_f32 fills from the runtime's cache and the step's own
