@@ -622,8 +622,9 @@ bool chunkedPrompts(const Generation &g) {
 /// rows stay within the budget: the decoding rows first, then prompt
 /// rows, the prompts with the fewest rows left first (so that a short
 /// prompt arriving during a long one's prefill is not queued behind it),
-/// and at least one row while a prompt waits. Sequences left without rows
-/// are not in the result. Every rank of the replica decides alike.
+/// but at least one row for the longest-admitted prompt (so that every
+/// prompt progresses). Sequences left without rows are not in the result.
+/// Every rank of the replica decides alike.
 std::map<int64_t, int64_t> promptRows(const Program &prog,
                                       const ProgramRank &rs,
                                       std::vector<int64_t> prefills,
@@ -646,11 +647,23 @@ std::map<int64_t, int64_t> promptRows(const Program &prog,
                        ? std::max<int64_t>(1, g.stepTokens - decodingRows)
                        : INT64_MAX;
   std::map<int64_t, int64_t> rows;
+  if (g.stepTokens > 0 && !prefills.empty()) {
+    // The longest-admitted prompt always progresses, so that shorter ones
+    // arriving all the time cannot starve it.
+    int64_t oldest = *std::min_element(
+        prefills.begin(), prefills.end(), [&](int64_t a, int64_t b) {
+          return rs.sequences[size_t(a)].admission <
+                 rs.sequences[size_t(b)].admission;
+        });
+    rows[oldest] = 1;
+    --budget;
+  }
   for (int64_t slot : prefills) {
-    int64_t n = std::min({chunk, left(slot), budget});
+    int64_t given = rows.count(slot) ? rows[slot] : 0;
+    int64_t n = std::min({chunk, left(slot), given + budget}) - given;
     if (n <= 0)
-      break;
-    rows[slot] = n;
+      continue;
+    rows[slot] = given + n;
     if (budget != INT64_MAX)
       budget -= n;
   }
