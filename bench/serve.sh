@@ -57,6 +57,7 @@ prompt_len=128
 max_tokens=64
 soak=2000
 mf_flags=""
+mf_settings=""
 reps_arg=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
@@ -149,6 +150,8 @@ start_server() {
       sleep 0.1
     done
     [[ -n "$url" ]] || { echo "$name: meshfold's server printed no address: $(cat "$work/server.log")" >&2; exit 1; }
+    # Its settings, as its first line names them (steps, prefix cache).
+    mf_settings=$(sed -n 's/.*ranks; \(.*\)); SIGTERM.*/\1/p' "$work/server.log" | head -n 1)
   else
     local port=$((20000 + RANDOM % 20000))
     "$llama_bin/llama-server" -m "$work/bf16.gguf" --host 127.0.0.1 --port "$port" \
@@ -189,8 +192,8 @@ field() { "$py" -c "import json,sys; print(json.loads(sys.stdin.readline())['$1'
 med() { # side, clients, field
   printf '%s' "${results[$1,$2]}" | while IFS= read -r l; do [[ -n "$l" ]] && echo "$l" | field "$3"; done | median
 }
-printf '\nserve: %d layers bf16, %d threads, prompts of %d tokens, %d generated, %d requests per client, median of %d%s\n' \
-  "$layers" "$threads" "$prompt_len" "$max_tokens" "$requests" "$reps" "${mf_flags:+; meshfold with $mf_flags}"
+printf '\nserve: %d layers bf16, %d threads, prompts of %d tokens, %d generated, %d requests per client, median of %d; meshfold: %s%s\n' \
+  "$layers" "$threads" "$prompt_len" "$max_tokens" "$requests" "$reps" "${mf_settings:-?}" "${mf_flags:+ (with $mf_flags)}"
 printf '%-8s %-10s %9s %10s %10s %10s %10s %10s %9s\n' clients server 'req/s' 'out tok/s' 'TTFT p50' 'TTFT p99' 'ITL p50' 'ITL p99' 'TPOT'
 for c in "${clients[@]}"; do
   for side in mf lc; do
