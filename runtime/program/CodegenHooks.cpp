@@ -126,6 +126,11 @@ void copyRowIn(float *to, const StridedMemRefType<float, 3> *x, int64_t t) {
   }
 }
 
+/// `n` rounded up to a multiple of `tile`.
+int64_t roundUp(int64_t n, int64_t tile) {
+  return (n + tile - 1) / tile * tile;
+}
+
 /// Calls `f(sequence, global position, place, slot)` for each cached row of
 /// `layer` that a decode step at positions `sp` reads (`slot`: its row in
 /// the rank's KVPool, Sequence::cachedPositions): every sequence's of
@@ -310,11 +315,6 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
   if (program().pools && mfrt_pool() == 0)
     for (Sequence *s : recorded)
       sendRecordedKV(rs, *s, layer);
-}
-
-/// `n` rounded up to a multiple of `tile`.
-int64_t roundUp(int64_t n, int64_t tile) {
-  return (n + tile - 1) / tile * tile;
 }
 
 /// The cached rows of a decode step's K/V history: the positions this rank
