@@ -7,7 +7,7 @@
 # SLURM_NTASKS, SLURM_LOCALID; the port in MFRT_RENDEZVOUS), or, with
 # --by-flags, from `--rank R --rendezvous 127.0.0.1:PORT` appended to its
 # arguments. For tests: --skip R never starts rank R (a late rank), --twice R
-# starts rank R twice (a misconfigured launch).
+# starts rank R twice (a misconfigured launch), 2 s before the ranks after it.
 #
 # Exit status: 0 when every copy exited 0, else the first non-zero status in
 # start order.
@@ -45,7 +45,12 @@ start() {
 r=0
 while [ "$r" -lt "$np" ]; do
   [ "$r" = "$skip" ] || start "$@"
-  [ "$r" = "$twice" ] && start "$@"
+  if [ "$r" = "$twice" ]; then
+    start "$@"
+    # Both copies greet rank 0 before the ranks after them start, so that
+    # rank 0 sees the second before its rendezvous can complete.
+    sleep 2
+  fi
   r=$((r + 1))
 done
 status=0
