@@ -480,7 +480,7 @@ void mfrt::printDecodeReport(const Program &prog) {
         prog.outputs.size(), steadySteps, steadyMs,
         1e3 * double(prog.outputs.size()) / steadyMs);
   const Generation &g = prog.generation;
-  if (g.prefillChunk > 0 || g.stepTokens > 0) {
+  if (g.chunkedPrompts()) {
     std::string budget =
         g.stepTokens > 0
             ? "at most " + std::to_string(g.stepTokens) + " (--max-step-tokens)"

@@ -609,12 +609,6 @@ int64_t promptEnd(const Sequence &s) {
 /// (or, preempted and admitted again, recomputing its cached places).
 bool prefilling(const Sequence &s) { return s.length < promptEnd(s); }
 
-/// Whether prompts run through decode steps in chunks: --prefill-chunk, or
-/// --max-step-tokens (chunks of its budget).
-bool chunkedPrompts(const Generation &g) {
-  return g.prefillChunk > 0 || g.stepTokens > 0;
-}
-
 /// The prompt rows of the next step of each of the replica's prefilling
 /// sequences `prefills` (slots), beside `decodingRows` decoding ones': at
 /// most a chunk each (--prefill-chunk, else the budget, else the whole
@@ -748,7 +742,7 @@ bool admitPrompt(const Program &prog, ProgramRank &rs, int64_t r) {
   if (prog.prefixCache)
     hit = findPrefix(prog, rs, prompt, prog.kv.blockTokens);
   makeRoom(rs, kvBlocksFor(kvRows(prog, r), prog.kv.blockTokens), hit);
-  if (hit.rows == 0 && !chunkedPrompts(prog.generation))
+  if (hit.rows == 0 && !prog.generation.chunkedPrompts())
     return false;
   int64_t slot = -1;
   Sequence &s = admit(prog, rs, r, slot);
@@ -1225,7 +1219,7 @@ void checkLongGeneration(const Options &options, const Manifest &m,
 /// decode steps) follows them.
 void checkPromptSteps(const Options &options, const Program &prog) {
   int64_t chunk = options.generation.prefillChunk;
-  if (!chunkedPrompts(options.generation) && !options.prefixCache)
+  if (!options.generation.chunkedPrompts() && !options.prefixCache)
     return;
   const std::string flag = chunk > 0 ? "--prefill-chunk"
                            : options.generation.stepTokens > 0

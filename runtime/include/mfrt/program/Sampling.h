@@ -32,6 +32,9 @@ struct Generation {
   /// takes a default unless it is given).
   int64_t stepTokens = 0;
   bool stepTokensGiven = false;
+  /// Whether prompts run through decode steps in chunks: --prefill-chunk,
+  /// or --max-step-tokens (chunks of its budget).
+  bool chunkedPrompts() const { return prefillChunk > 0 || stepTokens > 0; }
   uint64_t seed = 0;
   /// A served request's logprobs: -1 none, else the chosen token's and the
   /// this many most likely alternatives' (at most kTopLogprobs).
