@@ -126,17 +126,12 @@ void copyRowIn(float *to, const StridedMemRefType<float, 3> *x, int64_t t) {
   }
 }
 
-/// `n` rounded up to a multiple of `tile`.
-int64_t roundUp(int64_t n, int64_t tile) {
-  return (n + tile - 1) / tile * tile;
-}
-
-/// Calls `f(sequence, global position, place, slot)` for each cached row of
+/// Calls `f(sequence, global position, slot, own)` for each cached row of
 /// `layer` that a decode step at positions `sp` reads (`slot`: its row in
-/// the rank's KVPool, Sequence::cachedPositions): every sequence's of
-/// the step (one, prefill's, when prefill runs as a step), in slot order
-/// and each in the order this rank recorded them, leaving out the step's
-/// own rows (recorded just before).
+/// the rank's KVPool, Sequence::cachedPositions): every sequence's of the
+/// step (one, prefill's, when prefill runs as a step), in slot order and
+/// each in the order this rank recorded them. `own` says the row is one of
+/// the step's (recorded just before its attention).
 template <typename F>
 void forEachCached(ProgramRank &rs, int64_t layer,
                    StridedMemRefType<int64_t, 1> *sp, F f) {
@@ -153,8 +148,41 @@ void forEachCached(ProgramRank &rs, int64_t layer,
     int64_t base = rs.stepping ? globalPosition(int64_t(slot), 0) : 0;
     const std::vector<int64_t> &cached = s.cachedPositions[size_t(layer)];
     for (size_t i = 0; i < cached.size(); ++i)
-      if (!std::binary_search(own.begin(), own.end(), base + cached[i]))
-        f(s, base + cached[i], cached[i], int64_t(i));
+      f(s, base + cached[i], int64_t(i),
+        std::binary_search(own.begin(), own.end(), base + cached[i]));
+  }
+}
+
+/// --report decode, per request and step: the most of its rows whose K/V
+/// a layer computed (the step's rows at `sp`) and the most of its cached
+/// rows a layer read (its rows of the key tiles but those).
+void countHistoryRows(ProgramRank &rs, StridedMemRefType<int64_t, 1> *sp) {
+  if (!rs.stepping)
+    return;
+  std::map<Sequence *, std::pair<int64_t, int64_t>> counts;
+  for (Sequence *s : rs.keyTiles.sequences)
+    ++counts[s].second;
+  for (int64_t t = 0; t < sp->sizes[0]; ++t) {
+    int64_t place = 0;
+    if (Sequence *s =
+            rs.sequenceOf(sp->data[sp->offset + t * sp->strides[0]], &place)) {
+      ++counts[s].first;
+      --counts[s].second;
+    }
+  }
+  for (auto &[s, c] : counts) {
+    if (s->generated < 1 || s->recompute)
+      continue; // prefill run as a step, or a prompt's (or recomputed) chunk
+    // The step computes generated token s->generated (>= 1).
+    size_t at = size_t(s->generated - 1);
+    RequestOutput *out = s->output;
+    std::lock_guard<std::mutex> lock(out->mutex);
+    if (out->stepRows.size() <= at) {
+      out->stepRows.resize(at + 1, 0);
+      out->historyRows.resize(at + 1, 0);
+    }
+    out->stepRows[at] = std::max(out->stepRows[at], c.first);
+    out->historyRows[at] = std::max(out->historyRows[at], c.second);
   }
 }
 
@@ -317,147 +345,121 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
       sendRecordedKV(rs, *s, layer);
 }
 
-/// The cached rows of a decode step's K/V history: the positions this rank
-/// recorded for `layer` before the step (whose positions are `sp`), of
-/// every request the step runs.
-int64_t _mlir_ciface_mfrt_kv_history_length(int64_t layer,
-                                            StridedMemRefType<int64_t, 1> *sp) {
-  ProgramRank &rs = programRank();
-  if (layer < 0 || layer >= rs.manifest->layers)
-    fatal("internal: K/V history of layer " + std::to_string(layer) +
-          " outside the model's " + std::to_string(rs.manifest->layers) +
-          " layers");
-  // Each request's rows start at a multiple of the manifest's history tile
-  // (see the history's fill).
-  int64_t n = 0, tile = rs.manifest->historyTile;
-  const Sequence *last = nullptr;
-  forEachCached(rs, layer, sp, [&](Sequence &s, int64_t, int64_t, int64_t) {
-    if (last && &s != last)
-      n = roundUp(n, tile);
-    last = &s;
-    ++n;
-  });
-  return roundUp(n, tile);
-}
-
-/// Fills a decode step's K/V `k`, `v` and positions: this rank's cached rows
-/// of `layer` (KV heads `headOffset ..`) of each request the step runs
-/// (forEachCached), then the step's own rows `sk`, `sv` at `sp`. With a
-/// history tile (a batch-invariant program) each request's rows, and the
-/// step's, start at a multiple of it: the rows before are padding (zeros at
-/// the last place of the request's sequence, later than any query's, so no
-/// query sees them), so a row's key tiles hold its own request's keys at
-/// the same offsets whatever the other requests of the step.
-void _mlir_ciface_mfrt_kv_history_f32(
-    int64_t layer, StridedMemRefType<float, 3> *sk,
-    StridedMemRefType<float, 3> *sv, StridedMemRefType<int64_t, 1> *sp,
-    StridedMemRefType<float, 3> *k, StridedMemRefType<float, 3> *v,
-    StridedMemRefType<int64_t, 1> *positions, int64_t headOffset) {
-  syncForHost();
+/// A decode step's key tiles of `layer` (the rows of the rank's K/V cache
+/// its attention reads in place, KVPool::rows): every cached row of each
+/// request the step runs, the step's own included (recorded just before),
+/// in runs of at most `capacity` rows of one request that lie one after
+/// the other in the pool. A batch-invariant program's (a manifest history
+/// tile) also start at every block and at every multiple of the history
+/// tile of the request's own slots, so a request's tiles, and the order its
+/// attention adds them in, do not depend on the other requests of the step
+/// or on where its blocks are. Returns the tile count; the table waits in
+/// the rank's KeyTiles for mfrt_kv_key_tiles_fill.
+int64_t _mlir_ciface_mfrt_kv_key_tiles(int64_t layer,
+                                       StridedMemRefType<int64_t, 1> *sp,
+                                       int64_t capacity) {
   ProgramRank &rs = programRank();
   const Manifest &m = *rs.manifest;
-  int64_t rows = k->sizes[0], step = sk->sizes[0], cached = rows - step;
-  int64_t heads = k->sizes[1];
-  auto shaped = [&](StridedMemRefType<float, 3> *x, int64_t n) {
-    return x->sizes[0] == n && x->sizes[1] == heads && x->sizes[2] == m.headDim;
-  };
-  if (layer < 0 || layer >= m.layers || cached < 0 || headOffset < 0 ||
-      headOffset + heads > m.kvHeads || !shaped(k, rows) || !shaped(v, rows) ||
-      !shaped(sk, step) || !shaped(sv, step) || positions->sizes[0] != rows ||
-      sp->sizes[0] != step)
-    fatal("internal: the K/V history of layer " + std::to_string(layer) +
-          " has an unexpected shape");
-  auto at3 = [](StridedMemRefType<float, 3> *x, int64_t t, int64_t h,
-                int64_t d) -> float & {
-    return x->data[x->offset + t * x->strides[0] + h * x->strides[1] +
-                   d * x->strides[2]];
-  };
-  auto at1 = [](StridedMemRefType<int64_t, 1> *x, int64_t t) -> int64_t & {
-    return x->data[x->offset + t * x->strides[0]];
-  };
-  // --report decode, per request and step: the most of its rows whose K/V
-  // a layer computed, and the most of its cached rows a layer read.
-  std::map<Sequence *, std::pair<int64_t, int64_t>> counts;
-  for (int64_t t = 0; t < step; ++t) {
+  if (layer < 0 || layer >= m.layers || capacity < 1)
+    fatal("internal: key tiles of layer " + std::to_string(layer) +
+          " outside the model's " + std::to_string(m.layers) + " layers");
+  KeyTiles &kt = rs.keyTiles;
+  kt = KeyTiles();
+  kt.layer = layer;
+  kt.capacity = capacity;
+  bool fixed = m.historyTile > 1;
+  int64_t blockRows = rs.kv.blockTokens(), lastRow = -2, ownRows = 0;
+  const Sequence *last = nullptr;
+  forEachCached(rs, layer, sp,
+                [&](Sequence &s, int64_t position, int64_t slot, bool own) {
+                  int64_t row = rs.kv.poolRow(s.blocks, slot);
+                  bool starts = &s != last || row != lastRow + 1 ||
+                                kt.tiles.back().rows == capacity ||
+                                (fixed && (slot % blockRows == 0 ||
+                                           slot % m.historyTile == 0));
+                  if (starts)
+                    kt.tiles.push_back({row, 0, int64_t(kt.positions.size())});
+                  ++kt.tiles.back().rows;
+                  kt.positions.push_back(position);
+                  kt.sequences.push_back(&s);
+                  ownRows += own;
+                  last = &s;
+                  lastRow = row;
+                });
+  // Every row of the step whose request runs was recorded before its
+  // attention (moe.kv_cache precedes moe.kv_history).
+  int64_t expected = 0;
+  for (int64_t t = 0; t < sp->sizes[0]; ++t) {
     int64_t place = 0;
-    if (Sequence *s = rs.sequenceOf(at1(sp, t), &place))
-      ++counts[s].first;
+    expected += rs.sequenceOf(sp->data[sp->offset + t * sp->strides[0]],
+                              &place) != nullptr;
   }
-  // Each cached row's heads are copied as runs of head_dim floats (the
-  // cache's rows are contiguous, and so are k's and v's along d).
-  auto copyHead = [&](StridedMemRefType<float, 3> *x, int64_t t, int64_t h,
-                      const float *from) {
-    if (x->strides[2] == 1)
-      std::memcpy(&at3(x, t, h, 0), from, size_t(m.headDim) * sizeof(float));
-    else
-      for (int64_t d = 0; d < m.headDim; ++d)
-        at3(x, t, h, d) = from[d];
+  if (ownRows != expected)
+    fatal("internal: " + std::to_string(expected - ownRows) +
+          " of a step's rows of layer " + std::to_string(layer) +
+          " were not in the K/V cache before its attention");
+  return int64_t(kt.tiles.size());
+}
+
+/// Fills the key tiles mfrt_kv_key_tiles made: `tiles [n, 2]` the first
+/// row in the pool and the row count of each, `positions [n, capacity]`
+/// their rows' global positions (the rest of a tile's row of positions is
+/// the tile's last, unread). Also counts, per request and step, the most
+/// of its rows whose K/V a layer computed and the most of its cached rows a
+/// layer read (--report decode).
+void _mlir_ciface_mfrt_kv_key_tiles_fill(
+    int64_t layer, StridedMemRefType<int64_t, 1> *sp,
+    StridedMemRefType<int64_t, 2> *tiles,
+    StridedMemRefType<int64_t, 2> *positions) {
+  ProgramRank &rs = programRank();
+  KeyTiles &kt = rs.keyTiles;
+  int64_t n = int64_t(kt.tiles.size());
+  if (kt.layer != layer || tiles->sizes[0] != n || tiles->sizes[1] != 2 ||
+      positions->sizes[0] != n || positions->sizes[1] != kt.capacity)
+    fatal("internal: the key tiles of layer " + std::to_string(layer) +
+          " have an unexpected shape");
+  auto at = [](StridedMemRefType<int64_t, 2> *x, int64_t i,
+               int64_t j) -> int64_t & {
+    return x->data[x->offset + i * x->strides[0] + j * x->strides[1]];
   };
-  if (cached > 0 &&
-      (rs.kv.headOffset(layer) != headOffset || rs.kv.heads(layer) != heads))
+  for (int64_t t = 0; t < n; ++t) {
+    const KeyTiles::Tile &tile = kt.tiles[size_t(t)];
+    at(tiles, t, 0) = tile.row;
+    at(tiles, t, 1) = tile.rows;
+    for (int64_t j = 0; j < kt.capacity; ++j)
+      at(positions, t, j) =
+          kt.positions[size_t(tile.first + std::min(j, tile.rows - 1))];
+  }
+  countHistoryRows(rs, sp);
+}
+
+/// The rows of `layer` in the rank's K/V cache that a step's key tiles
+/// (mfrt_kv_key_tiles, just before) name: every block's (0 without tiles).
+int64_t _mlir_ciface_mfrt_kv_cache_rows(int64_t layer) {
+  ProgramRank &rs = programRank();
+  if (rs.keyTiles.layer != layer)
+    fatal("internal: the K/V rows of layer " + std::to_string(layer) +
+          " asked for before its key tiles");
+  return rs.keyTiles.tiles.empty() ? 0
+                                   : rs.kv.blocksMade() * rs.kv.blockTokens();
+}
+
+/// mf.kv_rows: tensor `tensor` (0: K, 1: V) of `layer`'s rows in the rank's
+/// K/V cache, KV heads `headOffset ..` (`heads` of them), [rows, heads,
+/// head_dim] contiguous; read in place by the step's attention through its
+/// key tiles.
+void *mfrt_kv_rows_f32(int64_t layer, int64_t tensor, int64_t headOffset,
+                       int64_t heads) {
+  syncForHost();
+  ProgramRank &rs = programRank();
+  static float none[1];
+  if (_mlir_ciface_mfrt_kv_cache_rows(layer) == 0)
+    return none; // no tile reads a row
+  if (tensor < 0 || tensor > 1 || rs.kv.headOffset(layer) != headOffset ||
+      rs.kv.heads(layer) != heads)
     fatal("internal: the K/V history of layer " + std::to_string(layer) +
           " asks for heads the rank's cache does not hold");
-  int64_t valueTensor = m.kvShared ? 0 : 1;
-  int64_t t = 0, lastPosition = 0;
-  Sequence *last = nullptr;
-  std::pair<int64_t, int64_t> *count = nullptr;
-  auto pad = [&] {
-    int64_t end = std::min(roundUp(t, m.historyTile), cached);
-    for (; last && t < end; ++t) {
-      at1(positions, t) = lastPosition | int64_t(0xFFFFFFFF);
-      for (int64_t h = 0; h < heads; ++h)
-        for (int64_t d = 0; d < m.headDim; ++d)
-          at3(k, t, h, d) = at3(v, t, h, d) = 0.0f;
-    }
-  };
-  forEachCached(
-      rs, layer, sp, [&](Sequence &s, int64_t position, int64_t, int64_t slot) {
-        if (&s != last)
-          pad();
-        if (t == cached)
-          fatal("internal: the K/V history of layer " + std::to_string(layer) +
-                " grew during the step");
-        if (&s != last)
-          count = &counts[last = &s];
-        lastPosition = position;
-        ++count->second;
-        const float *keys = rs.kv.row(std::as_const(s.blocks), layer, slot, 0);
-        const float *values =
-            rs.kv.row(std::as_const(s.blocks), layer, slot, valueTensor);
-        at1(positions, t) = position;
-        for (int64_t h = 0; h < heads; ++h) {
-          copyHead(k, t, h, keys + h * m.headDim);
-          copyHead(v, t, h, values + h * m.headDim);
-        }
-        ++t;
-      });
-  pad();
-  if (t != cached)
-    fatal("internal: the K/V history of layer " + std::to_string(layer) +
-          " has " + std::to_string(t) + " cached rows, expected " +
-          std::to_string(cached));
-  for (auto &[s, c] : counts) {
-    if (!rs.stepping || s->generated < 1 || s->recompute)
-      continue; // prefill run as a step, or a prompt's (or recomputed) chunk
-    // The step computes generated token s->generated (>= 1).
-    size_t at = size_t(s->generated - 1);
-    RequestOutput *out = s->output;
-    std::lock_guard<std::mutex> lock(out->mutex);
-    if (out->stepRows.size() <= at) {
-      out->stepRows.resize(at + 1, 0);
-      out->historyRows.resize(at + 1, 0);
-    }
-    out->stepRows[at] = std::max(out->stepRows[at], c.first);
-    out->historyRows[at] = std::max(out->historyRows[at], c.second);
-  }
-  for (int64_t i = 0; i < step; ++i) {
-    at1(positions, cached + i) = at1(sp, i);
-    for (int64_t h = 0; h < heads; ++h)
-      for (int64_t d = 0; d < m.headDim; ++d) {
-        at3(k, cached + i, h, d) = at3(sk, i, h, d);
-        at3(v, cached + i, h, d) = at3(sv, i, h, d);
-      }
-  }
+  return rs.kv.rows(layer, tensor);
 }
 
 /// Logits of every prompt position a rank holds (prompt logprobs).

@@ -2,7 +2,14 @@
 
 #include "mfrt/program/KVCache.h"
 
+#include "mfrt/comm/Device.h"
+#include "mfrt/program/DeviceBuffers.h"
 #include "mfrt/program/Program.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 using namespace mfrt;
 using meshfold::Manifest;
@@ -32,6 +39,67 @@ void KVPool::configure(int64_t blockTokens, int64_t layers, int64_t headDim,
   layers_.resize(size_t(layers));
 }
 
+KVPool::Rows::~Rows() {
+  if (!base)
+    return;
+  if (device) {
+    if (comm::Device *d = comm::activeDevice()) {
+      (void)d->synchronize();
+      d->release(base);
+    }
+    return;
+  }
+  munmap(base, reserved);
+}
+
+float *KVPool::Rows::ensure(size_t bytes) {
+  if (bytes <= committed)
+    return base;
+  if (!base && deviceMode()) {
+    device = true;
+  } else if (!base) {
+    // Address space for every block the pool may make, committed as they
+    // are made: the array never moves.
+    size_t page = size_t(sysconf(_SC_PAGESIZE));
+    reserved = size_t(sysconf(_SC_PHYS_PAGES)) * page;
+    void *p = mmap(nullptr, reserved, PROT_NONE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+      fatal("K/V cache: cannot reserve " + std::to_string(reserved) +
+            " bytes of address space");
+    base = static_cast<float *>(p);
+  }
+  if (device) {
+    // Managed memory grows by half again, copying what it held.
+    size_t grown = std::max(bytes, committed + committed / 2);
+    comm::Device *d = comm::activeDevice();
+    void *p = nullptr;
+    comm::Status st = d->allocShared(grown, &p);
+    if (!st.ok())
+      fatal("K/V cache: " + std::to_string(grown) +
+            " bytes of managed memory: " + st.detail);
+    if (base) {
+      copyAny(p, base, committed);
+      d->release(base);
+    }
+    base = static_cast<float *>(p);
+    committed = grown;
+    return base;
+  }
+  if (bytes > reserved)
+    fatal("K/V cache: " + std::to_string(bytes) +
+          " bytes of one layer's rows exceed the machine's memory");
+  // Whole chunks of 64 KiB at a time (a multiple of the page size).
+  size_t chunk = size_t(1) << 16;
+  size_t grown = std::min(reserved, (bytes + chunk - 1) / chunk * chunk);
+  if (mprotect(reinterpret_cast<char *>(base) + committed, grown - committed,
+               PROT_READ | PROT_WRITE) != 0)
+    fatal("K/V cache: cannot commit " + std::to_string(grown) +
+          " bytes of memory");
+  committed = grown;
+  return base;
+}
+
 void KVPool::useHeads(int64_t layer, int64_t headOffset, int64_t heads) {
   if (layer < 0 || layer >= int64_t(layers_.size()))
     fatal("internal: K/V cache of layer " + std::to_string(layer) +
@@ -58,20 +126,19 @@ int64_t KVPool::heads(int64_t layer) const {
   return layers_[size_t(layer)].heads;
 }
 
-float *KVPool::storage(int64_t layer, int32_t block) {
+float *KVPool::storage(int64_t layer, int64_t tensor) {
   Layer &l = layers_[size_t(layer)];
   if (l.headOffset < 0)
     fatal("internal: the K/V cache of layer " + std::to_string(layer) +
           " was used before its heads were known");
-  if (l.blocks.size() <= size_t(block))
-    l.blocks.resize(size_t(block) + 1);
-  std::unique_ptr<float[]> &b = l.blocks[size_t(block)];
-  if (!b) {
-    size_t floats = size_t(kvCopies_ * blockTokens_ * l.heads * headDim_);
-    b = std::make_unique<float[]>(floats);
-    allocatedBytes_ += int64_t(floats * sizeof(float));
-  }
-  return b.get();
+  if (tensor >= kvCopies_)
+    tensor = 0; // one tensor is both key and value
+  std::unique_ptr<Rows> &rows = l.tensors[size_t(tensor)];
+  if (!rows)
+    rows = std::make_unique<Rows>();
+  size_t blockBytes = size_t(blockTokens_ * l.heads * headDim_) * sizeof(float);
+  l.blocks = std::max<int64_t>(l.blocks, created_);
+  return rows->ensure(size_t(created_) * blockBytes);
 }
 
 void KVPool::reserve(std::vector<int32_t> &table, int64_t slots) {
@@ -100,22 +167,39 @@ float *KVPool::row(std::vector<int32_t> &table, int64_t layer, int64_t slot,
           " recorded before the slots of block " +
           std::to_string(table.size()));
   }
-  const Layer &l = layers_[size_t(layer)];
-  int64_t width = l.heads * headDim_;
-  return storage(layer, table[index]) +
-         (tensor * blockTokens_ + slot % blockTokens_) * width;
+  return storage(layer, tensor) +
+         poolRow(table, slot) * layers_[size_t(layer)].heads * headDim_;
 }
 
 const float *KVPool::row(const std::vector<int32_t> &table, int64_t layer,
                          int64_t slot, int64_t tensor) const {
   size_t index = size_t(slot / blockTokens_);
   const Layer &l = layers_[size_t(layer)];
-  int32_t block = index < table.size() ? table[index] : -1;
-  if (block < 0 || l.blocks.size() <= size_t(block) || !l.blocks[size_t(block)])
+  const Rows *rows = l.tensors[size_t(tensor < kvCopies_ ? tensor : 0)].get();
+  if (index >= table.size() || !rows || !rows->data())
     fatal("internal: no cached K/V for layer " + std::to_string(layer) +
           " slot " + std::to_string(slot));
-  return l.blocks[size_t(block)].get() +
-         (tensor * blockTokens_ + slot % blockTokens_) * l.heads * headDim_;
+  return rows->data() + poolRow(table, slot) * l.heads * headDim_;
+}
+
+int64_t KVPool::allocatedBytes() const {
+  int64_t bytes = 0;
+  for (const Layer &l : layers_)
+    bytes += l.blocks * kvCopies_ * blockTokens_ * l.heads * headDim_ *
+             int64_t(sizeof(float));
+  return bytes;
+}
+
+float *KVPool::rows(int64_t layer, int64_t tensor) {
+  if (layer < 0 || layer >= int64_t(layers_.size()))
+    fatal("internal: K/V cache of layer " + std::to_string(layer) +
+          " outside the model's " + std::to_string(layers_.size()) + " layers");
+  return storage(layer, tensor);
+}
+
+int64_t KVPool::poolRow(const std::vector<int32_t> &table, int64_t slot) const {
+  return int64_t(table[size_t(slot / blockTokens_)]) * blockTokens_ +
+         slot % blockTokens_;
 }
 
 void KVPool::share(const std::vector<int32_t> &from, int64_t blocks,

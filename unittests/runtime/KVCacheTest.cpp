@@ -58,9 +58,18 @@ TEST(KVCache, RowsLiveInTheirBlocks) {
           EXPECT_EQ(rb[i], -ra[i]);
         }
       }
-  // A block's rows are contiguous: K rows, then V rows.
-  EXPECT_EQ(pool.row(a, 0, 1, 0), pool.row(a, 0, 0, 0) + 8);
-  EXPECT_EQ(pool.row(a, 0, 0, 1), pool.row(a, 0, 0, 0) + 3 * 8);
+  // Each layer's K (and V) rows of every block are one array: slot i is
+  // row table[i / 3] * 3 + i % 3 of it.
+  for (int64_t layer = 0; layer < 2; ++layer)
+    for (int64_t tensor = 0; tensor < 2; ++tensor) {
+      const float *rows = pool.rows(layer, tensor);
+      for (int64_t slot = 0; slot < 7; ++slot) {
+        EXPECT_EQ(pool.poolRow(a, slot), a[size_t(slot / 3)] * 3 + slot % 3);
+        EXPECT_EQ(pool.row(std::as_const(a), layer, slot, tensor),
+                  rows + pool.poolRow(a, slot) * 8);
+      }
+    }
+  EXPECT_EQ(pool.blocksMade(), 6);
 }
 
 TEST(KVCache, ReleasedBlocksAreReused) {
@@ -116,3 +125,18 @@ TEST(KVCache, SlotsAreRecordedInOrder) {
 }
 
 } // namespace
+
+TEST(KVCache, RowsStayWhereTheyAreAsBlocksAreMade) {
+  KVPool pool = makePool();
+  std::vector<int32_t> a;
+  pool.row(a, 1, 0, 1)[5] = 42.0f;
+  const float *rows = pool.rows(1, 1);
+  // Thousands of blocks later (past the first 64 KiB committed), the array
+  // has not moved and still holds the first row.
+  for (int64_t slot = 1; slot < 3 * 4000; ++slot)
+    pool.row(a, 1, slot, 1)[0] = float(slot);
+  EXPECT_EQ(pool.rows(1, 1), rows);
+  EXPECT_EQ(rows[5], 42.0f);
+  EXPECT_EQ(pool.row(std::as_const(a), 1, 11999, 1)[0], 11999.0f);
+  EXPECT_EQ(pool.blocksMade(), 4000);
+}

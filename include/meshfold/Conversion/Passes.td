@@ -52,9 +52,13 @@ def ConvertMoEToRuntimePass : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp">
       shape) and a `bufferization.to_tensor ... restrict`;
     - `moe.kv_cache` becomes a call to
       `mfrt_kv_cache_f32(layer, k, v, pos, head_offset)`;
-    - `moe.kv_history` becomes `mfrt_kv_history_length(layer)` rows of K,
-      V and positions, allocated here and filled by
-      `mfrt_kv_history_f32(layer, k, v, pos)` from the runtime's cache;
+    - `moe.kv_history` becomes the rank's K/V cache read in place: its
+      rows (`mfrt_kv_rows_f32`, K and V) and a table of key tiles over them
+      (`mfrt_kv_key_tiles` counts them, `mfrt_kv_key_tiles_fill` fills the
+      tiles' first rows and row counts, `[n, 2]`, and their rows' positions,
+      `[n, key-tile]`), which its attentions (`moe.attention`,
+      `moe.attention_partial`) take as `tiles`; the step's own K/V are
+      there already (its `moe.kv_cache` comes first);
     - `moe.logits` becomes a call to `mfrt_logits_f32(logits, valid)`;
     - the entry function `@prefill` gets the C interface the runtime calls,
       and so does the decode step `@decode` when the module has one (the
@@ -88,10 +92,14 @@ def ConvertMoEToRuntimePass : Pass<"convert-moe-to-runtime", "::mlir::ModuleOp">
     Option<"weightDType", "weight-dtype", "std::string", "\"f32\"",
            "Storage type of the weights: f32 or bf16 (computation stays f32)">,
     Option<"historyTile", "history-tile", "int64_t", "1",
-           "Rows each request's cached K/V starts at a multiple of in a "
-           "decode step's history (the manifest's history_tile): the "
-           "attention's key tile makes a row's key tiles its own request's "
-           "whatever the batch (batch invariance); 1: packed">
+           "Batch invariance: a decode step's key tiles over a request's "
+           "cached K/V also start at each multiple of this many of its rows "
+           "(the manifest's history_tile; the attention's key tile), so that "
+           "they do not depend on the rest of the batch; 1: tiles as long "
+           "as the cache allows">,
+    Option<"keyTile", "key-tile", "int64_t", "64",
+           "Rows of a decode step's key tile at most (the attention's tile "
+           "of convert-moe-to-linalg)">
   ];
   let dependentDialects = [
     "::mlir::func::FuncDialect", "::mlir::memref::MemRefDialect",

@@ -30,9 +30,10 @@ namespace meshfold {
 /// GPU), and attention is a fused online softmax over tiles of queries and
 /// keys. `kernelLoops` selects the GPU kernels' tiles: 32 x 32 (a block's
 /// tiles fit its shared memory), otherwise 64 x 64 (docs/design.md, section
-/// 9). `batchInvariant` aligns each request's cached K/V in a decode step's
-/// history to the key tile (the manifest's history_tile), so that a row's
-/// key tiles do not depend on the other requests of its step.
+/// 9). A decode step's attention reads the K/V cache in place through key
+/// tiles of at most the attention tile; `batchInvariant` starts a request's
+/// key tiles at fixed places of its own rows (the manifest's history_tile),
+/// so that they do not depend on the other requests of its step.
 void buildLowerToBuffersPipeline(mlir::OpPassManager &pm, llvm::StringRef entry,
                                  llvm::StringRef weightDType = "f32",
                                  bool kernelLoops = false,

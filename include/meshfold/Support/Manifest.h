@@ -83,9 +83,10 @@ struct Manifest {
   /// Whether prefill records every prompt position's logits
   /// (meshfold-compile --prompt-logprobs).
   bool promptLogits = false;
-  /// The rows each request's cached K/V starts at a multiple of in a decode
-  /// step's history (padded with rows no query sees): the attention's key
-  /// tile in a batch-invariant program, else 1 (packed).
+  /// A batch-invariant program's (the attention's key tile there, else 1):
+  /// a decode step's key tiles over a request's cached K/V also start at
+  /// each multiple of it of the request's own rows (and at each block), so
+  /// that they do not depend on the rest of the batch.
   int64_t historyTile = 1;
   /// The decode step function ("" when the program has none: prefill only).
   std::string decode;

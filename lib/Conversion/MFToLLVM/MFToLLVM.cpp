@@ -52,6 +52,48 @@ struct WeightOpLowering : public ConvertOpToLLVMPattern<mf::WeightOp> {
   }
 };
 
+/// mf.kv_rows: the runtime's pointer to the rows, in a descriptor of
+/// [rows, heads, head_dim] with the identity layout.
+struct KVRowsOpLowering : public ConvertOpToLLVMPattern<mf::KVRowsOp> {
+  using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
+
+  LogicalResult
+  matchAndRewrite(mf::KVRowsOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    auto module = op->getParentOfType<ModuleOp>();
+    FunctionType type =
+        getRuntimeFnType(rewriter.getContext(), RuntimeFn::mfrt_kv_rows_f32);
+    FailureOr<LLVM::LLVMFuncOp> fn = LLVM::lookupOrCreateFn(
+        rewriter, module, getRuntimeFnName(RuntimeFn::mfrt_kv_rows_f32),
+        type.getInputs(), type.getResult(0));
+    if (failed(fn))
+      return rewriter.notifyMatchFailure(
+          op, "mfrt_kv_rows_f32 has a bad signature");
+    MemRefType memrefType = op.getType();
+    Type i64 = rewriter.getI64Type();
+    auto constant = [&](int64_t v) -> Value {
+      return LLVM::ConstantOp::create(rewriter, loc, i64,
+                                      rewriter.getI64IntegerAttr(v));
+    };
+    Value ptr =
+        LLVM::CallOp::create(rewriter, loc, *fn,
+                             ValueRange{constant(op.getLayer()),
+                                        constant(op.getTensor()),
+                                        adaptor.getHeadOffset(),
+                                        constant(memrefType.getDimSize(1))})
+            .getResult();
+    SmallVector<Value> sizes, strides;
+    Value bytes;
+    getMemRefDescriptorSizes(loc, memrefType, ValueRange{adaptor.getRows()},
+                             rewriter, sizes, strides, bytes);
+    Value desc = createMemRefDescriptor(loc, memrefType, ptr, ptr, sizes,
+                                        strides, rewriter);
+    rewriter.replaceOp(op, desc);
+    return success();
+  }
+};
+
 struct ConvertMFToLLVMPass
     : public meshfold::impl::ConvertMFToLLVMPassBase<ConvertMFToLLVMPass> {
   void runOnOperation() override {
@@ -60,7 +102,7 @@ struct ConvertMFToLLVMPass
     RewritePatternSet patterns(ctx);
     populateMFToLLVMConversionPatterns(converter, patterns);
     ConversionTarget target(*ctx);
-    target.addIllegalOp<mf::WeightOp>();
+    target.addIllegalOp<mf::WeightOp, mf::KVRowsOp>();
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     if (failed(applyPartialConversion(getOperation(), target,
                                       std::move(patterns))))
@@ -71,5 +113,5 @@ struct ConvertMFToLLVMPass
 
 void meshfold::populateMFToLLVMConversionPatterns(LLVMTypeConverter &converter,
                                                   RewritePatternSet &patterns) {
-  patterns.add<WeightOpLowering>(converter);
+  patterns.add<WeightOpLowering, KVRowsOpLowering>(converter);
 }

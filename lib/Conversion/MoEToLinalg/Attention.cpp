@@ -96,12 +96,13 @@ Value rows1d(OpBuilder &b, Location loc, Value x, Value offset, Value size) {
 class FusedAttention {
 public:
   FusedAttention(OpBuilder &b, Location loc, Value q, Value k, Value v,
-                 Value qpos, Value kpos, double scale, RankedTensorType qType,
-                 bool withLse, bool bySequence, int64_t tile)
+                 Value qpos, Value kpos, Value keyTiles, double scale,
+                 RankedTensorType qType, bool withLse, bool bySequence,
+                 int64_t tile)
       : b(b), loc(loc), ctx(b.getContext()), q(q), k(k), v(v), qpos(qpos),
-        kpos(kpos), scale(scale), qType(qType), withLse(withLse),
-        bySequence(bySequence), kQueryTile(tile), kKeyTile(tile),
-        elt(qType.getElementType()),
+        kpos(kpos), keyTiles(keyTiles), scale(scale), qType(qType),
+        withLse(withLse), bySequence(bySequence), kQueryTile(tile),
+        kKeyTile(keyTiles ? dimOf(kpos, 1) : tile), elt(qType.getElementType()),
         kElt(cast<RankedTensorType>(k.getType()).getElementType()),
         nh(dimOf(q, 1)), nkv(dimOf(k, 1)), dh(dimOf(q, 2)), group(nh / nkv),
         rowType(tensorOf({ShapedType::kDynamic}, elt)),
@@ -111,9 +112,12 @@ public:
   std::pair<Value, Value> build() {
     tq = tensor::DimOp::create(b, loc, q, 0);
     tk = tensor::DimOp::create(b, loc, k, 0);
+    keyTileCount = keyTiles ? Value(tensor::DimOp::create(b, loc, keyTiles, 0))
+                            : Value(arith::CeilDivUIOp::create(
+                                  b, loc, tk, cstIndex(b, loc, kKeyTile)));
     if (bySequence)
       std::tie(tileStarts, queryTiles) = queryTileStarts();
-    else
+    else if (!keyTiles)
       kT = transposeKeys();
     std::tie(tileMin, tileMax) = keyTileBounds();
     scf::ForallOp forall = createWorkItems();
@@ -198,28 +202,52 @@ private:
             count};
   }
 
-  /// The keys of the key tile at `j0`: the tile's size, or those left.
-  Value keyTileSize(OpBuilder &nb, Location l, Value j0) {
-    return arith::MinSIOp::create(nb, l, cstIndex(nb, l, kKeyTile),
-                                  arith::SubIOp::create(nb, l, tk, j0));
+  /// Key tile `t`: its first row of k and v, its row count and its keys'
+  /// positions. Consecutive rows of kKeyTile (the last tile those left),
+  /// or those the table of key tiles gives (a decode step reading its K/V
+  /// cache in place).
+  std::tuple<Value, Value, Value> keyTileAt(OpBuilder &nb, Location l,
+                                            Value t) {
+    Value tile = cstIndex(nb, l, kKeyTile);
+    if (!keyTiles) {
+      Value j0 = arith::MulIOp::create(nb, l, t, tile);
+      Value bk = arith::MinSIOp::create(nb, l, tile,
+                                        arith::SubIOp::create(nb, l, tk, j0));
+      return {j0, bk, rows1d(nb, l, kpos, j0, bk)};
+    }
+    auto entry = [&](int64_t column) -> Value {
+      return arith::IndexCastOp::create(
+          nb, l, nb.getIndexType(),
+          tensor::ExtractOp::create(nb, l, keyTiles,
+                                    ValueRange{t, cstIndex(nb, l, column)}));
+    };
+    // At most kKeyTile rows: the min states the bound (the GPU target sizes
+    // its tile buffers by it).
+    Value bk = arith::MinSIOp::create(nb, l, tile, entry(1));
+    auto one = nb.getIndexAttr(1);
+    Value kp = tensor::ExtractSliceOp::create(
+        nb, l,
+        RankedTensorType::get(
+            {ShapedType::kDynamic},
+            cast<RankedTensorType>(kpos.getType()).getElementType()),
+        kpos, {OpFoldResult(t), nb.getIndexAttr(0)}, {one, OpFoldResult(bk)},
+        {one, one});
+    return {entry(0), bk, kp};
   }
 
   /// The least and the greatest position of each key tile, [tiles] each,
   /// once for all work items (each work item reads them to skip the tiles
   /// none of its queries can see).
   std::pair<Value, Value> keyTileBounds() {
-    Value tile = cstIndex(b, loc, kKeyTile);
-    Value tiles = arith::CeilDivUIOp::create(b, loc, tk, tile);
     Type i64 = cast<RankedTensorType>(kpos.getType()).getElementType();
     Value empty =
         tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{ShapedType::kDynamic},
-                                i64, ValueRange{tiles});
+                                i64, ValueRange{keyTileCount});
     auto loop = scf::ForOp::create(
-        b, loc, cstIndex(b, loc, 0), tiles, cstIndex(b, loc, 1),
+        b, loc, cstIndex(b, loc, 0), keyTileCount, cstIndex(b, loc, 1),
         ValueRange{empty, empty},
         [&](OpBuilder &nb, Location l, Value t, ValueRange bounds) {
-          Value j0 = arith::MulIOp::create(nb, l, t, tile);
-          Value kp = rows1d(nb, l, kpos, j0, keyTileSize(nb, l, j0));
+          Value kp = std::get<2>(keyTileAt(nb, l, t));
           Value lo = tensor::InsertOp::create(
               nb, l, positionBound(nb, l, kp, /*min=*/true), bounds[0], t);
           Value hi = tensor::InsertOp::create(
@@ -283,16 +311,13 @@ private:
     Value l0 = zeros(b, loc, rowType, {{qp, 0}});
     Value acc0 = zeros(b, loc, rowDhType, {{qp, 0}});
     return scf::ForOp::create(
-        b, loc, cstIndex(b, loc, 0), tk, cstIndex(b, loc, kKeyTile),
+        b, loc, cstIndex(b, loc, 0), keyTileCount, cstIndex(b, loc, 1),
         ValueRange{m0, l0, acc0},
-        [&](OpBuilder &nb, Location l, Value j0, ValueRange it) {
-          Value bk = keyTileSize(nb, l, j0);
-          Value t =
-              arith::DivUIOp::create(nb, l, j0, cstIndex(nb, l, kKeyTile));
+        [&](OpBuilder &nb, Location l, Value t, ValueRange it) {
           auto ifOp = scf::IfOp::create(
               nb, l, mayBeVisible(nb, l, t),
               [&](OpBuilder &tb, Location tl) {
-                Value kp = rows1d(tb, tl, kpos, j0, bk);
+                auto [j0, bk, kp] = keyTileAt(tb, tl, t);
                 scf::YieldOp::create(
                     tb, tl, keyTile(tb, tl, j0, kp, it[0], it[1], it[2]));
               },
@@ -489,6 +514,10 @@ private:
   Location loc;
   MLIRContext *ctx;
   Value q, k, v, qpos, kpos;
+  /// A table of key tiles ([n, 2]: first row, rows) over k and v, whose
+  /// positions kpos gives by tile ([n, kKeyTile]); null: k's rows in
+  /// order.
+  Value keyTiles;
   double scale;
   RankedTensorType qType;
   bool withLse;
@@ -505,7 +534,7 @@ private:
   /// The query and key counts, the transposed keys (none by sequence), each
   /// key tile's least and greatest position, and by sequence the query
   /// tiles' starts and count.
-  Value tq, tk, kT, tileMin, tileMax, tileStarts, queryTiles;
+  Value tq, tk, keyTileCount, kT, tileMin, tileMax, tileStarts, queryTiles;
   /// The work item's head, first query row, row count, KV head, query tile,
   /// its positions, their max, the 32-bit shift and the first sequence.
   Value h, i0, bq, kvh, qTile, qp, maxQ, shift, firstSequence;
@@ -540,14 +569,13 @@ private:
 /// both `tile`. At 64 a [64, 64] f32 score tile (16 KiB) and the
 /// key/value tiles stay in the L1/L2 caches; the query tile bounds the
 /// parallelism of a short prompt (heads x query tiles).
-std::pair<Value, Value> buildFusedAttention(OpBuilder &b, Location loc, Value q,
-                                            Value k, Value v, Value qpos,
-                                            Value kpos, double scale,
-                                            RankedTensorType qType,
-                                            bool withLse, bool bySequence,
-                                            int64_t tile) {
-  return FusedAttention(b, loc, q, k, v, qpos, kpos, scale, qType, withLse,
-                        bySequence, tile)
+std::pair<Value, Value>
+buildFusedAttention(OpBuilder &b, Location loc, Value q, Value k, Value v,
+                    Value qpos, Value kpos, Value keyTiles, double scale,
+                    RankedTensorType qType, bool withLse, bool bySequence,
+                    int64_t tile) {
+  return FusedAttention(b, loc, q, k, v, qpos, kpos, keyTiles, scale, qType,
+                        withLse, bySequence, tile)
       .build();
 }
 
@@ -650,18 +678,22 @@ buildMaterializedAttention(OpBuilder &b, Location loc, Value q, Value k,
 }
 
 /// Either lowering of attention, by `fuse`; the fused one with query tiles by
-/// sequence in a decode step (`op`'s function is `moe.decode_step`).
-std::pair<Value, Value> buildAttention(Operation *op, bool fuse, int64_t tile,
-                                       OpBuilder &b, Location loc, Value q,
-                                       Value k, Value v, Value qpos, Value kpos,
-                                       double scale, RankedTensorType qType,
-                                       bool withLse) {
+/// sequence in a decode step (`op`'s function is `moe.decode_step`). Keys
+/// through a table of key tiles need the fused one.
+FailureOr<std::pair<Value, Value>>
+buildAttention(Operation *op, bool fuse, int64_t tile, OpBuilder &b,
+               Location loc, Value q, Value k, Value v, Value qpos, Value kpos,
+               Value keyTiles, double scale, RankedTensorType qType,
+               bool withLse) {
   auto fn = op->getParentOfType<func::FuncOp>();
   bool step = fn && fn->hasAttr(getDecodeStepAttrName());
-  return fuse ? buildFusedAttention(b, loc, q, k, v, qpos, kpos, scale, qType,
-                                    withLse, /*bySequence=*/step, tile)
-              : buildMaterializedAttention(b, loc, q, k, v, qpos, kpos, scale,
-                                           qType, withLse);
+  if (fuse)
+    return buildFusedAttention(b, loc, q, k, v, qpos, kpos, keyTiles, scale,
+                               qType, withLse, /*bySequence=*/step, tile);
+  if (keyTiles)
+    return failure(); // refused before (ConvertMoEToLinalgPass)
+  return buildMaterializedAttention(b, loc, q, k, v, qpos, kpos, scale, qType,
+                                    withLse);
 }
 
 struct AttentionLowering : OpConversionPattern<AttentionOp> {
@@ -672,12 +704,14 @@ struct AttentionLowering : OpConversionPattern<AttentionOp> {
   LogicalResult
   matchAndRewrite(AttentionOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    auto [out, lse] = buildAttention(
+    FailureOr<std::pair<Value, Value>> built = buildAttention(
         op, fuse, tile, rewriter, op.getLoc(), adaptor.getQuery(),
         adaptor.getKey(), adaptor.getValue(), adaptor.getQPositions(),
-        adaptor.getKvPositions(), op.getScale().convertToDouble(), op.getType(),
-        /*withLse=*/false);
-    rewriter.replaceOp(op, out);
+        adaptor.getKvPositions(), adaptor.getKeyTiles(),
+        op.getScale().convertToDouble(), op.getType(), /*withLse=*/false);
+    if (failed(built))
+      return failure();
+    rewriter.replaceOp(op, built->first);
     return success();
   }
 };
@@ -690,13 +724,15 @@ struct AttentionPartialLowering : OpConversionPattern<AttentionPartialOp> {
   LogicalResult
   matchAndRewrite(AttentionPartialOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    auto [out, lse] = buildAttention(
+    FailureOr<std::pair<Value, Value>> built = buildAttention(
         op, fuse, tile, rewriter, op.getLoc(), adaptor.getQuery(),
         adaptor.getKey(), adaptor.getValue(), adaptor.getQPositions(),
-        adaptor.getKvPositions(), op.getScale().convertToDouble(),
-        op.getResult().getType(),
+        adaptor.getKvPositions(), adaptor.getKeyTiles(),
+        op.getScale().convertToDouble(), op.getResult().getType(),
         /*withLse=*/true);
-    rewriter.replaceOp(op, {out, lse});
+    if (failed(built))
+      return failure();
+    rewriter.replaceOp(op, {built->first, built->second});
     return success();
   }
 };

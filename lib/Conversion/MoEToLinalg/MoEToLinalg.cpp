@@ -885,6 +885,24 @@ struct ConvertMoEToLinalgPass
           ConvertMoEToLinalgPass> {
   using Base::Base;
 
+  /// The materialised attention reads k's rows in order: keys through a
+  /// table of key tiles need the fused one.
+  static LogicalResult checkNoKeyTiles(Operation *root) {
+    WalkResult walk = root->walk([](Operation *op) {
+      Value tiles;
+      if (auto att = dyn_cast<AttentionOp>(op))
+        tiles = att.getKeyTiles();
+      else if (auto att = dyn_cast<AttentionPartialOp>(op))
+        tiles = att.getKeyTiles();
+      if (!tiles)
+        return WalkResult::advance();
+      op->emitError() << "keys through a table of key tiles need the fused "
+                         "attention (fuse-attention=true)";
+      return WalkResult::interrupt();
+    });
+    return failure(walk.wasInterrupted());
+  }
+
   void runOnOperation() override {
     MLIRContext *ctx = &getContext();
     ConversionTarget target(*ctx);
@@ -903,6 +921,8 @@ struct ConvertMoEToLinalgPass
                                   << static_cast<int64_t>(attentionTile);
       return signalPassFailure();
     }
+    if (!fuseAttention && failed(checkNoKeyTiles(getOperation())))
+      return signalPassFailure();
     populateMoEToLinalgConversionPatterns(patterns, groupExperts, fuseAttention,
                                           attentionTile);
     if (failed(applyPartialConversion(getOperation(), target,

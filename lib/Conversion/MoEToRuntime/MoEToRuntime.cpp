@@ -289,70 +289,135 @@ private:
     return success();
   }
 
-  /// K/V history inputs of decode steps: the runtime's cached rows of the
-  /// layer followed by the step's own, in new buffers.
+  /// K/V history inputs of decode steps: the runtime's cache read in place
+  /// through a table of key tiles.
   LogicalResult lowerKVHistories(ModuleOp module) {
     SmallVector<KVHistoryOp> histories = collectOps<KVHistoryOp>(module);
     if (histories.empty())
       return success();
-    func::FuncOp lengthFn =
-        declareRuntimeFunction(module, RuntimeFn::mfrt_kv_history_length);
-    func::FuncOp historyFn =
-        declareRuntimeFunction(module, RuntimeFn::mfrt_kv_history_f32);
+    if (keyTile < 1)
+      return module.emitError() << "key-tile must be at least 1, got "
+                                << static_cast<int64_t>(keyTile);
+    HistoryCalls calls{
+        declareRuntimeFunction(module, RuntimeFn::mfrt_kv_key_tiles),
+        declareRuntimeFunction(module, RuntimeFn::mfrt_kv_key_tiles_fill),
+        declareRuntimeFunction(module, RuntimeFn::mfrt_kv_cache_rows)};
     for (KVHistoryOp op : histories)
-      if (failed(lowerKVHistory(op, lengthFn, historyFn)))
+      if (failed(lowerKVHistory(op, calls)))
         return failure();
     return success();
   }
 
-  /// One moe.kv_history: asks the runtime for the cached length, allocates
-  /// K, V and positions for the cache and the step, and has it fill them.
-  LogicalResult lowerKVHistory(KVHistoryOp op, func::FuncOp lengthFn,
-                               func::FuncOp historyFn) {
+  struct HistoryCalls {
+    func::FuncOp count, fill, rows;
+  };
+
+  /// One moe.kv_history: the key tiles of the step (counted by the runtime,
+  /// allocated here, filled by it) and the cache's K and V rows they name
+  /// (mf.kv_rows, the runtime's own memory); each attention over the
+  /// history reads them through the tiles.
+  LogicalResult lowerKVHistory(KVHistoryOp op, const HistoryCalls &calls) {
     Type f32 = Float32Type::get(&getContext());
     Type i64 = IntegerType::get(&getContext(), 64);
-    auto kvType = dynamicStrided(
-        {ShapedType::kDynamic, ShapedType::kDynamic, ShapedType::kDynamic},
-        f32);
-    auto posType = dynamicStrided({ShapedType::kDynamic}, i64);
-    auto historyPosType = MemRefType::get({ShapedType::kDynamic}, i64);
-    OpBuilder b(op);
-    Location loc = op.getLoc();
     auto type = op.getKey().getType();
     if (type.getElementType() != f32)
       return op.emitError() << "the CPU target computes in f32";
+    if (failed(checkHistoryUsers(op)))
+      return failure();
+    OpBuilder b(op);
+    Location loc = op.getLoc();
     Value layer =
         arith::ConstantOp::create(b, loc, b.getI64IntegerAttr(op.getLayer()));
-    Value step = tensor::DimOp::create(b, loc, op.getStepKey(), 0);
     Value stepPositions =
-        readOnlyBuffer(b, loc, op.getStepPositions(), posType);
-    Value cached = arith::IndexCastOp::create(
+        readOnlyBuffer(b, loc, op.getStepPositions(),
+                       dynamicStrided({ShapedType::kDynamic}, i64));
+    Value capacity = arith::ConstantOp::create(
+        b, loc, b.getI64IntegerAttr(static_cast<int64_t>(keyTile)));
+    Value count = arith::IndexCastOp::create(
         b, loc, b.getIndexType(),
-        func::CallOp::create(b, loc, lengthFn, ValueRange{layer, stepPositions})
+        func::CallOp::create(b, loc, calls.count,
+                             ValueRange{layer, stepPositions, capacity})
             .getResult(0));
-    Value rows = arith::AddIOp::create(b, loc, cached, step);
-    auto bufferType = MemRefType::get(type.getShape(), f32);
-    Value k = memref::AllocOp::create(b, loc, bufferType, rows);
-    Value v = memref::AllocOp::create(b, loc, bufferType, rows);
-    Value p = memref::AllocOp::create(b, loc, historyPosType, rows);
+    auto tilesType = MemRefType::get({ShapedType::kDynamic, 2}, i64);
+    int64_t rowsPerTile = keyTile;
+    auto positionsType =
+        MemRefType::get({ShapedType::kDynamic, rowsPerTile}, i64);
+    Value tiles = memref::AllocOp::create(b, loc, tilesType, count);
+    Value positions = memref::AllocOp::create(b, loc, positionsType, count);
+    auto table =
+        dynamicStrided({ShapedType::kDynamic, ShapedType::kDynamic}, i64);
     func::CallOp::create(
-        b, loc, historyFn,
-        ValueRange{layer, readOnlyBuffer(b, loc, op.getStepKey(), kvType),
-                   readOnlyBuffer(b, loc, op.getStepValue(), kvType),
-                   stepPositions, memref::CastOp::create(b, loc, kvType, k),
-                   memref::CastOp::create(b, loc, kvType, v),
-                   memref::CastOp::create(b, loc, posType, p),
-                   headOffset(b, loc, op.getHeadOffset())});
-    auto toTensor = [&](Value m, Type t) -> Value {
-      return bufferization::ToTensorOp::create(b, loc, t, m, b.getUnitAttr(),
-                                               /*writable=*/nullptr);
+        b, loc, calls.fill,
+        ValueRange{layer, stepPositions,
+                   memref::CastOp::create(b, loc, table, tiles),
+                   memref::CastOp::create(b, loc, table, positions)});
+    Value cacheRows = arith::IndexCastOp::create(
+        b, loc, b.getIndexType(),
+        func::CallOp::create(b, loc, calls.rows, ValueRange{layer})
+            .getResult(0));
+    Value first = headOffset(b, loc, op.getHeadOffset());
+    auto rows = [&](int64_t tensor) -> Value {
+      Value all =
+          mf::KVRowsOp::create(b, loc, MemRefType::get(type.getShape(), f32),
+                               cacheRows, first, op.getLayer(), tensor);
+      return toTensor(b, loc, all, type);
     };
-    op.getKey().replaceAllUsesWith(toTensor(k, type));
-    op.getValue().replaceAllUsesWith(toTensor(v, type));
-    op.getPositions().replaceAllUsesWith(
-        toTensor(p, op.getPositions().getType()));
+    Value k = rows(0), v = rows(1);
+    Value tileTensor = toTensor(
+        b, loc, tiles, RankedTensorType::get({ShapedType::kDynamic, 2}, i64));
+    Value positionTensor = toTensor(
+        b, loc, positions,
+        RankedTensorType::get({ShapedType::kDynamic, rowsPerTile}, i64));
+    for (OpOperand &use : llvm::make_early_inc_range(op.getKey().getUses()))
+      readThroughTiles(use.getOwner(), k, v, positionTensor, tileTensor);
     op.erase();
     return success();
+  }
+
+  static Value toTensor(OpBuilder &b, Location loc, Value m, Type t) {
+    return bufferization::ToTensorOp::create(b, loc, t, m, b.getUnitAttr(),
+                                             /*writable=*/nullptr);
+  }
+
+  /// A history's K, V and positions feed attentions only, as their key,
+  /// value and key positions, the three of one history (what the tiles
+  /// replace).
+  LogicalResult checkHistoryUsers(KVHistoryOp op) {
+    for (Value result : op->getResults())
+      for (Operation *user : result.getUsers()) {
+        auto keys = [&](auto att) {
+          return att.getKey() == op.getKey() &&
+                 att.getValue() == op.getValue() &&
+                 att.getKvPositions() == op.getPositions() &&
+                 !att.getKeyTiles();
+        };
+        bool ok = false;
+        if (auto att = dyn_cast<AttentionOp>(user))
+          ok = keys(att) && att.getQuery() != result;
+        else if (auto att = dyn_cast<AttentionPartialOp>(user))
+          ok = keys(att) && att.getQuery() != result;
+        if (!ok)
+          return user->emitError()
+                 << "a K/V history is read in place through key tiles: "
+                    "only an attention's key, value and key positions may "
+                    "use it";
+      }
+    return success();
+  }
+
+  /// An attention over a history: reads `k` and `v` through the tiles.
+  static void readThroughTiles(Operation *user, Value k, Value v,
+                               Value positions, Value tiles) {
+    auto retarget = [&](auto att) {
+      att.getKeyMutable().assign(k);
+      att.getValueMutable().assign(v);
+      att.getKvPositionsMutable().assign(positions);
+      att.getKeyTilesMutable().assign(tiles);
+    };
+    if (auto att = dyn_cast<AttentionOp>(user))
+      retarget(att);
+    else if (auto att = dyn_cast<AttentionPartialOp>(user))
+      retarget(att);
   }
 
   /// Logits outputs: each moe.logits hands the runtime its row and whether

@@ -53,11 +53,13 @@ template <int Rank> struct StridedF32 {
 using StridedF32R1 = StridedF32<1>;
 using StridedF32R2 = StridedF32<2>;
 using StridedF32R3 = StridedF32<3>;
-struct StridedI64R1 {
+template <int Rank> struct StridedI64 {
   static void add(MLIRContext *ctx, Types &t) {
-    t.push_back(strided(ctx, IntegerType::get(ctx, 64), 1));
+    t.push_back(strided(ctx, IntegerType::get(ctx, 64), Rank));
   }
 };
+using StridedI64R1 = StridedI64<1>;
+using StridedI64R2 = StridedI64<2>;
 
 /// A signature of CodegenABI.def (a function type over the tags) as an MLIR
 /// function type.

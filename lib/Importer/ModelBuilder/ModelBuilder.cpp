@@ -253,7 +253,7 @@ Value ModelBuilder::attention(Value x) {
   moe::KVCacheOp::create(b, loc, k, v, p, /*head_offset=*/Value(),
                          b.getI64IntegerAttr(layer));
   Value attn = moe::AttentionOp::create(
-      b, loc, q.getType(), q, k, v, p, p,
+      b, loc, q.getType(), q, k, v, p, p, /*key_tiles=*/Value(),
       b.getF32FloatAttr(float(1.0 / std::sqrt(double(c.headDim)))));
   SmallVector<ReassociationIndices> re = {{0}, {1, 2}};
   Value flat = tensor::CollapseShapeOp::create(
@@ -384,7 +384,7 @@ Value ModelBuilder::latentAttention(Value x) {
   // Scores scaled as the per-head form's: by 1/sqrt(nope + rope), and
   // YaRN's mscale squared.
   Value attn = moe::AttentionOp::create(
-      b, loc, q.getType(), q, kv, kv, p, p,
+      b, loc, q.getType(), q, kv, kv, p, p, /*key_tiles=*/Value(),
       b.getF32FloatAttr(float(c.softmaxScale / std::sqrt(double(qDim)))));
   Value values = moe::HeadLinearOp::create(
       b, loc, tensor({dyn, c.heads, c.vHeadDim}, f32),

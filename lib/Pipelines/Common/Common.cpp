@@ -30,6 +30,7 @@ void meshfold::buildLowerToBuffersPipeline(OpPassManager &pm,
   ConvertMoEToRuntimePassOptions rt;
   rt.entryName = entry.str();
   rt.weightDType = weightDType.str();
+  rt.keyTile = attentionTile;
   if (batchInvariant)
     rt.historyTile = attentionTile;
   pm.addPass(createConvertMFToRuntimePass());

@@ -25,6 +25,7 @@ using StridedF32R1 = StridedMemRefType<float, 1> *;
 using StridedF32R2 = StridedMemRefType<float, 2> *;
 using StridedF32R3 = StridedMemRefType<float, 3> *;
 using StridedI64R1 = StridedMemRefType<int64_t, 1> *;
+using StridedI64R2 = StridedMemRefType<int64_t, 2> *;
 
 #define MFRT_CODEGEN_MEMREF(Name, Signature) using Name##_type = Signature;
 #define MFRT_CODEGEN_LLVM(Name, Signature) using Name##_type = Signature;

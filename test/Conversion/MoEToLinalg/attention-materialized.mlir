@@ -1,4 +1,4 @@
-// RUN: meshfold-opt %s -split-input-file --convert-moe-to-linalg="fuse-attention=false" | FileCheck %s
+// RUN: meshfold-opt %s -split-input-file --convert-moe-to-linalg="fuse-attention=false" -verify-diagnostics | FileCheck %s
 
 // fuse-attention=false: the materialised lowering. GQA: the KV head of query head h is h floordiv (n_h / n_kv) in the maps; the
 // causal mask compares global positions; the softmax is max-shifted.
@@ -49,4 +49,14 @@ func.func @attention(%q: tensor<?x8x16xf32>, %k: tensor<?x2x16xf32>, %v: tensor<
 func.func @attention_partial(%q: tensor<?x8x16xf32>, %k: tensor<?x2x16xf32>, %v: tensor<?x2x16xf32>, %qp: tensor<?xi64>, %kp: tensor<?xi64>) -> (tensor<?x8x16xf32>, tensor<?x8xf32>) {
   %o, %l = moe.attention_partial %q, %k, %v, %qp, %kp {scale = 0.25 : f32} : tensor<?x8x16xf32>, tensor<?x2x16xf32>, tensor<?x2x16xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x16xf32>, tensor<?x8xf32>
   return %o, %l : tensor<?x8x16xf32>, tensor<?x8xf32>
+}
+
+// -----
+
+// Keys through a table of key tiles (a decode step's K/V cache read in
+// place) need the fused lowering.
+func.func @paged(%q: tensor<?x8x16xf32>, %k: tensor<?x2x16xf32>, %qp: tensor<?xi64>, %kp: tensor<?x64xi64>, %t: tensor<?x2xi64>) -> tensor<?x8x16xf32> {
+  // expected-error @+1 {{keys through a table of key tiles need the fused attention (fuse-attention=true)}}
+  %o = moe.attention %q, %k, %k, %qp, %kp tiles %t : tensor<?x2xi64> {scale = 0.25 : f32} : tensor<?x8x16xf32>, tensor<?x2x16xf32>, tensor<?x2x16xf32>, tensor<?xi64>, tensor<?x64xi64> -> tensor<?x8x16xf32>
+  return %o : tensor<?x8x16xf32>
 }

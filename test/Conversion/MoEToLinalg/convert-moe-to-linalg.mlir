@@ -102,9 +102,9 @@ func.func @mlp(%x: tensor<?x64xf32>, %w1: tensor<96x64xf32>, %w2: tensor<64x96xf
 // CHECK-NOT: floordiv
 // CHECK: %[[TQ:.+]] = tensor.dim %[[Q]]
 // CHECK: %[[TK:.+]] = tensor.dim %[[K]]
+// CHECK: %[[TILES:.+]] = arith.ceildivui %[[TK]], %{{.+}} : index
 // CHECK: %[[KTALL:.+]] = linalg.transpose ins(%[[K]] : tensor<?x2x16xf32>) outs(%{{.+}} : tensor<2x16x?xf32>) permutation = [1, 2, 0]
 // Each key tile's least and greatest position, once.
-// CHECK: %[[TILES:.+]] = arith.ceildivui %[[TK]], %{{.+}} : index
 // CHECK: %[[BOUNDS:.+]]:2 = scf.for %[[T:.+]] = %{{.+}} to %[[TILES]] step %{{.+}} iter_args(%[[LO:.+]] = %{{.+}}, %[[HI:.+]] = %{{.+}}) -> (tensor<?xi64>, tensor<?xi64>)
 // CHECK: tensor.extract_slice %[[KP]]
 // CHECK: arith.minsi %{{.+}}, %{{.+}} : i64
@@ -127,8 +127,7 @@ func.func @mlp(%x: tensor<?x64xf32>, %w1: tensor<96x64xf32>, %w2: tensor<64x96xf
 // CHECK: %[[M0:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<?xf32>)
 // CHECK: %[[L0:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<?xf32>)
 // CHECK: %[[ACC0:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<?x16xf32>)
-// CHECK: %[[LOOP:.+]]:3 = scf.for %[[J0:.+]] = %{{.+}} to %[[TK]] step %{{.+}} iter_args(%[[M:.+]] = %[[M0]], %[[L:.+]] = %[[L0]], %[[ACC:.+]] = %[[ACC0]]) -> (tensor<?xf32>, tensor<?xf32>, tensor<?x16xf32>)
-// CHECK: %[[TI:.+]] = arith.divui %[[J0]], %{{.+}} : index
+// CHECK: %[[LOOP:.+]]:3 = scf.for %[[TI:.+]] = %{{.+}} to %[[TILES]] step %{{.+}} iter_args(%[[M:.+]] = %[[M0]], %[[L:.+]] = %[[L0]], %[[ACC:.+]] = %[[ACC0]]) -> (tensor<?xf32>, tensor<?xf32>, tensor<?x16xf32>)
 // CHECK: %[[MINK:.+]] = tensor.extract %[[BOUNDS]]#0[%[[TI]]]
 // CHECK: %[[NOTLATER:.+]] = arith.cmpi sle, %[[MINK]], %[[MAXQ]] : i64
 // CHECK: %[[MAXK:.+]] = tensor.extract %[[BOUNDS]]#1[%[[TI]]]
@@ -136,6 +135,7 @@ func.func @mlp(%x: tensor<?x64xf32>, %w1: tensor<96x64xf32>, %w2: tensor<64x96xf
 // CHECK: %[[REACHES:.+]] = arith.cmpi sge, %[[SEQK]], %[[SEQ0]] : i64
 // CHECK: %[[VIS:.+]] = arith.andi %[[NOTLATER]], %[[REACHES]] : i1
 // CHECK: scf.if %[[VIS]] -> (tensor<?xf32>, tensor<?xf32>, tensor<?x16xf32>)
+// CHECK: %[[J0:.+]] = arith.muli %[[TI]], %{{.+}} : index
 // CHECK: %[[KPT:.+]] = tensor.extract_slice %[[KP]][%[[J0]]]
 // CHECK: %[[VT:.+]] = tensor.extract_slice %[[V]][%[[J0]], %[[KVH]], 0] [%{{.+}}, 1, 16] [1, 1, 1] : tensor<?x2x16xf32> to tensor<?x16xf32>
 // CHECK: %[[Z:.+]] = linalg.fill ins(%{{.+}} : f32) outs(%{{.+}} : tensor<?x?xf32>)
@@ -197,6 +197,8 @@ func.func @attention(%q: tensor<?x8x16xf32>, %k: tensor<?x2x16xf32>, %v: tensor<
 // CHECK-LABEL: func.func @step_attention
 // CHECK: %[[TQ:.+]] = tensor.dim %arg0
 // CHECK-NOT: linalg.transpose
+// CHECK: arith.ceildivui
+// CHECK-NOT: linalg.transpose
 // CHECK: %[[C64:.+]] = arith.constant 64 : index
 // CHECK: %[[RUNS:.+]]:3 = scf.for %[[I:.+]] = %{{.+}} to %[[TQ]] step %{{.+}} iter_args(%[[ST:.+]] = %{{.+}}, %[[N:.+]] = %{{.+}}, %[[CUR:.+]] = %{{.+}}) -> (tensor<?xindex>, index, index)
 // CHECK: %[[FIRST:.+]] = arith.cmpi eq, %[[I]], %{{.+}} : index
@@ -219,6 +221,34 @@ func.func @attention(%q: tensor<?x8x16xf32>, %k: tensor<?x2x16xf32>, %v: tensor<
 // CHECK-NEXT: linalg.generic {indexing_maps = [#[[$QROW]], #[[$KROW]], #{{.+}}], iterator_types = ["parallel", "parallel", "reduction"]} ins(%{{.+}}, %[[KT]] : tensor<?x16xf32>, tensor<?x16xf32>)
 func.func @step_attention(%q: tensor<?x8x16xf32>, %k: tensor<?x2x16xf32>, %v: tensor<?x2x16xf32>, %qp: tensor<?xi64>, %kp: tensor<?xi64>) -> tensor<?x8x16xf32> attributes {moe.decode_step} {
   %o = moe.attention %q, %k, %v, %qp, %kp {scale = 0.25 : f32} : tensor<?x8x16xf32>, tensor<?x2x16xf32>, tensor<?x2x16xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x16xf32>
+  return %o : tensor<?x8x16xf32>
+}
+
+// -----
+
+// A decode step reading its K/V cache in place: the key tiles are those of
+// the table, [n, 2] (first row, rows), with their positions by tile
+// ([n, 64]); each tile's bounds and the key loop go over the table's rows,
+// and a tile reads its rows of K and V where they lie, at most 64 of them.
+// CHECK-LABEL: func.func @paged_step_attention
+// CHECK-NOT: linalg.transpose
+// CHECK: %[[N:.+]] = tensor.dim %arg5, %{{.+}} : tensor<?x2xi64>
+// CHECK: %[[BOUNDS:.+]]:2 = scf.for %[[T:.+]] = %{{.+}} to %[[N]] step
+// CHECK: %[[ROWS:.+]] = tensor.extract %arg5[%[[T]], %{{.+}}] : tensor<?x2xi64>
+// CHECK: %[[R:.+]] = arith.index_cast %[[ROWS]] : i64 to index
+// CHECK: %[[BK:.+]] = arith.minsi %{{.+}}, %[[R]] : index
+// CHECK: tensor.extract_slice %arg4[%[[T]], 0] [1, %[[BK]]] [1, 1] : tensor<?x64xi64> to tensor<?xi64>
+// CHECK: scf.forall
+// CHECK: scf.for %[[TI:.+]] = %{{.+}} to %[[N]] step %{{.+}} iter_args
+// CHECK: scf.if
+// CHECK: tensor.extract %arg5[%[[TI]], %{{.+}}] : tensor<?x2xi64>
+// CHECK: tensor.extract_slice %arg4[%[[TI]], 0]
+// CHECK: %[[FIRST:.+]] = tensor.extract %arg5[%[[TI]], %{{.+}}] : tensor<?x2xi64>
+// CHECK: %[[J0:.+]] = arith.index_cast %[[FIRST]] : i64 to index
+// CHECK: tensor.extract_slice %arg2[%[[J0]], %{{.+}}, 0] [%{{.+}}, 1, 16] [1, 1, 1] : tensor<?x2x16xf32> to tensor<?x16xf32>
+// CHECK: tensor.extract_slice %arg1[%[[J0]], %{{.+}}, 0] [%{{.+}}, 1, 16] [1, 1, 1] : tensor<?x2x16xf32> to tensor<?x16xf32>
+func.func @paged_step_attention(%q: tensor<?x8x16xf32>, %k: tensor<?x2x16xf32>, %v: tensor<?x2x16xf32>, %qp: tensor<?xi64>, %kp: tensor<?x64xi64>, %tiles: tensor<?x2xi64>) -> tensor<?x8x16xf32> attributes {moe.decode_step} {
+  %o = moe.attention %q, %k, %v, %qp, %kp tiles %tiles : tensor<?x2xi64> {scale = 0.25 : f32} : tensor<?x8x16xf32>, tensor<?x2x16xf32>, tensor<?x2x16xf32>, tensor<?xi64>, tensor<?x64xi64> -> tensor<?x8x16xf32>
   return %o : tensor<?x8x16xf32>
 }
 

@@ -10,31 +10,43 @@
 // CHECK-NOT: history_tile
 // BADTILE: error: history-tile must be at least 1, got 0
 
-// A decode step: moe.kv_history becomes buffers of (cached + step) rows that
-// mfrt_kv_history_f32 fills from the runtime's cache and the step's own
-// rows; @decode gets the C interface beside @prefill, and the manifest names
-// it and the model's eos ids.
-// CHECK-DAG: func.func private @mfrt_kv_history_length(i64, memref<?xi64, strided<[?], offset: ?>>) -> i64 attributes {llvm.emit_c_interface}
-// CHECK-DAG: func.func private @mfrt_kv_history_f32(i64, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?xi64, strided<[?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?x?x?xf32, strided<[?, ?, ?], offset: ?>>, memref<?xi64, strided<[?], offset: ?>>, i64) attributes {llvm.emit_c_interface}
+// A decode step: moe.kv_history becomes the runtime's K/V cache read in
+// place: mfrt_kv_key_tiles counts the step's key tiles (of at most
+// key-tile rows, 64 by default), mfrt_kv_key_tiles_fill fills their table
+// ([n, 2]: first row, rows) and positions ([n, 64]), mfrt_kv_cache_rows
+// says how many rows the tiles index, and mf.kv_rows are the cache's K and
+// V rows (the runtime's memory). Each attention over the history takes them
+// through `tiles`. @decode gets the C interface beside @prefill, and the
+// manifest names it and the model's eos ids.
+// CHECK-DAG: func.func private @mfrt_kv_key_tiles(i64, memref<?xi64, strided<[?], offset: ?>>, i64) -> i64 attributes {llvm.emit_c_interface}
+// CHECK-DAG: func.func private @mfrt_kv_key_tiles_fill(i64, memref<?xi64, strided<[?], offset: ?>>, memref<?x?xi64, strided<[?, ?], offset: ?>>, memref<?x?xi64, strided<[?, ?], offset: ?>>) attributes {llvm.emit_c_interface}
+// CHECK-DAG: func.func private @mfrt_kv_cache_rows(i64) -> i64 attributes {llvm.emit_c_interface}
 // CHECK: func.func @prefill({{.*}}) attributes {llvm.emit_c_interface}
 // CHECK: func.func @decode({{.*}}) attributes {llvm.emit_c_interface}
 // CHECK: %[[L:.*]] = arith.constant 3 : i64
-// CHECK: %[[STEP:.*]] = tensor.dim %arg2, %c0
 // CHECK: %[[SP:.*]] = memref.cast %{{.*}} : memref<?xi64, strided<[?], offset: ?>> to memref<?xi64, strided<[?], offset: ?>>
-// CHECK: %[[N:.*]] = call @mfrt_kv_history_length(%[[L]], %[[SP]])
-// CHECK: %[[CACHED:.*]] = arith.index_cast %[[N]] : i64 to index
-// CHECK: %[[ROWS:.*]] = arith.addi %[[CACHED]], %[[STEP]]
-// CHECK: %[[K:.*]] = memref.alloc(%[[ROWS]]) : memref<?x1x4xf32>
-// CHECK: %[[V:.*]] = memref.alloc(%[[ROWS]]) : memref<?x1x4xf32>
-// CHECK: %[[P:.*]] = memref.alloc(%[[ROWS]]) : memref<?xi64>
+// CHECK: %[[C:.*]] = arith.constant 64 : i64
+// CHECK: %[[N:.*]] = call @mfrt_kv_key_tiles(%[[L]], %[[SP]], %[[C]])
+// CHECK: %[[TILES:.*]] = arith.index_cast %[[N]] : i64 to index
+// CHECK: %[[T:.*]] = memref.alloc(%[[TILES]]) : memref<?x2xi64>
+// CHECK: %[[P:.*]] = memref.alloc(%[[TILES]]) : memref<?x64xi64>
+// CHECK: call @mfrt_kv_key_tiles_fill(%[[L]], %[[SP]], %{{.*}}, %{{.*}})
+// CHECK: %[[R64:.*]] = call @mfrt_kv_cache_rows(%[[L]])
+// CHECK: %[[ROWS:.*]] = arith.index_cast %[[R64]] : i64 to index
 // All KV heads: the first is 0.
 // CHECK: %[[H0:.*]] = arith.constant 0 : i64
-// CHECK: call @mfrt_kv_history_f32(%[[L]], %{{.*}}, %{{.*}}, %[[SP]], %{{.*}}, %{{.*}}, %{{.*}}, %[[H0]])
-// CHECK: bufferization.to_tensor %[[K]] restrict : memref<?x1x4xf32> to tensor<?x1x4xf32>
+// CHECK: %[[K:.*]] = mf.kv_rows %[[ROWS]], %[[H0]] {layer = 3 : i64, tensor = 0 : i64} : memref<?x1x4xf32>
+// CHECK: %[[KT:.*]] = bufferization.to_tensor %[[K]] restrict : memref<?x1x4xf32> to tensor<?x1x4xf32>
+// CHECK: %[[V:.*]] = mf.kv_rows %[[ROWS]], %[[H0]] {layer = 3 : i64, tensor = 1 : i64} : memref<?x1x4xf32>
+// CHECK: %[[VT:.*]] = bufferization.to_tensor %[[V]] restrict
+// CHECK: %[[TT:.*]] = bufferization.to_tensor %[[T]] restrict : memref<?x2xi64> to tensor<?x2xi64>
+// CHECK: %[[PT:.*]] = bufferization.to_tensor %[[P]] restrict : memref<?x64xi64> to tensor<?x64xi64>
+// CHECK: moe.attention %{{.*}}, %[[KT]], %[[VT]], %{{.*}}, %[[PT]] tiles %[[TT]] : tensor<?x2xi64>
 // A partitioned step's history holds the rank's KV heads: the first is
 // passed on.
 // CHECK: %[[OFF:.*]] = arith.index_cast %arg4 : index to i64
-// CHECK: call @mfrt_kv_history_f32(%{{.*}}, %[[OFF]])
+// CHECK: mf.kv_rows %{{.*}}, %[[OFF]] {layer = 3 : i64, tensor = 0 : i64}
+// CHECK: moe.attention_partial {{.*}} tiles
 // CHECK-NOT: moe.kv_history
 // CHECK: llvm.mlir.global external constant @__mf_manifest
 // CHECK-SAME: decode decode\0Aeos 2 5\0A
@@ -44,10 +56,27 @@ module attributes {moe.eos_token_ids = array<i64: 2, 5>} {
     %h = moe.embed %e, %tokens : tensor<16x8xf32>, tensor<?xi64> -> tensor<?x8xf32>
     return
   }
-  func.func @decode(%tokens: tensor<?xi64>, %pos: tensor<?xi64>, %k: tensor<?x1x4xf32>, %v: tensor<?x1x4xf32>, %first: index) -> (tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64>, tensor<?x1x4xf32>) {
+  func.func @decode(%tokens: tensor<?xi64>, %pos: tensor<?xi64>, %k: tensor<?x1x4xf32>, %v: tensor<?x1x4xf32>, %first: index, %q: tensor<?x2x4xf32>) -> (tensor<?x2x4xf32>, tensor<?x2x4xf32>) {
     %hk, %hv, %hp = moe.kv_history %k, %v, %pos {layer = 3 : i64} : tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64> -> tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64>
+    %a = moe.attention %q, %hk, %hv, %pos, %hp {scale = 0.5 : f32} : tensor<?x2x4xf32>, tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x2x4xf32>
     %lk, %lv, %lp = moe.kv_history %k, %v, %pos heads from %first {layer = 3 : i64} : tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64> -> tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64>
-    return %hk, %hv, %hp, %lk : tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64>, tensor<?x1x4xf32>
+    %b, %lse = moe.attention_partial %q, %lk, %lv, %pos, %lp {scale = 0.5 : f32} : tensor<?x2x4xf32>, tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x2x4xf32>, tensor<?x2xf32>
+    return %a, %b : tensor<?x2x4xf32>, tensor<?x2x4xf32>
+  }
+}
+
+// -----
+
+// A history that feeds anything but an attention's keys cannot be read in
+// place.
+module {
+  func.func @prefill(%tokens: tensor<?xi64>) {
+    return
+  }
+  func.func @decode(%tokens: tensor<?xi64>, %pos: tensor<?xi64>, %k: tensor<?x1x4xf32>, %v: tensor<?x1x4xf32>) -> tensor<?x1x4xf32> {
+    %hk, %hv, %hp = moe.kv_history %k, %v, %pos {layer = 0 : i64} : tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64> -> tensor<?x1x4xf32>, tensor<?x1x4xf32>, tensor<?xi64>
+    // expected-error @+1 {{a K/V history is read in place through key tiles: only an attention's key, value and key positions may use it}}
+    return %hk : tensor<?x1x4xf32>
   }
 }
 

@@ -84,6 +84,15 @@ func.func @weight_dynamic() -> memref<?xf32> {
 
 // -----
 
+// mf.kv_rows names K (0) or V (1).
+func.func @kv_rows_tensor(%rows: index, %first: i64) -> memref<?x2x8xf32> {
+  // expected-error @+1 {{attribute 'tensor' failed to satisfy constraint}}
+  %0 = mf.kv_rows %rows, %first {layer = 0 : i64, tensor = 2 : i64} : memref<?x2x8xf32>
+  return %0 : memref<?x2x8xf32>
+}
+
+// -----
+
 // The plan belongs on the module.
 // expected-error @+1 {{'mf.plan' belongs on the module, not on 'func.func'}}
 func.func @f() attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,

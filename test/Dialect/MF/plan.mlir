@@ -110,3 +110,13 @@ func.func @weight_without_plan() -> memref<512x64xf32> {
 module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
     nvlink_gbps = 400, ib_gbps = 100, attention = [tp = 4], experts = [ep = 4 : (tp)]>} {
 }
+
+// -----
+
+// A layer's K or V rows of the runtime's K/V cache.
+// CHECK-LABEL: func.func @kv_rows
+// CHECK: mf.kv_rows %{{.+}}, %{{.+}} {layer = 1 : i64, tensor = 0 : i64} : memref<?x2x8xf32>
+func.func @kv_rows(%rows: index, %first: i64) -> memref<?x2x8xf32> {
+  %0 = mf.kv_rows %rows, %first {layer = 1 : i64, tensor = 0 : i64} : memref<?x2x8xf32>
+  return %0 : memref<?x2x8xf32>
+}

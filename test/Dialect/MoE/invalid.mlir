@@ -529,6 +529,41 @@ func.func @attention_kv_positions_rank(%q: tensor<?x8x8xf32>, %k: tensor<?x4x8xf
 
 // -----
 
+// Through key tiles, the keys' positions are by tile: [n, C], C static.
+func.func @attention_tiles_positions_rank(%q: tensor<?x8x8xf32>, %k: tensor<?x4x8xf32>, %p: tensor<?xi64>, %t: tensor<?x2xi64>) {
+  // expected-error @+1 {{kv_positions must have rank 2, got 'tensor<?xi64>'}}
+  %0 = moe.attention %q, %k, %k, %p, %p tiles %t : tensor<?x2xi64> {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>, tensor<?xi64> -> tensor<?x8x8xf32>
+  return
+}
+
+// -----
+
+func.func @attention_tiles_positions_static(%q: tensor<?x8x8xf32>, %k: tensor<?x4x8xf32>, %p: tensor<?xi64>, %kp: tensor<?x?xi64>, %t: tensor<?x2xi64>) {
+  // expected-error @+1 {{kv_positions dim 1 must be static, got 'tensor<?x?xi64>'}}
+  %0 = moe.attention %q, %k, %k, %p, %kp tiles %t : tensor<?x2xi64> {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>, tensor<?x?xi64> -> tensor<?x8x8xf32>
+  return
+}
+
+// -----
+
+// A key tile is its first row and its row count.
+func.func @attention_tiles_shape(%q: tensor<?x8x8xf32>, %k: tensor<?x4x8xf32>, %p: tensor<?xi64>, %kp: tensor<?x64xi64>, %t: tensor<?x3xi64>) {
+  // expected-error @+1 {{key_tiles must be [n, 2] (first row, rows), got 'tensor<?x3xi64>'}}
+  %0 = moe.attention %q, %k, %k, %p, %kp tiles %t : tensor<?x3xi64> {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>, tensor<?x64xi64> -> tensor<?x8x8xf32>
+  return
+}
+
+// -----
+
+// One row of positions per key tile.
+func.func @attention_tiles_count(%q: tensor<?x8x8xf32>, %k: tensor<?x4x8xf32>, %p: tensor<?xi64>, %kp: tensor<4x64xi64>, %t: tensor<3x2xi64>) {
+  // expected-error @+1 {{kv_positions dim 0 (4) must equal key_tiles dim 0 (3)}}
+  %0 = moe.attention %q, %k, %k, %p, %kp tiles %t : tensor<3x2xi64> {scale = 0.35 : f32} : tensor<?x8x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>, tensor<4x64xi64> -> tensor<?x8x8xf32>
+  return
+}
+
+// -----
+
 // One query position per query.
 func.func @attention_q_positions_count(%q: tensor<3x8x8xf32>, %k: tensor<6x4x8xf32>, %kp: tensor<6xi64>) {
   // expected-error @+1 {{q_positions dim 0 (6) must equal query dim 0 (3)}}

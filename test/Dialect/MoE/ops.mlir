@@ -187,6 +187,18 @@ func.func @attention(%q: tensor<?x8x8xf32>, %k: tensor<?x4x8xf32>, %v: tensor<?x
   return %0, %1 : tensor<?x8x8xf32>, tensor<3x8x8xbf16>
 }
 
+// Attention over a table of key tiles (a decode step reading its K/V cache
+// in place): `tiles` [n, 2], and the keys' positions by tile [n, C].
+// CHECK-LABEL: func.func @attention_tiles
+// CHECK: moe.attention %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}}, %{{.+}} tiles %{{.+}} : tensor<?x2xi64> {scale = 0.353553385 : f32} : tensor<?x8x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>, tensor<?x64xi64> -> tensor<?x8x8xf32>
+// CHECK: moe.attention_partial %{{.+}} tiles %{{.+}} : tensor<?x2xi64>
+func.func @attention_tiles(%q: tensor<?x8x8xf32>, %k: tensor<?x4x8xf32>, %p: tensor<?xi64>, %kp: tensor<?x64xi64>, %t: tensor<?x2xi64>)
+    -> (tensor<?x8x8xf32>, tensor<?x8x8xf32>) {
+  %0 = moe.attention %q, %k, %k, %p, %kp tiles %t : tensor<?x2xi64> {scale = 0.353553385 : f32} : tensor<?x8x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>, tensor<?x64xi64> -> tensor<?x8x8xf32>
+  %1, %lse = moe.attention_partial %q, %k, %k, %p, %kp tiles %t : tensor<?x2xi64> {scale = 0.353553385 : f32} : tensor<?x8x8xf32>, tensor<?x4x8xf32>, tensor<?x4x8xf32>, tensor<?xi64>, tensor<?x64xi64> -> tensor<?x8x8xf32>, tensor<?x8xf32>
+  return %0, %1 : tensor<?x8x8xf32>, tensor<?x8x8xf32>
+}
+
 // Router with renormalize (Mixtral), and without it in bf16 (Qwen2-MoE / OLMoE).
 // CHECK-LABEL: func.func @router
 // CHECK-SAME: ([[X:%.+]]: tensor<?x64xf32>, [[XB:%.+]]: tensor<5x64xbf16>)

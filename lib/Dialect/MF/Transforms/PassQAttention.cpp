@@ -44,9 +44,9 @@ struct MFPassQAttentionPass
         {oType.getDimSize(0), oType.getDimSize(1)}, oType.getElementType());
     Value k = att.getKey(), v = att.getValue(), kp = att.getKvPositions();
     auto partial = [&](Value query, Value queryPos) {
-      return moe::AttentionPartialOp::create(b, loc, oType, lseType, query, k,
-                                             v, queryPos, kp,
-                                             att.getScaleAttr());
+      return moe::AttentionPartialOp::create(
+          b, loc, oType, lseType, query, k, v, queryPos, kp,
+          /*key_tiles=*/Value(), att.getScaleAttr());
     };
     Value q = att.getQuery(), qp = att.getQPositions();
     auto first = partial(q, qp);

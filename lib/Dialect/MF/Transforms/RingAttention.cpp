@@ -36,9 +36,9 @@ struct MFRingAttentionPass
       Value q = att.getQuery(), qp = att.getQPositions();
       Value k = att.getKey(), v = att.getValue(), kp = att.getKvPositions();
       auto partial = [&](Value key, Value value, Value keyPos) {
-        return moe::AttentionPartialOp::create(b, loc, att.getType(), lseType,
-                                               q, key, value, qp, keyPos,
-                                               att.getScaleAttr());
+        return moe::AttentionPartialOp::create(
+            b, loc, att.getType(), lseType, q, key, value, qp, keyPos,
+            /*key_tiles=*/Value(), att.getScaleAttr());
       };
       auto first = partial(k, v, kp);
       Value out = first.getResult(), lse = first.getLse();

@@ -162,7 +162,8 @@ struct MFShardTPPass : public mf::impl::MFShardTPPassBase<MFShardTPPass> {
                                            ValueRange{absorbed, qRope});
     Value out = moe::AttentionOp::create(
         b, loc, query.getType(), query, att.getKey(), att.getValue(),
-        att.getQPositions(), att.getKvPositions(), att.getScaleAttr());
+        att.getQPositions(), att.getKvPositions(), /*key_tiles=*/Value(),
+        att.getScaleAttr());
     Value values = moe::HeadLinearOp::create(
         b, c.up.getLoc(), withDim(c.up.getType(), 1, nhLocal),
         reslice(c.outSlice, out, 1), wUV, c.up.getTransposeWeightAttr());
@@ -259,9 +260,9 @@ struct MFShardTPPass : public mf::impl::MFShardTPPassBase<MFShardTPPass> {
       v = history.getValue();
       kvPositions = history.getPositions();
     }
-    Value out = moe::AttentionOp::create(b, loc, q.getType(), q, k, v,
-                                         att.getQPositions(), kvPositions,
-                                         att.getScaleAttr());
+    Value out = moe::AttentionOp::create(
+        b, loc, q.getType(), q, k, v, att.getQPositions(), kvPositions,
+        /*key_tiles=*/Value(), att.getScaleAttr());
     auto flatType = withDim(c.collapse.getType(), 1, nhLocal * dh);
     Value flat =
         tensor::CollapseShapeOp::create(b, c.collapse.getLoc(), flatType, out,

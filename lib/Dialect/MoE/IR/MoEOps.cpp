@@ -279,8 +279,8 @@ namespace {
 /// head dims, positions per row, one element type, K and V alike, GQA, and
 /// an output shaped like the query.
 LogicalResult verifyAttention(Operation *op, Value query, Value key,
-                              Value value, Value qPos, Value kvPos, Type result,
-                              APFloat scale) {
+                              Value value, Value qPos, Value kvPos,
+                              Value keyTiles, Type result, APFloat scale) {
   Type q = query.getType(), k = key.getType(), v = value.getType(),
        qp = qPos.getType(), kp = kvPos.getType();
   if (failed(checkRank(op, "query", q, 3)) ||
@@ -289,11 +289,25 @@ LogicalResult verifyAttention(Operation *op, Value query, Value key,
       failed(checkStatic(op, "query", q, 1)) ||
       failed(checkStatic(op, "key", k, 1)) ||
       failed(checkRank(op, "q_positions", qp, 1)) ||
-      failed(checkRank(op, "kv_positions", kp, 1)) ||
       failed(checkDim(op, "q_positions", qp, 0, "query", q, 0)) ||
-      failed(checkDim(op, "kv_positions", kp, 0, "key", k, 0)) ||
       failed(checkSameElementType(op, {q, k, v, result})))
     return failure();
+  if (keyTiles) {
+    // A table of key tiles: [n, 2] (first row, rows) and [n, C] positions.
+    Type t = keyTiles.getType();
+    if (failed(checkRank(op, "key_tiles", t, 2)) ||
+        failed(checkRank(op, "kv_positions", kp, 2)) ||
+        failed(checkStatic(op, "kv_positions", kp, 1)) ||
+        failed(checkDim(op, "kv_positions", kp, 0, "key_tiles", t, 0)))
+      return failure();
+    if (cast<RankedTensorType>(t).getDimSize(1) != 2)
+      return op->emitOpError() << "key_tiles must be [n, 2] (first row, "
+                                  "rows), got "
+                               << t;
+  } else if (failed(checkRank(op, "kv_positions", kp, 1)) ||
+             failed(checkDim(op, "kv_positions", kp, 0, "key", k, 0))) {
+    return failure();
+  }
   if (!(scale.convertToDouble() > 0.0))
     return op->emitOpError()
            << "scale must be positive, got " << scale.convertToDouble();
@@ -317,8 +331,8 @@ LogicalResult verifyAttention(Operation *op, Value query, Value key,
 
 LogicalResult AttentionOp::verify() {
   return verifyAttention(*this, getQuery(), getKey(), getValue(),
-                         getQPositions(), getKvPositions(), getType(),
-                         getScale());
+                         getQPositions(), getKvPositions(), getKeyTiles(),
+                         getType(), getScale());
 }
 
 LogicalResult RouterOp::verify() {
@@ -454,7 +468,7 @@ LogicalResult LMHeadOp::verify() {
 LogicalResult AttentionPartialOp::verify() {
   Type q = getQuery().getType(), lse = getLse().getType();
   if (failed(verifyAttention(*this, getQuery(), getKey(), getValue(),
-                             getQPositions(), getKvPositions(),
+                             getQPositions(), getKvPositions(), getKeyTiles(),
                              getResult().getType(), getScale())) ||
       failed(checkRank(*this, "lse", lse, 2)) ||
       failed(checkDim(*this, "lse", lse, 0, "query", q, 0)) ||

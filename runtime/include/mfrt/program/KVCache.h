@@ -82,6 +82,14 @@ public:
   const float *row(const std::vector<int32_t> &table, int64_t layer,
                    int64_t slot, int64_t tensor) const;
 
+  /// Tensor `tensor` (0: K, 1: V) of every row of `layer`: [blocksMade() x
+  /// blockTokens() rows][heads(layer)][headDim] floats. Valid until the pool
+  /// makes another block.
+  float *rows(int64_t layer, int64_t tensor);
+  int64_t blocksMade() const { return created_; }
+  /// The row of rows() that holds slot `slot` of the table.
+  int64_t poolRow(const std::vector<int32_t> &table, int64_t slot) const;
+
   /// Takes blocks from the free list until `table` holds `slots` rows (a
   /// request whose rows arrive out of order: K/V moved from another pool).
   void reserve(std::vector<int32_t> &table, int64_t slots);
@@ -98,26 +106,46 @@ public:
   void release(std::vector<int32_t> &table);
 
   /// Blocks held by requests now (a shared one once), the most held at
-  /// once, and the bytes of block storage allocated (it is kept for reuse).
+  /// once, and the bytes of block storage made (it is kept for reuse; in
+  /// CUDA mode the managed arrays may hold up to half as much again).
   int64_t blocksInUse() const { return inUse_; }
   int64_t peakBlocks() const { return peak_; }
-  int64_t allocatedBytes() const { return allocatedBytes_; }
+  int64_t allocatedBytes() const;
+
+  /// One layer's rows of one tensor for every block (see the file comment).
+  class Rows {
+  public:
+    Rows() = default;
+    Rows(const Rows &) = delete;
+    Rows &operator=(const Rows &) = delete;
+    ~Rows();
+    /// Room for `bytes` bytes at least (at most the machine's memory).
+    float *ensure(size_t bytes);
+    float *data() const { return base; }
+
+  private:
+    float *base = nullptr;
+    size_t reserved = 0, committed = 0;
+    bool device = false;
+  };
 
 private:
   struct Layer {
     int64_t headOffset = -1, heads = 0;
-    /// By block id: the block's rows of this layer, [tensor][row][heads *
-    /// headDim] (allocated when the block is first used for the layer).
-    std::vector<std::unique_ptr<float[]>> blocks;
+    /// K, then V unless one tensor is both.
+    std::unique_ptr<Rows> tensors[2];
+    /// The blocks its rows have room for.
+    int64_t blocks = 0;
   };
-  float *storage(int64_t layer, int32_t block);
+  /// Tensor `tensor` of `layer` with room for every block made.
+  float *storage(int64_t layer, int64_t tensor);
   int64_t blockTokens_ = 16, headDim_ = 0, kvCopies_ = 2;
   std::vector<Layer> layers_;
   std::vector<int32_t> free_;
   /// By block id: the tables that hold it.
   std::vector<int32_t> refs_;
   int32_t created_ = 0;
-  int64_t inUse_ = 0, peak_ = 0, allocatedBytes_ = 0;
+  int64_t inUse_ = 0, peak_ = 0;
 };
 
 } // namespace mfrt

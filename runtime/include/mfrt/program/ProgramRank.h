@@ -186,6 +186,21 @@ inline int64_t globalPosition(int64_t slot, int64_t place) {
   return (slot << 32) | place;
 }
 
+/// A decode step's key tiles of one layer (mfrt_kv_key_tiles), between the
+/// call that counts them and the one that hands them to the program.
+struct KeyTiles {
+  struct Tile {
+    /// The tile's first row in the rank's KVPool, its row count, and the
+    /// index of its first row's position in `positions`.
+    int64_t row = 0, rows = 0, first = 0;
+  };
+  int64_t layer = -1, capacity = 0;
+  std::vector<Tile> tiles;
+  /// Every tile row's global position and request, tile after tile.
+  std::vector<int64_t> positions;
+  std::vector<Sequence *> sequences;
+};
+
 /// What the program keeps per rank (the rank's number and its groups'
 /// state are the comm layer's).
 struct ProgramRank {
@@ -206,6 +221,7 @@ struct ProgramRank {
   /// request (-1: no limit, --kv-memory not given), and the requests whose
   /// admission waited for blocks.
   KVPool kv;
+  KeyTiles keyTiles;
   int64_t kvFree = -1;
   int64_t kvWaits = 0;
   /// --prefix-cache: finished requests whose K/V (blocks, reserved as

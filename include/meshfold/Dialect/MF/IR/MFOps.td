@@ -36,6 +36,35 @@ def MF_WeightOp : MF_Op<"weight", [Pure]> {
   let assemblyFormat = "$id `,` $name attr-dict `:` type($result)";
 }
 
+def MF_KVRowsOp : MF_Op<"kv_rows", [MemoryEffects<[MemRead]>]> {
+  let summary = "a layer's K or V rows in the rank's K/V cache, owned by the "
+                "runtime";
+  let description = [{
+    Tensor `tensor` (0: K, 1: V) of every row of layer `layer` in the
+    runtime's K/V cache of this rank, KV heads `head_offset ..` (the result's
+    heads): `[rows, heads, head_dim]`, where `rows` is what
+    `mfrt_kv_cache_rows(layer)` said. A decode step's attention reads it in
+    place through a table of key tiles. The runtime owns it and the program
+    only reads it (buffer deallocation treats it like a global), until the
+    cache records more rows. Lowered to a call to
+    `mfrt_kv_rows_f32(layer, tensor, head_offset, heads)` that returns the
+    data pointer.
+
+    ```mlir
+    %k = mf.kv_rows %rows, %first {layer = 3 : i64, tensor = 0 : i64}
+        : memref<?x2x64xf32>
+    ```
+  }];
+  let arguments = (ins Index:$rows, I64:$head_offset,
+                       ConfinedAttr<I64Attr, [IntNonNegative]>:$layer,
+                       ConfinedAttr<I64Attr, [IntMinValue<0>,
+                                              IntMaxValue<1>]>:$tensor);
+  let results = (outs MemRefRankOf<[F32], [3]>:$result);
+  let assemblyFormat = [{
+    $rows `,` $head_offset attr-dict `:` type($result)
+  }];
+}
+
 //===----------------------------------------------------------------------===//
 // Mesh queries and communication on local tensors
 //===----------------------------------------------------------------------===//

@@ -240,13 +240,29 @@ def MoE_AttentionOp : MoE_Op<"attention", [Pure]> {
     both are of one sequence and `kv_positions[j] <= q_positions[i]`;
     scores are scaled by `scale` (usually `1/sqrt(d_h)`) and normalised by
     a numerically safe softmax.
+
+    With `tiles`, the keys are those of a table of key tiles over the rows
+    of `key` and `value` (a decode step reading its K/V cache in place,
+    `convert-moe-to-runtime`): `key_tiles [n, 2]` gives each tile's first
+    row and row count (at most C), and `kv_positions [n, C]` its rows'
+    positions (row `j` of tile `t` at `kv_positions[t, j]`). The rows no
+    tile names are not keys.
+
+    ```mlir
+    %o = moe.attention %q, %k, %v, %qp, %kp tiles %t : tensor<?x2xi64>
+        {scale = 0.125 : f32} : tensor<?x8x64xf32>, tensor<?x2x64xf32>,
+        tensor<?x2x64xf32>, tensor<?xi64>, tensor<?x64xi64>
+        -> tensor<?x8x64xf32>
+    ```
   }];
   let arguments = (ins MoE_FloatTensor:$query, MoE_FloatTensor:$key,
                        MoE_FloatTensor:$value, MoE_IndexTensor:$q_positions,
-                       MoE_IndexTensor:$kv_positions, F32Attr:$scale);
+                       MoE_IndexTensor:$kv_positions,
+                       Optional<MoE_IndexTensor>:$key_tiles, F32Attr:$scale);
   let results = (outs MoE_FloatTensor:$result);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $q_positions `,` $kv_positions attr-dict `:`
+    $query `,` $key `,` $value `,` $q_positions `,` $kv_positions
+    (`tiles` $key_tiles^ `:` type($key_tiles))? attr-dict `:`
     type($query) `,` type($key) `,` type($value) `,` type($q_positions) `,`
     type($kv_positions) `->` type($result)
   }];
@@ -393,14 +409,17 @@ def MoE_AttentionPartialOp : MoE_Op<"attention_partial", [Pure]> {
     and head the log-sum-exp of its masked scaled scores,
     `lse = m + log(sum_j exp(s_j - m))` (`-inf` when no key is visible; the
     output row is then 0). Partial results over disjoint key blocks combine
-    exactly with `moe.attention_merge` (ring attention).
+    exactly with `moe.attention_merge` (ring attention). `tiles` as
+    `moe.attention`'s.
   }];
   let arguments = (ins MoE_FloatTensor:$query, MoE_FloatTensor:$key,
                        MoE_FloatTensor:$value, MoE_IndexTensor:$q_positions,
-                       MoE_IndexTensor:$kv_positions, F32Attr:$scale);
+                       MoE_IndexTensor:$kv_positions,
+                       Optional<MoE_IndexTensor>:$key_tiles, F32Attr:$scale);
   let results = (outs MoE_FloatTensor:$result, MoE_FloatTensor:$lse);
   let assemblyFormat = [{
-    $query `,` $key `,` $value `,` $q_positions `,` $kv_positions attr-dict `:`
+    $query `,` $key `,` $value `,` $q_positions `,` $kv_positions
+    (`tiles` $key_tiles^ `:` type($key_tiles))? attr-dict `:`
     type($query) `,` type($key) `,` type($value) `,` type($q_positions) `,`
     type($kv_positions) `->` type($result) `,` type($lse)
   }];
