@@ -358,13 +358,17 @@ void _mlir_ciface_mfrt_kv_cache_f32(int64_t layer,
 int64_t _mlir_ciface_mfrt_kv_key_tiles(int64_t layer,
                                        StridedMemRefType<int64_t, 1> *sp,
                                        int64_t capacity) {
+  syncForHost(); // the step's positions
   ProgramRank &rs = programRank();
   const Manifest &m = *rs.manifest;
   if (layer < 0 || layer >= m.layers || capacity < 1)
     fatal("internal: key tiles of layer " + std::to_string(layer) +
           " outside the model's " + std::to_string(m.layers) + " layers");
+  // The table of the last layer makes way (its buffers are kept).
   KeyTiles &kt = rs.keyTiles;
-  kt = KeyTiles();
+  kt.tiles.clear();
+  kt.positions.clear();
+  kt.sequences.clear();
   kt.layer = layer;
   kt.capacity = capacity;
   bool fixed = m.historyTile > 1;
@@ -411,6 +415,7 @@ void _mlir_ciface_mfrt_kv_key_tiles_fill(
     int64_t layer, StridedMemRefType<int64_t, 1> *sp,
     StridedMemRefType<int64_t, 2> *tiles,
     StridedMemRefType<int64_t, 2> *positions) {
+  syncForHost(); // the buffers it writes may be a kernel's before
   ProgramRank &rs = programRank();
   KeyTiles &kt = rs.keyTiles;
   int64_t n = int64_t(kt.tiles.size());
@@ -450,7 +455,7 @@ int64_t _mlir_ciface_mfrt_kv_cache_rows(int64_t layer) {
 /// key tiles.
 void *mfrt_kv_rows_f32(int64_t layer, int64_t tensor, int64_t headOffset,
                        int64_t heads) {
-  syncForHost();
+  syncForHost(); // CUDA mode: the array may grow (KVPool::Rows)
   ProgramRank &rs = programRank();
   static float none[1];
   if (_mlir_ciface_mfrt_kv_cache_rows(layer) == 0)

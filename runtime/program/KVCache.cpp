@@ -15,12 +15,15 @@ using namespace mfrt;
 using meshfold::Manifest;
 using meshfold::MeshLayout;
 
+int64_t mfrt::kvArraysPerRank(const Manifest &m) {
+  int64_t pp = layoutOf(m).axisSize("pp");
+  return (m.layers + pp - 1) / pp * m.kvCopies();
+}
+
 int64_t mfrt::kvBlockBytes(const Manifest &m, int64_t blockTokens) {
   MeshLayout layout = layoutOf(m);
-  int64_t pp = layout.axisSize("pp");
-  int64_t stageLayers = (m.layers + pp - 1) / pp;
   int64_t heads = meshfold::kvHeadsPerRank(m.kvHeads, layout.axisSize("tp"));
-  return blockTokens * stageLayers * heads * m.headDim * m.kvCopies() *
+  return blockTokens * kvArraysPerRank(m) * heads * m.headDim *
          int64_t(sizeof(float));
 }
 
@@ -31,12 +34,18 @@ int64_t mfrt::kvBlockCapacity(const Manifest &m, const KVSettings &settings) {
 }
 
 void KVPool::configure(int64_t blockTokens, int64_t layers, int64_t headDim,
-                       int64_t kvCopies) {
+                       int64_t kvCopies, int64_t arrays) {
   *this = KVPool();
   blockTokens_ = blockTokens;
   headDim_ = headDim;
   kvCopies_ = kvCopies;
   layers_.resize(size_t(layers));
+  // Every array holds its rows of every block: together they hold at most
+  // the machine's memory.
+  size_t page = size_t(sysconf(_SC_PAGESIZE));
+  size_t memory = size_t(sysconf(_SC_PHYS_PAGES)) * page;
+  arrayReserve_ =
+      (memory / size_t(std::max<int64_t>(arrays, 1)) + page - 1) / page * page;
 }
 
 KVPool::Rows::~Rows() {
@@ -52,7 +61,7 @@ KVPool::Rows::~Rows() {
   munmap(base, reserved);
 }
 
-float *KVPool::Rows::ensure(size_t bytes) {
+float *KVPool::Rows::ensure(size_t bytes, size_t reserve) {
   if (bytes <= committed)
     return base;
   if (!base && deviceMode()) {
@@ -60,8 +69,7 @@ float *KVPool::Rows::ensure(size_t bytes) {
   } else if (!base) {
     // Address space for every block the pool may make, committed as they
     // are made: the array never moves.
-    size_t page = size_t(sysconf(_SC_PAGESIZE));
-    reserved = size_t(sysconf(_SC_PHYS_PAGES)) * page;
+    reserved = reserve;
     void *p = mmap(nullptr, reserved, PROT_NONE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
@@ -88,7 +96,8 @@ float *KVPool::Rows::ensure(size_t bytes) {
   }
   if (bytes > reserved)
     fatal("K/V cache: " + std::to_string(bytes) +
-          " bytes of one layer's rows exceed the machine's memory");
+          " bytes of one layer's rows: with the rank's other layers, more "
+          "than the machine's memory");
   // Whole chunks of 64 KiB at a time (a multiple of the page size).
   size_t chunk = size_t(1) << 16;
   size_t grown = std::min(reserved, (bytes + chunk - 1) / chunk * chunk);
@@ -138,7 +147,7 @@ float *KVPool::storage(int64_t layer, int64_t tensor) {
     rows = std::make_unique<Rows>();
   size_t blockBytes = size_t(blockTokens_ * l.heads * headDim_) * sizeof(float);
   l.blocks = std::max<int64_t>(l.blocks, created_);
-  return rows->ensure(size_t(created_) * blockBytes);
+  return rows->ensure(size_t(created_) * blockBytes, arrayReserve_);
 }
 
 void KVPool::reserve(std::vector<int32_t> &table, int64_t slots) {

@@ -1511,7 +1511,8 @@ int mfrt::rankMain(void *) {
   // its own before the program's first parallel loop.
   omp_set_num_threads(prog.threadsPerRank);
   rs.kv.configure(prog.kv.blockTokens, rs.manifest->layers,
-                  rs.manifest->headDim, rs.manifest->kvCopies());
+                  rs.manifest->headDim, rs.manifest->kvCopies(),
+                  kvArraysPerRank(*rs.manifest));
   rs.kvFree = kvBlockCapacity(*rs.manifest, prog.kv);
   int64_t kvCapacity = rs.kvFree;
   loadWeights(rs, groups);

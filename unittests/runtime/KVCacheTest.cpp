@@ -14,7 +14,7 @@ namespace {
 KVPool makePool() {
   KVPool pool;
   pool.configure(/*blockTokens=*/3, /*layers=*/2, /*headDim=*/4,
-                 /*kvCopies=*/2);
+                 /*kvCopies=*/2, /*arrays=*/4);
   pool.useHeads(0, 2, 2);
   pool.useHeads(1, 2, 2);
   return pool;

@@ -24,6 +24,16 @@ using namespace mlir;
 using namespace meshfold;
 
 namespace {
+/// The llvm.func of runtime entry `fn` (CodegenABI.def) in `op`'s module,
+/// declared there on first use.
+FailureOr<LLVM::LLVMFuncOp> runtimeFunction(ConversionPatternRewriter &rewriter,
+                                            Operation *op, RuntimeFn fn) {
+  FunctionType type = getRuntimeFnType(rewriter.getContext(), fn);
+  return LLVM::lookupOrCreateFn(rewriter, op->getParentOfType<ModuleOp>(),
+                                getRuntimeFnName(fn), type.getInputs(),
+                                type.getResult(0));
+}
+
 struct WeightOpLowering : public ConvertOpToLLVMPattern<mf::WeightOp> {
   using ConvertOpToLLVMPattern::ConvertOpToLLVMPattern;
 
@@ -31,14 +41,10 @@ struct WeightOpLowering : public ConvertOpToLLVMPattern<mf::WeightOp> {
   matchAndRewrite(mf::WeightOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    auto module = op->getParentOfType<ModuleOp>();
     // The runtime's entry that returns the data pointer of weight `id`.
-    FunctionType type =
-        getRuntimeFnType(rewriter.getContext(), RuntimeFn::mfrt_weight);
     Type i64 = rewriter.getI64Type();
-    FailureOr<LLVM::LLVMFuncOp> fn = LLVM::lookupOrCreateFn(
-        rewriter, module, getRuntimeFnName(RuntimeFn::mfrt_weight),
-        type.getInputs(), type.getResult(0));
+    FailureOr<LLVM::LLVMFuncOp> fn =
+        runtimeFunction(rewriter, op, RuntimeFn::mfrt_weight);
     if (failed(fn))
       return rewriter.notifyMatchFailure(op, "mfrt_weight has a bad signature");
     Value id = LLVM::ConstantOp::create(rewriter, loc, i64,
@@ -61,12 +67,8 @@ struct KVRowsOpLowering : public ConvertOpToLLVMPattern<mf::KVRowsOp> {
   matchAndRewrite(mf::KVRowsOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
     Location loc = op.getLoc();
-    auto module = op->getParentOfType<ModuleOp>();
-    FunctionType type =
-        getRuntimeFnType(rewriter.getContext(), RuntimeFn::mfrt_kv_rows_f32);
-    FailureOr<LLVM::LLVMFuncOp> fn = LLVM::lookupOrCreateFn(
-        rewriter, module, getRuntimeFnName(RuntimeFn::mfrt_kv_rows_f32),
-        type.getInputs(), type.getResult(0));
+    FailureOr<LLVM::LLVMFuncOp> fn =
+        runtimeFunction(rewriter, op, RuntimeFn::mfrt_kv_rows_f32);
     if (failed(fn))
       return rewriter.notifyMatchFailure(
           op, "mfrt_kv_rows_f32 has a bad signature");

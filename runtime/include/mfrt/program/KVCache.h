@@ -43,6 +43,10 @@ inline int64_t kvBlocksFor(int64_t rows, int64_t blockTokens) {
   return (rows + blockTokens - 1) / blockTokens;
 }
 
+/// The K/V arrays of a rank of `m`'s plan: its stage's layers times the
+/// tensors (K and V, or one where they are one).
+int64_t kvArraysPerRank(const meshfold::Manifest &m);
+
 /// The bytes one block takes on a rank of `m`'s plan: its KV heads of
 /// --kv-block rows in every layer of its pipeline stage, K and V (one
 /// tensor where they are one, kv_shared), f32.
@@ -59,8 +63,10 @@ public:
   /// An empty pool of blocks of `blockTokens` rows for `layers` layers, each
   /// row `kvCopies` tensors (K, and V unless one tensor is both) of the
   /// rank's KV heads of `headDim` floats.
+  /// `arrays`: the rank's arrays (its stage's layers times the tensors),
+  /// which share the machine's memory.
   void configure(int64_t blockTokens, int64_t layers, int64_t headDim,
-                 int64_t kvCopies);
+                 int64_t kvCopies, int64_t arrays);
   int64_t blockTokens() const { return blockTokens_; }
 
   /// Records that `layer`'s rows hold KV heads `headOffset ..` (`heads` of
@@ -119,8 +125,9 @@ public:
     Rows(const Rows &) = delete;
     Rows &operator=(const Rows &) = delete;
     ~Rows();
-    /// Room for `bytes` bytes at least (at most the machine's memory).
-    float *ensure(size_t bytes);
+    /// Room for `bytes` bytes at least, of at most `reserve` (the address
+    /// space a host array reserves).
+    float *ensure(size_t bytes, size_t reserve);
     float *data() const { return base; }
 
   private:
@@ -140,6 +147,7 @@ private:
   /// Tensor `tensor` of `layer` with room for every block made.
   float *storage(int64_t layer, int64_t tensor);
   int64_t blockTokens_ = 16, headDim_ = 0, kvCopies_ = 2;
+  size_t arrayReserve_ = 0;
   std::vector<Layer> layers_;
   std::vector<int32_t> free_;
   /// By block id: the tables that hold it.
