@@ -33,7 +33,9 @@ void meshfold::buildPartitionPipeline(OpPassManager &pm,
   addSetPlan(pm, options);
   pm.addPass(mf::createMFVerifyPlanPass());
   pm.addPass(mf::createMFZigzagCPPass());
-  pm.addPass(mf::createMFDecodeKVPlacementPass());
+  mf::MFDecodeKVPlacementPassOptions placement;
+  placement.byPlace = options.batchInvariant;
+  pm.addPass(mf::createMFDecodeKVPlacementPass(placement));
   pm.addPass(mf::createMFShardTPPass());
   pm.addPass(mf::createMFInsertSPPass());
   pm.addPass(mf::createMFRingAttentionPass());

@@ -651,6 +651,7 @@ static LogicalResult runPartitionPipeline(ModuleOp module,
   options.narrowLastLayer = narrowLastLayer;
   options.expertPlacement = expertPlacement;
   options.redundantExperts = redundantExperts;
+  options.batchInvariant = batchInvariant;
   buildPartitionPipeline(pm, options);
   return pm.run(module);
 }

@@ -155,7 +155,7 @@ def ConvertMFToRuntimePass : Pass<"convert-mf-to-runtime", "::mlir::ModuleOp"> {
     "::mlir::func::FuncDialect", "::mlir::memref::MemRefDialect",
     "::mlir::bufferization::BufferizationDialect",
     "::mlir::arith::ArithDialect", "::mlir::tensor::TensorDialect",
-    "::mlir::linalg::LinalgDialect"
+    "::mlir::linalg::LinalgDialect", "::mlir::scf::SCFDialect"
   ];
 }
 

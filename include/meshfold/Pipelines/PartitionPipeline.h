@@ -47,6 +47,12 @@ struct PartitionPipelineOptions
       llvm::cl::desc("With expert-placement: extra replicas of the hottest "
                      "experts per layer"),
       llvm::cl::init(0)};
+  Option<bool> batchInvariant{
+      *this, "batch-invariant",
+      llvm::cl::desc("Deal a decode step's rows over CP by their own places "
+                     "(mf-decode-kv-placement by-place), so that a request's "
+                     "K/V placement does not depend on its batch"),
+      llvm::cl::init(false)};
 
   /// True when any plan option was given (the plan then replaces the
   /// module's).

@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -73,6 +74,12 @@ private:
   LogicalResult lower(TakeOp op);
   LogicalResult lower(ZigzagPositionsOp op);
   LogicalResult lower(StepRowsOp op);
+  LogicalResult lowerByPlace(StepRowsOp op);
+  /// `list` [count] rotated left by `(positions[0] / CP mod pad_to)` blocks
+  /// of count / pad_to (sequence parallelism takes turns).
+  Value rotateSteps(OpBuilder &b, Location loc, RankedTensorType type,
+                    Value list, Value positions, Value count, Value cpV,
+                    Value padV);
   LogicalResult lower(LayerRowsOp op);
   /// A 1-D tensor of `type` with `n` elements, element i = `at(i)`.
   Value generate1D(OpBuilder &b, Location loc, RankedTensorType type, Value n,
@@ -320,6 +327,8 @@ LogicalResult Lowering::lower(LayerRowsOp op) {
 }
 
 LogicalResult Lowering::lower(StepRowsOp op) {
+  if (op.getByPlace())
+    return lowerByPlace(op);
   OpBuilder b(op);
   Location loc = op.getLoc();
   int64_t cp = layout.axisSize(op.getAxis().str());
@@ -370,6 +379,109 @@ LogicalResult Lowering::lower(StepRowsOp op) {
   op.replaceAllUsesWith(generated);
   op.erase();
   return success();
+}
+
+/// mf.step_rows by_place: the rows whose place is this rank's mod CP, in
+/// step order, padded with -1 to the most rows a rank gets (rounded up to
+/// a multiple of pad_to, at least one multiple), rotated as round-robin's.
+LogicalResult Lowering::lowerByPlace(StepRowsOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  int64_t cp = layout.axisSize(op.getAxis().str());
+  Value positions = op.getPositions();
+  auto type = op.getType();
+  Type elt = type.getElementType();
+  Value n = tensor::DimOp::create(b, loc, positions, 0);
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value one = arith::ConstantIndexOp::create(b, loc, 1);
+  Value cpV = arith::ConstantIndexOp::create(b, loc, cp);
+  Value padV = arith::ConstantIndexOp::create(b, loc, op.getPadTo());
+  // Row i's CP rank: its place (the low 32 bits) mod CP.
+  auto rankOf = [&](OpBuilder &nb, Location l, Value i) -> Value {
+    Value p = tensor::ExtractOp::create(nb, l, positions, ValueRange{i});
+    Value place = arith::AndIOp::create(
+        nb, l, p,
+        arith::ConstantOp::create(nb, l, IntegerAttr::get(elt, 0xFFFFFFFF)));
+    return arith::IndexCastOp::create(
+        nb, l, nb.getIndexType(),
+        arith::RemUIOp::create(
+            nb, l, place,
+            arith::ConstantOp::create(nb, l, IntegerAttr::get(elt, cp))));
+  };
+  // Each rank's rows, and the most of them.
+  auto counting = scf::ForOp::create(
+      b, loc, zero, n, one, SmallVector<Value>(size_t(cp), zero),
+      [&](OpBuilder &nb, Location l, Value i, ValueRange counts) {
+        Value k = rankOf(nb, l, i);
+        SmallVector<Value> next;
+        for (int64_t c = 0; c < cp; ++c) {
+          Value is =
+              arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq, k,
+                                    arith::ConstantIndexOp::create(nb, l, c));
+          next.push_back(arith::SelectOp::create(
+              nb, l, is, arith::AddIOp::create(nb, l, counts[c], one),
+              counts[c]));
+        }
+        scf::YieldOp::create(nb, l, next);
+      });
+  Value most = zero;
+  for (Value c : counting.getResults())
+    most = arith::MaxUIOp::create(b, loc, most, c);
+  Value count = arith::MulIOp::create(
+      b, loc,
+      arith::MaxUIOp::create(
+          b, loc, arith::CeilDivUIOp::create(b, loc, most, padV), one),
+      padV);
+  // This rank's rows in step order, then -1.
+  Value r = groupRank(b, loc, groupId(op.getMesh(), {op.getAxis()}));
+  Value padded = generate1D(
+      b, loc, type, count, [&](OpBuilder &nb, Location l, Value) -> Value {
+        return arith::ConstantOp::create(nb, l, IntegerAttr::get(elt, -1));
+      });
+  auto listing = scf::ForOp::create(
+      b, loc, zero, n, one, ValueRange{padded, zero},
+      [&](OpBuilder &nb, Location l, Value i, ValueRange it) {
+        Value mine = arith::CmpIOp::create(nb, l, arith::CmpIPredicate::eq,
+                                           rankOf(nb, l, i), r);
+        auto ifOp = scf::IfOp::create(
+            nb, l, mine,
+            [&](OpBuilder &tb, Location tl) {
+              Value id = arith::IndexCastOp::create(tb, tl, elt, i);
+              Value added = tensor::InsertOp::create(tb, tl, id, it[0], it[1]);
+              scf::YieldOp::create(
+                  tb, tl,
+                  ValueRange{added, arith::AddIOp::create(tb, tl, it[1], one)});
+            },
+            [&](OpBuilder &eb, Location el) {
+              scf::YieldOp::create(eb, el, it);
+            });
+        scf::YieldOp::create(nb, l, ifOp.getResults());
+      });
+  op.replaceAllUsesWith(rotateSteps(b, loc, type, listing.getResult(0),
+                                    positions, count, cpV, padV));
+  op.erase();
+  return success();
+}
+
+Value Lowering::rotateSteps(OpBuilder &b, Location loc, RankedTensorType type,
+                            Value list, Value positions, Value count, Value cpV,
+                            Value padV) {
+  Value p0 = arith::IndexCastOp::create(
+      b, loc, b.getIndexType(),
+      tensor::ExtractOp::create(
+          b, loc, positions,
+          ValueRange{arith::ConstantIndexOp::create(b, loc, 0)}));
+  Value block = arith::DivUIOp::create(b, loc, count, padV);
+  Value turn = arith::RemUIOp::create(
+      b, loc, arith::DivUIOp::create(b, loc, p0, cpV), padV);
+  Value unshift = arith::SubIOp::create(
+      b, loc, count, arith::MulIOp::create(b, loc, turn, block));
+  return generate1D(
+      b, loc, type, count, [&](OpBuilder &nb, Location l, Value i) -> Value {
+        Value j = arith::RemUIOp::create(
+            nb, l, arith::AddIOp::create(nb, l, i, unshift), count);
+        return tensor::ExtractOp::create(nb, l, list, ValueRange{j});
+      });
 }
 
 /// A collective whose result has `num`/`den` times the rows of its input:

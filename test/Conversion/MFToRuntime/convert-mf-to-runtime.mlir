@@ -391,6 +391,37 @@ module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
 
 // -----
 
+// by_place: row i goes to CP rank (its place, the low 32 bits) mod CP. A
+// loop counts each rank's rows (CP of them), the count is the most rounded
+// up to pad_to, and a second loop lists this rank's rows in step order
+// (-1 after them), rotated as above.
+// CHECK-LABEL:   func.func @step_rows_by_place(
+// CHECK-SAME:        %[[POS:[^:]+]]: tensor<?xi64>)
+// CHECK:           %[[N:.+]] = tensor.dim %[[POS]], %{{.+}} : tensor<?xi64>
+// CHECK:           %[[COUNTS:.+]]:2 = scf.for %[[I:.+]] = %{{.+}} to %[[N]] step %{{.+}} iter_args(%{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) -> (index, index)
+// CHECK:             %[[P:.+]] = tensor.extract %[[POS]][%[[I]]] : tensor<?xi64>
+// CHECK:             %[[PLACE:.+]] = arith.andi %[[P]], %{{.+}} : i64
+// CHECK:             arith.remui %[[PLACE]], %{{.+}} : i64
+// CHECK:           %[[M0:.+]] = arith.maxui %{{.+}}, %[[COUNTS]]#0 : index
+// CHECK:           %[[M1:.+]] = arith.maxui %[[M0]], %[[COUNTS]]#1 : index
+// CHECK:           arith.ceildivui %[[M1]], %{{.+}} : index
+// CHECK:           %[[COUNT:.+]] = arith.muli %{{.+}}, %{{.+}} : index
+// CHECK:           call @mfrt_cg_group_rank
+// CHECK:           %[[LIST:.+]]:2 = scf.for %{{.+}} = %{{.+}} to %[[N]] step %{{.+}} iter_args(%{{.+}} = %{{.+}}, %{{.+}} = %{{.+}}) -> (tensor<?xi64>, index)
+// CHECK:             scf.if %{{.+}} -> (tensor<?xi64>, index)
+// CHECK:               tensor.insert
+// CHECK:           linalg.generic
+// CHECK:             tensor.extract %[[LIST]]#0[%{{.+}}] : tensor<?xi64>
+module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
+    attention = [tp = 2, cp = 2], experts = [ep = 4 : (tp, cp)]>} {
+  func.func @step_rows_by_place(%pos: tensor<?xi64>) -> tensor<?xi64> {
+    %0 = mf.step_rows %pos on "attention" "cp" pad_to 4 by_place : tensor<?xi64> -> tensor<?xi64>
+    return %0 : tensor<?xi64>
+  }
+}
+
+// -----
+
 // Each layer tags its traffic: mfrt_cg_set_layer(index) first, then its rows'
 // positions (SP and CP; the same value when the layer has only one), and
 // set_layer(-1) after the layer. mf.weight is left to the weight lowering.

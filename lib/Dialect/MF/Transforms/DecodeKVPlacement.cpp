@@ -28,6 +28,8 @@ constexpr int64_t kPadPosition = int64_t(1) << 30;
 
 struct MFDecodeKVPlacementPass
     : public mf::impl::MFDecodeKVPlacementPassBase<MFDecodeKVPlacementPass> {
+  using Base::Base;
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     FailureOr<MeshLayout> layout =
@@ -63,8 +65,8 @@ struct MFDecodeKVPlacementPass
                           "positions must be 1-D with a dynamic row count");
     OpBuilder b = OpBuilder::atBlockBegin(&fn.getBody().front());
     Location loc = fn.getLoc();
-    Value rows =
-        StepRowsOp::create(b, loc, posType, positions, "attention", "cp", tp);
+    Value rows = StepRowsOp::create(b, loc, posType, positions, "attention",
+                                    "cp", tp, byPlace);
     Value mine = TakeOp::create(b, loc, posType, positions, rows, kPadPosition);
     Value ids = TakeOp::create(b, loc, tokType, tokens, rows, 0);
     // The layers, the cache and the LM head's rows follow the rank's

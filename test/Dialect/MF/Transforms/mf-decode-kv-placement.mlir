@@ -1,4 +1,10 @@
 // RUN: meshfold-opt %s -split-input-file --mf-decode-kv-placement | FileCheck %s
+// RUN: meshfold-opt %s -split-input-file --mf-decode-kv-placement=by-place | FileCheck %s --check-prefix=PLACE
+
+// With by-place (a batch-invariant program) each row goes to the CP rank of
+// its own place.
+// PLACE-LABEL: func.func @decode(
+// PLACE: mf.step_rows %{{.+}} on "attention" "cp" pad_to 2 by_place : tensor<?xi64> -> tensor<?xi64>
 
 // -mf-decode-kv-placement: in a decode step (moe.decode_step) the step's
 // rows are dealt to the CP ranks round-robin by position (mf.step_rows,

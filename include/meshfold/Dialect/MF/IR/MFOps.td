@@ -355,18 +355,27 @@ def MF_StepRowsOp : MF_Op<"step_rows", [Pure]> {
     sequence parallelism over `pad_to` ranks, a one-row step's row goes to
     those ranks in turn too. A step has at least one row.
 
+    With `by_place`, row `i` goes to CP rank `p mod CP` of its own place `p`
+    (the low 32 bits of `positions[i]`), so that where a row is computed,
+    and where its K/V is kept, does not depend on the other requests of the
+    step (batch invariance); the count is then the most rows a rank gets,
+    rounded up to a multiple of `pad_to`.
+
     ```mlir
     %rows = mf.step_rows %positions on "attention" "cp" pad_to 2
+        : tensor<?xi64> -> tensor<?xi64>
+    %own = mf.step_rows %positions on "attention" "cp" pad_to 2 by_place
         : tensor<?xi64> -> tensor<?xi64>
     ```
   }];
   let arguments = (ins MF_IndexTensor:$positions, StrAttr:$mesh,
                        StrAttr:$axis,
-                       ConfinedAttr<I64Attr, [IntPositive]>:$pad_to);
+                       ConfinedAttr<I64Attr, [IntPositive]>:$pad_to,
+                       UnitAttr:$by_place);
   let results = (outs MF_IndexTensor:$result);
   let assemblyFormat = [{
-    $positions `on` $mesh $axis `pad_to` $pad_to attr-dict `:`
-    type($positions) `->` type($result)
+    $positions `on` $mesh $axis `pad_to` $pad_to (`by_place` $by_place^)?
+    attr-dict `:` type($positions) `->` type($result)
   }];
   let hasVerifier = 1;
 }

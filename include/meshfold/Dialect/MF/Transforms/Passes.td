@@ -126,7 +126,17 @@ def MFDecodeKVPlacementPass
     %mine = mf.take %pos[%rows] fill 1073741824 : ...
     %ids = mf.take %tokens[%rows] fill 0 : ...
     ```
+
+    With `by-place` (a batch-invariant program) each row goes to the CP
+    rank of its own place instead (`mf.step_rows ... by_place`), so that a
+    request's K/V, and the order pass-Q merges its partial attentions in,
+    do not depend on the other requests of the step.
   }];
+  let options = [
+    Option<"byPlace", "by-place", "bool", "false",
+           "Deal each row by its own place (p mod CP), not by its index in "
+           "the step">
+  ];
   let dependentDialects = ["::meshfold::mf::MFDialect",
                            "::mlir::arith::ArithDialect",
                            "::mlir::tensor::TensorDialect"];
