@@ -55,26 +55,32 @@ struct Contraction {
 /// 4 vectors (4 loads of b and 6 broadcasts per 24 FMAs; measured faster
 /// than 8 x 3 and 12 x 2 on packed panels). Larger dot tiles load fewer
 /// operand vectors per FMA (4 x 4 measured faster than 5 x 4 and 4 x 3).
+///
+/// `packMinRows`: a packed block of b is copied once per (n block, k block)
+/// and read by every row tile; below this many rows the copy costs more than
+/// the dot tiles' lane reductions save. The dot tiles read b where it lies
+/// (a mapped weight) once per row chunk from memory, as packing does, but
+/// write no copy. With AVX-512 the experts of a 256-token prompt (about 64
+/// rows each of 8 top-2) ran their whole prefill 28% faster on dot tiles
+/// than packed (0.47 s -> 0.34 s, 2 threads), and 256-row linears and
+/// 512-row experts (T = 2048) measured the same either way. With AVX2 the
+/// 4 x 3 dot tile loads 7 vectors per 12 FMAs where the 6 x 2 outer tile
+/// loads 2 and broadcasts 6, and packing wins from about 32 rows: the same
+/// 256-token prefill took 0.35 s packed against 0.42 s on dot tiles (f32,
+/// 2 threads, medians of 8; bf16 weights 0.30 against 0.32; a 128-token
+/// prompt, about 32 rows an expert, 0.20 against 0.23), and 16 rows measured
+/// alike either way.
 struct RegisterTiles {
-  int64_t dotRows, dotCols, outerRows, outerVectors;
+  int64_t dotRows, dotCols, outerRows, outerVectors, packMinRows;
 };
-constexpr RegisterTiles kTiles16 = {4, 3, 6, 2};
-constexpr RegisterTiles kTiles32 = {4, 4, 6, 4};
+constexpr RegisterTiles kTiles16 = {4, 3, 6, 2, 32};
+constexpr RegisterTiles kTiles32 = {4, 4, 6, 4, 256};
 // Cache blocks, in tiles and vectors: a dot block of b is 16 tiles of rows
 // by 64 vectors of k (96 KiB of f32 with AVX2, 256 KiB with AVX-512), an
 // outer-product block 8 tiles of columns by 256 rows of k (128 KiB; 384
 // KiB).
 constexpr int64_t kDotBlockTiles = 16, kDotBlockVectors = 64;
 constexpr int64_t kOuterBlockTiles = 8, kOuterBlockK = 256;
-// A packed block of b is copied once per (n block, k block) and read by
-// every row tile; below this many rows the copy costs more than the dot
-// tiles' lane reductions save. The dot tiles read b where it lies (a mapped
-// weight) once per row chunk from memory, as packing does, but write no
-// copy: the experts of a 256-token prompt (about 64 rows each of 8 top-2)
-// ran their whole prefill 28% faster on dot tiles than packed (0.47 s ->
-// 0.34 s, 2 threads, AVX-512), and 256-row linears and 512-row experts
-// (T = 2048) measured the same either way.
-constexpr int64_t kPackMinRows = 256;
 // Dot tiles of fewer rows than a whole tile take more columns along a
 // reduction of at least this many (see dotColumns).
 constexpr int64_t kWideMinK = 256;
@@ -194,7 +200,7 @@ private:
     if (batchInvariant)
       return emitLoops(/*packed=*/true);
     Value enough = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge,
-                                         sizes[*c.m], cst(kPackMinRows));
+                                         sizes[*c.m], cst(tiles.packMinRows));
     auto choice = scf::IfOp::create(b, loc, enough, /*withElseRegion=*/true);
     OpBuilder::InsertionGuard guard(b);
     b.setInsertionPointToStart(choice.thenBlock());
@@ -296,7 +302,7 @@ private:
     if (c.n) {
       lbs.push_back(cst(0));
       ubs.push_back(sizes[*c.n]);
-      steps.push_back(cst(nBlock));
+      steps.push_back(nStep(dot, nBlock));
     }
     auto body = [&](OpBuilder &, Location, ValueRange ivs) {
       SmallVector<Value> iv(sizes.size());
@@ -311,8 +317,8 @@ private:
       Value nb, nEnd;
       if (c.n) {
         nb = ivs.back();
-        nEnd =
-            arith::MinSIOp::create(b, loc, add(nb, cst(nBlock)), sizes[*c.n]);
+        nEnd = arith::MinSIOp::create(b, loc, add(nb, steps.back()),
+                                      sizes[*c.n]);
       }
       // One block of panels per thread, on the heap: a parallel body's
       // stack is not released per iteration once lowered to OpenMP.
@@ -635,6 +641,25 @@ private:
       vector::StoreOp::create(
           b, loc, vector::ExtractOp::create(b, loc, cols, ArrayRef<int64_t>{l}),
           panels, ValueRange{panel, add(k0, l), cst(jv * width)});
+  }
+
+  /// The parallel loop's step over n: a block of `nBlock` columns, or on
+  /// the dot path along a long reduction with fewer rows than a tile (a
+  /// decode step's, an expert's of one), one tile of columns. Such a
+  /// contraction streams each row of b once and keeps no block of it in
+  /// cache for other row tiles, so it has no use for the block; in tiles the
+  /// threads get shares within a tile of each other (k and v's 512 columns
+  /// made 11 blocks of 48, 6 for one thread and 4.7 for the other). 1-stream
+  /// decode steps measured 4.5% faster, f32 and bf16 (the bench model, 2
+  /// threads, AVX2, medians of 7).
+  Value nStep(bool dot, int64_t nBlock) {
+    if (!dot || !c.m || !longReduction() || getConstantIntValue(sizes[*c.m]))
+      return cst(nBlock);
+    Value few = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::ult,
+                                      sizes[*c.m], cst(tiles.dotRows));
+    return arith::SelectOp::create(b, loc, few,
+                                   cst(tiles.dotRows * tiles.dotCols),
+                                   cst(nBlock));
   }
 
   /// Columns of b per dot block (an n block of dot tiles).

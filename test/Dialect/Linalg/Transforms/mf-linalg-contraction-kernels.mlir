@@ -4,15 +4,16 @@
 // RUN: meshfold-opt %s -split-input-file --mf-linalg-contraction-kernels="vector-bits=512 parallel=false bf16-dot=true" | FileCheck %s --check-prefix=BF16DOT
 
 // x · wᵀ with bf16 weights: both operands contiguous along k. With at least
-// 256 rows, each block of 128 columns of w (a parallel iteration) and 256 of
-// k is first copied, widened and transposed in squares of 8 x 8, into
-// panels of 16 columns, which every 6-row tile of x then reads as outer
-// products (2 vectors of a panel, one broadcast of x per row); the 48 % 16
-// = 0 columns left would take dot tiles. Rows come in chunks of about 1024,
-// a multiple of 6: each block is packed once per chunk. With fewer rows, dot tiles alone:
-// a 4 x 3 tile of vector accumulators runs along k, over blocks of 48 rows
-// of w; an edge tile of the rows left (1 to 3) and 1-column tiles and a
-// scalar k tail follow.
+// 32 rows (AVX2's 16 registers; 256 with AVX-512's 32), each block of 128
+// columns of w (a parallel iteration) and 256 of k is first copied, widened
+// and transposed in squares of 8 x 8, into panels of 16 columns, which every
+// 6-row tile of x then reads as outer products (2 vectors of a panel, one
+// broadcast of x per row); the 48 % 16 = 0 columns left would take dot
+// tiles. Rows come in chunks of about 1024, a multiple of 6: each block is
+// packed once per chunk. With fewer rows, dot tiles alone: a 4 x 3 tile of
+// vector accumulators runs along k, over blocks of 48 rows of w; an edge
+// tile of the rows left (1 to 3) and 1-column tiles and a scalar k tail
+// follow.
 // With batch-invariant, the packed path whatever the row count (a row sums
 // in one order alone or with others), none included (a positive chunk).
 // INVARIANT-LABEL: func.func @linear
@@ -32,7 +33,7 @@
 // No rows (an expert no row chose), no loops.
 // CHECK: %[[ANY:.*]] = arith.cmpi ne, %[[ROWS]], %c0
 // CHECK-NEXT: scf.if %[[ANY]] {
-// CHECK: %[[MANY:.*]] = arith.cmpi uge, %[[ROWS]], %c256
+// CHECK: %[[MANY:.*]] = arith.cmpi uge, %[[ROWS]], %c32
 // CHECK: scf.if %[[MANY]] {
 // CHECK: %[[SOME:.*]] = arith.maxui %[[ROWS]], %c1
 // CHECK: %[[CHUNK:.*]] = affine.apply #[[$CHUNK]]()[%[[SOME]]]
@@ -89,11 +90,18 @@ func.func @linear(%x: memref<?x64xf32>, %w: memref<48x64xbf16>, %y: memref<?x48x
 
 // Along a reduction of 256 or more (a weight's rows), each dot tile
 // prefetches, at its k, the rows of w two tiles ahead of its own (a 4 x 3
-// tile at n0: rows n0 + 6 .. n0 + 8), the rows the next tiles stream.
+// tile at n0: rows n0 + 6 .. n0 + 8), the rows the next tiles stream. With
+// fewer rows than a tile (a decode step's), the threads share the columns
+// in tiles of 12 (4 x 3) rather than blocks of 48.
 #a = affine_map<(m, n, k) -> (m, k)>
 #b = affine_map<(m, n, k) -> (n, k)>
 #o = affine_map<(m, n, k) -> (m, n)>
 // CHECK-LABEL: func.func @decode_linear
+// CHECK: } else {
+// CHECK: %[[FEW:.*]] = arith.cmpi ult, %[[ROWS:.*]], %c4
+// CHECK: %[[STEP:.*]] = arith.select %[[FEW]], %c12, %c48
+// CHECK: scf.parallel (%[[NB:.*]]) = (%{{.*}}) to (%c96) step (%[[STEP]])
+// CHECK-NEXT: arith.addi %[[NB]], %[[STEP]]
 // CHECK: scf.for %[[N0:.*]] = %{{.*}} to %{{.*}} step %c3
 // CHECK: scf.for %[[K:.*]] = {{.*}} iter_args
 // CHECK: vector.load %arg1[%[[N0]], %[[K]]] : memref<96x256xbf16>, vector<8xbf16>
