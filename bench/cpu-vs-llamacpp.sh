@@ -49,7 +49,10 @@
 #     are left out), against a STREAM-like copy of 1 GiB arrays (a C program
 #     compiled here, OpenMP, --threads threads; read + write bytes);
 #   peak RSS of the same runs (/usr/bin/time): meshfold's program, and
-#     llama-bench (prefill) or llama-batched-bench (decode).
+#     llama-bench (prefill) or llama-batched-bench (decode). meshfold runs
+#     with --no-kv-out: llama.cpp writes no K/V either, and keeping every
+#     request's K/V for the --out file would count memory the peer does not
+#     hold (the paged cache is held alike).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
@@ -195,7 +198,7 @@ prompts() {
 mf_run() {
   local d="$1" p="$2"; shift 2
   /usr/bin/time -f %M -o "$work/mf-rss" "$work/gen-$d" --weights "$work/hf-$d" --prompts "$p" \
-    --out "$work/out.safetensors" --threads "$threads" --quiet --ignore-eos --report decode "$@" |
+    --out "$work/out.safetensors" --no-kv-out --threads "$threads" --quiet --ignore-eos --report decode "$@" |
     grep -E 'decode:|^decode steady:' > "$work/mf.txt"
 }
 # llama.cpp's tool $1 with flags $2...: its JSON line in $work/lc.txt, its
@@ -304,7 +307,7 @@ echo "  CPU: ${cpu:-?}, $(nproc) CPUs; avx512f $(has_flag avx512f), avx512_bf16 
 echo "  load average at the start ${load_start}, at the end $(cut -d' ' -f1-3 /proc/loadavg); medians of $reps runs, meshfold and llama.cpp alternated"
 echo "  llama.cpp: llama-cpp-python $llama_version's vendor/llama.cpp (commit ${lc_commit:-?}), CPU backend, native, static;"
 echo "    its defaults: ${lc_defaults:-?}; GGUF $gguf_sizes"
-echo "  meshfold: one rank, --threads $threads, compiled with --decode --weight-dtype DTYPE ($compile_times);"
+echo "  meshfold: one rank, --threads $threads, --no-kv-out, compiled with --decode --weight-dtype DTYPE ($compile_times);"
 echo "    bf16: activations rounded to bf16 into the bf16 dot product where the CPU has AVX512_BF16 (--bf16-activations, the default)"
 echo "  STREAM-like copy (1 GiB arrays, $threads threads): $copy_gbs GB/s"
 echo "  prefill: meshfold's in-process 'prefill X ms' of --report decode (a first, same-size request warms up; not timed);"

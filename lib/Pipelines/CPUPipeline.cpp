@@ -49,8 +49,16 @@ void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
     // Copies into strided views (a concatenation's parts) as linalg ops,
     // not calls of the runner library's memrefCopy.
     pm.addNestedPass<func::FuncOp>(createMFStridedCopiesToLinalgPass());
-    // The rest (gathers, SiLU, norms) in blocks of rows over the threads.
-    pm.addNestedPass<func::FuncOp>(createMFLinalgParallelRowsPass());
+    // The rest (gathers, SiLU, norms) in blocks of rows over the threads,
+    // when there are at least 8192 elements: a fork and join of the OpenMP
+    // threads costs about 2 us, more than a decode step's row of 1024 or
+    // 2816 takes on one thread. A 1-stream step of the bench model starts
+    // 52 parallel regions instead of 165, and spends 13.8% of its samples in
+    // the OpenMP runtime instead of 15.7% (the step's time moved within the
+    // noise of this 2-core machine).
+    MFLinalgParallelRowsPassOptions rows;
+    rows.minElements = 8192;
+    pm.addNestedPass<func::FuncOp>(createMFLinalgParallelRowsPass(rows));
     pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
     // exp as arithmetic, so that LLVM vectorizes the softmax and SiLU loops.
     pm.addNestedPass<func::FuncOp>(createMFMathPolynomialExpPass());

@@ -15,6 +15,7 @@
 #include "meshfold/Dialect/Linalg/Transforms/Passes.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
+#include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Linalg/Transforms/Transforms.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
@@ -61,14 +62,28 @@ bool splittable(linalg::LinalgOp op) {
   return !writes;
 }
 
+/// Whether `op`'s loops run at least `minimum` iterations in all: an
+/// i1 built before `op`.
+Value enoughWork(OpBuilder &b, linalg::LinalgOp op, int64_t minimum) {
+  Location loc = op.getLoc();
+  Value total = arith::ConstantIndexOp::create(b, loc, 1);
+  for (Range r : op.createLoopRanges(b, loc))
+    total = arith::MulIOp::create(
+        b, loc, total, getValueOrCreateConstantIndexOp(b, loc, r.size));
+  return arith::CmpIOp::create(b, loc, arith::CmpIPredicate::uge, total,
+                               arith::ConstantIndexOp::create(b, loc, minimum));
+}
+
 struct MFLinalgParallelRowsPass
     : public meshfold::impl::MFLinalgParallelRowsPassBase<
           MFLinalgParallelRowsPass> {
   using Base::Base;
   void runOnOperation() override {
-    if (blocks < 1) {
-      getOperation().emitError("mf-linalg-parallel-rows: blocks=")
-          << int64_t(blocks) << " must be at least 1";
+    if (blocks < 1 || minElements < 0) {
+      getOperation().emitError("mf-linalg-parallel-rows: ")
+          << (blocks < 1 ? "blocks=" : "min-elements=")
+          << (blocks < 1 ? int64_t(blocks) : int64_t(minElements))
+          << (blocks < 1 ? " must be at least 1" : " must not be negative");
       return signalPassFailure();
     }
     SmallVector<linalg::LinalgOp> ops;
@@ -99,6 +114,18 @@ struct MFLinalgParallelRowsPass
             return sizes;
           });
       rewriter.setInsertionPoint(op);
+      if (minElements > 1) {
+        // Too little work to be worth a fork and join of the threads (a
+        // decode step's row): the op as it is, on the calling thread.
+        auto choice = scf::IfOp::create(
+            rewriter, op.getLoc(),
+            enoughWork(rewriter, op, static_cast<int64_t>(minElements)),
+            /*withElseRegion=*/true);
+        rewriter.setInsertionPointToStart(choice.elseBlock());
+        rewriter.clone(*op.getOperation());
+        rewriter.moveOpBefore(op, choice.thenBlock()->getTerminator());
+        rewriter.setInsertionPoint(op);
+      }
       FailureOr<linalg::TiledLinalgOp> tiled =
           linalg::tileLinalgOp(rewriter, op, options);
       if (failed(tiled)) {

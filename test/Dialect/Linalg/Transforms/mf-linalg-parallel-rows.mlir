@@ -1,7 +1,23 @@
 // RUN: meshfold-opt %s -split-input-file --mf-linalg-parallel-rows="blocks=8" | FileCheck %s
+// RUN: meshfold-opt %s -split-input-file --mf-linalg-parallel-rows="blocks=8 min-elements=8192" | FileCheck %s --check-prefix=SMALL
 // RUN: not meshfold-opt %s -split-input-file --mf-linalg-parallel-rows="blocks=0" 2>&1 | FileCheck %s --check-prefix=BAD
+// RUN: not meshfold-opt %s -split-input-file --mf-linalg-parallel-rows="min-elements=-1" 2>&1 | FileCheck %s --check-prefix=NEGATIVE
 
 // BAD: error: mf-linalg-parallel-rows: blocks=0 must be at least 1
+// NEGATIVE: error: mf-linalg-parallel-rows: min-elements=-1 must not be negative
+
+// With min-elements, the blocks run only for rows x 2816 >= 8192 elements;
+// fewer (a decode step's row) take the op whole, on the calling thread.
+// SMALL-LABEL: func.func @silu
+// SMALL: %[[ROWS:.*]] = memref.dim %arg0, %c0
+// SMALL: %[[N:.*]] = arith.muli %{{.*}}, %[[ROWS]]
+// SMALL: %[[ALL:.*]] = arith.muli %[[N]], %c2816
+// SMALL: %[[ENOUGH:.*]] = arith.cmpi uge, %[[ALL]], %c8192
+// SMALL: scf.if %[[ENOUGH]] {
+// SMALL: scf.parallel
+// SMALL: linalg.generic {{.*}} outs(%{{.*}} : memref<?x2816xf32, strided<[2816, 1], offset: ?>>)
+// SMALL: } else {
+// SMALL-NEXT: linalg.generic {{.*}} outs(%arg1 : memref<?x2816xf32>)
 
 // An elementwise op (the experts' SiLU): dim 0 in 8 blocks of ceil(rows / 8)
 // rows, at least 1; dim 1 stays whole inside each block.

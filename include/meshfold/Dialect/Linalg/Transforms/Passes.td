@@ -114,6 +114,11 @@ def MFLinalgParallelRowsPass
     and it is not already inside an `scf.parallel` or `scf.forall` (a tile
     of attention runs on one thread).
 
+    With `min-elements`, the split op runs only when the op's iteration
+    count (its loops' sizes multiplied, at run time) is at least that; an
+    `scf.if` keeps the op whole for fewer, on the calling thread, since
+    starting the threads costs more than such an op (a decode step's row).
+
     ```mlir
     linalg.generic ... outs(%y : memref<?x2816xf32>) { silu }
     // becomes
@@ -129,6 +134,9 @@ def MFLinalgParallelRowsPass
   let options = [
     Option<"blocks", "blocks", "int64_t", /*default=*/"64",
            "Number of blocks dim 0 is cut into (at least 1)">,
+    Option<"minElements", "min-elements", "int64_t", /*default=*/"0",
+           "With more than 1: an op of fewer iterations (all its loops' "
+           "sizes multiplied) at run time stays on the calling thread">,
   ];
 }
 
