@@ -91,14 +91,14 @@ func.func @linear(%x: memref<?x64xf32>, %w: memref<48x64xbf16>, %y: memref<?x48x
 // Along a reduction of 256 or more (a weight's rows), each dot tile
 // prefetches, at its k, the rows of w two tiles ahead of its own (a 4 x 3
 // tile at n0: rows n0 + 6 .. n0 + 8), the rows the next tiles stream. With
-// fewer rows than a tile (a decode step's), the threads share the columns
+// at most two row tiles (a decode step's rows), the threads share the columns
 // in tiles of 12 (4 x 3) rather than blocks of 48.
 #a = affine_map<(m, n, k) -> (m, k)>
 #b = affine_map<(m, n, k) -> (n, k)>
 #o = affine_map<(m, n, k) -> (m, n)>
 // CHECK-LABEL: func.func @decode_linear
 // CHECK: } else {
-// CHECK: %[[FEW:.*]] = arith.cmpi ult, %[[ROWS:.*]], %c4
+// CHECK: %[[FEW:.*]] = arith.cmpi ule, %[[ROWS:.*]], %c8
 // CHECK: %[[STEP:.*]] = arith.select %[[FEW]], %c12, %c48
 // CHECK: scf.parallel (%[[NB:.*]]) = (%{{.*}}) to (%c96) step (%[[STEP]])
 // CHECK-NEXT: arith.addi %[[NB]], %[[STEP]]
