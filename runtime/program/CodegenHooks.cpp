@@ -155,17 +155,16 @@ void forEachCached(ProgramRank &rs, int64_t layer,
 
 /// --report decode, per request and step: the most of its rows whose K/V
 /// a layer computed (the step's rows at `sp`) and the most of its cached
-/// rows a layer read (its rows of the key tiles but those).
-void countHistoryRows(ProgramRank &rs, StridedMemRefType<int64_t, 1> *sp) {
+/// rows a layer read (its rows of the key tiles but those), from the rank's
+/// KeyTiles of the step.
+void countHistoryRows(ProgramRank &rs) {
   if (!rs.stepping)
     return;
   std::map<Sequence *, std::pair<int64_t, int64_t>> counts;
   for (Sequence *s : rs.keyTiles.sequences)
     ++counts[s].second;
-  for (int64_t t = 0; t < sp->sizes[0]; ++t) {
-    int64_t place = 0;
-    if (Sequence *s =
-            rs.sequenceOf(sp->data[sp->offset + t * sp->strides[0]], &place)) {
+  for (Sequence *s : rs.keyTiles.stepSequences) {
+    if (s) {
       ++counts[s].first;
       --counts[s].second;
     }
@@ -369,6 +368,7 @@ int64_t _mlir_ciface_mfrt_kv_key_tiles(int64_t layer,
   kt.tiles.clear();
   kt.positions.clear();
   kt.sequences.clear();
+  kt.stepSequences.clear();
   kt.layer = layer;
   kt.capacity = capacity;
   bool fixed = m.historyTile > 1;
@@ -395,8 +395,9 @@ int64_t _mlir_ciface_mfrt_kv_key_tiles(int64_t layer,
   int64_t expected = 0;
   for (int64_t t = 0; t < sp->sizes[0]; ++t) {
     int64_t place = 0;
-    expected += rs.sequenceOf(sp->data[sp->offset + t * sp->strides[0]],
-                              &place) != nullptr;
+    kt.stepSequences.push_back(
+        rs.sequenceOf(sp->data[sp->offset + t * sp->strides[0]], &place));
+    expected += kt.stepSequences.back() != nullptr;
   }
   if (ownRows != expected)
     fatal("internal: " + std::to_string(expected - ownRows) +
@@ -420,7 +421,8 @@ void _mlir_ciface_mfrt_kv_key_tiles_fill(
   KeyTiles &kt = rs.keyTiles;
   int64_t n = int64_t(kt.tiles.size());
   if (kt.layer != layer || tiles->sizes[0] != n || tiles->sizes[1] != 2 ||
-      positions->sizes[0] != n || positions->sizes[1] != kt.capacity)
+      positions->sizes[0] != n || positions->sizes[1] != kt.capacity ||
+      sp->sizes[0] != int64_t(kt.stepSequences.size()))
     fatal("internal: the key tiles of layer " + std::to_string(layer) +
           " have an unexpected shape");
   auto at = [](StridedMemRefType<int64_t, 2> *x, int64_t i,
@@ -435,7 +437,7 @@ void _mlir_ciface_mfrt_kv_key_tiles_fill(
       at(positions, t, j) =
           kt.positions[size_t(tile.first + std::min(j, tile.rows - 1))];
   }
-  countHistoryRows(rs, sp);
+  countHistoryRows(rs);
 }
 
 /// The rows of `layer` in the rank's K/V cache that a step's key tiles

@@ -199,6 +199,8 @@ struct KeyTiles {
   /// Every tile row's global position and request, tile after tile.
   std::vector<int64_t> positions;
   std::vector<Sequence *> sequences;
+  /// The request of each of the step's rows (null: a padding row).
+  std::vector<Sequence *> stepSequences;
 };
 
 /// What the program keeps per rank (the rank's number and its groups'
