@@ -326,6 +326,18 @@ LogicalResult Lowering::lower(LayerRowsOp op) {
   return success();
 }
 
+/// A step's rows per rank are rotated by (p0 / CP mod pad_to) blocks of
+/// count / pad_to, p0 its first row's position: entry i of the rotated
+/// list is entry (i + the returned value) mod count of the unrotated one.
+static Value rotation(OpBuilder &b, Location loc, Value p0, Value count,
+                      Value cpV, Value padV) {
+  Value block = arith::DivUIOp::create(b, loc, count, padV);
+  Value turn = arith::RemUIOp::create(
+      b, loc, arith::DivUIOp::create(b, loc, p0, cpV), padV);
+  Value shift = arith::MulIOp::create(b, loc, turn, block);
+  return arith::SubIOp::create(b, loc, count, shift);
+}
+
 LogicalResult Lowering::lower(StepRowsOp op) {
   if (op.getByPlace())
     return lowerByPlace(op);
@@ -355,12 +367,7 @@ LogicalResult Lowering::lower(StepRowsOp op) {
   Value p0Mod = arith::RemUIOp::create(b, loc, p0, cpV);
   Value first = arith::RemUIOp::create(
       b, loc, arith::SubIOp::create(b, loc, rPlusCP, p0Mod), cpV);
-  // Rotated by (positions[0] / CP mod pad_to) blocks of count / pad_to.
-  Value block = arith::DivUIOp::create(b, loc, count, padV);
-  Value turn = arith::RemUIOp::create(
-      b, loc, arith::DivUIOp::create(b, loc, p0, cpV), padV);
-  Value shift = arith::MulIOp::create(b, loc, turn, block);
-  Value unshift = arith::SubIOp::create(b, loc, count, shift);
+  Value unshift = rotation(b, loc, p0, count, cpV, padV);
   auto type = op.getType();
   Value generated = generate1D(
       b, loc, type, count, [&](OpBuilder &nb, Location l, Value i) -> Value {
@@ -471,11 +478,7 @@ Value Lowering::rotateSteps(OpBuilder &b, Location loc, RankedTensorType type,
       tensor::ExtractOp::create(
           b, loc, positions,
           ValueRange{arith::ConstantIndexOp::create(b, loc, 0)}));
-  Value block = arith::DivUIOp::create(b, loc, count, padV);
-  Value turn = arith::RemUIOp::create(
-      b, loc, arith::DivUIOp::create(b, loc, p0, cpV), padV);
-  Value unshift = arith::SubIOp::create(
-      b, loc, count, arith::MulIOp::create(b, loc, turn, block));
+  Value unshift = rotation(b, loc, p0, count, cpV, padV);
   return generate1D(
       b, loc, type, count, [&](OpBuilder &nb, Location l, Value i) -> Value {
         Value j = arith::RemUIOp::create(
