@@ -124,6 +124,28 @@ func.func @decode_linear(%x: memref<?x256xf32>, %w: memref<96x256xbf16>, %y: mem
 
 // -----
 
+// f32 weights: no prefetch (a 4 KiB row of f32 is long enough for the
+// hardware prefetcher).
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (n, k)>
+#o = affine_map<(m, n, k) -> (m, n)>
+// CHECK-LABEL: func.func @decode_linear_f32
+// CHECK-NOT: memref.prefetch
+// CHECK: vector.fma
+// CHECK-NOT: memref.prefetch
+func.func @decode_linear_f32(%x: memref<?x256xf32>, %w: memref<96x256xf32>, %y: memref<?x96xf32>) {
+  linalg.generic {indexing_maps = [#a, #b, #o], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<?x256xf32>, memref<96x256xf32>) outs(%y : memref<?x96xf32>) {
+  ^bb0(%p: f32, %q: f32, %r: f32):
+    %m = arith.mulf %p, %q : f32
+    %s = arith.addf %r, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
 // p · v: v and the output contiguous along n, so 6 rows x 2 vectors of the
 // output stay in registers, one broadcast of p per row and k; column tails
 // of one vector, then scalars.
