@@ -40,6 +40,9 @@ void meshfold::buildLowerToCPUPipeline(OpPassManager &pm,
     // then one layer's live activations, not every layer's.
     pm.addNestedPass<func::FuncOp>(
         bufferization::createOptimizeAllocationLivenessPass());
+    // ... and allocated right before their first use, not where their
+    // tensor.empty stood.
+    pm.addNestedPass<func::FuncOp>(createMFSinkAllocsPass());
     MFLinalgContractionKernelsPassOptions kernels;
     kernels.vectorBits = options.vectorBits;
     kernels.batchInvariant = options.batchInvariant;

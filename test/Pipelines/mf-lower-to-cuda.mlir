@@ -22,11 +22,11 @@
 // CHECK-DAG: %[[SHARED:.+]] = llvm.mlir.constant(1 : i8) : i8
 // CHECK-DAG: %[[DEVICE:.+]] = llvm.mlir.constant(0 : i8) : i8
 // CHECK-DAG: %[[NULL:.+]] = llvm.mlir.zero : !llvm.ptr
-// CHECK: %[[STREAM:.+]] = llvm.call @mgpuStreamCreate()
-// CHECK: llvm.call @mgpuMemAlloc(%{{.*}}, %[[STREAM]], %[[DEVICE]])
 // CHECK: llvm.call @mgpuMemAlloc(%{{.*}}, %[[NULL]], %[[SHARED]])
 // CHECK: gpu.launch_func @prefill_kernels::@positions_0 blocks in
 // CHECK: llvm.call @mfrt_weight
+// CHECK: %[[STREAM:.+]] = llvm.call @mgpuStreamCreate()
+// CHECK: llvm.call @mgpuMemAlloc(%{{.*}}, %[[STREAM]], %[[DEVICE]])
 // CHECK: gpu.launch_func @prefill_kernels::@embed_1 blocks in
 // CHECK: llvm.call @mfrt_kv_cache_f32
 // CHECK: llvm.call @mfrt_logits_f32

@@ -46,6 +46,10 @@ void meshfold::buildLowerToBuffersPipeline(OpPassManager &pm,
   // The runtime calls' reads of tensors, one per call again (CSE merged
   // them), so that bufferization keeps each tensor until its last call.
   pm.addNestedPass<func::FuncOp>(createMFBufferReadsAtUsePass());
+  // Each op that writes a fill gets its own (CSE merged them): bufferization
+  // then fills each op's buffer in place, instead of keeping one filled
+  // buffer for the whole function and copying it for every op.
+  pm.addNestedPass<func::FuncOp>(createMFFillsAtUsePass());
 
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;

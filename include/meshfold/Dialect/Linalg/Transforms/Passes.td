@@ -222,6 +222,74 @@ def MFBufferReadsAtUsePass
   ];
 }
 
+def MFFillsAtUsePass
+    : Pass<"mf-fills-at-use", "::mlir::func::FuncOp"> {
+  let summary = "one linalg.fill per destination it initialises, right "
+                "before the op that writes it";
+  let description = [{
+    Every contraction and reduction starts from a `linalg.fill` of zeros
+    (or of the reduction's identity) into a `tensor.empty`. CSE merges the
+    fills of equal shape and value into one, used by every layer's ops of
+    that shape. One-Shot Bufferize then keeps that one filled buffer alive
+    from its first use to its last (the whole function) and copies it into
+    a new buffer for each op that writes it: a prefill of T rows held an
+    extra T x hidden and T x kv-width buffer through all its layers and
+    copied them once per projection. This pass gives each op that writes
+    the fill's result (as a destination-style init, or as the initial value
+    of a loop's carried tensor) its own `tensor.empty` and `linalg.fill`,
+    right before it; reads keep the original. Bufferization then fills
+    each op's own buffer in place. Run it after the last CSE and before
+    bufferization.
+
+    ```mlir
+    %e = tensor.empty(%t) : tensor<?x512xf32>
+    %z = linalg.fill ins(%c0 : f32) outs(%e : tensor<?x512xf32>) -> tensor<?x512xf32>
+    %k = linalg.matmul ins(%h, %wk : ...) outs(%z : tensor<?x512xf32>) -> ...
+    %v = linalg.matmul ins(%h, %wv : ...) outs(%z : tensor<?x512xf32>) -> ...
+    // becomes
+    %e0 = tensor.empty(%t) : tensor<?x512xf32>
+    %z0 = linalg.fill ins(%c0 : f32) outs(%e0 : tensor<?x512xf32>) -> tensor<?x512xf32>
+    %k = linalg.matmul ins(%h, %wk : ...) outs(%z0 : tensor<?x512xf32>) -> ...
+    %e1 = tensor.empty(%t) : tensor<?x512xf32>
+    %z1 = linalg.fill ins(%c0 : f32) outs(%e1 : tensor<?x512xf32>) -> tensor<?x512xf32>
+    %v = linalg.matmul ins(%h, %wv : ...) outs(%z1 : tensor<?x512xf32>) -> ...
+    ```
+  }];
+  let dependentDialects = [
+    "::mlir::linalg::LinalgDialect", "::mlir::tensor::TensorDialect"
+  ];
+}
+
+def MFSinkAllocsPass : Pass<"mf-sink-allocs", "::mlir::func::FuncOp"> {
+  let summary = "move each memref.alloc down to right before its first use";
+  let description = [{
+    One-Shot Bufferize allocates a buffer where its `tensor.empty` stood,
+    and canonicalization and CSE gather those early in the function: an
+    attention's output buffer was allocated before the rotary embedding of
+    its queries, and lived beside the queries it never overlapped. With the
+    deallocations right after the last uses
+    (`--optimize-allocation-liveness`), this pass moves each `memref.alloc`
+    down its block to right before the first op that uses the buffer (or
+    holds a use in its regions), so that a buffer is live only from its
+    first write to its last read. The sizes it takes are defined above it
+    already; the buffers' contents and the program's results are unchanged.
+
+    ```mlir
+    %out = memref.alloc(%t) : memref<?x16x64xf32>
+    %q = memref.alloc(%t) : memref<?x16x64xf32>
+    linalg.generic ... outs(%q ...)          // rotary embedding
+    memref.dealloc %qkv ...
+    scf.forall ... %out ...                  // attention
+    // becomes
+    %q = memref.alloc(%t) : memref<?x16x64xf32>
+    linalg.generic ... outs(%q ...)
+    memref.dealloc %qkv ...
+    %out = memref.alloc(%t) : memref<?x16x64xf32>
+    scf.forall ... %out ...
+    ```
+  }];
+}
+
 def MFOutlineParallelLoopsPass
     : Pass<"mf-outline-parallel-loops", "::mlir::ModuleOp"> {
   let summary = "outline each outermost scf.parallel into a private function, "
