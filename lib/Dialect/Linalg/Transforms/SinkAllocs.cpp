@@ -38,7 +38,8 @@ struct MFSinkAllocsPass
     : public meshfold::impl::MFSinkAllocsPassBase<MFSinkAllocsPass> {
   void runOnOperation() override {
     SmallVector<memref::AllocOp> allocs;
-    getOperation().walk([&](memref::AllocOp alloc) { allocs.push_back(alloc); });
+    getOperation().walk(
+        [&](memref::AllocOp alloc) { allocs.push_back(alloc); });
     for (memref::AllocOp alloc : allocs)
       if (Operation *first = firstUser(alloc))
         if (first != alloc->getNextNode())
