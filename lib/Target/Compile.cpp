@@ -89,6 +89,9 @@ meshfold::createHostTargetMachine(const CodegenOptions &options,
                                   std::string &error) {
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
+  // The contraction kernels' AVX transposes hold x86vector's inline-asm
+  // blends, which the object writer parses.
+  llvm::InitializeNativeTargetAsmParser();
   llvm::Triple triple(llvm::sys::getDefaultTargetTriple());
   const llvm::Target *target =
       llvm::TargetRegistry::lookupTarget(triple, error);

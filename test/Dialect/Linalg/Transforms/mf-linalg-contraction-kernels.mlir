@@ -40,7 +40,14 @@
 // CHECK: scf.parallel (%{{.*}}, %{{.*}}) = (%{{.*}}, %{{.*}}) to (%[[ROWS]], %c48) step (%[[CHUNK]], %c128
 // CHECK: %[[PANELS:.*]] = memref.alloc() {alignment = 64 : i64} : memref<3x64x16xf32>
 // CHECK: vector.load %arg1{{.*}} : memref<48x64xbf16>, vector<8xbf16>
-// CHECK: vector.transpose %{{.*}}, [1, 0] : vector<8x8xf32> to vector<8x8xf32>
+// The 8 x 8 squares as x86vector's AVX sequence: 8 unpacks, 4 shuffles,
+// 8 blends, 8 lane permutes (not a vector.transpose, whose one 64-lane
+// shuffle LLVM splits lane by lane).
+// CHECK-NOT: vector.transpose
+// CHECK-COUNT-4: vector.shuffle %{{.*}}, %{{.*}} [0, 8, 1, 9, 4, 12, 5, 13] : vector<8xf32>, vector<8xf32>
+// CHECK: llvm.inline_asm asm_dialect = intel "vblendps
+// CHECK-COUNT-4: vector.shuffle %{{.*}}, %{{.*}} [0, 1, 2, 3, 8, 9, 10, 11] : vector<8xf32>, vector<8xf32>
+// CHECK-COUNT-4: vector.shuffle %{{.*}}, %{{.*}} [4, 5, 6, 7, 12, 13, 14, 15] : vector<8xf32>, vector<8xf32>
 // CHECK-COUNT-8: vector.store %{{.*}}, %[[PANELS]]
 // The last 6-row tile of a chunk may pass its end: its rows 1-5 read the
 // chunk's last row at most, and their stores are guarded.

@@ -73,9 +73,10 @@ def MFLinalgContractionKernelsPass
     dims are not of unit stride, is left unchanged.
   }];
   let dependentDialects = [
-    "::mlir::arith::ArithDialect", "::mlir::math::MathDialect",
-    "::mlir::memref::MemRefDialect", "::mlir::scf::SCFDialect",
-    "::mlir::vector::VectorDialect", "::mlir::x86vector::X86VectorDialect"
+    "::mlir::arith::ArithDialect", "::mlir::LLVM::LLVMDialect",
+    "::mlir::math::MathDialect", "::mlir::memref::MemRefDialect",
+    "::mlir::scf::SCFDialect", "::mlir::vector::VectorDialect",
+    "::mlir::x86vector::X86VectorDialect"
   ];
   let options = [
     Option<"vectorBits", "vector-bits", "int64_t", /*default=*/"256",
