@@ -154,9 +154,9 @@ void forEachCached(ProgramRank &rs, int64_t layer,
 }
 
 /// --report decode, per request and step: the most of its rows whose K/V
-/// a layer computed (the step's rows at `sp`) and the most of its cached
-/// rows a layer read (its rows of the key tiles but those), from the rank's
-/// KeyTiles of the step.
+/// a layer computed (the step's rows, KeyTiles::stepSequences) and the most
+/// of its cached rows a layer read (its rows of the key tiles but those),
+/// from the rank's KeyTiles of the step.
 void countHistoryRows(ProgramRank &rs) {
   if (!rs.stepping)
     return;

@@ -79,11 +79,14 @@ struct MFLinalgParallelRowsPass
           MFLinalgParallelRowsPass> {
   using Base::Base;
   void runOnOperation() override {
-    if (blocks < 1 || minElements < 0) {
-      getOperation().emitError("mf-linalg-parallel-rows: ")
-          << (blocks < 1 ? "blocks=" : "min-elements=")
-          << (blocks < 1 ? int64_t(blocks) : int64_t(minElements))
-          << (blocks < 1 ? " must be at least 1" : " must not be negative");
+    if (blocks < 1) {
+      getOperation().emitError("mf-linalg-parallel-rows: blocks=")
+          << static_cast<int64_t>(blocks) << " must be at least 1";
+      return signalPassFailure();
+    }
+    if (minElements < 0) {
+      getOperation().emitError("mf-linalg-parallel-rows: min-elements=")
+          << static_cast<int64_t>(minElements) << " must not be negative";
       return signalPassFailure();
     }
     SmallVector<linalg::LinalgOp> ops;
