@@ -42,8 +42,7 @@ struct MFSinkAllocsPass
         [&](memref::AllocOp alloc) { allocs.push_back(alloc); });
     for (memref::AllocOp alloc : allocs)
       if (Operation *first = firstUser(alloc))
-        if (first != alloc->getNextNode())
-          alloc->moveBefore(first);
+        alloc->moveBefore(first);
   }
 };
 } // namespace

@@ -52,7 +52,8 @@ func.func @projections(%h: tensor<?x64xf32>, %wk: tensor<64x32xf32>,
   return %r, %o : tensor<?x32xf32>, tensor<?x32xf32>
 }
 
-// A fill with one use, or into a tensor that is not a tensor.empty, stays.
+// A fill into a tensor that is not a tensor.empty (here an argument) stays,
+// however many ops write it.
 // CHECK-LABEL: func.func @single(
 // CHECK-COUNT-1: linalg.fill
 // CHECK-NOT:     linalg.fill
