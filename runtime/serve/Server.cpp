@@ -18,6 +18,7 @@
 #include "mfrt/program/Program.h"
 #include "mfrt/program/Run.h"
 #include "mfrt/program/Serving.h"
+#include "mfrt/serve/Connection.h"
 #include "mfrt/serve/Metrics.h"
 #include "mfrt/serve/OpenAI.h"
 #include "mfrt/tokenizer/Tokenizer.h"
@@ -162,7 +163,8 @@ private:
               double &lastToken);
   void cancel(Job &job);
   void finishMetrics(const Job &job, const CompletionState &state);
-  std::string respondWhole(Job &job, CompletionState &state);
+  std::string respondWhole(Job &job, CompletionState &state,
+                           const httplib::Request &req);
   bool stream(Job &job, CompletionState &state, httplib::DataSink &sink);
   CompletionState stateOf(const Job &job);
 
@@ -645,10 +647,20 @@ bool Server::follow(Job &job, CompletionState &state, size_t &seen,
   return finished;
 }
 
-std::string Server::respondWhole(Job &job, CompletionState &state) {
+/// The whole response, once the job is over; a client that closed its
+/// connection meanwhile cancels the job (checked at each follow(), at most
+/// 200 ms apart), whose response then goes nowhere.
+std::string Server::respondWhole(Job &job, CompletionState &state,
+                                 const httplib::Request &req) {
+  int socket =
+      findConnectionSocket({req.remote_addr, req.remote_port, req.local_port});
   size_t seen = 0;
   double last = 0;
   while (!follow(job, state, seen, last)) {
+    if (socket >= 0 && peerClosed(socket)) {
+      cancel(job); // the client went away
+      break;
+    }
   }
   return completionResponse(state);
 }
@@ -732,7 +744,7 @@ void Server::completions(const httplib::Request &req, httplib::Response &res,
     return fail(res, e, what);
   auto state = std::make_shared<CompletionState>(stateOf(*job));
   if (!r.stream) {
-    res.set_content(respondWhole(*job, *state), "application/json");
+    res.set_content(respondWhole(*job, *state, req), "application/json");
     return finishMetrics(*job, *state);
   }
   res.set_header("Cache-Control", "no-cache");

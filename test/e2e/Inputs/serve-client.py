@@ -10,6 +10,7 @@ import argparse
 import json
 import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -289,6 +290,30 @@ def check_cancel(server, batch, n):
     print("cancel: the stream's request left the batch (%s tokens generated "
           "so far, of 3000 asked)" % ("under 3000" if tokens < 3000 else
                                       "not under 3000"))
+    # Not streamed: the client closes its connection while the request runs.
+    body = json.dumps({"model": MODEL, "prompt": batch[0]["prompt"],
+                       "max_tokens": 3000, "temperature": 0,
+                       "ignore_eos": True}).encode()
+    host, port = server.url[len("http://"):].split(":")
+    sock = socket.create_connection((host, int(port)), timeout=60)
+    sock.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: %s\r\n"
+                 b"Content-Type: application/json\r\nContent-Length: %d"
+                 b"\r\n\r\n" % (host.encode(), len(body)) + body)
+    deadline = time.time() + 60
+    while server.metric("meshfold_requests_running") < 1:
+        if time.time() > deadline:
+            fail("a non-streamed request did not start in 60 s")
+        time.sleep(0.05)
+    sock.close()
+    # Its handler counts its tokens as it gives up, before the batch drops it.
+    while server.metric("meshfold_requests_running") > 0:
+        if time.time() > deadline:
+            fail("a closed non-streamed request still runs after 60 s")
+        time.sleep(0.05)
+    more = server.metric("meshfold_generation_tokens_total") - tokens
+    print("cancel: the closed request left the batch (%s tokens generated, "
+          "of 3000 asked)" % ("under 3000" if more < 3000 else
+                              "not under 3000"))
     check_greedy(server, batch[:1], n)
 
 
