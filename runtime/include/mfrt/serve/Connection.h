@@ -29,7 +29,9 @@ int findConnectionSocket(const ConnectionEnds &ends);
 
 /// Whether the peer of connected socket `fd` closed it or reset it (a peek
 /// that reads the end of the stream or fails). Data the peer sent next (a
-/// pipelined request) is left to be read and counts as open.
+/// pipelined request) is left to be read and counts as open. A client that
+/// shut down only its sending side also reads as gone, as with cpp-httplib's
+/// own later check; HTTP clients keep both sides open while they wait.
 bool peerClosed(int fd);
 
 } // namespace mfrt::serve
