@@ -264,6 +264,18 @@ void recordLogits(ProgramRank &rs, Sequence &s, const float *logits,
   out->haveLogits = true;
 }
 
+/// The sequence whose next token the row at `position` of a decode step
+/// chooses; null for padding, a prompt chunk's row before the prompt's last
+/// and a preempted request's recomputed place.
+Sequence *choosingSequence(ProgramRank &rs, int64_t position) {
+  int64_t p = 0;
+  Sequence *s = rs.sequenceOf(position, &p);
+  if (!s || !s->output || p != s->length - 1 || p + 1 < s->output->tokens ||
+      s->recompute)
+    return nullptr;
+  return s;
+}
+
 } // namespace
 
 extern "C" {
@@ -512,6 +524,39 @@ void _mlir_ciface_mfrt_logits_f32(StridedMemRefType<float, 1> *logits,
                logits->data + logits->offset, logits->strides[0]);
 }
 
+/// The count of a decode step's rows whose logits are recorded, at least
+/// one (moe.step_head_rows); the rank keeps them for the fill below and
+/// for the trace of the head's collectives.
+int64_t _mlir_ciface_mfrt_step_head_rows(StridedMemRefType<int64_t, 1> *pos) {
+  syncForHost();
+  ProgramRank &rs = programRank();
+  rs.headRows.clear();
+  rs.headPositions.clear();
+  for (int64_t t = 0; t < pos->sizes[0]; ++t) {
+    int64_t position = pos->data[pos->offset + t * pos->strides[0]];
+    if (choosingSequence(rs, position)) {
+      rs.headRows.push_back(t);
+      rs.headPositions.push_back(position);
+    }
+  }
+  if (rs.headRows.empty() && pos->sizes[0] > 0) {
+    rs.headRows.push_back(0);
+    rs.headPositions.push_back(pos->data[pos->offset]);
+  }
+  return int64_t(rs.headRows.size());
+}
+
+/// The rows that the count above kept, in order.
+void _mlir_ciface_mfrt_step_head_rows_fill(
+    StridedMemRefType<int64_t, 1> *rows) {
+  const std::vector<int64_t> &picked = programRank().headRows;
+  if (rows->sizes[0] != int64_t(picked.size()))
+    fatal("internal: step head rows have " + std::to_string(rows->sizes[0]) +
+          " entries, expected " + std::to_string(picked.size()));
+  for (size_t i = 0; i < picked.size(); ++i)
+    rows->data[rows->offset + int64_t(i) * rows->strides[0]] = picked[i];
+}
+
 /// The logits of a decode step's rows (`valid` non-zero), each the newest
 /// token of its request; when prefill runs as a step, the prompt's last
 /// row gives the request's logits.
@@ -526,12 +571,10 @@ void _mlir_ciface_mfrt_step_logits_f32(StridedMemRefType<float, 2> *logits,
   if (!valid)
     return;
   for (int64_t t = 0; t < logits->sizes[0]; ++t) {
-    int64_t p = 0;
     Sequence *s =
-        rs.sequenceOf(pos->data[pos->offset + t * pos->strides[0]], &p);
-    if (!s || p != s->length - 1 || p + 1 < s->output->tokens || s->recompute)
-      continue; // padding, a prompt position before the last, or a
-                // preempted request's recomputed place
+        choosingSequence(rs, pos->data[pos->offset + t * pos->strides[0]]);
+    if (!s)
+      continue;
     const float *row = logits->data + logits->offset + t * logits->strides[0];
     // A prompt's logits (prefill's, or its last chunk's) are an output too.
     if (rs.stepping && s->generated > 0)
@@ -637,9 +680,9 @@ void _mlir_ciface_mfrt_cg_gather_f32(int64_t id, int64_t root,
   MemRefBuffer<float> a(in), b(out);
   ProgramRank &rs = programRank();
   // The LM head's logits slices: of the last prompt position, on the TP
-  // group that holds it; of every row of a decode step (its CP rows).
+  // group that holds it; of a decode step's rows that choose a token.
   if (rs.stepping) {
-    markRows(rs, rs.cpRows, a.rows, a.count);
+    markRows(rs, rs.headPositions, a.rows, a.count);
   } else if (holdsTracedLastRow(rs, rs.cpRows)) {
     int64_t row = 0;
     mfrt_trace_mark(&row, 1, a.count);

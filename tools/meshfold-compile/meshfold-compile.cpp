@@ -1068,8 +1068,9 @@ static LogicalResult compile(ModuleOp module, int64_t deviceBytes,
       return fail("bad pass manager options");
     // Prefill keeps its own function: on a mesh its own partitioning
     // (zigzag chunks, ring attention, the last position's logits) beside
-    // the step's (round-robin rows, pass-Q, every row's logits); on one
-    // device too, since the step computes every row's logits.
+    // the step's (round-robin rows, pass-Q, the logits of the rows that
+    // choose a token); on one device too, since prefill's head reads its
+    // last row only.
     mf::MFDeriveDecodePassOptions derive;
     derive.keepEntry = true;
     pm.addPass(mf::createMFDeriveDecodePass(derive));

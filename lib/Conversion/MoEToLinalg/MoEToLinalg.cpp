@@ -880,6 +880,41 @@ struct TakePositionLowering : OpConversionPattern<TakePositionOp> {
   }
 };
 
+/// `result[i, ...] = input[rows[i], ...]`: a gather of whole rows.
+struct TakeRowsLowering : OpConversionPattern<TakeRowsOp> {
+  using OpConversionPattern::OpConversionPattern;
+  LogicalResult
+  matchAndRewrite(TakeRowsOp op, OpAdaptor adaptor,
+                  ConversionPatternRewriter &rewriter) const override {
+    Location loc = op.getLoc();
+    MLIRContext *ctx = getContext();
+    Value x = adaptor.getInput(), rows = adaptor.getRows();
+    auto type = cast<RankedTensorType>(op.getType());
+    unsigned rank = unsigned(type.getRank());
+    SmallVector<std::pair<Value, int64_t>> sizes = {{rows, 0}};
+    SmallVector<unsigned> all;
+    for (unsigned d = 0; d < rank; ++d) {
+      if (d > 0)
+        sizes.push_back({x, d});
+      all.push_back(d);
+    }
+    Value taken =
+        generic(rewriter, loc, {rows}, {makeEmpty(rewriter, loc, type, sizes)},
+                {pick(ctx, rank, {0}), pick(ctx, rank, all)},
+                SmallVector<IT>(rank, kPar),
+                [&](OpBuilder &nb, Location l, ValueRange a) {
+                  SmallVector<Value> at = {arith::IndexCastOp::create(
+                      nb, l, nb.getIndexType(), a[0])};
+                  for (unsigned d = 1; d < rank; ++d)
+                    at.push_back(idx(nb, l, d));
+                  linalg::YieldOp::create(
+                      nb, l, Value(tensor::ExtractOp::create(nb, l, x, at)));
+                })[0];
+    rewriter.replaceOp(op, taken);
+    return success();
+  }
+};
+
 struct ConvertMoEToLinalgPass
     : public meshfold::impl::ConvertMoEToLinalgPassBase<
           ConvertMoEToLinalgPass> {
@@ -912,7 +947,7 @@ struct ConvertMoEToLinalgPass
                         RMSScaleOp, ClipOp, LinearOp, HeadLinearOp, MLPOp,
                         RoPEOp, AttentionOp, AttentionPartialOp,
                         AttentionMergeOp, RouterOp, ExpertsOp, ExpertFFNOp,
-                        LMHeadOp, LayerOp, TakePositionOp>();
+                        LMHeadOp, LayerOp, TakePositionOp, TakeRowsOp>();
     inlineLayers(getOperation());
     target.markUnknownOpDynamicallyLegal([](Operation *) { return true; });
     RewritePatternSet patterns(ctx);
@@ -935,11 +970,12 @@ struct ConvertMoEToLinalgPass
 void meshfold::populateMoEToLinalgConversionPatterns(
     RewritePatternSet &patterns, bool groupExperts, bool fuseAttention,
     int64_t attentionTile) {
-  patterns.add<PositionsLowering, EmbedLowering, RMSNormLowering,
-               SumSquaresLowering, RMSScaleLowering, ClipLowering,
-               LinearLowering, HeadLinearLowering, MLPLowering, RoPELowering,
-               RouterLowering, LMHeadLowering, TakePositionLowering>(
-      patterns.getContext());
+  patterns
+      .add<PositionsLowering, EmbedLowering, RMSNormLowering,
+           SumSquaresLowering, RMSScaleLowering, ClipLowering, LinearLowering,
+           HeadLinearLowering, MLPLowering, RoPELowering, RouterLowering,
+           LMHeadLowering, TakePositionLowering, TakeRowsLowering>(
+          patterns.getContext());
   moe_to_linalg::populateAttentionPatterns(patterns, fuseAttention,
                                            attentionTile);
   moe_to_linalg::populateExpertPatterns(patterns, groupExperts);

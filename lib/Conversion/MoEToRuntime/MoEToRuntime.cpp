@@ -182,6 +182,7 @@ struct ConvertMoEToRuntimePass
     }
     manifest.historyTile = historyTile;
     lowerPromptLogits(module);
+    lowerStepHeadRows(module);
     lowerStepLogits(module);
 
     if (entry) {
@@ -465,6 +466,40 @@ private:
           b, loc, promptFn,
           ValueRange{readOnlyBuffer(b, loc, op.getLogits(), rowsType),
                      readOnlyBuffer(b, loc, op.getPositions(), posType)});
+      op.erase();
+    }
+  }
+
+  /// The rows of a decode step whose logits are recorded: counted by the
+  /// runtime, allocated here, filled by it.
+  void lowerStepHeadRows(ModuleOp module) {
+    SmallVector<StepHeadRowsOp> ops = collectOps<StepHeadRowsOp>(module);
+    if (ops.empty())
+      return;
+    func::FuncOp countFn =
+        declareRuntimeFunction(module, RuntimeFn::mfrt_step_head_rows);
+    func::FuncOp fillFn =
+        declareRuntimeFunction(module, RuntimeFn::mfrt_step_head_rows_fill);
+    auto posType = rowLogitsTypes().second;
+    for (StepHeadRowsOp op : ops) {
+      OpBuilder b(op);
+      Location loc = op.getLoc();
+      Value pos = readOnlyBuffer(b, loc, op.getPositions(), posType);
+      Value count = arith::IndexCastOp::create(
+          b, loc, b.getIndexType(),
+          func::CallOp::create(b, loc, countFn, ValueRange{pos}).getResult(0));
+      auto rowsType = MemRefType::get({ShapedType::kDynamic},
+                                      op.getType().getElementType());
+      Value rows = memref::AllocOp::create(b, loc, rowsType, count);
+      func::CallOp::create(
+          b, loc, fillFn,
+          ValueRange{memref::CastOp::create(b, loc, posType, rows)});
+      Value result = toTensor(b, loc, rows,
+                              RankedTensorType::get({ShapedType::kDynamic},
+                                                    rowsType.getElementType()));
+      if (result.getType() != op.getType())
+        result = tensor::CastOp::create(b, loc, op.getType(), result);
+      op.replaceAllUsesWith(result);
       op.erase();
     }
   }

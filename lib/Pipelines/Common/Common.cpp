@@ -27,6 +27,9 @@ void meshfold::buildLowerToBuffersPipeline(OpPassManager &pm,
   // without opting in): 32 x 32 tiles leave room for head dims up to 128.
   int64_t attentionTile = kernelLoops ? 32 : 64;
   pm.addPass(mf::createMFVerifyPlanPass());
+  // A decode step's LM head on the rows that choose a token, partitioned or
+  // not (a TP group's split head has its rows taken already).
+  pm.addPass(mf::createMFStepHeadRowsPass());
   ConvertMoEToRuntimePassOptions rt;
   rt.entryName = entry.str();
   rt.weightDType = weightDType.str();

@@ -109,6 +109,34 @@ module {
 
 // -----
 
+// A step's head rows: the runtime counts them (mfrt_step_head_rows of the
+// positions) and keeps them, the rows are allocated and the runtime fills
+// them.
+// CHECK: func.func @decode(%{{[^:]+}}: tensor<?xi64>, %[[POS:[^:]+]]: tensor<?xi64>) -> tensor<?xi64>
+// CHECK: %[[PB:.+]] = bufferization.to_buffer %[[POS]] read_only
+// CHECK: %[[PC:.+]] = memref.cast %[[PB]] : memref<?xi64, strided<[?], offset: ?>> to memref<?xi64, strided<[?], offset: ?>>
+// CHECK: %[[N64:.+]] = call @mfrt_step_head_rows(%[[PC]]) : (memref<?xi64, strided<[?], offset: ?>>) -> i64
+// CHECK: %[[N:.+]] = arith.index_cast %[[N64]] : i64 to index
+// CHECK: %[[ROWS:.+]] = memref.alloc(%[[N]]) : memref<?xi64>
+// CHECK: %[[RC:.+]] = memref.cast %[[ROWS]] : memref<?xi64> to memref<?xi64, strided<[?], offset: ?>>
+// CHECK: call @mfrt_step_head_rows_fill(%[[RC]])
+// CHECK: %[[T:.+]] = bufferization.to_tensor %[[ROWS]] restrict : memref<?xi64> to tensor<?xi64>
+// CHECK: return %[[T]]
+// CHECK-NOT: moe.step_head_rows
+module {
+  func.func @prefill(%tokens: tensor<?xi64>) {
+    %e = moe.param "model.embed_tokens.weight" : tensor<16x8xf32>
+    %h = moe.embed %e, %tokens : tensor<16x8xf32>, tensor<?xi64> -> tensor<?x8xf32>
+    return
+  }
+  func.func @decode(%tokens: tensor<?xi64>, %pos: tensor<?xi64>) -> tensor<?xi64> {
+    %rows = moe.step_head_rows %pos : tensor<?xi64> -> tensor<?xi64>
+    return %rows : tensor<?xi64>
+  }
+}
+
+// -----
+
 // An eos id outside the vocabulary cannot end a request.
 // expected-error @+1 {{convert-moe-to-runtime: eos_token_id 16 is outside the vocabulary (16 tokens)}}
 module attributes {moe.eos_token_ids = array<i64: 16>} {

@@ -1537,6 +1537,53 @@ func.func @step_logits_rows(%l: tensor<4x512xf32>, %p: tensor<3xi64>) {
 
 // -----
 
+// moe.step_head_rows
+
+// The positions and the rows are vectors.
+func.func @step_head_rows_rank(%p: tensor<?x2xi64>) {
+  // expected-error @+1 {{positions must have rank 1, got 'tensor<?x2xi64>'}}
+  %r = moe.step_head_rows %p : tensor<?x2xi64> -> tensor<?xi64>
+  return
+}
+
+// -----
+
+func.func @step_head_rows_result(%p: tensor<?xi64>) {
+  // expected-error @+1 {{rows must have rank 1, got 'tensor<?x1xi64>'}}
+  %r = moe.step_head_rows %p : tensor<?xi64> -> tensor<?x1xi64>
+  return
+}
+
+// -----
+
+// moe.take_rows
+
+// One result row per index.
+func.func @take_rows_count(%x: tensor<?x8xf32>, %r: tensor<3xi64>) {
+  // expected-error @+1 {{result dim 0 (4) must equal rows dim 0 (3)}}
+  %y = moe.take_rows %x, %r : tensor<?x8xf32>, tensor<3xi64> -> tensor<4x8xf32>
+  return
+}
+
+// -----
+
+// The rows keep the input's row shape and element type.
+func.func @take_rows_shape(%x: tensor<?x8xf32>, %r: tensor<?xi64>) {
+  // expected-error @+1 {{result 'tensor<?x4xf32>' must be rows of input 'tensor<?x8xf32>'}}
+  %y = moe.take_rows %x, %r : tensor<?x8xf32>, tensor<?xi64> -> tensor<?x4xf32>
+  return
+}
+
+// -----
+
+func.func @take_rows_index(%x: tensor<?x8xf32>, %r: tensor<?x1xi64>) {
+  // expected-error @+1 {{rows must have rank 1, got 'tensor<?x1xi64>'}}
+  %y = moe.take_rows %x, %r : tensor<?x8xf32>, tensor<?x1xi64> -> tensor<?x8xf32>
+  return
+}
+
+// -----
+
 // moe.logits
 //===----------------------------------------------------------------------===//
 

@@ -441,6 +441,22 @@ func.func @step_logits(%l: tensor<?x512xf32>, %p: tensor<?xi64>, %valid: i1) {
   return
 }
 
+// A decode step's head rows (the runtime names them) and a gather of rows.
+// CHECK-LABEL: func.func @step_head_rows
+// CHECK-SAME: ([[X:%.+]]: tensor<?x512xf32>, [[P:%.+]]: tensor<?xi64>)
+// CHECK: [[R:%.+]] = moe.step_head_rows [[P]] : tensor<?xi64> -> tensor<?xi64>
+// CHECK: moe.take_rows [[X]], [[R]] : tensor<?x512xf32>, tensor<?xi64> -> tensor<?x512xf32>
+// CHECK: moe.take_rows [[P]], [[R]] : tensor<?xi64>, tensor<?xi64> -> tensor<?xi64>
+// GENERIC-LABEL: sym_name = "step_head_rows"
+// GENERIC: "moe.step_head_rows"(%{{.*}}) : (tensor<?xi64>) -> tensor<?xi64>
+// GENERIC: "moe.take_rows"(%{{.*}}, %{{.*}}) : (tensor<?x512xf32>, tensor<?xi64>) -> tensor<?x512xf32>
+func.func @step_head_rows(%x: tensor<?x512xf32>, %p: tensor<?xi64>) -> (tensor<?x512xf32>, tensor<?xi64>) {
+  %r = moe.step_head_rows %p : tensor<?xi64> -> tensor<?xi64>
+  %y = moe.take_rows %x, %r : tensor<?x512xf32>, tensor<?xi64> -> tensor<?x512xf32>
+  %q = moe.take_rows %p, %r : tensor<?xi64>, tensor<?xi64> -> tensor<?xi64>
+  return %y, %q : tensor<?x512xf32>, tensor<?xi64>
+}
+
 // f16 is the third accepted float type.
 // CHECK-LABEL: func.func @f16
 // CHECK: moe.linear %{{.+}}, %{{.+}} : tensor<?x64xf16>, tensor<32x64xf16> -> tensor<?x32xf16>

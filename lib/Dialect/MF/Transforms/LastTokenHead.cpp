@@ -53,18 +53,19 @@ struct MFLastTokenHeadPass
   using Base::Base;
 
   /// A decode step's head (`rms_norm -> linear -> step_logits`, every row
-  /// of the SP layout): the TP group gathers its rows, each TP rank computes
-  /// their V/TP logits with its vocab slice, and TP rank 0 gathers and
-  /// records them.
+  /// of the SP layout): the TP group gathers its rows and takes those that
+  /// choose a token, each TP rank computes their V/TP logits with its vocab
+  /// slice, and TP rank 0 gathers and records them.
   LogicalResult splitStepHead(moe::StepLogitsOp op, int64_t tp) {
-    auto lin = op.getLogits().getDefiningOp<moe::LinearOp>();
-    auto norm = lin ? lin.getInput().getDefiningOp<moe::RMSNormOp>() : nullptr;
-    moe::ParamOp w = lin ? paramOf(lin.getWeight()) : nullptr;
+    FailureOr<StepHead> head = matchStepHead(op, "mf-last-token-head");
+    if (failed(head))
+      return failure();
+    moe::RMSNormOp norm = head->norm;
+    moe::LinearOp lin = head->lin;
     auto sp = op.getPositions().getDefiningOp<SliceOp>();
-    if (!norm || !w || !lin->hasOneUse() || !norm->hasOneUse() || !sp ||
-        op.getValid())
-      return op.emitError("mf-last-token-head: expected rms_norm -> linear "
-                          "(a moe.param) -> step_logits of the SP rows");
+    if (!sp || op.getValid())
+      return op.emitError("mf-last-token-head: expected the step's logits "
+                          "of the SP rows");
     int64_t vocab = lin.getType().getDimSize(1);
     if (vocab % tp != 0)
       return op.emitError() << "mf-last-token-head: the LM head's vocab ("
@@ -72,13 +73,14 @@ struct MFLastTokenHeadPass
     OpBuilder b(op);
     Location loc = op.getLoc();
     Value x = norm.getInput();
-    Value rows = AllGatherOp::create(
+    Value gathered = AllGatherOp::create(
         b, loc, x.getType(), x, b.getStringAttr("attention"),
         b.getStrArrayAttr({"tp"}), b.getI64IntegerAttr(0));
+    auto [rows, positions] = takeStepHeadRows(b, loc, gathered, sp.getInput());
     Value normed = moe::RMSNormOp::create(
-        b, loc, x.getType(), rows, norm.getWeight(), norm.getEpsilonAttr());
+        b, loc, rows.getType(), rows, norm.getWeight(), norm.getEpsilonAttr());
     Type elt = lin.getType().getElementType();
-    Value weight = tpVocabSlice(b, w, tp);
+    Value weight = tpVocabSlice(b, head->weight, tp);
     int64_t dyn = ShapedType::kDynamic;
     Value part = moe::LinearOp::create(
         b, loc, RankedTensorType::get({dyn, vocab / tp}, elt), normed, weight);
@@ -104,7 +106,7 @@ struct MFLastTokenHeadPass
         b, loc, RankedTensorType::get({dyn, vocab}, elt), rowsFirst,
         SmallVector<ReassociationIndices>{{0}, {1, 2}});
     Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-    moe::StepLogitsOp::create(b, loc, all, sp.getInput(),
+    moe::StepLogitsOp::create(b, loc, all, positions,
                               isTPRankZero(b, loc, zero));
     eraseAndClean({op, lin, norm});
     return success();

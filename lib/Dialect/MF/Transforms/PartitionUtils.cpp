@@ -289,3 +289,28 @@ SmallVector<moe::AttentionOp> mf::attentionsOf(ModuleOp module,
   });
   return attentions;
 }
+
+FailureOr<StepHead> mf::matchStepHead(moe::StepLogitsOp op, StringRef pass) {
+  auto lin = op.getLogits().getDefiningOp<moe::LinearOp>();
+  auto norm = lin ? lin.getInput().getDefiningOp<moe::RMSNormOp>() : nullptr;
+  moe::ParamOp w = lin ? paramOf(lin.getWeight()) : nullptr;
+  if (!norm || !w || !lin->hasOneUse() || !norm->hasOneUse())
+    return op.emitError() << pass
+                          << ": expected rms_norm -> linear (a moe.param) -> "
+                             "step_logits";
+  return StepHead{norm, lin, w};
+}
+
+std::pair<Value, Value> mf::takeStepHeadRows(OpBuilder &b, Location loc,
+                                             Value x, Value positions) {
+  int64_t dyn = ShapedType::kDynamic;
+  auto posType = cast<RankedTensorType>(positions.getType()).clone({dyn});
+  Value rows = moe::StepHeadRowsOp::create(b, loc, posType, positions);
+  auto xType = cast<RankedTensorType>(x.getType());
+  SmallVector<int64_t> shape(xType.getShape());
+  shape[0] = dyn;
+  Value taken = moe::TakeRowsOp::create(b, loc, xType.clone(shape), x, rows);
+  Value takenPositions =
+      moe::TakeRowsOp::create(b, loc, posType, positions, rows);
+  return {taken, takenPositions};
+}

@@ -116,6 +116,26 @@ mlir::Value scaledCoord(mlir::OpBuilder &b, mlir::Location loc,
                         llvm::StringRef mesh, llvm::StringRef axis, int64_t num,
                         int64_t den);
 
+/// A decode step's head: `rms_norm -> linear (of a moe.param) ->
+/// moe.step_logits`, each result used once.
+struct StepHead {
+  moe::RMSNormOp norm;
+  moe::LinearOp lin;
+  moe::ParamOp weight;
+};
+
+/// Matches the head whose logits `op` records; emits an error naming `pass`
+/// and fails when it is not that chain.
+mlir::FailureOr<StepHead> matchStepHead(moe::StepLogitsOp op,
+                                        llvm::StringRef pass);
+
+/// The rows of `x` whose logits a decode step records, and their
+/// `positions` (moe.step_head_rows, then moe.take_rows of both).
+std::pair<mlir::Value, mlir::Value> takeStepHeadRows(mlir::OpBuilder &b,
+                                                     mlir::Location loc,
+                                                     mlir::Value x,
+                                                     mlir::Value positions);
+
 } // namespace meshfold::mf
 
 #endif // MESHFOLD_LIB_DIALECT_MF_TRANSFORMS_PARTITIONUTILS_H

@@ -583,6 +583,25 @@ LogicalResult StepLogitsOp::verify() {
                          getPositions().getType());
 }
 
+LogicalResult StepHeadRowsOp::verify() {
+  return failure(
+      failed(checkRank(*this, "positions", getPositions().getType(), 1)) ||
+      failed(checkRank(*this, "rows", getRows().getType(), 1)));
+}
+
+LogicalResult TakeRowsOp::verify() {
+  auto in = cast<RankedTensorType>(getInput().getType());
+  auto res = cast<RankedTensorType>(getResult().getType());
+  if (failed(checkRank(*this, "rows", getRows().getType(), 1)) ||
+      failed(checkDim(*this, "result", res, 0, "rows", getRows().getType(), 0)))
+    return failure();
+  if (in.getRank() < 1 || res.getRank() != in.getRank() ||
+      in.getElementType() != res.getElementType() ||
+      in.getShape().drop_front() != res.getShape().drop_front())
+    return emitOpError() << "result " << res << " must be rows of input " << in;
+  return success();
+}
+
 LogicalResult LogitsOp::verify() {
   return checkRank(*this, "logits", getLogits().getType(), 1);
 }

@@ -271,6 +271,10 @@ struct ProgramRank {
   /// layer names its surviving rows): in the SP layout (the hidden state's
   /// rows) and in the CP layout (after the TP all-gather).
   std::vector<int64_t> spRows, cpRows;
+  /// The rows of the decode step running whose logits its LM head computes
+  /// (moe.step_head_rows: their indices among the step's rows, and their
+  /// positions, the layout of the head's logits).
+  std::vector<int64_t> headRows, headPositions;
   /// --report traffic's compute counters of prefill, per layer
   /// (ComputeCounter): the rows the layer's parts ran on, as the hooks saw
   /// them.

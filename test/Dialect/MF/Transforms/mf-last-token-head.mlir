@@ -113,17 +113,22 @@ module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
 
 // -----
 
-// A decode step records every row's logits (moe.step_logits, each row the
-// newest token of a request of the batch): the TP group all-gathers its SP
-// rows, each rank computes their logits with its vocab slice, and TP rank 0
-// gathers the slices (stacked [TP * n, V/TP], permuted to [n, V]) and
-// records them at the CP rows' positions. prompt-logprobs adds nothing there.
+// A decode step records the logits of the rows that choose a token
+// (moe.step_logits, each row the newest token of a request of the batch, or
+// a prompt chunk's row): the TP group all-gathers its SP rows, takes those
+// the runtime names (moe.step_head_rows of the CP rows' positions), each
+// rank computes their logits with its vocab slice, and TP rank 0 gathers the
+// slices (stacked [TP * n, V/TP], permuted to [n, V]) and records them at
+// the taken positions. prompt-logprobs adds nothing there.
 // CHECK-LABEL: func.func @decode_step(
 // CHECK-SAME:      %[[H:[^:]+]]: tensor<?x8xf32>, %[[CPPOS:[^:]+]]: tensor<?xi64>)
 // CHECK-NOT:       mf.slice
 // CHECK-NEXT:      %[[NW:.+]] = moe.param "model.norm.weight" : tensor<8xf32>
 // CHECK-NEXT:      %[[ROWS:.+]] = mf.all_gather %[[H]] on "attention" ["tp"] dim 0 : tensor<?x8xf32> -> tensor<?x8xf32>
-// CHECK-NEXT:      %[[N:.+]] = moe.rms_norm %[[ROWS]], %[[NW]] {{.+}} : tensor<?x8xf32>, tensor<8xf32> -> tensor<?x8xf32>
+// CHECK-NEXT:      %[[PICK:.+]] = moe.step_head_rows %[[CPPOS]] : tensor<?xi64> -> tensor<?xi64>
+// CHECK-NEXT:      %[[TAKEN:.+]] = moe.take_rows %[[ROWS]], %[[PICK]] : tensor<?x8xf32>, tensor<?xi64> -> tensor<?x8xf32>
+// CHECK-NEXT:      %[[TAKENPOS:.+]] = moe.take_rows %[[CPPOS]], %[[PICK]] : tensor<?xi64>, tensor<?xi64> -> tensor<?xi64>
+// CHECK-NEXT:      %[[N:.+]] = moe.rms_norm %[[TAKEN]], %[[NW]] {{.+}} : tensor<?x8xf32>, tensor<8xf32> -> tensor<?x8xf32>
 // CHECK-NEXT:      %[[W:.+]] = moe.param "lm_head.weight" {mf.shard = #mf.shard<dim = 0, mesh = "attention", axis = "tp", parts = 2>} : tensor<8x8xf32>
 // CHECK-NEXT:      %[[PART:.+]] = moe.linear %[[N]], %[[W]] : tensor<?x8xf32>, tensor<8x8xf32> -> tensor<?x8xf32>
 // CHECK-NEXT:      %[[C0:.+]] = arith.constant 0 : index
@@ -136,7 +141,7 @@ module attributes {mf.plan = #mf.plan<devices = 4, gpus_per_node = 4,
 // CHECK-NEXT:      %{{.+}} = arith.constant 0 : index
 // CHECK-NEXT:      %[[TP:.+]] = mf.coord "attention" "tp" : index
 // CHECK-NEXT:      %[[ROOT:.+]] = arith.cmpi eq, %[[TP]], %{{.+}} : index
-// CHECK-NEXT:      moe.step_logits %[[ALL]], %[[CPPOS]] if %[[ROOT]] : tensor<?x16xf32>, tensor<?xi64>
+// CHECK-NEXT:      moe.step_logits %[[ALL]], %[[TAKENPOS]] if %[[ROOT]] : tensor<?x16xf32>, tensor<?xi64>
 // CHECK-NEXT:      return
 // PROMPT-LABEL: func.func @decode_step(
 // PROMPT-NOT:       moe.prompt_logits

@@ -323,7 +323,8 @@ def MFDeriveDecodePass : Pass<"mf-derive-decode", "::mlir::ModuleOp"> {
     `0 .. T-1` with `moe.positions`); every `moe.attention` (whose K/V a
     `moe.kv_cache` records) attends to the layer's cached K/V of the earlier
     positions followed by the step's own (`moe.kv_history`); and the LM head
-    computes every row's logits (`moe.step_logits`): a step batches the
+    computes every row's logits (`moe.step_logits`; lowering narrows it to
+    the rows that choose a token, `mf-step-head-rows`): a step batches the
     newest tokens of several requests, one row each, whose positions name
     their sequences (see `moe.attention`).
 
@@ -380,11 +381,13 @@ def MFLastTokenHeadPass : Pass<"mf-last-token-head", "::mlir::ModuleOp"> {
     is then a `tensor.extract_slice` of that head, so the rank loads the LM
     head once.
 
-    A decode step records every row's logits (`moe.step_logits`, each row a
-    request's newest token): its TP group all-gathers the rows, each TP rank
-    computes their V/TP logits with its vocab slice, and TP rank 0 gathers
-    the slices (stacked `[TP * n, V/TP]`, permuted to `[n, V]`) and records
-    them.
+    A decode step records the logits of the rows that choose a token
+    (`moe.step_logits`, each row a request's newest token or a prompt
+    chunk's): its TP group all-gathers the rows and takes those that choose
+    (`moe.step_head_rows`, as `mf-step-head-rows` does without TP), each TP
+    rank computes their V/TP logits with its vocab slice, and TP rank 0
+    gathers the slices (stacked `[TP * n, V/TP]`, permuted to `[n, V]`) and
+    records them.
   }];
   let options = [
     Option<"promptLogprobs", "prompt-logprobs", "bool", "false",
@@ -394,6 +397,37 @@ def MFLastTokenHeadPass : Pass<"mf-last-token-head", "::mlir::ModuleOp"> {
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::arith::ArithDialect",
                            "::mlir::tensor::TensorDialect"];
+}
+
+def MFStepHeadRowsPass : Pass<"mf-step-head-rows", "::mlir::ModuleOp"> {
+  let summary = "a decode step's LM head computes only the rows that choose a token";
+  let description = [{
+    A decode step records the logits of each request's newest row: a decode
+    row, or the last row of a prompt's last chunk. A chunk of a prompt
+    before its last (chunked prefill), a recomputed place and padding choose
+    nothing, and computing their `[rows, V]` logits costs a whole LM head
+    per row. The step's head (`rms_norm -> linear -> moe.step_logits`) takes
+    the rows that choose (`moe.step_head_rows`, which the runtime answers,
+    at least one row) before the norm, and the norm, the LM head and the
+    output run on those rows only.
+
+    ```mlir
+    %n = moe.rms_norm %h, %nw ...
+    %l = moe.linear %n, %w : tensor<?x1024xf32>, ... -> tensor<?x32000xf32>
+    moe.step_logits %l, %pos
+    // becomes
+    %rows = moe.step_head_rows %pos : tensor<?xi64> -> tensor<?xi64>
+    %x = moe.take_rows %h, %rows ...
+    %p = moe.take_rows %pos, %rows ...
+    %n = moe.rms_norm %x, %nw ...
+    %l = moe.linear %n, %w ...
+    moe.step_logits %l, %p
+    ```
+    A TP group's split head takes its rows in `mf-last-token-head` (after
+    its all-gather) and is left as it is; this pass narrows the others
+    (one device, TP = 1).
+  }];
+  let dependentDialects = ["::meshfold::moe::MoEDialect"];
 }
 
 def MFNarrowLastLayerPass : Pass<"mf-narrow-last-layer", "::mlir::ModuleOp"> {

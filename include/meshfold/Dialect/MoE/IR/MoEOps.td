@@ -529,12 +529,13 @@ def MoE_PromptLogitsOp : MoE_Op<"prompt_logits", [MemoryEffects<[MemWrite]>]> {
 }
 
 def MoE_StepLogitsOp : MoE_Op<"step_logits", [MemoryEffects<[MemWrite]>]> {
-  let summary = "the logits of every row of a decode step, an output";
+  let summary = "the logits of a decode step's rows, an output";
   let description = [{
     Records `logits [n, V]` for the rows at `positions [n]` of a decode step:
     each row is the newest token of one request of the batch (a position
     names its request and its place in it, see `moe.kv_history`); padding
-    rows are dropped. With `valid`, only the ranks on which `valid` is true
+    rows and rows that choose no token (a prompt chunk's before the prompt's
+    last) are dropped. With `valid`, only the ranks on which `valid` is true
     record them (after partitioning, TP rank 0 of the rows' holders).
 
     ```mlir
@@ -547,6 +548,51 @@ def MoE_StepLogitsOp : MoE_Op<"step_logits", [MemoryEffects<[MemWrite]>]> {
   let assemblyFormat = [{
     $logits `,` $positions (`if` $valid^)? attr-dict `:` type($logits) `,`
     type($positions)
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_StepHeadRowsOp
+    : MoE_Op<"step_head_rows", [MemoryEffects<[MemRead]>]> {
+  let summary = "the rows of a decode step whose logits are recorded";
+  let description = [{
+    Returns the indices into `positions [n]` of the rows whose logits the
+    step records (`moe.step_logits`): each request's newest token that
+    chooses a next one, that is a decode row, or the last row of a prompt's
+    last chunk. A chunk before the last, a recomputed place and padding
+    choose nothing. At least one row is returned (the first, when none
+    chooses), so that the head's shapes are never empty. The runtime knows
+    the step's requests: the op reads its state, and every rank given the
+    same positions gets the same rows.
+
+    ```mlir
+    %rows = moe.step_head_rows %positions : tensor<?xi64> -> tensor<?xi64>
+    ```
+  }];
+  let arguments = (ins MoE_IndexTensor:$positions);
+  let results = (outs MoE_IndexTensor:$rows);
+  let assemblyFormat = [{
+    $positions attr-dict `:` type($positions) `->` type($rows)
+  }];
+  let hasVerifier = 1;
+}
+
+def MoE_TakeRowsOp : MoE_Op<"take_rows", [Pure]> {
+  let summary = "the rows of a tensor at the given indices";
+  let description = [{
+    `result[i] = input[rows[i]]` along the first dimension: `[m, ...]` from
+    `input [n, ...]` and `rows [m]`, each index in `[0, n)`.
+
+    ```mlir
+    %x = moe.take_rows %input, %rows
+        : tensor<?x1024xf32>, tensor<?xi64> -> tensor<?x1024xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, MoE_IndexTensor:$rows);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `,` $rows attr-dict `:` type($input) `,` type($rows) `->`
+    type($result)
   }];
   let hasVerifier = 1;
 }
