@@ -87,8 +87,12 @@ constexpr int64_t kOuterBlockTiles = 8, kOuterBlockK = 256;
 // reduction of at least this many (see dotColumns).
 constexpr int64_t kWideMinK = 256;
 // Dot tiles along such a reduction prefetch the rows of b this many tiles
-// ahead (see prefetchAhead; 1, 2 and 4 measured alike).
-constexpr int64_t kPrefetchTiles = 2;
+// ahead (see prefetchAhead). With AVX2 1, 2 and 4 measured alike; with
+// AVX-512 (AVX512_BF16) the next tile is best: bf16 decode steps of the
+// bench model took 8.8 ms at 1 tile, 10.1 at 2 and 10.9 at 4 (1 stream),
+// 32.0 against 36.1 ms at 1 and 2 (8 streams), prefill alike (2 threads,
+// medians of 3 alternated runs).
+constexpr int64_t kPrefetchTiles = 1;
 // A packed block: 128 columns of b (2 outer-product tiles with AVX-512, 8
 // with AVX2) by 256 of k, 128 KiB of f32 in the L2 cache. n blocks of 128
 // give the threads enough work items without splitting rows: the model's
@@ -813,7 +817,8 @@ private:
   /// enough for the hardware prefetcher, and the prefetches then only take
   /// load slots: 1-stream f32 decode steps of the bench model measured
   /// 16.2 ms with them and 12.8 ms without (2 threads, AVX2, medians of 7
-  /// alternated runs; 8 streams and prefill alike either way).
+  /// alternated runs; 8 streams and prefill alike either way). With
+  /// AVX-512 too: 15.6 ms without, 18.6 ms with them one tile ahead.
   bool prefetches() {
     return elementType(c.b).getIntOrFloatBitWidth() < accType.getWidth();
   }

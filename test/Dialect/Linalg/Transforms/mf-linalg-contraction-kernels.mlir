@@ -96,8 +96,8 @@ func.func @linear(%x: memref<?x64xf32>, %w: memref<48x64xbf16>, %y: memref<?x48x
 // -----
 
 // Along a reduction of 256 or more (a weight's rows), each dot tile
-// prefetches, at its k, the rows of w two tiles ahead of its own (a 4 x 3
-// tile at n0: rows n0 + 6 .. n0 + 8), the rows the next tiles stream. With
+// prefetches, at its k, the rows of w one tile ahead of its own (a 4 x 3
+// tile at n0: rows n0 + 3 .. n0 + 5), the rows the next tile streams. With
 // at most two row tiles (a decode step's rows), the threads share the columns
 // in tiles of 12 (4 x 3) rather than blocks of 48.
 #a = affine_map<(m, n, k) -> (m, k)>
@@ -112,10 +112,10 @@ func.func @linear(%x: memref<?x64xf32>, %w: memref<48x64xbf16>, %y: memref<?x48x
 // CHECK: scf.for %[[N0:.*]] = %{{.*}} to %{{.*}} step %c3
 // CHECK: scf.for %[[K:.*]] = {{.*}} iter_args
 // CHECK: vector.load %arg1[%[[N0]], %[[K]]] : memref<96x256xbf16>, vector<8xbf16>
-// CHECK: %[[R6:.*]] = arith.addi %[[N0]], %c6
-// CHECK-NEXT: memref.prefetch %arg1[%[[R6]], %[[K]]], read, locality<3>, data : memref<96x256xbf16>
-// CHECK: %[[R8:.*]] = arith.addi %[[N0]], %c8
-// CHECK-NEXT: memref.prefetch %arg1[%[[R8]], %[[K]]], read, locality<3>, data
+// CHECK: %[[R3:.*]] = arith.addi %[[N0]], %c3
+// CHECK-NEXT: memref.prefetch %arg1[%[[R3]], %[[K]]], read, locality<3>, data : memref<96x256xbf16>
+// CHECK: %[[R5:.*]] = arith.addi %[[N0]], %c5
+// CHECK-NEXT: memref.prefetch %arg1[%[[R5]], %[[K]]], read, locality<3>, data
 // CHECK-NEXT: vector.fma
 func.func @decode_linear(%x: memref<?x256xf32>, %w: memref<96x256xbf16>, %y: memref<?x96xf32>) {
   linalg.generic {indexing_maps = [#a, #b, #o], iterator_types = ["parallel", "parallel", "reduction"]}
