@@ -82,26 +82,40 @@ struct PositionsLowering : OpConversionPattern<PositionsOp> {
   }
 };
 
+/// `result[i, ...] = x[rows[i], ...]` (of `type`, its elements widened from
+/// x's where narrower): a gather of whole rows.
+Value takeRows(OpBuilder &b, Location loc, Value x, Value rows,
+               RankedTensorType type) {
+  unsigned rank = unsigned(type.getRank());
+  SmallVector<std::pair<Value, int64_t>> sizes = {{rows, 0}};
+  SmallVector<unsigned> all;
+  for (unsigned d = 0; d < rank; ++d) {
+    if (d > 0)
+      sizes.push_back({x, d});
+    all.push_back(d);
+  }
+  MLIRContext *ctx = b.getContext();
+  return generic(
+      b, loc, {rows}, {makeEmpty(b, loc, type, sizes)},
+      {pick(ctx, rank, {0}), pick(ctx, rank, all)}, SmallVector<IT>(rank, kPar),
+      [&](OpBuilder &nb, Location l, ValueRange a) {
+        SmallVector<Value> at = {
+            arith::IndexCastOp::create(nb, l, nb.getIndexType(), a[0])};
+        for (unsigned d = 1; d < rank; ++d)
+          at.push_back(idx(nb, l, d));
+        Value v = tensor::ExtractOp::create(nb, l, x, at);
+        linalg::YieldOp::create(nb, l, widen(nb, l, v, a[1].getType()));
+      })[0];
+}
+
+/// The tokens' rows of the embedding table.
 struct EmbedLowering : OpConversionPattern<EmbedOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
   matchAndRewrite(EmbedOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    MLIRContext *ctx = getContext();
-    Value table = adaptor.getTable(), tokens = adaptor.getTokens();
-    Value init = makeEmpty(rewriter, loc, op.getType(), {{tokens, 0}});
-    Value res = generic(
-        rewriter, loc, {tokens}, {init},
-        {pick(ctx, 2, {0}), pick(ctx, 2, {0, 1})}, {kPar, kPar},
-        [&](OpBuilder &nb, Location l, ValueRange a) {
-          Value row =
-              arith::IndexCastOp::create(nb, l, nb.getIndexType(), a[0]);
-          Value v = tensor::ExtractOp::create(nb, l, table,
-                                              ValueRange{row, idx(nb, l, 1)});
-          linalg::YieldOp::create(nb, l, widen(nb, l, v, a[1].getType()));
-        })[0];
-    rewriter.replaceOp(op, res);
+    rewriter.replaceOp(op, takeRows(rewriter, op.getLoc(), adaptor.getTable(),
+                                    adaptor.getTokens(), op.getType()));
     return success();
   }
 };
@@ -880,37 +894,15 @@ struct TakePositionLowering : OpConversionPattern<TakePositionOp> {
   }
 };
 
-/// `result[i, ...] = input[rows[i], ...]`: a gather of whole rows.
+/// `result[i, ...] = input[rows[i], ...]`.
 struct TakeRowsLowering : OpConversionPattern<TakeRowsOp> {
   using OpConversionPattern::OpConversionPattern;
   LogicalResult
   matchAndRewrite(TakeRowsOp op, OpAdaptor adaptor,
                   ConversionPatternRewriter &rewriter) const override {
-    Location loc = op.getLoc();
-    MLIRContext *ctx = getContext();
-    Value x = adaptor.getInput(), rows = adaptor.getRows();
-    auto type = cast<RankedTensorType>(op.getType());
-    unsigned rank = unsigned(type.getRank());
-    SmallVector<std::pair<Value, int64_t>> sizes = {{rows, 0}};
-    SmallVector<unsigned> all;
-    for (unsigned d = 0; d < rank; ++d) {
-      if (d > 0)
-        sizes.push_back({x, d});
-      all.push_back(d);
-    }
-    Value taken =
-        generic(rewriter, loc, {rows}, {makeEmpty(rewriter, loc, type, sizes)},
-                {pick(ctx, rank, {0}), pick(ctx, rank, all)},
-                SmallVector<IT>(rank, kPar),
-                [&](OpBuilder &nb, Location l, ValueRange a) {
-                  SmallVector<Value> at = {arith::IndexCastOp::create(
-                      nb, l, nb.getIndexType(), a[0])};
-                  for (unsigned d = 1; d < rank; ++d)
-                    at.push_back(idx(nb, l, d));
-                  linalg::YieldOp::create(
-                      nb, l, Value(tensor::ExtractOp::create(nb, l, x, at)));
-                })[0];
-    rewriter.replaceOp(op, taken);
+    rewriter.replaceOp(op, takeRows(rewriter, op.getLoc(), adaptor.getInput(),
+                                    adaptor.getRows(),
+                                    cast<RankedTensorType>(op.getType())));
     return success();
   }
 };
