@@ -525,8 +525,8 @@ void _mlir_ciface_mfrt_logits_f32(StridedMemRefType<float, 1> *logits,
 }
 
 /// The count of a decode step's rows whose logits are recorded, at least
-/// one (moe.step_head_rows); the rank keeps them for the fill below and
-/// for the trace of the head's collectives.
+/// one where the step has rows (moe.step_head_rows); the rank keeps them
+/// for the fill below and for the trace of the head's collectives.
 int64_t _mlir_ciface_mfrt_step_head_rows(StridedMemRefType<int64_t, 1> *pos) {
   syncForHost();
   ProgramRank &rs = programRank();

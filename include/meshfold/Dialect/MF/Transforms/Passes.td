@@ -408,8 +408,8 @@ def MFStepHeadRowsPass : Pass<"mf-step-head-rows", "::mlir::ModuleOp"> {
     nothing, and computing their `[rows, V]` logits costs a whole LM head
     per row. The step's head (`rms_norm -> linear -> moe.step_logits`) takes
     the rows that choose (`moe.step_head_rows`, which the runtime answers,
-    at least one row) before the norm, and the norm, the LM head and the
-    output run on those rows only.
+    at least one row of a step that has rows) before the norm, and the
+    norm, the LM head and the output run on those rows only.
 
     ```mlir
     %n = moe.rms_norm %h, %nw ...

@@ -560,8 +560,9 @@ def MoE_StepHeadRowsOp
     step records (`moe.step_logits`): each request's newest token that
     chooses a next one, that is a decode row, or the last row of a prompt's
     last chunk. A chunk before the last, a recomputed place and padding
-    choose nothing. At least one row is returned (the first, when none
-    chooses), so that the head's shapes are never empty. The runtime knows
+    choose nothing. Positions of at least one row give at least one (the
+    first, when none chooses), so that the head's shapes are not empty; no
+    positions give no rows. The runtime knows
     the step's requests: the op reads its state, and every rank given the
     same positions gets the same rows.
 
